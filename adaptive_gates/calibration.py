@@ -1,0 +1,116 @@
+"""Thresholds fitted to a user's own data and budget.
+
+Every gate retrieves when its need score is strictly above its threshold. These
+functions pick that threshold either for a target retrieval rate (no labels
+needed: a quantile of the need scores) or for an objective on outcome records
+(best accuracy, optionally with the retrieval rate held under a budget).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How a threshold was chosen; kept with the gate and saved with it."""
+
+    method: str  # "rate" or "objective"
+    threshold: float
+    n: int
+    realised_rate: float
+    target_rate: float | None = None
+    max_rate: float | None = None
+    accuracy: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+        return cls(**data)
+
+
+def _finite_scores(scores: np.ndarray) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if scores.size == 0:
+        raise ValueError("calibration needs at least one score")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("calibration scores must be finite")
+    return scores
+
+
+def _cut_positions(desc: np.ndarray) -> np.ndarray:
+    """The reachable retrieval counts j: 0, every change of score value, and N."""
+    return np.r_[0, np.flatnonzero(desc[1:] != desc[:-1]) + 1, desc.size]
+
+
+def _threshold_retrieving_top(desc: np.ndarray, j: int) -> float:
+    """A threshold that the top ``j`` of the descending scores exceed and the rest do not."""
+    if j == 0:
+        return float(desc[0])
+    if j == desc.size:
+        return float(np.nextafter(desc[-1], -np.inf))
+    high, low = float(desc[j - 1]), float(desc[j])
+    mid = (high + low) / 2  # the midpoint generalises best to unseen scores
+    return mid if low <= mid < high else low
+
+
+def threshold_for_rate(scores: np.ndarray, target_rate: float) -> Calibration:
+    """The threshold under which about ``target_rate`` of these scores retrieve.
+
+    With tied scores the exact rate may be unreachable; the closest reachable
+    rate is taken (fewer retrievals on an exact draw).
+    """
+    if not 0.0 <= target_rate <= 1.0 or math.isnan(target_rate):
+        raise ValueError(f"target_rate must be in [0, 1], got {target_rate}")
+    scores = _finite_scores(scores)
+    desc = np.sort(scores)[::-1]
+    n = desc.size
+    cuts = _cut_positions(desc)
+    j = int(cuts[np.argmin(np.abs(cuts / n - target_rate))])
+    return Calibration("rate", _threshold_retrieving_top(desc, j), n, j / n, target_rate=target_rate)
+
+
+def threshold_for_objective(
+    scores: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    max_rate: float | None = None,
+) -> Calibration:
+    """The threshold with the best accuracy on outcome records.
+
+    Args:
+        scores: need scores of the calibration questions.
+        a, b: their correctness without / with retrieval.
+        max_rate: when given, only thresholds retrieving at most this share count.
+
+    Among equally accurate thresholds the one retrieving least wins.
+    """
+    scores = _finite_scores(scores)
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if not (scores.size == a.size == b.size):
+        raise ValueError(f"got {scores.size} scores for {a.size}/{b.size} outcomes")
+    if max_rate is not None and not 0.0 <= max_rate <= 1.0:
+        raise ValueError(f"max_rate must be in [0, 1], got {max_rate}")
+    order = np.argsort(-scores, kind="stable")
+    desc, gain = scores[order], (b - a)[order]
+    n = desc.size
+    cuts = _cut_positions(desc)
+    accuracy = (a.sum() + np.r_[0.0, np.cumsum(gain)][cuts]) / n
+    allowed = np.ones_like(accuracy, dtype=bool) if max_rate is None else cuts / n <= max_rate + 1e-12
+    best = int(np.flatnonzero(allowed)[np.argmax(accuracy[allowed])])
+    j = int(cuts[best])
+    return Calibration(
+        "objective",
+        _threshold_retrieving_top(desc, j),
+        n,
+        j / n,
+        max_rate=max_rate,
+        accuracy=float(accuracy[best]),
+    )

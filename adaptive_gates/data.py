@@ -1,0 +1,203 @@
+"""JSONL record types and their loaders.
+
+Three record kinds (one JSON object a line):
+
+- outcome: ``id, question, answers, pred_no_retrieval, pred_one_retrieval``
+  (+ optional ``context``) — answers already produced without and with retrieval;
+- QA: ``id, question, answers`` (+ optional ``context``/``passage``);
+- corpus: ``id, title, text``.
+
+Every loader error names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from .errors import DataFormatError
+
+__all__ = [
+    "OutcomeRecord",
+    "QARecord",
+    "CorpusRecord",
+    "load_outcomes",
+    "load_qa",
+    "load_corpus",
+    "iter_jsonl",
+    "write_jsonl",
+]
+
+
+@dataclass(frozen=True)
+class QARecord:
+    """A question with its gold answers (and optionally its own context)."""
+
+    id: str
+    question: str
+    answers: list[str]
+    context: Any = None
+
+
+@dataclass(frozen=True)
+class OutcomeRecord:
+    """A question answered twice: without retrieval and with one retrieval."""
+
+    id: str
+    question: str
+    answers: list[str]
+    pred_no_retrieval: str
+    pred_one_retrieval: str
+    context: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSONL object (``extra`` fields flattened back in)."""
+        out = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class CorpusRecord:
+    """One retrievable passage."""
+
+    id: str
+    title: str
+    text: str
+
+
+R = TypeVar("R")
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"
+                )
+            yield lineno, obj
+
+
+def write_jsonl(path: str | Path, rows: list[dict[str, Any]], append: bool = False) -> None:
+    """Write (or append) objects one a line, flushing so a crash loses nothing written."""
+    with Path(path).open("a" if append else "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+
+
+class _Fields:
+    """Typed field access for one parsed line, with errors naming file:line:field."""
+
+    def __init__(self, path: Path, lineno: int, obj: dict[str, Any]) -> None:
+        self.where = f"{path}:{lineno}"
+        self.obj = obj
+
+    def fail(self, name: str, problem: str) -> DataFormatError:
+        return DataFormatError(f"{self.where}: field {name!r} {problem}")
+
+    def text(self, name: str, *, required: bool = True, allow_empty: bool = False) -> str:
+        if name not in self.obj or self.obj[name] is None:
+            if required:
+                raise self.fail(name, "is missing")
+            return ""
+        value = self.obj[name]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise self.fail(name, f"must be a string, got {type(value).__name__}")
+        if not allow_empty and not value.strip():
+            raise self.fail(name, "is empty")
+        return value
+
+    def answers(self, name: str = "answers") -> list[str]:
+        if name not in self.obj:
+            raise self.fail(name, "is missing")
+        value = self.obj[name]
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value:
+            raise self.fail(name, "must be a non-empty list of strings")
+        out = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                raise self.fail(name, f"holds a non-string item {item!r}")
+            out.append(str(item))
+        return out
+
+    def ident(self, fallback: int) -> str:
+        value = self.obj.get("id", fallback)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise self.fail("id", f"must be a string or an integer, got {value!r}")
+        return str(value)
+
+
+def _load(path: str | Path, parse: Callable[[_Fields, int], R]) -> list[R]:
+    path = Path(path)
+    records = [parse(_Fields(path, lineno, obj), lineno) for lineno, obj in iter_jsonl(path)]
+    if not records:
+        raise DataFormatError(f"{path}: holds no records")
+    return records
+
+
+_OUTCOME_KEYS = {"id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context"}
+
+
+def _parse_outcome(f: _Fields, lineno: int) -> OutcomeRecord:
+    return OutcomeRecord(
+        id=f.ident(lineno),
+        question=f.text("question"),
+        answers=f.answers(),
+        # An LLM may legitimately answer with an empty string.
+        pred_no_retrieval=f.text("pred_no_retrieval", allow_empty=True),
+        pred_one_retrieval=f.text("pred_one_retrieval", allow_empty=True),
+        context=f.obj.get("context"),
+        extra={k: v for k, v in f.obj.items() if k not in _OUTCOME_KEYS},
+    )
+
+
+def _parse_qa(f: _Fields, lineno: int) -> QARecord:
+    return QARecord(
+        id=f.ident(lineno),
+        question=f.text("question"),
+        answers=f.answers("answers" if "answers" in f.obj or "answer" not in f.obj else "answer"),
+        context=f.obj.get("context", f.obj.get("passage")),
+    )
+
+
+def _parse_corpus(f: _Fields, lineno: int) -> CorpusRecord:
+    return CorpusRecord(
+        id=f.ident(lineno),
+        title=f.text("title", required=False, allow_empty=True),
+        text=f.text("text"),
+    )
+
+
+def load_outcomes(path: str | Path) -> list[OutcomeRecord]:
+    """Load outcome records (see module doc); raises ``DataFormatError`` on a bad line."""
+    return _load(path, _parse_outcome)
+
+
+def load_qa(path: str | Path) -> list[QARecord]:
+    """Load QA records; ``answer`` is accepted for ``answers`` and ``passage`` for ``context``."""
+    return _load(path, _parse_qa)
+
+
+def load_corpus(path: str | Path) -> list[CorpusRecord]:
+    """Load corpus records (``id, title, text``)."""
+    return _load(path, _parse_corpus)

@@ -1,0 +1,25 @@
+"""Exceptions raised by adaptive-gates, so callers can catch them precisely."""
+
+
+class AdaptiveGatesError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class NotFittedError(AdaptiveGatesError, RuntimeError):
+    """A gate was used before ``fit`` (or ``load``)."""
+
+
+class InvalidQuestionError(AdaptiveGatesError, ValueError):
+    """A question is not a non-empty string."""
+
+
+class DataFormatError(AdaptiveGatesError, ValueError):
+    """A data file has a malformed line or a missing/ill-typed field."""
+
+
+class GateLoadError(AdaptiveGatesError, ValueError):
+    """A saved gate directory is missing, corrupt, or does not match."""
+
+
+class BackendError(AdaptiveGatesError, RuntimeError):
+    """A model or retrieval backend failed or returned unusable output."""

@@ -1,0 +1,17 @@
+"""Gate-quality evaluation: curves, gap capture, reports and plots (SPEC §6)."""
+
+from .curves import Curve, gate_curve, oracle_curve, random_auc
+from .plot import plot_reports
+from .report import decision_auroc, evaluate_scores, gap_capture, threshold_outcome
+
+__all__ = [
+    "Curve",
+    "gate_curve",
+    "oracle_curve",
+    "random_auc",
+    "decision_auroc",
+    "evaluate_scores",
+    "gap_capture",
+    "threshold_outcome",
+    "plot_reports",
+]

@@ -1,0 +1,48 @@
+"""Accuracy-against-retrieval-rate plots of evaluation reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
+    """Plot one or more gates' curves with random, oracle, never and always.
+
+    The baselines come from the first report (all reports should share a test set).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not reports:
+        raise ValueError("nothing to plot: no reports given")
+    base = reports[0]
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    for report in reports:
+        rates, acc = zip(*report["curve"])
+        gc = report["gap_capture"]
+        label = f"{report['gate']} (gap capture {gc:.2f})" if gc is not None else report["gate"]
+        ax.plot(rates, acc, label=label, linewidth=1.6)
+        at = report.get("at_threshold") or {}
+        if "retrieval_rate" in at:
+            ax.scatter([at["retrieval_rate"]], [at["accuracy"]], zorder=3, marker="o", s=30)
+    rates, acc = zip(*base["oracle_curve"])
+    ax.plot(rates, acc, color="black", linestyle=":", label="oracle")
+    ax.plot([0, 1], [base["never"], base["always"]], color="grey", linestyle="--", label="random")
+    ax.scatter([0], [base["never"]], color="tab:red", marker="s", zorder=4, label=f"never ({base['never']:.3f})")
+    ax.scatter([1], [base["always"]], color="tab:green", marker="s", zorder=4, label=f"always ({base['always']:.3f})")
+    ax.set_xlabel("retrieval rate")
+    ax.set_ylabel(f"accuracy ({base['metric']})")
+    ax.set_xlim(0, 1)
+    ax.set_title(title or f"accuracy vs retrieval rate (n={base['n']})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

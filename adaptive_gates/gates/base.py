@@ -1,0 +1,279 @@
+"""What every gate shares: scoring, thresholds, decisions, calibration, persistence.
+
+A subclass implements ``_score`` (need scores and per-question evidence for a
+batch of clean questions), ``_default_threshold``, ``is_fitted`` and its own
+state I/O; it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
+``adecide_batch``, ``calibrate``, ``save`` and ``load``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
+from ..decision import GateDecision
+from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
+from ..persistence import config_field, library_versions, read_config, save_directory
+from ..validation import check_question, check_questions
+
+logger = logging.getLogger(__name__)
+
+G = TypeVar("G", bound="Gate")
+
+
+class Gate(ABC):
+    """Base class of every adaptive retrieval gate.
+
+    A gate maps questions to *need scores* (higher = more need for retrieval) and
+    retrieves when the score is strictly above ``threshold_``. ``decide`` never
+    raises for a bad question or a failing backend: it returns the fallback
+    decision (``fallback_retrieve``, default: retrieve) with ``error`` set, so a
+    chain keeps working.
+    """
+
+    #: Short name used in decisions, reports, saved configs and the CLI.
+    name: ClassVar[str] = "gate"
+    _registry: ClassVar[dict[str, type["Gate"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            Gate._registry[cls.name] = cls
+
+    def __init__(self, *, fallback_retrieve: bool = True) -> None:
+        self.fallback_retrieve = fallback_retrieve
+        self._calibration: Calibration | None = None
+
+    # ----------------------------------------------------------------- subclass hooks
+    @property
+    @abstractmethod
+    def is_fitted(self) -> bool:
+        """True once the gate can score questions."""
+
+    @abstractmethod
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Need scores and per-question evidence for validated questions."""
+
+    @abstractmethod
+    def _default_threshold(self) -> float:
+        """The method's own threshold, used until the gate is calibrated."""
+
+    @abstractmethod
+    def _json_params(self) -> dict[str, Any]:
+        """The constructor parameters to save (JSON values; no backends)."""
+
+    @abstractmethod
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        """Write the fitted state's files into ``directory``; return its JSON part."""
+
+    @abstractmethod
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        """Restore the fitted state written by ``_save_state``."""
+
+    def _retrieve_mask(self, scores: np.ndarray) -> np.ndarray:
+        """Which scores retrieve; subclasses with tie rules override this."""
+        return scores > self.threshold_
+
+    # ----------------------------------------------------------------- thresholds
+    def _check_fitted(self) -> None:
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+
+    @property
+    def threshold_(self) -> float:
+        """The calibrated threshold if any, else the method's own."""
+        self._check_fitted()
+        if self._calibration is not None:
+            return self._calibration.threshold
+        return self._default_threshold()
+
+    @property
+    def calibration_(self) -> Calibration | None:
+        """How the threshold was calibrated (``None``: the method's own rule)."""
+        return self._calibration
+
+    def reset_threshold(self: G) -> G:
+        """Drop any calibration and go back to the method's own rule."""
+        self._calibration = None
+        return self
+
+    def calibrate(
+        self: G,
+        questions: Sequence[str],
+        target_rate: float | None = None,
+        *,
+        correct_without: Sequence[float] | None = None,
+        correct_with: Sequence[float] | None = None,
+        max_rate: float | None = None,
+    ) -> G:
+        """Fit the threshold on held-out questions.
+
+        Either give ``target_rate`` (the share of questions that should retrieve;
+        no labels needed), or give per-question correctness without and with
+        retrieval to maximise accuracy, optionally under ``max_rate``.
+        """
+        with_outcomes = correct_without is not None or correct_with is not None
+        if with_outcomes == (target_rate is not None):
+            raise ValueError("give either target_rate or correct_without and correct_with")
+        scores = self.score(questions)
+        if target_rate is not None:
+            if max_rate is not None:
+                raise ValueError("max_rate applies to outcome calibration only")
+            self._calibration = threshold_for_rate(scores, target_rate)
+        else:
+            if correct_without is None or correct_with is None:
+                raise ValueError("outcome calibration needs both correct_without and correct_with")
+            self._calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
+        logger.info("%s calibrated: %s", self.name, self._calibration)
+        return self
+
+    # ----------------------------------------------------------------- scoring
+    def score(self, questions: Sequence[str]) -> np.ndarray:
+        """Need scores for a batch of questions (higher = retrieve first).
+
+        Raises ``InvalidQuestionError`` for a bad question and ``BackendError``
+        when the backend yields a non-finite score.
+        """
+        self._check_fitted()
+        clean = check_questions(questions)
+        if not clean:
+            return np.zeros(0, dtype=np.float64)
+        scores, _ = self._score(clean)
+        scores = np.asarray(scores, dtype=np.float64)
+        if not np.all(np.isfinite(scores)):
+            raise BackendError(f"{self.name}: the backend produced a non-finite score")
+        return scores
+
+    # ----------------------------------------------------------------- decisions
+    def _fallback(self, question: Any, error: str, latency_ms: float = 0.0) -> GateDecision:
+        logger.warning("%s: fallback decision (%s)", self.name, error)
+        return GateDecision(
+            retrieve=self.fallback_retrieve,
+            score=math.nan,
+            threshold=self.threshold_,
+            gate=self.name,
+            latency_ms=latency_ms,
+            question=question if isinstance(question, str) else None,
+            error=error,
+        )
+
+    def decide(self, question: str) -> GateDecision:
+        """Decide one question; see ``decide_batch``."""
+        return self.decide_batch([question])[0]
+
+    def decide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
+        """Decide a batch in one scoring call.
+
+        Bad questions and backend failures give fallback decisions with ``error``
+        set instead of exceptions; ``latency_ms`` is the batch's time per question.
+        """
+        self._check_fitted()
+        start = time.perf_counter()
+        questions = list(questions)
+        clean: dict[int, str] = {}
+        problems: dict[int, str] = {}
+        for i, question in enumerate(questions):
+            try:
+                clean[i] = check_question(question)
+            except InvalidQuestionError as exc:
+                problems[i] = f"invalid question: {exc}"
+        scores: dict[int, float] = {}
+        evidence: dict[int, dict[str, Any]] = {}
+        if clean:
+            try:
+                batch_scores, batch_details = self._score(list(clean.values()))
+                for i, s, d in zip(clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
+                    if math.isfinite(s):
+                        scores[i], evidence[i] = float(s), d
+                    else:
+                        problems[i] = "backend error: non-finite score"
+            except Exception as exc:  # a failing backend must not take the chain down
+                logger.exception("%s: scoring failed", self.name)
+                problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
+        latency = (time.perf_counter() - start) * 1000 / max(len(questions), 1)
+        threshold = self.threshold_
+        retrieve = dict(zip(scores, self._retrieve_mask(np.array(list(scores.values()))))) if scores else {}
+        return [
+            self._fallback(q, problems[i], latency)
+            if i in problems
+            else GateDecision(
+                retrieve=bool(retrieve[i]),
+                score=scores[i],
+                threshold=threshold,
+                gate=self.name,
+                latency_ms=latency,
+                question=clean[i],
+                details=evidence[i],
+            )
+            for i, q in enumerate(questions)
+        ]
+
+    async def adecide(self, question: str) -> GateDecision:
+        """``decide`` in a worker thread, so the event loop is never blocked."""
+        return await asyncio.to_thread(self.decide, question)
+
+    async def adecide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
+        """``decide_batch`` in a worker thread."""
+        return await asyncio.to_thread(self.decide_batch, list(questions))
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
+        self._check_fitted()
+        config = {
+            "gate_type": self.name,
+            "library_versions": library_versions(),
+            "params": self._json_params(),
+            "threshold": self.threshold_,
+            "calibration": self._calibration.to_dict() if self._calibration else None,
+        }
+        return save_directory(path, config, self._save_state, overwrite=overwrite)
+
+    @classmethod
+    def load(cls: type[G], path: str | Path, **backends: Any) -> G:
+        """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
+        to the constructor. Refuses a gate of another type or a mismatched backend."""
+        path = Path(path)
+        config = read_config(path)
+        gate_type = config_field(config, "gate_type", str)
+        target = Gate._registry.get(gate_type)
+        if target is None:
+            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
+        if cls is not Gate and not issubclass(target, cls):
+            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
+        params = config_field(config, "params", dict)
+        try:
+            gate = target(**backends, **params)
+        except TypeError as exc:
+            raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
+        gate._load_state(path, config_field(config, "state", dict))
+        calibration = config.get("calibration")
+        if calibration is not None:
+            try:
+                gate._calibration = Calibration.from_dict(calibration)
+            except TypeError as exc:
+                raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
+        saved = config_field(config, "threshold", (int, float))
+        if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
+            raise GateLoadError(
+                f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
+            )
+        return gate  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._json_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+def load_gate(path: str | Path, **backends: Any) -> Gate:
+    """Load any saved gate; its type comes from the saved ``config.json``."""
+    return Gate.load(path, **backends)

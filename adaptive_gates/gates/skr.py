@@ -1,0 +1,300 @@
+"""SKR: Self-Knowledge guided Retrieval (Wang et al., Findings EMNLP 2023), SPEC §1.
+
+Two gates over a memory of labelled past questions (D+ known, D- unknown):
+
+- ``SKRKnnGate`` (the paper's best): the k nearest past questions vote;
+- ``SKRClassifierGate``: a logistic-regression head on frozen embeddings.
+
+Both keep learning: ``add()`` puts newly labelled questions into the memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..data import OutcomeRecord
+from ..errors import BackendError, GateLoadError, NotFittedError
+from ..models.protocols import Embedder
+from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
+from ..validation import check_labels, check_questions
+from .base import Gate
+from ..persistence import load_array, save_array
+from .skr_memory import SelfKnowledgeMemory, l2_normalise
+
+logger = logging.getLogger(__name__)
+
+Vote = Literal["ratio", "majority"]
+Weighting = Literal["uniform", "similarity"]
+
+
+class _SKRMemoryGate(Gate):
+    """Shared machinery: the embedder, the memory, fit/add and their persistence."""
+
+    def __init__(self, embedder: Embedder | None = None, *, fallback_retrieve: bool = True) -> None:
+        super().__init__(fallback_retrieve=fallback_retrieve)
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self._memory: SelfKnowledgeMemory | None = None
+
+    # ------------------------------------------------------------------ backend
+    @property
+    def embedder(self) -> Embedder:
+        """The sentence encoder; the embedded all-MiniLM-L6-v2 unless one was given."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from ..models.defaults import default_embedder
+
+                self._embedder = default_embedder()
+            return self._embedder
+
+    def _embed(self, questions: list[str]) -> np.ndarray:
+        vectors = np.asarray(self.embedder.embed(questions), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(questions):
+            raise BackendError(f"embedder returned shape {vectors.shape} for {len(questions)} texts")
+        if not np.all(np.isfinite(vectors)):
+            raise BackendError("embedder returned NaN or inf")
+        return vectors
+
+    # ------------------------------------------------------------------ fitting
+    @property
+    def is_fitted(self) -> bool:
+        return self._memory is not None
+
+    @property
+    def memory_(self) -> SelfKnowledgeMemory:
+        """The self-knowledge memory (fitted state)."""
+        if self._memory is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+        return self._memory
+
+    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> "_SKRMemoryGate":
+        """Learn from labelled questions: label 1 = retrieval helped (D-), 0 = known (D+)."""
+        clean = check_questions(questions)
+        labels = check_labels(labels, len(clean))
+        if KNOWN not in labels or UNKNOWN not in labels:
+            raise ValueError("SKR needs both known (0) and unknown (1) questions to fit")
+        vectors = self._embed(clean)
+        memory = SelfKnowledgeMemory(vectors.shape[1])
+        memory.add(clean, labels, vectors)
+        self._memory = memory
+        self._after_memory_change()
+        logger.info("%s fitted on %d questions (m=%d known, n=%d unknown)", self.name, len(clean), *memory.counts)
+        return self
+
+    def fit_outcomes(
+        self, records: Sequence[OutcomeRecord], metric: str = "contains", ties: TiePolicy = "known"
+    ) -> "_SKRMemoryGate":
+        """Label outcome records (SPEC §1.1) and fit on them."""
+        knowledge = label_outcomes(records, metric=metric, ties=ties)
+        return self.fit(knowledge.questions, knowledge.labels)
+
+    def add(self, questions: Sequence[str], labels: Sequence[int]) -> "_SKRMemoryGate":
+        """Add newly labelled questions to the memory; safe while others decide."""
+        clean = check_questions(questions)
+        labels = check_labels(labels, len(clean))
+        if clean:
+            self.memory_.add(clean, labels, self._embed(clean))
+            self._after_memory_change()
+        return self
+
+    def _after_memory_change(self) -> None:
+        """Hook for state derived from the memory (e.g. a classifier)."""
+
+    # ------------------------------------------------------------------ persistence
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        state = self.memory_.save(directory)
+        state["encoder"] = {"id": self.embedder.model_id, "dimension": int(self.memory_.dimension)}
+        return state
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        encoder = state.get("encoder")
+        if not isinstance(encoder, dict) or "id" not in encoder or "dimension" not in encoder:
+            raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
+        if self._embedder is None:
+            from ..models.defaults import DEFAULT_EMBEDDER_ID
+
+            if encoder["id"] != DEFAULT_EMBEDDER_ID:
+                raise GateLoadError(
+                    f"{directory}: this gate was saved with encoder {encoder['id']!r}; "
+                    "pass embedder= with that model to load it"
+                )
+        elif self._embedder.model_id != encoder["id"]:
+            raise GateLoadError(
+                f"{directory}: field 'state.encoder.id' is {encoder['id']!r} "
+                f"but the given embedder is {self._embedder.model_id!r}"
+            )
+        if self._embedder is not None and self._embedder.dimension != encoder["dimension"]:
+            raise GateLoadError(
+                f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
+                f"but the given embedder has {self._embedder.dimension}"
+            )
+        memory = SelfKnowledgeMemory.load(directory, state)
+        if memory.dimension != encoder["dimension"]:
+            raise GateLoadError(
+                f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
+                f"but the memory holds {memory.dimension}-d vectors"
+            )
+        self._memory = memory
+
+
+class SKRKnnGate(_SKRMemoryGate):
+    """SKR-kNN: retrieve when the nearest past questions were mostly unknown.
+
+    Need score: the share of D- (unknown) questions among the k nearest
+    neighbours (cosine similarity), optionally similarity-weighted.
+
+    Args:
+        embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
+        k: number of neighbours (paper 3-10, authors' code 5-10).
+        vote: ``"ratio"`` (paper, default): known iff l/(k-l) >= m/n, i.e. the
+            D- share is at most n/(m+n); ``"majority"`` (authors' code): strict
+            majority, a tie goes to the smaller class.
+        weighting: ``"uniform"`` (paper) or ``"similarity"`` (weights = cosine
+            similarity clipped at 0; gives graded scores for calibration).
+        fallback_retrieve: the decision taken when a question or backend fails.
+    """
+
+    name = "skr-knn"
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        k: int = 10,
+        vote: Vote = "ratio",
+        weighting: Weighting = "uniform",
+        fallback_retrieve: bool = True,
+    ) -> None:
+        super().__init__(embedder, fallback_retrieve=fallback_retrieve)
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        if vote not in ("ratio", "majority"):
+            raise ValueError(f"vote must be 'ratio' or 'majority', got {vote!r}")
+        if weighting not in ("uniform", "similarity"):
+            raise ValueError(f"weighting must be 'uniform' or 'similarity', got {weighting!r}")
+        self.k = k
+        self.vote = vote
+        self.weighting = weighting
+
+    def _json_params(self) -> dict[str, Any]:
+        return {"k": self.k, "vote": self.vote, "weighting": self.weighting, "fallback_retrieve": self.fallback_retrieve}
+
+    def _default_threshold(self) -> float:
+        if self.vote == "majority":
+            return 0.5
+        m, n = self.memory_.counts
+        # l/(k-l) >= m/n  <=>  (k-l)/k <= n/(m+n): the D- prior share.
+        return n / (m + n)
+
+    def _retrieve_mask(self, scores: np.ndarray) -> np.ndarray:
+        retrieve = scores > self.threshold_
+        if self.vote == "majority" and self.calibration_ is None:
+            m, n = self.memory_.counts
+            # A tied vote goes to the smaller class (D- when the classes are even,
+            # erring towards retrieval).
+            retrieve |= (scores == 0.5) & (n <= m)
+        return retrieve
+
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        sims, labels, texts = self.memory_.search(self._embed(questions), self.k)
+        unknown = (labels == UNKNOWN).astype(np.float64)
+        if self.weighting == "similarity":
+            weights = np.clip(sims.astype(np.float64), 0.0, None)
+            total = weights.sum(axis=1)
+            weighted = (weights * unknown).sum(axis=1) / np.where(total > 0, total, 1.0)
+            scores = np.where(total > 0, weighted, unknown.mean(axis=1))
+        else:
+            scores = unknown.mean(axis=1)
+        details = [
+            {
+                "k": int(row_labels.size),
+                "n_known": int((row_labels == KNOWN).sum()),
+                "vote": self.vote,
+                "neighbours": [
+                    {"question": t, "label": "unknown" if lab == UNKNOWN else "known", "similarity": float(s)}
+                    for t, lab, s in zip(row_texts, row_labels, row_sims)
+                ],
+            }
+            for row_sims, row_labels, row_texts in zip(sims, labels, texts)
+        ]
+        return scores, details
+
+
+class SKRClassifierGate(_SKRMemoryGate):
+    """SKR-cls: a logistic-regression head on frozen sentence embeddings.
+
+    Need score: the predicted probability that the question is unknown (D-).
+    The paper fine-tunes BERT-base; a linear head on frozen embeddings is the
+    light form. ``add()`` refits the head on the grown memory.
+
+    Args:
+        embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
+        C: inverse regularisation strength.
+        class_weight: ``None`` or ``"balanced"`` (re-weights the rarer class).
+        fallback_retrieve: the decision taken when a question or backend fails.
+    """
+
+    name = "skr-cls"
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        C: float = 1.0,
+        class_weight: Literal["balanced"] | None = None,
+        fallback_retrieve: bool = True,
+    ) -> None:
+        super().__init__(embedder, fallback_retrieve=fallback_retrieve)
+        if not C > 0:
+            raise ValueError(f"C must be positive, got {C!r}")
+        if class_weight not in (None, "balanced"):
+            raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
+        self.C = float(C)
+        self.class_weight = class_weight
+        self._coef: np.ndarray | None = None
+        self._intercept = 0.0
+
+    def _json_params(self) -> dict[str, Any]:
+        return {"C": self.C, "class_weight": self.class_weight, "fallback_retrieve": self.fallback_retrieve}
+
+    @property
+    def is_fitted(self) -> bool:
+        return self._memory is not None and self._coef is not None
+
+    def _default_threshold(self) -> float:
+        return 0.5
+
+    def _after_memory_change(self) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        head = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=2000)
+        head.fit(self.memory_.embeddings(), self.memory_.labels)
+        # Kept as plain arrays: scoring and persistence need no sklearn object.
+        self._coef = head.coef_[0].astype(np.float64)
+        self._intercept = float(head.intercept_[0])
+
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        logits = l2_normalise(self._embed(questions)).astype(np.float64) @ self._coef + self._intercept
+        p_unknown = 1.0 / (1.0 + np.exp(-logits))
+        return p_unknown, [{"p_unknown": float(p), "logit": float(z)} for p, z in zip(p_unknown, logits)]
+
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        state = super()._save_state(directory)
+        save_array(directory, "coef.npy", self._coef)
+        state["intercept"] = self._intercept
+        return state
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        super()._load_state(directory, state)
+        coef = load_array(directory, "coef.npy").astype(np.float64)
+        if coef.shape != (self.memory_.dimension,):
+            raise GateLoadError(f"{directory}: file 'coef.npy' has shape {coef.shape}, expected ({self.memory_.dimension},)")
+        if not isinstance(state.get("intercept"), (int, float)):
+            raise GateLoadError(f"{directory}: field 'state.intercept' is missing")
+        self._coef, self._intercept = coef, float(state["intercept"])
