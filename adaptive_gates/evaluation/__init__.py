@@ -2,6 +2,7 @@
 
 from .curves import Curve, gate_curve, oracle_curve, random_auc
 from .plot import plot_reports
+from .offline import cross_fitted_scores, evaluate_offline, fit_calibrated
 from .report import decision_auroc, evaluate_scores, gap_capture, threshold_outcome
 
 __all__ = [
@@ -14,4 +15,7 @@ __all__ = [
     "gap_capture",
     "threshold_outcome",
     "plot_reports",
+    "cross_fitted_scores",
+    "evaluate_offline",
+    "fit_calibrated",
 ]

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
 from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
@@ -79,9 +80,14 @@ class Gate(ABC):
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         """Restore the fitted state written by ``_save_state``."""
 
-    def _retrieve_mask(self, scores: np.ndarray) -> np.ndarray:
-        """Which scores retrieve; subclasses with tie rules override this."""
-        return scores > self.threshold_
+    def retrieves(self, scores: np.ndarray) -> np.ndarray:
+        """Which need scores retrieve at the current threshold (subclasses with
+        tie rules override this)."""
+        return np.asarray(scores) > self.threshold_
+
+    def fit_outcomes(self: G, records: Sequence[OutcomeRecord], metric: str = "contains") -> G:
+        """Fit on outcome records; gates that learn from them override this."""
+        raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records")
 
     # ----------------------------------------------------------------- thresholds
     def _check_fitted(self) -> None:
@@ -121,10 +127,29 @@ class Gate(ABC):
         no labels needed), or give per-question correctness without and with
         retrieval to maximise accuracy, optionally under ``max_rate``.
         """
+        return self.calibrate_scores(
+            self.score(questions),
+            target_rate,
+            correct_without=correct_without,
+            correct_with=correct_with,
+            max_rate=max_rate,
+        )
+
+    def calibrate_scores(
+        self: G,
+        scores: np.ndarray,
+        target_rate: float | None = None,
+        *,
+        correct_without: Sequence[float] | None = None,
+        correct_with: Sequence[float] | None = None,
+        max_rate: float | None = None,
+    ) -> G:
+        """``calibrate`` from need scores already computed, e.g. out-of-fold
+        scores of cross-fitted copies of this gate."""
+        self._check_fitted()
         with_outcomes = correct_without is not None or correct_with is not None
         if with_outcomes == (target_rate is not None):
             raise ValueError("give either target_rate or correct_without and correct_with")
-        scores = self.score(questions)
         if target_rate is not None:
             if max_rate is not None:
                 raise ValueError("max_rate applies to outcome calibration only")
@@ -201,7 +226,7 @@ class Gate(ABC):
                 problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
         latency = (time.perf_counter() - start) * 1000 / max(len(questions), 1)
         threshold = self.threshold_
-        retrieve = dict(zip(scores, self._retrieve_mask(np.array(list(scores.values()))))) if scores else {}
+        retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values()))))) if scores else {}
         return [
             self._fallback(q, problems[i], latency)
             if i in problems

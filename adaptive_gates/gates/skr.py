@@ -117,9 +117,9 @@ class _SKRMemoryGate(Gate):
         if not isinstance(encoder, dict) or "id" not in encoder or "dimension" not in encoder:
             raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
         if self._embedder is None:
-            from ..models.defaults import DEFAULT_EMBEDDER_ID
+            from ..models.defaults import MINILM_ID
 
-            if encoder["id"] != DEFAULT_EMBEDDER_ID:
+            if encoder["id"] != MINILM_ID:
                 raise GateLoadError(
                     f"{directory}: this gate was saved with encoder {encoder['id']!r}; "
                     "pass embedder= with that model to load it"
@@ -192,7 +192,8 @@ class SKRKnnGate(_SKRMemoryGate):
         # l/(k-l) >= m/n  <=>  (k-l)/k <= n/(m+n): the D- prior share.
         return n / (m + n)
 
-    def _retrieve_mask(self, scores: np.ndarray) -> np.ndarray:
+    def retrieves(self, scores: np.ndarray) -> np.ndarray:
+        scores = np.asarray(scores)
         retrieve = scores > self.threshold_
         if self.vote == "majority" and self.calibration_ is None:
             m, n = self.memory_.counts

@@ -1,0 +1,176 @@
+"""The ``adaptive-gates`` command: ``eval``, ``fit`` and ``collect``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import AdaptiveGatesError
+
+logger = logging.getLogger("adaptive_gates.cli")
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"options are KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word such as majority
+    return key.replace("-", "_"), value
+
+
+def _gate_factory(args: argparse.Namespace):
+    from .gates.base import Gate
+
+    if args.gate not in Gate._registry:
+        raise SystemExit(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
+    cls = Gate._registry[args.gate]
+    options = dict(args.option or [])
+    embedder = None
+    if args.embedder:
+        from .models.embedder import SentenceEmbedder
+
+        embedder = SentenceEmbedder(args.embedder)
+
+    def factory() -> Gate:
+        kwargs = dict(options)
+        if embedder is not None:
+            kwargs["embedder"] = embedder
+        return cls(**kwargs)
+
+    factory()  # fail now, not after minutes of work, on a bad option
+    return factory
+
+
+def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gate", required=True, help="gate name, e.g. skr-knn or skr-cls")
+    parser.add_argument("--train", required=True, type=Path, help="outcome records (JSONL) to fit on")
+    parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
+    parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
+    parser.add_argument(
+        "--option", action="append", type=_parse_option, metavar="KEY=VALUE",
+        help="a gate parameter, e.g. --option k=20 --option vote=majority (repeatable)",
+    )
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .data import load_outcomes
+    from .evaluation import evaluate_offline, plot_reports
+
+    factory = _gate_factory(args)
+    report = evaluate_offline(
+        factory, load_outcomes(args.train), load_outcomes(args.test), metric=args.metric, target_rate=args.target_rate
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if args.plot:
+        plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
+    gc, auroc = report["gap_capture"], report["decision_auroc"]
+    at = report["at_threshold"]
+    print(
+        f"{report['gate']}: n={report['n']} never={report['never']:.3f} always={report['always']:.3f} "
+        f"oracle={report['oracle']:.3f} auc={report['auc']:.4f} "
+        f"gap_capture={'n/a' if gc is None else f'{gc:.3f}'} auroc={'n/a' if auroc is None else f'{auroc:.3f}'} "
+        f"| at threshold: rate={at['retrieval_rate']:.3f} accuracy={at['accuracy']:.3f}"
+    )
+    return 0
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from .data import load_outcomes
+    from .evaluation.offline import fit_calibrated
+
+    if args.max_rate is not None and not args.objective:
+        raise SystemExit("--max-rate goes with --objective")
+    if args.objective and args.target_rate is not None:
+        raise SystemExit("give --target-rate or --objective, not both")
+    gate = fit_calibrated(
+        _gate_factory(args), load_outcomes(args.train), args.metric,
+        target_rate=args.target_rate, objective=args.objective, max_rate=args.max_rate,
+    )
+    gate.save(args.out, overwrite=args.overwrite)
+    print(f"saved {gate!r} to {args.out} (threshold {gate.threshold_:.4f})")
+    return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from .answering import LLMAnswerer
+    from .collection import collect_outcomes
+    from .data import load_qa
+    from .models.local_lm import LocalCausalLM
+
+    records = load_qa(args.qa)[: args.limit]
+    if args.retriever == "bm25":
+        from .retrieval import BM25Retriever
+
+        retriever = BM25Retriever.from_jsonl(args.corpus)
+    else:
+        from .models.defaults import default_embedder
+        from .retrieval import DenseRetriever
+
+        retriever = DenseRetriever.from_jsonl(args.corpus, default_embedder())
+    answerer = LLMAnswerer(LocalCausalLM(args.model), batch_size=args.batch_size)
+    if args.instruction:
+        answerer.instruction = args.instruction
+    outcomes = collect_outcomes(records, answerer, retriever, args.out, k=args.k, batch_size=args.batch_size)
+    print(f"{len(outcomes)} outcome records in {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``adaptive-gates`` command."""
+    parser = argparse.ArgumentParser(prog="adaptive-gates", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="fit a gate on TRAIN outcomes, evaluate it on TEST outcomes")
+    _add_gate_arguments(ev)
+    ev.add_argument("--test", required=True, type=Path, help="outcome records (JSONL) to evaluate on")
+    ev.add_argument("--json", required=True, type=Path, help="where to write the report")
+    ev.add_argument("--plot", type=Path, help="where to write the accuracy-vs-retrieval-rate PNG")
+    ev.add_argument("--target-rate", type=float, help="calibrate the threshold for this retrieval rate")
+    ev.set_defaults(run=_cmd_eval)
+
+    fit = sub.add_parser("fit", help="fit, calibrate and save a gate from outcome records")
+    _add_gate_arguments(fit)
+    fit.add_argument("--out", required=True, type=Path, help="directory to save the gate in")
+    fit.add_argument("--target-rate", type=float, help="calibrate for this retrieval rate")
+    fit.add_argument("--objective", action="store_true", help="calibrate for the best accuracy")
+    fit.add_argument("--max-rate", type=float, help="with --objective: retrieve at most this share")
+    fit.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+    fit.set_defaults(run=_cmd_fit)
+
+    col = sub.add_parser("collect", help="answer QA records with and without retrieval (resumable)")
+    col.add_argument("--qa", required=True, type=Path, help="QA records (JSONL)")
+    col.add_argument("--corpus", required=True, type=Path, help="corpus records (JSONL)")
+    col.add_argument("--out", required=True, type=Path, help="outcome records to write (appended, resumable)")
+    col.add_argument("--retriever", default="bm25", choices=["bm25", "dense"])
+    col.add_argument("--k", type=int, default=3, help="passages per question")
+    col.add_argument("--limit", type=int, help="only the first N records")
+    col.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
+    col.add_argument("--instruction", help="the answer instruction line")
+    col.add_argument("--batch-size", type=int, default=8)
+    col.set_defaults(run=_cmd_collect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``adaptive-gates`` command."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.run(args)
+    except (AdaptiveGatesError, FileNotFoundError, FileExistsError, ValueError) as exc:
+        print(f"adaptive-gates: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""Passage retrieval: lexical (BM25) and dense (faiss) retrievers behind one small protocol."""
+
+from .base import Hit, Retriever, passage_text
+from .bm25 import BM25Retriever
+from .dense import DenseRetriever
+
+__all__ = ["Hit", "Retriever", "passage_text", "BM25Retriever", "DenseRetriever"]

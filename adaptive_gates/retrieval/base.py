@@ -1,0 +1,131 @@
+"""The retriever contract (``Retriever``, ``Hit``) and the save/load helpers both retrievers share.
+
+A saved retriever is a directory holding ``config.json``, the backend's own index
+files and ``corpus.jsonl``; nothing is pickled, so loading never runs code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..data import CorpusRecord, load_corpus, write_jsonl
+from ..errors import AdaptiveGatesError, GateLoadError
+
+__all__ = ["Hit", "Retriever", "passage_text"]
+
+CONFIG_FILE = "config.json"
+CORPUS_FILE = "corpus.jsonl"
+#: Bumped when the layout of a saved directory changes incompatibly.
+FORMAT_VERSION = 1
+
+
+def passage_text(title: str, text: str) -> str:
+    """The text a passage is embedded and shown as: ``"title: text"``, or ``text`` alone."""
+    return f"{title}: {text}" if title else text
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage with its retriever-specific score (higher is better)."""
+
+    id: str
+    text: str
+    score: float
+    title: str = ""
+
+    def as_passage(self) -> str:
+        """The passage as it would be put in a prompt."""
+        return passage_text(self.title, self.text)
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything that returns the ``k`` best passages for a query, best first."""
+
+    def search(self, query: str, k: int = 3) -> list[Hit]: ...
+
+    def search_batch(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]: ...
+
+
+def check_k(k: object, size: int) -> int:
+    """``k`` validated (a positive int) and clipped to the corpus ``size``."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    return min(k, size)
+
+
+def make_hit(record: CorpusRecord, score: float) -> Hit:
+    """A ``Hit`` for ``record`` with a plain-float score."""
+    return Hit(id=record.id, text=record.text, score=float(score), title=record.title)
+
+
+def write_config(directory: Path, config: dict[str, Any]) -> None:
+    """Write ``config.json`` (with the format version) into ``directory``."""
+    payload = {"format_version": FORMAT_VERSION, **config}
+    (directory / CONFIG_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def read_config(directory: str | Path, expected_type: str) -> dict[str, Any]:
+    """Read and check ``config.json``; ``GateLoadError`` names the file or field at fault."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise GateLoadError(f"{path}: missing")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GateLoadError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise GateLoadError(f"{path}: expected a JSON object")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise GateLoadError(
+            f"{path}: field 'format_version' is {config.get('format_version')!r}, "
+            f"expected {FORMAT_VERSION}"
+        )
+    if config.get("type") != expected_type:
+        raise GateLoadError(
+            f"{path}: field 'type' is {config.get('type')!r}, expected {expected_type!r}"
+        )
+    return config
+
+
+def config_int(config: dict[str, Any], directory: str | Path, name: str) -> int:
+    """A non-negative int field of ``config.json``, or ``GateLoadError`` naming it."""
+    value = config.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GateLoadError(
+            f"{Path(directory) / CONFIG_FILE}: field {name!r} must be a non-negative int, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def require_file(directory: str | Path, name: str) -> Path:
+    """The path of ``name`` in ``directory``; ``GateLoadError`` if it is absent."""
+    path = Path(directory) / name
+    if not path.is_file():
+        raise GateLoadError(f"{path}: missing")
+    return path
+
+
+def save_corpus(directory: Path, records: Sequence[CorpusRecord]) -> None:
+    """Write the records to ``corpus.jsonl`` in index order."""
+    rows = [{"id": r.id, "title": r.title, "text": r.text} for r in records]
+    write_jsonl(directory / CORPUS_FILE, rows)
+
+
+def read_corpus(directory: str | Path, count: int) -> list[CorpusRecord]:
+    """Read ``corpus.jsonl`` and check it holds the ``count`` records the index was built on."""
+    path = require_file(directory, CORPUS_FILE)
+    try:
+        records = load_corpus(path)
+    except AdaptiveGatesError as exc:
+        raise GateLoadError(f"{path}: {exc}") from None
+    if len(records) != count:
+        raise GateLoadError(
+            f"{path}: holds {len(records)} records but config.json field 'count' is {count}"
+        )
+    return records

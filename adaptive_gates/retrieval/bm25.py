@@ -1,0 +1,235 @@
+"""Sparse lexical retrieval with BM25, built on the ``bm25s`` library.
+
+Title and text are indexed together. ``bm25s`` saves its index as ``.npy`` arrays
+(written and read with ``allow_pickle=False``) plus JSON files, so a saved
+directory can be loaded without unpickling anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+
+from ..data import CorpusRecord, load_corpus
+from ..errors import GateLoadError
+from ..validation import check_question, check_questions
+from .base import (
+    CONFIG_FILE,
+    Hit,
+    check_k,
+    config_int,
+    make_hit,
+    passage_text,
+    read_config,
+    read_corpus,
+    require_file,
+    save_corpus,
+    write_config,
+)
+
+__all__ = ["BM25Retriever"]
+
+logger = logging.getLogger(__name__)
+
+_TYPE = "bm25"
+#: The files ``bm25s.BM25.save`` writes when no corpus is passed to it.
+_BM25S_FILES = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "vocab.index.json",
+    "params.index.json",
+)
+_STEMMER_NAME = "pystemmer-english"
+
+
+def _english_stemmer() -> Any | None:
+    """PyStemmer's English (Snowball) stemmer, or ``None`` when PyStemmer is not installed."""
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError:
+        return None
+    return Stemmer.Stemmer("english")
+
+
+def _versions() -> dict[str, str]:
+    versions = {"bm25s": bm25s.__version__, "numpy": np.__version__}
+    try:
+        import Stemmer
+
+        versions["PyStemmer"] = Stemmer.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+class BM25Retriever:
+    """BM25 (Lucene variant) over ``title + text``; scores are BM25 sums, 0 means no overlap.
+
+    Searching is serialised by a lock: ``bm25s`` scoring only reads the index, but
+    PyStemmer stemmer objects are not safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        model: bm25s.BM25,
+        records: Sequence[CorpusRecord],
+        *,
+        stopwords: str | list[str] | None,
+        stemmer: Any | None,
+    ) -> None:
+        """Wrap an indexed ``bm25s.BM25``; use ``from_records``/``from_jsonl``/``load`` instead."""
+        self._model = model
+        self._records = list(records)
+        self._stopwords = stopwords
+        self._stemmer = stemmer
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_records(
+        cls,
+        records: Sequence[CorpusRecord],
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        stopwords: str | list[str] | None = "en",
+        stemmer: bool = True,
+    ) -> BM25Retriever:
+        """Index ``records``; ``stemmer=True`` stems with PyStemmer when it is installed."""
+        records = list(records)
+        if not records:
+            raise ValueError("cannot build a BM25 index over an empty corpus")
+        stemmer_obj = _english_stemmer() if stemmer else None
+        if stemmer and stemmer_obj is None:
+            logger.warning("PyStemmer is not installed; indexing BM25 without stemming")
+        tokens = bm25s.tokenize(
+            [passage_text(r.title, r.text) for r in records],
+            stopwords=stopwords,
+            stemmer=stemmer_obj,
+            return_ids=False,
+            show_progress=False,
+        )
+        model = bm25s.BM25(k1=k1, b=b)
+        model.index(tokens, show_progress=False)
+        logger.info(
+            "BM25 index: %d passages, %d terms, stemming %s",
+            len(records), len(model.vocab_dict), "on" if stemmer_obj else "off",
+        )
+        return cls(model, records, stopwords=stopwords, stemmer=stemmer_obj)
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, **params: Any) -> BM25Retriever:
+        """Index a corpus JSONL file (``id, title, text``); ``params`` go to ``from_records``."""
+        return cls.from_records(load_corpus(path), **params)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def _query_tokens(self, queries: list[str]) -> list[list[str]]:
+        """Tokenise like the corpus, keeping only terms the index knows."""
+        tokenized = bm25s.tokenize(
+            queries,
+            stopwords=self._stopwords,
+            stemmer=self._stemmer,
+            return_ids=False,
+            show_progress=False,
+        )
+        vocab = self._model.vocab_dict
+        return [[t for t in tokens if t and t in vocab] for tokens in tokenized]
+
+    def search(self, query: str, k: int = 3) -> list[Hit]:
+        """The up-to-``k`` passages sharing terms with ``query``, best first."""
+        return self._search([check_question(query)], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+        """``search`` for each query, scored in one ``bm25s`` call."""
+        return self._search(check_questions(queries), k)
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        k = check_k(k, len(self._records))
+        results: list[list[Hit]] = [[] for _ in queries]
+        with self._lock:
+            tokens = self._query_tokens(queries)
+            # A query with no known term would score every passage 0: it has no hits.
+            live = [i for i, t in enumerate(tokens) if t]
+            if not live:
+                return results
+            docs, scores = self._model.retrieve(
+                [tokens[i] for i in live], k=k, show_progress=False
+            )
+        for row, i in enumerate(live):
+            results[i] = [
+                make_hit(self._records[int(d)], s)
+                for d, s in zip(docs[row], scores[row])
+                if s > 0
+            ]
+        return results
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``config.json``, the ``bm25s`` index files and ``corpus.jsonl`` to ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._model.save(directory, show_progress=False)
+        save_corpus(directory, self._records)
+        write_config(
+            directory,
+            {
+                "type": _TYPE,
+                "params": {
+                    "k1": self._model.k1,
+                    "b": self._model.b,
+                    "method": self._model.method,
+                    "stopwords": self._stopwords,
+                    "stemmer": _STEMMER_NAME if self._stemmer is not None else None,
+                },
+                "count": len(self._records),
+                "versions": _versions(),
+            },
+        )
+        logger.info("saved BM25 retriever (%d passages) to %s", len(self), directory)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> BM25Retriever:
+        """Load a directory written by ``save``; ``GateLoadError`` names any missing or bad file."""
+        directory = Path(directory)
+        config = read_config(directory, _TYPE)
+        config_path = directory / CONFIG_FILE
+        params = config.get("params")
+        if not isinstance(params, dict):
+            raise GateLoadError(f"{config_path}: field 'params' must be an object")
+        stopwords = params.get("stopwords")
+        if not (stopwords is None or isinstance(stopwords, str) or (
+            isinstance(stopwords, list) and all(isinstance(w, str) for w in stopwords)
+        )):
+            raise GateLoadError(f"{config_path}: field 'stopwords' must be a string or a list")
+        stemmer_name = params.get("stemmer")
+        if stemmer_name not in (None, _STEMMER_NAME):
+            raise GateLoadError(f"{config_path}: unknown field 'stemmer' value {stemmer_name!r}")
+        stemmer = _english_stemmer() if stemmer_name else None
+        if stemmer_name and stemmer is None:
+            raise GateLoadError(
+                f"{config_path}: field 'stemmer' says the index was stemmed with PyStemmer, "
+                "which is not installed; queries would not match the index terms"
+            )
+        count = config_int(config, directory, "count")
+        for name in _BM25S_FILES:
+            require_file(directory, name)
+        try:
+            model = bm25s.BM25.load(directory, allow_pickle=False, show_progress=False)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise GateLoadError(f"{directory}: the bm25s index files are unreadable ({exc})") from None
+        num_docs = model.scores.get("num_docs")
+        if num_docs != count:
+            raise GateLoadError(
+                f"{directory / 'params.index.json'}: field 'num_docs' is {num_docs!r} "
+                f"but config.json field 'count' is {count}"
+            )
+        records = read_corpus(directory, count)
+        logger.info("loaded BM25 retriever (%d passages) from %s", count, directory)
+        return cls(model, records, stopwords=stopwords, stemmer=stemmer)

@@ -1,0 +1,33 @@
+"""Shared fixtures: the real embedded models and the real shared data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The ``../shared/data`` folder; tests that need it skip cleanly without it."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is absent")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real embedded all-MiniLM-L6-v2, loaded once per test session."""
+    from adaptive_gates.models import default_embedder
+
+    return default_embedder()
+
+
+@pytest.fixture(scope="session")
+def nq_outcomes(shared_data):
+    """500 real outcome records (Llama-3.1-8B answers on NQ, AdaRAGUE)."""
+    from adaptive_gates import load_outcomes
+
+    return load_outcomes(shared_data / "adarague" / "nq.train.jsonl")
