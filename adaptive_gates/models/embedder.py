@@ -1,0 +1,117 @@
+"""Sentence embeddings from a sentence-transformers model, loaded lazily and thread-safe."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError
+from . import defaults
+
+log = logging.getLogger(__name__)
+
+#: Inputs longer than this get a tqdm progress bar; smaller ones are fast and stay quiet.
+PROGRESS_MIN_TEXTS = 1000
+
+
+class SentenceEmbedder:
+    """An ``Embedder`` over sentence-transformers; ``model=None`` means the embedded
+    all-MiniLM-L6-v2 (384-d). Calls are serialised by a per-instance lock, because a
+    shared fast tokenizer is not safe to use from several threads at once."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        normalize: bool = True,
+    ) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self._name = model
+        self.device = device
+        self.batch_size = batch_size
+        self.normalize = normalize
+        self._lock = threading.Lock()
+        self._model: Any = None
+
+    @property
+    def model_id(self) -> str:
+        """Identifier recorded with saved gates: the given id/path, or the embedded model's."""
+        return defaults.MINILM_ID if self._name is None else self._name
+
+    @property
+    def dimension(self) -> int:
+        """Embedding width (loads the model on first access)."""
+        model = self._ensure_loaded()
+        # Newer sentence-transformers renamed the method (the old name warns); old ones lack it.
+        get_dim = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
+        )
+        dim = get_dim()
+        if dim is None:
+            raise BackendError(f"{self.model_id} does not declare its embedding dimension")
+        return int(dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``(len(texts), dimension)``, L2-normalised when ``normalize=True``."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a single string")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"text {i} must be a str, got {type(text).__name__}")
+        model = self._ensure_loaded()
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        try:
+            with self._lock:
+                vectors = model.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=self.normalize,
+                    convert_to_numpy=True,
+                    show_progress_bar=len(texts) > PROGRESS_MIN_TEXTS,
+                )
+        except Exception as exc:
+            raise BackendError(
+                f"{self.model_id} failed to embed {len(texts)} texts: {exc}"
+            ) from exc
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(texts), self.dimension):
+            raise BackendError(
+                f"{self.model_id} returned shape {vectors.shape} for {len(texts)} texts"
+            )
+        if not np.isfinite(vectors).all():
+            raise BackendError(f"{self.model_id} returned NaN or inf embeddings")
+        return vectors
+
+    def _ensure_loaded(self) -> Any:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._load()
+        return self._model
+
+    def _load(self) -> Any:
+        start = time.perf_counter()
+        try:
+            if self._name is None:
+                defaults.use_offline_hub()
+                path = str(defaults.embedded_minilm_dir())
+            else:
+                path = self._name
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(path, device=self.device)
+        except Exception as exc:
+            raise BackendError(f"could not load embedding model {self.model_id!r}: {exc}") from exc
+        log.info("loaded %s on %s in %.1f s", self.model_id, self.device,
+                 time.perf_counter() - start)
+        return model

@@ -1,0 +1,74 @@
+"""Self-knowledge collection with the real embedded LM and a real BM25 index."""
+
+import json
+
+import pytest
+
+from adaptive_gates import QARecord, load_outcomes
+from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
+from adaptive_gates.collection import collect_outcomes
+from adaptive_gates.data import CorpusRecord
+from adaptive_gates.retrieval import BM25Retriever
+
+CORPUS = [
+    CorpusRecord("c1", "Paris", "Paris is the capital and largest city of France."),
+    CorpusRecord("c2", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600."),
+    CorpusRecord("c3", "Mount Everest", "Mount Everest is Earth's highest mountain above sea level, in the Himalayas."),
+    CorpusRecord("c4", "Penicillin", "Penicillin was discovered in 1928 by Alexander Fleming."),
+    CorpusRecord("c5", "Jupiter", "Jupiter is the largest planet in the Solar System."),
+]
+QA = [
+    QARecord("q1", "What is the capital of France?", ["Paris"]),
+    QARecord("q2", "Who wrote Hamlet?", ["William Shakespeare", "Shakespeare"]),
+    QARecord("q3", "Who discovered penicillin?", ["Alexander Fleming", "Fleming"]),
+    QARecord("q4", "What is the largest planet in the Solar System?", ["Jupiter"]),
+]
+
+
+class CountingAnswerer:
+    """The real answerer, counting the questions it is asked."""
+
+    def __init__(self, inner):
+        self.inner, self.asked = inner, 0
+
+    def answer_batch(self, questions, passages=None):
+        self.asked += len(questions)
+        return self.inner.answer_batch(questions, passages)
+
+
+def test_prompt_layout_follows_skr():
+    prompt = build_prompt("Who wrote Hamlet?", ["Hamlet is a tragedy.", "Other."])
+    assert prompt.splitlines() == [
+        "Answer the following question with one or few words.",
+        "Here are some passages:",
+        "[1] Hamlet is a tragedy.",
+        "[2] Other.",
+        "Question: Who wrote Hamlet?",
+    ]
+    assert "Here are some passages" not in build_prompt("Who wrote Hamlet?")
+    assert clean_answer("\n Answer: Paris\nmore text") == "Paris"
+
+
+def test_collection_resumes_where_it_stopped(tmp_path):
+    answerer = CountingAnswerer(LLMAnswerer(max_new_tokens=12, batch_size=4))
+    retriever = BM25Retriever.from_records(CORPUS)
+    out = tmp_path / "outcomes.jsonl"
+
+    first = collect_outcomes(QA[:2], answerer, retriever, out, k=2, batch_size=2, progress=False)
+    assert [r.id for r in first] == ["q1", "q2"] and answerer.asked == 4  # 2 questions x 2 ways
+    # An interruption leaves a file of whole lines: simulate a run stopped after q1, q2.
+    everything = collect_outcomes(QA, answerer, retriever, out, k=2, batch_size=2, progress=False)
+    assert answerer.asked == 8  # only q3 and q4 were answered again
+    assert [r.id for r in everything] == ["q1", "q2", "q3", "q4"]
+    assert everything[:2] == first
+    on_disk = load_outcomes(out)
+    assert [r.id for r in on_disk] == ["q1", "q2", "q3", "q4"]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[2]["retrieved"][0] == "c4"  # BM25 put the penicillin passage first
+    # With the passage in front of it, the real LM names the discoverer.
+    assert "fleming" in everything[2].pred_one_retrieval.lower()
+
+
+def test_collection_refuses_duplicate_ids(tmp_path):
+    with pytest.raises(ValueError, match="unique ids"):
+        collect_outcomes([QA[0], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
