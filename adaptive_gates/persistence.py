@@ -86,20 +86,26 @@ def save_directory(
     return path
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    """Read and verify ``config.json`` and the checksums of the files it lists."""
-    path = Path(path)
-    if not path.is_dir():
-        raise GateLoadError(f"{path}: not a saved gate directory")
-    config_path = path / CONFIG_FILE
+def read_json_object(config_path: Path) -> dict[str, Any]:
+    """A JSON object read from ``config_path``, or a GateLoadError saying why not."""
     if not config_path.is_file():
-        raise GateLoadError(f"{path}: missing {CONFIG_FILE}")
+        raise GateLoadError(f"{config_path.parent}: missing {config_path.name}")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GateLoadError(f"{config_path}: not valid JSON ({exc})") from None
     if not isinstance(config, dict):
         raise GateLoadError(f"{config_path}: expected a JSON object")
+    return config
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """Read and verify ``config.json`` and the checksums of the files it lists."""
+    path = Path(path)
+    if not path.is_dir():
+        raise GateLoadError(f"{path}: not a saved gate directory")
+    config_path = path / CONFIG_FILE
+    config = read_json_object(config_path)
     if config.get("format") != FORMAT:
         raise GateLoadError(f"{config_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
     if config.get("format_version") != FORMAT_VERSION:

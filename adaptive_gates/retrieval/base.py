@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..data import CorpusRecord, load_corpus, write_jsonl
 from ..errors import AdaptiveGatesError, GateLoadError
+from ..persistence import read_json_object
 
 __all__ = ["Hit", "Retriever", "passage_text"]
 
@@ -72,14 +73,7 @@ def write_config(directory: Path, config: dict[str, Any]) -> None:
 def read_config(directory: str | Path, expected_type: str) -> dict[str, Any]:
     """Read and check ``config.json``; ``GateLoadError`` names the file or field at fault."""
     path = Path(directory) / CONFIG_FILE
-    if not path.is_file():
-        raise GateLoadError(f"{path}: missing")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GateLoadError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise GateLoadError(f"{path}: expected a JSON object")
+    config = read_json_object(path)
     if config.get("format_version") != FORMAT_VERSION:
         raise GateLoadError(
             f"{path}: field 'format_version' is {config.get('format_version')!r}, "

@@ -59,12 +59,12 @@ def _english_stemmer() -> Any | None:
 
 
 def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     versions = {"bm25s": bm25s.__version__, "numpy": np.__version__}
     try:
-        import Stemmer
-
-        versions["PyStemmer"] = Stemmer.__version__
-    except ImportError:
+        versions["PyStemmer"] = version("PyStemmer")
+    except PackageNotFoundError:
         pass
     return versions
 
