@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where caches, report and plot go")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
 
     if args.qa:
         if not args.corpus:
