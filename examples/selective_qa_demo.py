@@ -96,7 +96,8 @@ def main() -> None:
     print(f"data: {len(fit_records)} questions to learn from, {len(demo_records)} new ones, {len(corpus)} passages")
 
     retriever = BM25Retriever.from_records(corpus)
-    answerer = LLMAnswerer(instruction=instruction, max_new_tokens=8)
+    # Passages are cut so that answering with three of them stays quick on a CPU.
+    answerer = LLMAnswerer(instruction=instruction, max_new_tokens=8, max_passage_chars=400)
     args.out.mkdir(parents=True, exist_ok=True)
 
     print("\n[1] self-knowledge: answering the training questions without and with retrieval")
