@@ -16,8 +16,9 @@ from .errors import (
     InvalidQuestionError,
     NotFittedError,
 )
-from .gates import Gate, SKRClassifierGate, SKRKnnGate, load_gate
+from .gates import BM25DifficultyGate, Gate, SKRClassifierGate, SKRKnnGate, ThrustGate, load_gate
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
+from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
 from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
 
 __version__ = "0.1.0"
@@ -27,6 +28,12 @@ __all__ = [
     "Gate",
     "SKRKnnGate",
     "SKRClassifierGate",
+    "ThrustGate",
+    "BM25DifficultyGate",
+    "Representer",
+    "LMHiddenStateRepresenter",
+    "EmbedderRepresenter",
+    "CachedRepresenter",
     "load_gate",
     "Calibration",
     "threshold_for_rate",

@@ -8,9 +8,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import AdaptiveGatesError
+
+if TYPE_CHECKING:
+    from .representers import CachedRepresenter
 
 logger = logging.getLogger("adaptive_gates.cli")
 
@@ -26,23 +29,54 @@ def _parse_option(text: str) -> tuple[str, Any]:
     return key.replace("-", "_"), value
 
 
+def _representer(args: argparse.Namespace) -> CachedRepresenter:
+    """The representer of ``--representer`` (memoised: cross-fitting sees each question often)."""
+    from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter
+
+    if args.representer == "embedder":
+        if args.layer is not None or args.pooling is not None:
+            raise SystemExit("--layer and --pooling go with --representer lm")
+        from .models.embedder import SentenceEmbedder
+
+        inner = EmbedderRepresenter(SentenceEmbedder(args.embedder) if args.embedder else None)
+    else:
+        if args.embedder:
+            raise SystemExit("--embedder goes with --representer embedder for this gate")
+        inner = LMHiddenStateRepresenter(
+            layer=-1 if args.layer is None else args.layer, pooling=args.pooling or "last_token"
+        )
+    return CachedRepresenter(inner)
+
+
+def _backend_kwargs(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The backends (embedder or representer) the chosen gate takes, from the command line."""
+    import inspect
+
+    accepted = inspect.signature(cls).parameters
+    if "representer" in accepted:
+        return {"representer": _representer(args)}
+    representer_flags = [f for f, v in (("--representer", args.representer), ("--layer", args.layer),
+                                        ("--pooling", args.pooling)) if v is not None]
+    if representer_flags:
+        raise SystemExit(f"{', '.join(representer_flags)}: gate {args.gate!r} has no representer")
+    if args.embedder:
+        if "embedder" not in accepted:
+            raise SystemExit(f"--embedder: gate {args.gate!r} uses no embedder")
+        from .models.embedder import SentenceEmbedder
+
+        return {"embedder": SentenceEmbedder(args.embedder)}
+    return {}
+
+
 def _gate_factory(args: argparse.Namespace):
     from .gates.base import Gate
 
     if args.gate not in Gate._registry:
         raise SystemExit(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
     cls = Gate._registry[args.gate]
-    options = dict(args.option or [])
-    embedder = None
-    if args.embedder:
-        from .models.embedder import SentenceEmbedder
-
-        embedder = SentenceEmbedder(args.embedder)
+    kwargs = {**dict(args.option or []), **_backend_kwargs(args, cls)}
 
     def factory() -> Gate:
-        kwargs = dict(options)
-        if embedder is not None:
-            kwargs["embedder"] = embedder
         return cls(**kwargs)
 
     factory()  # fail now, not after minutes of work, on a bad option
@@ -50,10 +84,16 @@ def _gate_factory(args: argparse.Namespace):
 
 
 def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gate", required=True, help="gate name, e.g. skr-knn or skr-cls")
+    parser.add_argument("--gate", required=True, help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty")
     parser.add_argument("--train", required=True, type=Path, help="outcome records (JSONL) to fit on")
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
+    parser.add_argument(
+        "--representer", choices=["lm", "embedder"],
+        help="thrust: query representation from the LM's hidden states (default) or a sentence embedder",
+    )
+    parser.add_argument("--layer", type=int, help="thrust with --representer lm: hidden layer (default -1, the last)")
+    parser.add_argument("--pooling", choices=["last_token", "mean"], help="thrust with --representer lm (default last_token)")
     parser.add_argument(
         "--option", action="append", type=_parse_option, metavar="KEY=VALUE",
         help="a gate parameter, e.g. --option k=20 --option vote=majority (repeatable)",
