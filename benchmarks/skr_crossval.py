@@ -37,6 +37,7 @@ from _common import (
     adarague_path,
     add_data_argument,
     markdown_table,
+    null_gap_captures,
     write_results,
 )
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, label_outcomes, load_outcomes, outcome_scores
@@ -44,10 +45,6 @@ from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation import (
     cross_fitted_scores,
     evaluate_scores,
-    gap_capture,
-    gate_curve,
-    random_auc,
-    oracle_curve,
     threshold_outcome,
 )
 from adaptive_gates.gates.base import Gate
@@ -56,7 +53,6 @@ from adaptive_gates.models.defaults import default_embedder
 from adaptive_gates.models.protocols import Embedder
 
 FOLDS = 5
-NULL_DRAWS = 1000  # random need scores per data set, for the gap capture's noise band
 
 
 class NeighbourOutcomeGate(Gate):
@@ -169,15 +165,6 @@ def cross_fitted(
 
     scores = cross_fitted_scores(recording_factory, records, metric, folds=FOLDS, seed=seed)
     return scores, np.array([decided[q] for q in questions])
-
-
-def null_gap_captures(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Gap capture of ``NULL_DRAWS`` gates with random need scores: how far from 0
-    chance alone moves the figure on this data set."""
-    auc_random, auc_oracle = random_auc(a, b), oracle_curve(a, b).auc
-    return np.array(
-        [gap_capture(gate_curve(rng.random(a.size), a, b).auc, auc_random, auc_oracle) for _ in range(NULL_DRAWS)]
-    )
 
 
 def with_random_baseline(outcome: dict[str, float], a: np.ndarray, b: np.ndarray) -> dict[str, float]:

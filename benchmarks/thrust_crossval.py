@@ -34,8 +34,15 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from _common import ADARAGUE_SPLITS, RESULTS, adarague_path, add_data_argument, markdown_table, write_results
-from skr_crossval import null_gap_captures
+from _common import (
+    ADARAGUE_SPLITS,
+    RESULTS,
+    adarague_path,
+    add_data_argument,
+    markdown_table,
+    null_gap_captures,
+    write_results,
+)
 from adaptive_gates import (
     BM25DifficultyGate,
     CachedRepresenter,
