@@ -16,10 +16,24 @@ from .errors import (
     InvalidQuestionError,
     NotFittedError,
 )
-from .gates import BM25DifficultyGate, Gate, SKRClassifierGate, SKRKnnGate, ThrustGate, load_gate
+from .gates import (
+    BM25DifficultyGate,
+    Gate,
+    SKRClassifierGate,
+    SKRIclGate,
+    SKRKnnGate,
+    SKRPromptGate,
+    SeaKRGate,
+    ThrustGate,
+    VerbalizedGate,
+    load_gate,
+)
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
+from .reasoning import AnswerCandidate, ReasoningSelector, Selection
+from .rerank import RankedSnippet, UncertaintyReranker
 from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
 from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
+from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate, eigen_score
 
 __version__ = "0.1.0"
 
@@ -30,6 +44,18 @@ __all__ = [
     "SKRClassifierGate",
     "ThrustGate",
     "BM25DifficultyGate",
+    "VerbalizedGate",
+    "SKRPromptGate",
+    "SKRIclGate",
+    "SeaKRGate",
+    "SelfAwareUncertainty",
+    "UncertaintyEstimate",
+    "eigen_score",
+    "UncertaintyReranker",
+    "RankedSnippet",
+    "ReasoningSelector",
+    "AnswerCandidate",
+    "Selection",
     "Representer",
     "LMHiddenStateRepresenter",
     "EmbedderRepresenter",

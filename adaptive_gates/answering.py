@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from .models.chat import ChatModel
     from .models.local_lm import LocalCausalLM
 
 DEFAULT_INSTRUCTION = "Answer the following question with one or few words."
@@ -52,38 +53,58 @@ def clean_answer(text: str) -> str:
 
 
 class LLMAnswerer:
-    """Answers with a local causal LM (the embedded SmolLM2 by default).
+    """Answers with a chat model (the embedded SmolLM2 by default), greedily.
 
     Args:
-        lm: the model; ``None`` = the process-wide embedded default.
-        instruction: the first line of every prompt.
+        model: a ``ChatModel`` (e.g. an OpenAI-compatible server) or a
+            ``LocalCausalLM``; ``None`` = the process-wide embedded default.
+        style: ``"skr"`` (SKR §1.3: ``instruction``, then ``Here are some passages:``)
+            or ``"when-to-retrieve"`` (SPEC §3's plain and retrieval-augmented QA
+            prompts; ``instruction`` is not used).
+        instruction: the first line of every SKR-style prompt.
         max_new_tokens: answers are short; this bounds a rambling model.
         max_passage_chars: each passage is cut to this length.
-        batch_size: questions generated together.
+        batch_size: questions generated together by a local model.
     """
 
     def __init__(
         self,
-        lm: "LocalCausalLM | None" = None,
+        model: "ChatModel | LocalCausalLM | None" = None,
         *,
+        style: str = "skr",
         instruction: str = DEFAULT_INSTRUCTION,
         max_new_tokens: int = 24,
         max_passage_chars: int = 600,
         batch_size: int = 8,
     ) -> None:
-        self._lm = lm
+        if style not in ("skr", "when-to-retrieve"):
+            raise ValueError(f"style must be 'skr' or 'when-to-retrieve', got {style!r}")
+        self._model = model
+        self.style = style
         self.instruction = instruction
         self.max_new_tokens = max_new_tokens
         self.max_passage_chars = max_passage_chars
         self.batch_size = batch_size
 
     @property
-    def lm(self) -> "LocalCausalLM":
-        if self._lm is None:
-            from .models.defaults import default_llm
+    def chat(self) -> "ChatModel":
+        """The chat model answering (a local LM is wrapped once)."""
+        from .models.chat import ChatModel, LocalChatModel
 
-            self._lm = default_llm()
-        return self._lm
+        if not isinstance(self._model, ChatModel):
+            self._model = LocalChatModel(self._model, batch_size=self.batch_size)
+        return self._model
+
+    def prompt(self, question: str, passages: Sequence[str] | None = None) -> str:
+        """The user message for one question."""
+        if self.style == "skr":
+            return build_prompt(question, passages, self.instruction, self.max_passage_chars)
+        from .prompts import QA, RETRIEVAL_QA, fill
+
+        if not passages:
+            return fill(QA, question=question)
+        paras = "\n".join(p[: self.max_passage_chars] for p in passages)
+        return fill(RETRIEVAL_QA, question=question, paras=paras)
 
     def answer(self, question: str, passages: Sequence[str] | None = None) -> str:
         """Answer one question."""
@@ -93,16 +114,12 @@ class LLMAnswerer:
         self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None
     ) -> list[str]:
         """Answer a batch; with ``passages`` each question gets its own passages."""
+        from .models.chat import chat_many, user
+
         if passages is not None and len(passages) != len(questions):
             raise ValueError(f"got {len(passages)} passage lists for {len(questions)} questions")
-        prompts = [
-            build_prompt(q, passages[i] if passages is not None else None, self.instruction, self.max_passage_chars)
-            for i, q in enumerate(questions)
+        conversations = [
+            user(self.prompt(q, passages[i] if passages is not None else None)) for i, q in enumerate(questions)
         ]
-        answers: list[str] = []
-        for start in range(0, len(prompts), self.batch_size):
-            batch = prompts[start : start + self.batch_size]
-            answers.extend(
-                clean_answer(g.text) for g in self.lm.generate(batch, max_new_tokens=self.max_new_tokens, stop=["\n"])
-            )
-        return answers
+        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=["\n"])
+        return [clean_answer(r.text) for r in replies]

@@ -53,8 +53,14 @@ def _backend_kwargs(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     import inspect
 
     accepted = inspect.signature(cls).parameters
+    backends: dict[str, Any] = {}
+    chat = _chat_model(args)
+    if chat is not None:
+        if "chat" not in accepted:
+            raise SystemExit(f"--chat-model: gate {args.gate!r} does not ask a chat model")
+        backends["chat"] = chat
     if "representer" in accepted:
-        return {"representer": _representer(args)}
+        return {**backends, "representer": _representer(args)}
     representer_flags = [f for f, v in (("--representer", args.representer), ("--layer", args.layer),
                                         ("--pooling", args.pooling)) if v is not None]
     if representer_flags:
@@ -64,8 +70,19 @@ def _backend_kwargs(args: argparse.Namespace, cls: type) -> dict[str, Any]:
             raise SystemExit(f"--embedder: gate {args.gate!r} uses no embedder")
         from .models.embedder import SentenceEmbedder
 
-        return {"embedder": SentenceEmbedder(args.embedder)}
-    return {}
+        backends["embedder"] = SentenceEmbedder(args.embedder)
+    return backends
+
+
+def _chat_model(args: argparse.Namespace):
+    """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url``, if any."""
+    if getattr(args, "chat_model", None) is None:
+        if getattr(args, "base_url", None):
+            raise SystemExit("--base-url goes with --chat-model")
+        return None
+    from .models.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel(args.chat_model, base_url=args.base_url)
 
 
 def _gate_factory(args: argparse.Namespace):
@@ -75,6 +92,8 @@ def _gate_factory(args: argparse.Namespace):
         raise SystemExit(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
     cls = Gate._registry[args.gate]
     kwargs = {**dict(args.option or []), **_backend_kwargs(args, cls)}
+    if args.strategy is not None:
+        kwargs["strategy"] = args.strategy
 
     def factory() -> Gate:
         return cls(**kwargs)
@@ -84,8 +103,11 @@ def _gate_factory(args: argparse.Namespace):
 
 
 def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gate", required=True, help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty")
-    parser.add_argument("--train", required=True, type=Path, help="outcome records (JSONL) to fit on")
+    parser.add_argument(
+        "--gate", required=True,
+        help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, skr-prompt, skr-icl",
+    )
+    parser.add_argument("--train", type=Path, help="outcome records (JSONL) to fit on")
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
     parser.add_argument(
@@ -98,16 +120,29 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         "--option", action="append", type=_parse_option, metavar="KEY=VALUE",
         help="a gate parameter, e.g. --option k=20 --option vote=majority (repeatable)",
     )
+    parser.add_argument("--strategy", help="verbalized: vanilla, punish, challenge, step-by-step, generate, "
+                        "explain or punish+explain")
+    parser.add_argument("--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name "
+                        "(default: the embedded SmolLM2)")
+    parser.add_argument("--base-url", help="with --chat-model: the server's base URL (default: the SDK's)")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .data import load_outcomes
     from .evaluation import evaluate_offline, plot_reports
 
-    factory = _gate_factory(args)
-    report = evaluate_offline(
-        factory, load_outcomes(args.train), load_outcomes(args.test), metric=args.metric, target_rate=args.target_rate
-    )
+    if args.live:
+        report = _live_report(args)
+    else:
+        live_only = [f for f, v in (("--corpus", args.corpus), ("--limit", args.limit)) if v is not None]
+        if live_only:
+            raise SystemExit(f"{', '.join(live_only)} go with --live")
+        if args.train is None:
+            raise SystemExit("--train is required (outcome records to fit on), unless --live")
+        report = evaluate_offline(
+            _gate_factory(args), load_outcomes(args.train), load_outcomes(args.test),
+            metric=args.metric, target_rate=args.target_rate,
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     if args.plot:
@@ -120,7 +155,47 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         f"gap_capture={'n/a' if gc is None else f'{gc:.3f}'} auroc={'n/a' if auroc is None else f'{auroc:.3f}'} "
         f"| at threshold: rate={at['retrieval_rate']:.3f} accuracy={at['accuracy']:.3f}"
     )
+    if "alignment" in report:
+        print("alignment: " + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
+              + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}")
     return 0
+
+
+def _live_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Fit (if the gate learns) and calibrate (if asked) on --train, then run live on --test."""
+    from .answering import LLMAnswerer
+    from .data import load_outcomes, load_qa
+    from .evaluation import evaluate_live
+
+    if args.corpus is None:
+        raise SystemExit("--live needs --corpus (the passages to retrieve from)")
+    gate = _gate_factory(args)()
+    train = load_outcomes(args.train) if args.train is not None else None
+    if not gate.is_fitted:
+        if train is None:
+            raise SystemExit(f"gate {args.gate!r} learns from outcome records: give --train")
+        gate.fit_outcomes(train, metric=args.metric)
+    if args.target_rate is not None:
+        if train is None:
+            raise SystemExit("--target-rate with --live calibrates on the questions of --train: give --train")
+        gate.calibrate([r.question for r in train], args.target_rate)
+    records = load_qa(args.test)[: args.limit]
+    answerer = LLMAnswerer(getattr(gate, "chat", None), style="when-to-retrieve", batch_size=args.batch_size)
+    return evaluate_live(
+        gate, records, _retriever(args.retriever, args.corpus), answerer,
+        k=args.k, metric=args.metric, target_rate=args.target_rate, batch_size=args.batch_size,
+    )
+
+
+def _retriever(kind: str, corpus: Path):
+    if kind == "bm25":
+        from .retrieval import BM25Retriever
+
+        return BM25Retriever.from_jsonl(corpus)
+    from .models.defaults import default_embedder
+    from .retrieval import DenseRetriever
+
+    return DenseRetriever.from_jsonl(corpus, default_embedder())
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -147,15 +222,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from .models.local_lm import LocalCausalLM
 
     records = load_qa(args.qa)[: args.limit]
-    if args.retriever == "bm25":
-        from .retrieval import BM25Retriever
-
-        retriever = BM25Retriever.from_jsonl(args.corpus)
-    else:
-        from .models.defaults import default_embedder
-        from .retrieval import DenseRetriever
-
-        retriever = DenseRetriever.from_jsonl(args.corpus, default_embedder())
+    retriever = _retriever(args.retriever, args.corpus)
     answerer = LLMAnswerer(LocalCausalLM(args.model), batch_size=args.batch_size)
     if args.instruction:
         answerer.instruction = args.instruction
@@ -170,12 +237,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ev = sub.add_parser("eval", help="fit a gate on TRAIN outcomes, evaluate it on TEST outcomes")
+    ev = sub.add_parser(
+        "eval", help="fit a gate on TRAIN outcomes, evaluate it on TEST outcomes (or live on QA records)"
+    )
     _add_gate_arguments(ev)
     ev.add_argument("--test", required=True, type=Path, help="outcome records (JSONL) to evaluate on")
     ev.add_argument("--json", required=True, type=Path, help="where to write the report")
     ev.add_argument("--plot", type=Path, help="where to write the accuracy-vs-retrieval-rate PNG")
     ev.add_argument("--target-rate", type=float, help="calibrate the threshold for this retrieval rate")
+    ev.add_argument("--live", action="store_true",
+                    help="--test holds QA records: the LLM answers them with and without retrieval now")
+    ev.add_argument("--corpus", type=Path, help="with --live: corpus records (JSONL) to retrieve from")
+    ev.add_argument("--retriever", default="bm25", choices=["bm25", "dense"], help="with --live")
+    ev.add_argument("--k", type=int, default=3, help="with --live: passages per question")
+    ev.add_argument("--limit", type=int, help="with --live: only the first N test records")
+    ev.add_argument("--batch-size", type=int, default=8, help="with --live: questions per batch")
     ev.set_defaults(run=_cmd_eval)
 
     fit = sub.add_parser("fit", help="fit, calibrate and save a gate from outcome records")

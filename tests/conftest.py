@@ -31,3 +31,26 @@ def nq_outcomes(shared_data):
     from adaptive_gates import load_outcomes
 
     return load_outcomes(shared_data / "adarague" / "nq.train.jsonl")
+
+
+@pytest.fixture(scope="session")
+def openai_server():
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 answering with the embedded
+    SmolLM2 (see ``openai_server.py``), started once per test session."""
+    from adaptive_gates.models import LocalChatModel
+    from openai_server import ChatCompletionsServer
+
+    chat_model = LocalChatModel()
+    chat_model.lm.model  # load before serving, so the first request is not a slow one
+    server = ChatCompletionsServer(chat_model).start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def openai_base_url(openai_server):
+    """The server's base URL, healthy and with a zero request count for each test;
+    a test injects faults with ``openai_server.set_fault(...)``."""
+    openai_server.reset()
+    yield openai_server.base_url
+    openai_server.reset()

@@ -1,11 +1,15 @@
 """Gate-quality evaluation: curves, gap capture, reports and plots (SPEC §6)."""
 
+from .alignment import alignment_metrics
 from .curves import Curve, gate_curve, oracle_curve, random_auc
 from .plot import plot_reports
+from .live import evaluate_live
 from .offline import cross_fitted_scores, evaluate_offline, fit_calibrated
 from .report import decision_auroc, evaluate_scores, gap_capture, threshold_outcome
 
 __all__ = [
+    "alignment_metrics",
+    "evaluate_live",
     "Curve",
     "gate_curve",
     "oracle_curve",

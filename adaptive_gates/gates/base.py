@@ -1,7 +1,8 @@
 """What every gate shares: scoring, thresholds, decisions, calibration, persistence.
 
 A subclass implements ``_score`` (need scores and per-question evidence for a
-batch of clean questions), ``_default_threshold``, ``is_fitted`` and its own
+batch of clean questions; see ``DRAFT_ANSWER`` and ``FALLBACK_REASON``),
+``_default_threshold``, ``is_fitted`` and its own
 state I/O; it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
 ``adecide_batch``, ``calibrate``, ``save`` and ``load``.
 """
@@ -27,6 +28,13 @@ from ..persistence import config_field, library_versions, read_config, save_dire
 from ..validation import check_question, check_questions
 
 logger = logging.getLogger(__name__)
+
+#: Evidence keys with a meaning to ``decide_batch``: a gate that already answered puts
+#: the answer under DRAFT_ANSWER (it is also ``GateDecision.draft_answer`` when the
+#: decision is not to retrieve); a gate that cannot score a question returns a NaN
+#: score and says why under FALLBACK_REASON (it becomes the fallback's ``error``).
+DRAFT_ANSWER = "answer"
+FALLBACK_REASON = "fallback_reason"
 
 G = TypeVar("G", bound="Gate")
 
@@ -179,7 +187,9 @@ class Gate(ABC):
         return scores
 
     # ----------------------------------------------------------------- decisions
-    def _fallback(self, question: Any, error: str, latency_ms: float = 0.0) -> GateDecision:
+    def _fallback(
+        self, question: Any, error: str, latency_ms: float = 0.0, details: dict[str, Any] | None = None
+    ) -> GateDecision:
         logger.warning("%s: fallback decision (%s)", self.name, error)
         return GateDecision(
             retrieve=self.fallback_retrieve,
@@ -188,6 +198,7 @@ class Gate(ABC):
             gate=self.name,
             latency_ms=latency_ms,
             question=question if isinstance(question, str) else None,
+            details=details or {},
             error=error,
         )
 
@@ -217,10 +228,11 @@ class Gate(ABC):
             try:
                 batch_scores, batch_details = self._score(list(clean.values()))
                 for i, s, d in zip(clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
+                    evidence[i] = d
                     if math.isfinite(s):
-                        scores[i], evidence[i] = float(s), d
+                        scores[i] = float(s)
                     else:
-                        problems[i] = "backend error: non-finite score"
+                        problems[i] = d.pop(FALLBACK_REASON, None) or "backend error: non-finite score"
             except Exception as exc:  # a failing backend must not take the chain down
                 logger.exception("%s: scoring failed", self.name)
                 problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
@@ -228,7 +240,7 @@ class Gate(ABC):
         threshold = self.threshold_
         retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values()))))) if scores else {}
         return [
-            self._fallback(q, problems[i], latency)
+            self._fallback(q, problems[i], latency, evidence.get(i))
             if i in problems
             else GateDecision(
                 retrieve=bool(retrieve[i]),
@@ -238,6 +250,7 @@ class Gate(ABC):
                 latency_ms=latency,
                 question=clean[i],
                 details=evidence[i],
+                draft_answer=None if retrieve[i] else evidence[i].get(DRAFT_ANSWER),
             )
             for i, q in enumerate(questions)
         ]

@@ -1,20 +1,29 @@
-"""Model backends: a local causal LM and a sentence embedder, plus the embedded defaults.
+"""Model backends: a local causal LM, a sentence embedder, chat models (local and
+OpenAI-compatible), plus the embedded defaults.
 
-Importing this package is cheap; torch and transformers load on first model use.
+Importing this package is cheap; torch, transformers and openai load on first model use.
 """
 
 from .cache import cache_dir
+from .chat import ChatModel, ChatReply, LocalChatModel, TokenLogprob, chat_many
 from .defaults import default_embedder, default_llm, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
 from .local_lm import Generation, LocalCausalLM, layer_module_path
+from .openai_chat import OpenAIChatModel
 from .protocols import Embedder
 
 __all__ = [
+    "ChatModel",
+    "ChatReply",
     "Embedder",
     "Generation",
     "LocalCausalLM",
+    "LocalChatModel",
+    "OpenAIChatModel",
     "SentenceEmbedder",
+    "TokenLogprob",
     "cache_dir",
+    "chat_many",
     "default_embedder",
     "default_llm",
     "embedded_minilm_dir",

@@ -11,8 +11,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,13 +45,32 @@ class Generation:
     token_logprobs: list[float]
     finish_reason: str
     prompt_tokens: int
+    #: Per generated token, the most likely alternatives as ``(token_id, logprob)``, best
+    #: first; empty unless ``generate(top_logprobs=n)`` asked for them.
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
-def layer_module_path(index: int, site: str = "mlp") -> str:
-    """Sub-module name of ``site`` in decoder layer ``index`` of a LLaMA-like model."""
+@dataclass(frozen=True)
+class ProbedSample:
+    """A sampled continuation and what was read from the model while drawing it.
+
+    ``state`` is the output of the probed sub-module at the EOS that closes the sample
+    (float32, ``(hidden_size,)``; see ``LocalCausalLM.sample_with_states``).
+    ``token_energies`` are ``-logsumexp`` of the raw next-token logits at the step of each
+    generated token, aligned with ``generation.token_ids``.
+    """
+
+    generation: Generation
+    state: np.ndarray
+    token_energies: list[float]
+
+
+def layer_module_path(index: int, site: str | None = "mlp") -> str:
+    """Sub-module name of ``site`` in decoder layer ``index`` of a LLaMA-like model;
+    ``site=None`` names the decoder layer itself (its output is the residual stream)."""
     if index < 0:
         raise ValueError(f"layer index must be >= 0, got {index}")
-    return f"model.layers.{index}.{site}"
+    return f"model.layers.{index}" if site is None else f"model.layers.{index}.{site}"
 
 
 class LocalCausalLM:
@@ -192,17 +211,21 @@ class LocalCausalLM:
         max_new_tokens: int = 32,
         stop: Sequence[str] | None = None,
         formatted: bool = False,
+        top_logprobs: int = 0,
     ) -> list[Generation]:
         """Greedy continuations of a batch of prompts (left-padded, one ``generate`` call).
 
         With ``formatted=False`` each prompt is a user message passed through
-        ``format_prompt``. Text is cut before the first stop string.
+        ``format_prompt``. Text is cut before the first stop string. ``top_logprobs > 0``
+        also records that many most likely tokens at every generated position.
         """
         import torch
 
         texts = self._prepare(prompts, formatted)
         _check_positive(max_new_tokens, "max_new_tokens")
         stops = _check_stops(stop)
+        if not isinstance(top_logprobs, int) or top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
         with self._lock, torch.inference_mode():
             enc = self._encode(texts, "left")
             out = self.model.generate(
@@ -213,7 +236,7 @@ class LocalCausalLM:
                 **self._gen_kwargs(stops),
             )
             lengths = enc.attention_mask.sum(dim=1).tolist()
-            return self._collect(out, enc.input_ids.shape[1], lengths, stops)
+            return self._collect(out, enc.input_ids.shape[1], lengths, stops, top_logprobs)
 
     def sample(
         self,
@@ -238,10 +261,7 @@ class LocalCausalLM:
         if not isinstance(prompt, str):
             raise ValueError(f"sample() takes one prompt string, got {type(prompt).__name__}")
         text = self._prepare(prompt, formatted)[0]
-        _check_positive(k, "k")
-        _check_positive(max_new_tokens, "max_new_tokens")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
+        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         stops = _check_stops(stop)
         kwargs = dict(
             do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -263,6 +283,81 @@ class LocalCausalLM:
                     past_key_values=cache, **kwargs,
                 )
             return self._collect(out, ids.shape[1], [ids.shape[1]] * k, stops)
+
+    def sample_with_states(
+        self,
+        prompt: str,
+        k: int = 20,
+        *,
+        module_path: str,
+        temperature: float = 1.0,
+        top_k: int = 50,
+        top_p: float = 0.9,
+        max_new_tokens: int = 100,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        formatted: bool = False,
+    ) -> list[ProbedSample]:
+        """``k`` sampled continuations of one prompt, each with the output of sub-module
+        ``module_path`` at an EOS that closes it: SeaKR's probe (SPEC §4.1). EOS replaces
+        the token that completed a stop string, an emitted EOS is kept, and an EOS is
+        appended after the length cap.
+
+        The draws follow ``sample``'s distribution (temperature, top-k, top-p as in
+        transformers) from one decoding loop built for this probe: the prompt is prefilled
+        once and its first next-token distribution serves all ``k`` samples; a finished
+        sample is fed its EOS in the next step, where its state is read, and then leaves
+        the batch. So no step is spent on finished rows and no second pass over prompt +
+        samples is needed (on CPU that pass cost as much as the sampling itself).
+        Reproducible for a ``seed``, but not the same draws as ``sample``.
+        """
+        import torch
+
+        if not isinstance(prompt, str):
+            raise ValueError(f"sample_with_states() takes one prompt string, got {type(prompt).__name__}")
+        text = self._prepare(prompt, formatted)[0]
+        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
+        stops = _check_stops(stop)
+        draw = _Sampler(temperature, top_k, top_p, seed, self.device)
+        eos_ids, eos = self._eos_ids(), self.eos_token_id
+        drafts = [_Draft() for _ in range(k)]
+        with self.capture(module_path) as captured, torch.inference_mode():
+            ids = self._encode([text], "left").input_ids
+            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cache = out.past_key_values
+            if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
+                raise BackendError(f"{self.model_id}: its KV cache cannot be repeated and sliced per sample")
+            cache.batch_repeat_interleave(k)
+            logits, states = out.logits[:, -1].float().expand(k, -1), None
+            rows = list(range(k))  # the draft index of each batch row
+            while True:
+                sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
+                picks = draw(logits[sampling]) if sampling else []
+                drawn = dict(zip(sampling, picks))
+                keep, feed = [], []
+                for i, r in enumerate(rows):
+                    draft = drafts[r]
+                    if draft.mode == "close":
+                        draft.state = states[i].numpy().copy()
+                        continue
+                    if draft.mode == "last":  # the capped sample's last token is in: close it
+                        draft.mode, token = "close", eos
+                    else:
+                        token = draft.add(*drawn[i], eos_ids, eos, stops, max_new_tokens, self._decode)
+                    keep.append(i)
+                    feed.append(token)
+                if not keep:
+                    break
+                if len(keep) < len(rows):
+                    cache.batch_select_indices(torch.tensor(keep, device=self.device))
+                rows = [rows[i] for i in keep]
+                captured.clear()
+                out = self.model(
+                    input_ids=torch.tensor(feed, device=self.device, dtype=ids.dtype)[:, None],
+                    past_key_values=cache, use_cache=True, logits_to_keep=1,
+                )
+                cache, logits, states = out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
+        return [d.result(ids.shape[1], stops, self._decode) for d in drafts]
 
     def _shared_prefix_cache(self, ids: torch.Tensor, k: int) -> Any:
         """KV cache of all prompt tokens but the last, repeated ``k`` times along the batch
@@ -294,27 +389,41 @@ class LocalCausalLM:
         return kwargs
 
     def _collect(
-        self, out: Any, prompt_width: int, prompt_lengths: list[int], stops: list[str]
+        self,
+        out: Any,
+        prompt_width: int,
+        prompt_lengths: list[int],
+        stops: list[str],
+        top_logprobs: int = 0,
     ) -> list[Generation]:
         """Turn a ``generate`` output into ``Generation``s (cut at EOS / stop strings)."""
         import torch
 
         new = out.sequences[:, prompt_width:]
+        steps = [torch.log_softmax(step.float(), dim=-1) for step in out.logits]
         logprobs = torch.stack(
-            [
-                torch.log_softmax(step.float(), dim=-1).gather(1, new[:, t : t + 1]).squeeze(1)
-                for t, step in enumerate(out.logits)
-            ],
-            dim=1,
+            [step.gather(1, new[:, t : t + 1]).squeeze(1) for t, step in enumerate(steps)], dim=1
         )
+        tops: list[list[list[tuple[int, float]]]] = [[] for _ in range(new.shape[0])]
+        if top_logprobs:
+            for step in steps:
+                values, ids = step.topk(top_logprobs, dim=-1)
+                for row, (v, i) in enumerate(zip(values.tolist(), ids.tolist())):
+                    tops[row].append(list(zip(i, v)))
         eos_ids = self._eos_ids()
         return [
-            self._finish(row, lps, n_prompt, stops, eos_ids)
-            for row, lps, n_prompt in zip(new.tolist(), logprobs.tolist(), prompt_lengths)
+            self._finish(row, lps, n_prompt, stops, eos_ids, top)
+            for row, lps, n_prompt, top in zip(new.tolist(), logprobs.tolist(), prompt_lengths, tops)
         ]
 
     def _finish(
-        self, row: list[int], lps: list[float], n_prompt: int, stops: list[str], eos_ids: set[int]
+        self,
+        row: list[int],
+        lps: list[float],
+        n_prompt: int,
+        stops: list[str],
+        eos_ids: set[int],
+        top: list[list[tuple[int, float]]],
     ) -> Generation:
         end = next((i for i, tok in enumerate(row) if tok in eos_ids), None)
         body = row if end is None else row[:end]
@@ -326,10 +435,10 @@ class LocalCausalLM:
                 range(1, len(body) + 1), True,
                 key=lambda m: _first_stop(self._decode(body[:m]), stops) is not None,
             )
-            return Generation(text[:cut], row[:n], lps[:n], "stop", n_prompt)
+            return Generation(text[:cut], row[:n], lps[:n], "stop", n_prompt, top[:n])
         if end is not None:
-            return Generation(text, row[: end + 1], lps[: end + 1], "eos", n_prompt)
-        return Generation(text, row, lps, "length", n_prompt)
+            return Generation(text, row[: end + 1], lps[: end + 1], "eos", n_prompt, top[: end + 1])
+        return Generation(text, row, lps, "length", n_prompt, top)
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -475,3 +584,94 @@ def _check_stops(stop: Sequence[str] | None) -> list[str]:
     if any(not isinstance(s, str) or not s for s in stops):
         raise ValueError(f"stop strings must be non-empty strings, got {stops!r}")
     return stops
+
+
+def _check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_new_tokens: int) -> None:
+    _check_positive(k, "k")
+    _check_positive(max_new_tokens, "max_new_tokens")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+class _Sampler:
+    """Draws one token per row like ``generate(do_sample=True, ...)``: temperature, then
+    top-k, then top-p. The top-k candidates are gathered first, so the top-p sort and the
+    draw run over ``top_k`` values instead of the whole vocabulary (same distribution)."""
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, seed: int, device: str) -> None:
+        import torch
+        from transformers.generation.logits_process import (
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        self.top_k = top_k
+        self.warp = LogitsProcessorList()
+        if temperature != 1.0:
+            self.warp.append(TemperatureLogitsWarper(temperature))
+        if top_p < 1.0:
+            self.warp.append(TopPLogitsWarper(top_p))
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor) -> list[tuple[int, float, float]]:
+        """``(token, logprob, energy)`` per row of raw logits: the drawn token, its
+        log-probability under the raw distribution and ``-logsumexp`` of the logits."""
+        import torch
+
+        if self.top_k and self.top_k < logits.shape[-1]:
+            candidates, index = logits.topk(self.top_k, dim=-1)
+        else:
+            candidates, index = logits, None
+        probs = torch.softmax(self.warp(None, candidates), dim=-1)
+        picks = torch.multinomial(probs, 1, generator=self.generator)
+        tokens = picks if index is None else index.gather(1, picks)
+        norm = torch.logsumexp(logits, dim=-1)
+        logprobs = logits.gather(1, tokens).squeeze(1) - norm
+        return list(zip(tokens.squeeze(1).tolist(), logprobs.tolist(), (-norm).tolist()))
+
+
+class _Draft:
+    """One sample being drawn by ``sample_with_states``.
+
+    ``mode`` is what its row is fed next: ``"sample"`` its latest token (then it draws
+    another), ``"last"`` its latest token after the length cap (then EOS), ``"close"``
+    its closing EOS (whose state is read; then it leaves the batch).
+    """
+
+    def __init__(self) -> None:
+        self.mode = "sample"
+        self.reason = ""
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.energies: list[float] = []
+        self.state = np.empty(0, dtype=np.float32)  # set when its closing EOS is read
+
+    def add(
+        self, token: int, logprob: float, energy: float, eos_ids: set[int], eos: int,
+        stops: list[str], max_new_tokens: int, decode: Callable[[list[int]], str],
+    ) -> int:
+        """Record a drawn token and return the token its row is fed next."""
+        self.tokens.append(token)
+        self.logprobs.append(logprob)
+        self.energies.append(energy)
+        if token in eos_ids:  # an emitted EOS is kept
+            self.mode, self.reason = "close", "eos"
+        elif stops and _first_stop(decode(self.tokens), stops) is not None:
+            self.mode, self.reason, token = "close", "stop", eos  # EOS replaces the stop token
+        elif len(self.tokens) == max_new_tokens:
+            self.mode, self.reason = "last", "length"
+        return token
+
+    def result(self, n_prompt: int, stops: list[str], decode: Callable[[list[int]], str]) -> ProbedSample:
+        """The finished sample, its text cut like ``generate``'s."""
+        body = self.tokens[:-1] if self.reason == "eos" else self.tokens
+        text = decode(body)
+        if self.reason == "stop":
+            text = text[: _first_stop(text, stops)]
+        generation = Generation(text, self.tokens, self.logprobs, self.reason, n_prompt)
+        return ProbedSample(generation, self.state, self.energies)

@@ -1,0 +1,133 @@
+"""Live evaluation: the LLM answers each question with and without retrieval here and
+now, the gate decides, and the report is the offline one plus the alignment metrics.
+
+Gates that need the LLM itself (verbalized confidence, SKR prompt/icl, SeaKR) are
+judged this way. A gate that already answered while deciding (``details["answer"]``)
+is not asked again: its draft is the answer without retrieval.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..answering import Answerer
+from ..data import QARecord
+from ..decision import GateDecision
+from ..gates.base import DRAFT_ANSWER, Gate
+from ..metrics import get_metric
+from ..retrieval.base import Retriever
+from .alignment import alignment_metrics
+from .report import evaluate_scores
+
+logger = logging.getLogger(__name__)
+
+
+def evaluate_live(
+    gate: Gate,
+    records: Sequence[QARecord],
+    retriever: Retriever,
+    answerer: Answerer,
+    *,
+    k: int = 3,
+    metric: str = "contains",
+    target_rate: float | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run ``gate`` and ``answerer`` on ``records`` and report (SPEC §6 and §3).
+
+    Every question is answered both ways so the whole accuracy-vs-retrieval curve can
+    be drawn; ``at_threshold`` and ``alignment`` use the gate's actual decisions
+    ("uncertain" = retrieve). Fallback decisions (no score) rank by their decision. The report adds ``retrieval_calls``, ``fallbacks``, ``llm_answer_calls``
+    (answers the gate's drafts saved), timings and one row per question.
+    """
+    from tqdm.auto import tqdm
+
+    score_answer = get_metric(metric)
+    decisions: list[GateDecision] = []
+    direct: list[str] = []
+    grounded: list[str] = []
+    retrieved: list[list[str]] = []
+    timing = {"gate_s": 0.0, "direct_answer_s": 0.0, "retrieval_s": 0.0, "grounded_answer_s": 0.0}
+    direct_calls = 0
+    with tqdm(total=len(records), desc=f"live {gate.name}", unit="q", disable=not progress) as bar:
+        for start in range(0, len(records), batch_size):
+            batch = records[start : start + batch_size]
+            questions = [r.question for r in batch]
+            clock = time.perf_counter()
+            batch_decisions = gate.decide_batch(questions)
+            timing["gate_s"] += time.perf_counter() - clock
+
+            missing = [i for i, d in enumerate(batch_decisions) if not _has_draft(d)]
+            answers = [d.details.get(DRAFT_ANSWER) for d in batch_decisions]
+            clock = time.perf_counter()
+            if missing:
+                for i, text in zip(missing, answerer.answer_batch([questions[i] for i in missing])):
+                    answers[i] = text
+            timing["direct_answer_s"] += time.perf_counter() - clock
+            direct_calls += len(missing)
+
+            clock = time.perf_counter()
+            hits = retriever.search_batch(questions, k=k)
+            timing["retrieval_s"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            with_passages = answerer.answer_batch(questions, [[h.as_passage() for h in row] for row in hits])
+            timing["grounded_answer_s"] += time.perf_counter() - clock
+
+            decisions.extend(batch_decisions)
+            direct.extend(answers)
+            grounded.extend(with_passages)
+            retrieved.extend([h.id for h in row] for row in hits)
+            bar.update(len(batch))
+
+    a = np.array([score_answer(p, r.answers) for p, r in zip(direct, records)], dtype=np.float64)
+    b = np.array([score_answer(p, r.answers) for p, r in zip(grounded, records)], dtype=np.float64)
+    flags = np.array([d.retrieve for d in decisions], dtype=bool)
+    report = evaluate_scores(
+        _ranking_scores(decisions), a, b, gate=gate.name, metric=metric, retrieve=flags, target_rate=target_rate
+    )
+    n = max(len(records), 1)
+    report.update(
+        mode="live",
+        k=k,
+        threshold=gate.threshold_,
+        retrieval_calls=int(flags.sum()),
+        fallbacks=sum(d.is_fallback for d in decisions),
+        llm_answer_calls=direct_calls,
+        drafts_reused=len(records) - direct_calls,
+        alignment=alignment_metrics(flags, a),
+        seconds_per_question={key.removesuffix("_s"): value / n for key, value in timing.items()},
+        questions=[
+            {
+                "id": r.id, "question": r.question, "answers": list(r.answers), "retrieve": d.retrieve,
+                "score": d.to_dict()["score"], "answer_without": p0, "answer_with": p1,
+                "correct_without": float(x), "correct_with": float(y), "retrieved": ids,
+                "error": d.error, "details": d.details,
+            }
+            for r, d, p0, p1, x, y, ids in zip(records, decisions, direct, grounded, a, b, retrieved)
+        ],
+    )
+    return report
+
+
+def _ranking_scores(decisions: Sequence[GateDecision]) -> np.ndarray:
+    """Need scores for the curve; a fallback (no score) ranks above every scored
+    question when it retrieves, below them when it does not."""
+    finite = [d.score for d in decisions if math.isfinite(d.score)]
+    top, bottom = (max(finite) + 1.0, min(finite) - 1.0) if finite else (1.0, -1.0)
+    return np.array(
+        [d.score if math.isfinite(d.score) else (top if d.retrieve else bottom) for d in decisions],
+        dtype=np.float64,
+    )
+
+
+def _has_draft(decision: GateDecision) -> bool:
+    """True when the gate's reply already holds a non-empty answer."""
+    draft = decision.details.get(DRAFT_ANSWER)
+    return isinstance(draft, str) and bool(draft.strip())

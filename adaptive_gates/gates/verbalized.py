@@ -1,0 +1,212 @@
+"""Verbalized confidence: When-to-Retrieve (Ni et al., Findings ACL 2024), SPEC §3.
+
+The LLM answers and says whether it is certain in the same reply; it retrieves only
+when it says it is not. A confident reply's answer is the final answer
+(``GateDecision.draft_answer``): the direct branch needs no second call.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..certainty import (
+    CERTAIN,
+    UNCERTAIN,
+    CertaintyParse,
+    choice_uncertain_probability,
+    clean_reply_answer,
+    marker_uncertain_probability,
+    parse_certainty,
+)
+from ..models.chat import ChatModel, ChatReply, user
+from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
+from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
+from .chat_backed import ChatBackend, describe_failure
+
+logger = logging.getLogger(__name__)
+
+#: Strategies whose replies carry an explanation or a document, so they need room.
+_LONG_STRATEGIES = ("explain", "punish+explain", "generate", "step-by-step")
+
+
+class VerbalizedGate(Gate):
+    """Retrieve when the LLM says it is uncertain of its own answer.
+
+    Need score: 1 for "uncertain", 0 for "certain"; when the backend gives token
+    log-probabilities, the graded P(uncertain) / (P(uncertain) + P(certain)) at the
+    marker instead (beyond the paper: it lets the threshold be calibrated like any
+    other gate's). Default threshold 0.5: the model's own word decides.
+
+    A reply without a certainty marker gets the post-hoc judgement prompt. When the
+    judgement states none either but its first token's alternatives include the two
+    words, their probabilities decide (beyond the paper). Otherwise the decision is
+    the fallback (retrieve by default) with ``error`` saying why. Decoding is greedy (temperature 0); the authors ran at the
+    API default of 1.0.
+
+    Args:
+        chat: the chat model (default: the embedded SmolLM2).
+        strategy: ``vanilla``, ``punish``, ``challenge`` (two turns: the certainty comes
+            from the reply to a challenge of the first answer), ``step-by-step``,
+            ``generate``, ``explain`` or ``punish+explain`` (the paper's best balance).
+        template: overrides the strategy's prompt (``{question}`` is the slot).
+        max_tokens: reply length cap (default 32, 128 for strategies that explain).
+        judge: ask the post-hoc judgement prompt when a reply states no certainty.
+        top_logprobs: alternatives per token asked for the graded score (0: discrete).
+        max_workers: concurrent requests for backends without batching (remote APIs).
+        fallback_retrieve: the decision taken when a question or the backend fails.
+    """
+
+    name = "verbalized"
+
+    def __init__(
+        self,
+        chat: ChatModel | None = None,
+        *,
+        strategy: str = "vanilla",
+        template: str | None = None,
+        max_tokens: int | None = None,
+        judge: bool = True,
+        top_logprobs: int = 20,
+        max_workers: int = 1,
+        fallback_retrieve: bool = True,
+    ) -> None:
+        super().__init__(fallback_retrieve=fallback_retrieve)
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {strategy!r}")
+        if template is not None and "{question}" not in template:
+            raise ValueError("template must contain the {question} slot")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
+        self._backend = ChatBackend(chat, max_workers=max_workers)
+        self.strategy = strategy
+        self.template = template
+        self.max_tokens = max_tokens
+        self.judge = judge
+        self.top_logprobs = top_logprobs
+        self.max_workers = max_workers
+
+    @property
+    def chat(self) -> ChatModel:
+        """The chat model asked."""
+        return self._backend.model
+
+    @property
+    def prompt_template(self) -> str:
+        """The first-turn prompt in use."""
+        return self.template or STRATEGIES[self.strategy]
+
+    @property
+    def reply_tokens(self) -> int:
+        """The reply length cap in use."""
+        return self.max_tokens or (128 if self.strategy in _LONG_STRATEGIES else 32)
+
+    # ------------------------------------------------------------------ Gate hooks
+    @property
+    def is_fitted(self) -> bool:
+        return True  # nothing to learn; calibration is optional
+
+    def _default_threshold(self) -> float:
+        return 0.5
+
+    def _json_params(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy, "template": self.template, "max_tokens": self.max_tokens,
+            "judge": self.judge, "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
+            "fallback_retrieve": self.fallback_retrieve,
+        }
+
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        return self._backend.state()
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        self._backend.check_state(directory, state)
+
+    # ------------------------------------------------------------------ scoring
+    def _ask(self, conversations: list[list[dict[str, str]]], max_tokens: int) -> list[ChatReply | Exception]:
+        return self._backend.ask(
+            conversations, max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
+        )
+
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        first_turns = [user(fill(self.prompt_template, question=q)) for q in questions]
+        replies = self._ask(first_turns, self.reply_tokens)
+        details: list[dict[str, Any]] = [{"strategy": self.strategy, "llm_calls": 1} for _ in questions]
+        # (reply text, parse, tokens) of the reply that carries each question's certainty
+        verdicts: list[tuple[str, CertaintyParse, Any] | None] = [None] * len(questions)
+        answers: list[str] = [""] * len(questions)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, Exception):
+                details[i][FALLBACK_REASON] = describe_failure(reply)
+                continue
+            details[i]["reply"] = reply.text
+            parse = parse_certainty(reply.text)
+            answers[i] = clean_reply_answer(reply.text) if self.strategy == "challenge" else parse.answer
+            if self.strategy != "challenge":
+                verdicts[i] = (reply.text, parse, reply.tokens)
+        if self.strategy == "challenge":
+            self._follow_up(
+                [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
+                lambda i: [*first_turns[i], {"role": "assistant", "content": replies[i].text}, user(CHALLENGE)[0]],
+                "challenge", details, verdicts,
+            )
+        if self.judge:
+            self._follow_up(
+                [i for i, v in enumerate(verdicts) if v is not None and v[1].certainty is None],
+                lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
+                "judgement", details, verdicts,
+            )
+        scores = np.array([self._conclude(i, answers[i], verdicts[i], details[i]) for i in range(len(questions))])
+        return scores, details
+
+    def _follow_up(self, indices: list[int], conversation, label: str, details, verdicts) -> None:
+        """Ask a second prompt for ``indices``; its reply's certainty replaces theirs."""
+        if not indices:
+            return
+        replies = self._ask([conversation(i) for i in indices], max_tokens=16)
+        for i, reply in zip(indices, replies):
+            details[i]["llm_calls"] += 1
+            if isinstance(reply, Exception):
+                details[i][FALLBACK_REASON] = describe_failure(reply)
+                verdicts[i] = None
+                continue
+            details[i][f"{label}_reply"] = reply.text
+            verdicts[i] = (reply.text, parse_certainty(reply.text), reply.tokens)
+            details[i]["certainty_from"] = label
+
+    def _conclude(self, i: int, answer: str, verdict, detail: dict[str, Any]) -> float:
+        """The need score of question ``i`` (NaN with a reason when there is none)."""
+        detail[DRAFT_ANSWER] = answer
+        if verdict is None:
+            detail.setdefault(FALLBACK_REASON, "no reply")
+            return math.nan
+        text, parse, tokens = verdict
+        detail.setdefault("certainty_from", "reply")
+        certainty, p_uncertain = parse.certainty, marker_uncertain_probability(text, parse, tokens)
+        if certainty is None and tokens and detail["certainty_from"] != "reply":
+            # Beyond the paper: a judgement (or challenge) reply that states nothing
+            # still weighs "certain" against "uncertain" at its first token, the slot
+            # of the verdict. Never in a first reply, whose first token is the answer
+            # (and which a question could steer: "reply with the word certain").
+            p_uncertain = choice_uncertain_probability(tokens[0].top)
+            if p_uncertain is not None:
+                certainty = UNCERTAIN if p_uncertain > 0.5 else CERTAIN
+                detail["certainty_from"] += " (first-token probabilities)"
+        detail.update(certainty=certainty, marker=parse.marker, marker_source=parse.source, p_uncertain=p_uncertain)
+        if certainty is None:
+            detail[FALLBACK_REASON] = "unparseable: the reply states no certainty" + (
+                " and neither does the judgement" if self.judge else ""
+            )
+            return math.nan
+        if certainty == CERTAIN and not answer:
+            detail["note"] = "certain, but the reply holds no answer to reuse"
+            return 1.0
+        if p_uncertain is not None:
+            return p_uncertain
+        return 0.0 if certainty == CERTAIN else 1.0

@@ -1,0 +1,199 @@
+"""The chat protocol that prompt-based gates talk to, and its local implementation.
+
+A gate that asks an LLM something (verbalized confidence, SKR prompt/icl) needs only
+``chat(messages) -> ChatReply``. The embedded SmolLM2 implements it here; any
+OpenAI-compatible server implements it in ``openai_chat``; LangChain chat models and
+LlamaIndex LLMs are adapted to it by the integration packages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .local_lm import Generation, LocalCausalLM
+
+log = logging.getLogger(__name__)
+
+#: One chat turn: ``{"role": "system" | "user" | "assistant", "content": text}``.
+Message = Mapping[str, str]
+
+_ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the most likely alternatives
+    at its position (``(token, logprob)``, best first)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """An assistant reply. ``tokens`` is ``None`` when the backend gives no log-probs."""
+
+    text: str
+    tokens: tuple[TokenLogprob, ...] | None = None
+    finish_reason: str = "stop"
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers a conversation with one assistant reply.
+
+    ``temperature=0`` means greedy decoding. ``top_logprobs > 0`` asks for token
+    log-probabilities with that many alternatives per position; backends that cannot
+    give them return ``tokens=None``. Failures raise ``BackendError``.
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply: ...
+
+
+def check_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Validated plain-dict copies of ``messages`` (roles known, contents strings)."""
+    if isinstance(messages, (str, bytes)) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
+    clean = []
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in _ROLES:
+            raise ValueError(f"message {i}: role must be one of {_ROLES}, got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i}: content must be a str, got {type(content).__name__}")
+        clean.append({"role": role, "content": content})
+    return clean
+
+
+def user(content: str) -> list[dict[str, str]]:
+    """A one-message conversation."""
+    return [{"role": "user", "content": content}]
+
+
+def chat_many(
+    model: ChatModel,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    max_workers: int = 1,
+    **options: object,
+) -> list[ChatReply]:
+    """Replies to many conversations, in order.
+
+    A backend with its own ``chat_batch`` (the local LM batches generation) gets the
+    whole list; otherwise conversations go out one by one, or over ``max_workers``
+    threads for a remote server.
+    """
+    conversations = list(conversations)
+    batch = getattr(model, "chat_batch", None)
+    if callable(batch):
+        return batch(conversations, **options)
+    if max_workers <= 1:
+        return [model.chat(c, **options) for c in conversations]
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        return list(pool.map(lambda c: model.chat(c, **options), conversations))
+
+
+class LocalChatModel:
+    """The chat protocol over a ``LocalCausalLM`` (the embedded SmolLM2 by default).
+
+    Greedy replies of a batch are generated together; ``temperature > 0`` samples
+    (plain temperature sampling, seeded by ``seed`` so runs repeat).
+    """
+
+    def __init__(self, lm: "LocalCausalLM | None" = None, *, seed: int = 0, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self._lm = lm
+        self.seed = seed
+        self.batch_size = batch_size
+
+    @property
+    def lm(self) -> "LocalCausalLM":
+        """The wrapped model (the process-wide embedded default when none was given)."""
+        if self._lm is None:
+            from .defaults import default_llm
+
+            self._lm = default_llm()
+        return self._lm
+
+    @property
+    def model_id(self) -> str:
+        return self.lm.model_id
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """One assistant reply to ``messages``."""
+        return self.chat_batch(
+            [messages], max_tokens=max_tokens, temperature=temperature,
+            top_logprobs=top_logprobs, stop=stop,
+        )[0]
+
+    def chat_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> list[ChatReply]:
+        """Replies to many conversations; greedy ones are generated ``batch_size`` at a time."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        lm = self.lm
+        texts = [lm.format_prompt(check_messages(c)) for c in conversations]
+        if temperature > 0:
+            # Sampling is per prompt; top_k=0 / top_p=1 leave the distribution unchanged.
+            generations = [
+                lm.sample(t, 1, temperature=temperature, top_k=0, top_p=1.0,
+                          max_new_tokens=max_tokens, seed=self.seed, stop=stop, formatted=True)[0]
+                for t in texts
+            ]
+        else:
+            generations = []
+            for start in range(0, len(texts), self.batch_size):
+                generations.extend(lm.generate(
+                    texts[start : start + self.batch_size], max_new_tokens=max_tokens,
+                    stop=stop, formatted=True, top_logprobs=top_logprobs,
+                ))
+        return [self._reply(g, top_logprobs) for g in generations]
+
+    def _reply(self, generation: "Generation", top_logprobs: int) -> ChatReply:
+        if not top_logprobs or not generation.top_logprobs:
+            return ChatReply(generation.text, None, generation.finish_reason)
+        decode = self.lm.tokenizer.decode
+        tokens = tuple(
+            TokenLogprob(
+                decode([token_id]),
+                logprob,
+                tuple((decode([alt]), alt_lp) for alt, alt_lp in top),
+            )
+            for token_id, logprob, top in zip(
+                generation.token_ids, generation.token_logprobs, generation.top_logprobs
+            )
+        )
+        return ChatReply(generation.text, tokens, generation.finish_reason)

@@ -1,0 +1,81 @@
+"""Prompt templates of the prompt-based gates, verbatim from the papers and their code.
+
+``{question}`` is the question slot, ``{prediction}`` an earlier answer, ``{paras}`` the
+retrieved passages. Chat models get each template as the user message; completion
+models get ``COMPLETION_SUFFIX`` (or ``JUDGEMENT_COMPLETION_SUFFIX``) appended.
+"""
+
+from __future__ import annotations
+
+import re
+
+# When-to-Retrieve (Ni et al., 2024), SPEC §3 ------------------------------------------
+_ANSWER = "Answer the following question based on your internal knowledge with one or few words."
+_SAY = (
+    ' If you are sure the answer is accurate and correct, please say "certain" after the answer.'
+    ' If you are not confident with the answer, please say "uncertain".'
+)
+_PUNISH = ' You will be punished if the answer is not right but you say "certain".'
+_QUESTION = "\nQuestion: {question}"
+
+QA = _ANSWER + _QUESTION
+RETRIEVAL_QA = (
+    "Given the following information: \n{paras}\nAnswer the following question based on the given "
+    "information or your internal knowledge with one or few words." + _QUESTION
+)
+_EXPLAIN = (
+    "Answer the following question based on your internal knowledge with one or few words and "
+    "explain why you give this answer."
+)
+
+#: The single-turn strategies: one prompt asks for the answer and its certainty.
+STRATEGIES: dict[str, str] = {
+    "vanilla": _ANSWER + _SAY + _QUESTION,
+    "punish": _ANSWER + _SAY + _PUNISH + _QUESTION,
+    "explain": _EXPLAIN + _SAY + _QUESTION,
+    "punish+explain": _EXPLAIN + _SAY + _PUNISH + _QUESTION,
+    "step-by-step": (
+        "Answer the following question based on your internal knowledge and let's think step by step.\n"
+        " 1.Answer the question with one or few words.\n"
+        ' 2.If you are sure the answer is accurate and correct, please say "certain" after the answer.'
+        ' If you are not confident with the answer, please say "uncertain".' + _QUESTION
+    ),
+    "generate": (
+        "Generate a short document that helps answer the following question based on your internal "
+        "knowledge and answer the question with one or few words." + _SAY + _QUESTION
+    ),
+    # Turn 1 of the two-turn strategy is the plain QA prompt; CHALLENGE is turn 2.
+    "challenge": QA,
+}
+CHALLENGE = (
+    "I do not think your answer is right. If you are still sure that your answer is accurate and "
+    'correct, please say "certain". Otherwise, say "uncertain".'
+)
+JUDGEMENT = (
+    'If you are sure the answer is accurate and correct, please say "certain". If you are not '
+    'confident with the answer, please say "uncertain".\nQuestion: {question}\nAnswer: {prediction}'
+)
+COMPLETION_SUFFIX = "\nAnswer: "
+JUDGEMENT_COMPLETION_SUFFIX = "\nJudgement is: "
+
+# SKR (Wang et al., 2023), SPEC §1.2 ---------------------------------------------------
+SKR_PROMPT = "{question} Q: Do you need additional information to answer this question? A:"
+SKR_KNOWN_DEMO = "No, I don't need additional information to answer this question."
+SKR_UNKNOWN_DEMO = "Yes, I need additional information to answer this question."
+#: The paper's Table 2 alternatives, with the reply word that means "known".
+SKR_ALTERNATIVES: dict[str, tuple[str, str]] = {
+    "additional-information": (SKR_PROMPT, "no"),
+    "extra-prompts": ("{question} Q: Would you like any extra prompts to help you? A:", "no"),
+    "additional-clues": ("{question} Q: Would you like any additional clues? A:", "no"),
+    "answer-from-knowledge": ("{question} Q: Can you answer this question based on what you know? A:", "yes"),
+    "solve-now": ("{question} Q: Can you solve this question now? A:", "yes"),
+}
+
+
+def fill(template: str, **slots: str) -> str:
+    """``template`` with its ``{slot}``s replaced in one pass: braces inside a question
+    or passage are left alone, and unnamed braces in the template stay as they are."""
+    return _SLOT.sub(lambda m: slots.get(m.group(1), m.group(0)), template)
+
+
+_SLOT = re.compile(r"\{(\w+)\}")

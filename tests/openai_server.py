@@ -1,0 +1,230 @@
+"""A real OpenAI-compatible chat-completions server for tests, answering with a local model.
+
+It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
+``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
+generating with ``LocalChatModel``. Tests switch it into fault modes (HTTP 500, a reply
+slower than the client's timeout, malformed JSON, no choices, no content) to exercise
+clients against real HTTP failures, and read how many completion requests arrived to
+check that retries were bounded.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from adaptive_gates.models import ChatReply, LocalChatModel
+
+log = logging.getLogger(__name__)
+
+#: OpenAI's bound on alternatives per position.
+MAX_TOP_LOGPROBS = 20
+
+
+class Fault(enum.Enum):
+    """How the server answers chat-completion requests."""
+
+    NONE = "none"
+    ERROR_500 = "error_500"
+    SLOW = "slow"
+    MALFORMED_JSON = "malformed_json"
+    EMPTY_CHOICES = "empty_choices"
+    NO_CONTENT = "no_content"
+
+
+class RequestError(Exception):
+    """A request the server refuses, with the HTTP status to answer."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ChatCompletionsServer:
+    """The server, its fault mode and its request count (both safe to use from tests
+    while handler threads run)."""
+
+    def __init__(self, chat_model: LocalChatModel, *, slow_seconds: float = 2.0) -> None:
+        self.chat_model = chat_model
+        self.model_id = chat_model.model_id
+        self.slow_seconds = slow_seconds
+        self._fault = Fault.NONE
+        self._requests = 0
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        # Handler threads are joined on close (ThreadingHTTPServer's default), so none is
+        # left generating when the interpreter exits.
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def requests(self) -> int:
+        """Chat-completion requests received since the last ``reset``."""
+        with self._lock:
+            return self._requests
+
+    def set_fault(self, fault: Fault) -> None:
+        """Answer later requests in ``fault`` mode."""
+        with self._lock:
+            self._fault = fault
+
+    def reset(self) -> None:
+        """Back to healthy answers and a zero request count."""
+        with self._lock:
+            self._fault = Fault.NONE
+            self._requests = 0
+
+    def start(self) -> ChatCompletionsServer:
+        self._thread.start()
+        log.info("chat-completions server for %s at %s", self.model_id, self.base_url)
+        return self
+
+    def close(self) -> None:
+        """Stop serving; replies still held back in slow mode are dropped."""
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    # ----------------------------------------------------------------- serving
+    def _arrive(self) -> Fault:
+        """Count a completion request and return the fault mode it is served in."""
+        with self._lock:
+            self._requests += 1
+            return self._fault
+
+    def complete(self, body: object) -> tuple[HTTPStatus, bytes]:
+        """Status and JSON body answering one ``/chat/completions`` request."""
+        fault = self._arrive()
+        if fault is Fault.ERROR_500:
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "injected server error")
+        if fault is Fault.MALFORMED_JSON:
+            return HTTPStatus.OK, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess'
+        try:
+            options = self._options(body)
+            reply = self.chat_model.chat(options.pop("messages"), **options)
+        except RequestError as exc:
+            return _error(exc.status, str(exc))
+        except (TypeError, ValueError) as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        # A real reply held back: the model is idle again by the time the client gives up.
+        if fault is Fault.SLOW and self._closing.wait(self.slow_seconds):
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, "the server is closing")
+        choice = _choice(reply, (body.get("top_logprobs") or 0) if body.get("logprobs") else None)
+        if fault is Fault.NO_CONTENT:
+            choice["message"]["content"] = None
+        choices = [] if fault is Fault.EMPTY_CHOICES else [choice]
+        return HTTPStatus.OK, _json({
+            "id": f"chatcmpl-{time.monotonic_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "choices": choices,
+        })
+
+    def _options(self, body: object) -> dict[str, Any]:
+        """``LocalChatModel.chat`` arguments from a request body, refusing what this
+        server does not do the way OpenAI would."""
+        if not isinstance(body, dict):
+            raise RequestError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
+        if body.get("model") != self.model_id:
+            raise RequestError(HTTPStatus.NOT_FOUND, f"The model `{body.get('model')}` does not exist.")
+        if body.get("stream") or body.get("n", 1) != 1:
+            raise RequestError(HTTPStatus.BAD_REQUEST, "only n=1 without streaming is served")
+        top = body.get("top_logprobs") or 0
+        if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"top_logprobs must be 0..{MAX_TOP_LOGPROBS}")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise RequestError(HTTPStatus.BAD_REQUEST, "messages must be a list of objects")
+        stop = body.get("stop")
+        return {
+            "messages": messages,
+            "max_tokens": body.get("max_completion_tokens") or body.get("max_tokens") or 64,
+            "temperature": body.get("temperature", 1.0),
+            # Per-token logprobs come with at least one alternative from the local model.
+            "top_logprobs": max(top, 1) if body.get("logprobs") else 0,
+            "stop": [stop] if isinstance(stop, str) else stop,
+        }
+
+
+def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:
+    """The OpenAI ``choices[0]`` object of ``reply``; logprobs when they were asked for."""
+    logprobs = None
+    if top_logprobs is not None and reply.tokens is not None:
+        logprobs = {"content": [
+            {**_token(t.token, t.logprob),
+             "top_logprobs": [_token(alt, lp) for alt, lp in t.top[:top_logprobs]]}
+            for t in reply.tokens
+        ]}
+    return {
+        "index": 0,
+        "message": {"role": "assistant", "content": reply.text},
+        "logprobs": logprobs,
+        # The local model tells an end-of-sequence token from a stop string; OpenAI does not.
+        "finish_reason": "length" if reply.finish_reason == "length" else "stop",
+    }
+
+
+def _token(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+
+def _json(payload: object) -> bytes:
+    return json.dumps(payload).encode("utf-8")
+
+
+def _error(status: HTTPStatus, message: str) -> tuple[HTTPStatus, bytes]:
+    """An error in OpenAI's shape."""
+    return status, _json({"error": {"message": message, "type": status.phrase, "code": status.value}})
+
+
+def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to ``server``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path.rstrip("/") != "/v1/models":
+                self._send(*_error(HTTPStatus.NOT_FOUND, f"no route {self.path}"))
+                return
+            model = {"id": server.model_id, "object": "model", "created": 0, "owned_by": "local"}
+            self._send(HTTPStatus.OK, _json({"object": "list", "data": [model]}))
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._send(*_error(HTTPStatus.NOT_FOUND, f"no route {self.path}"))
+                return
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                self._send(*_error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}"))
+                return
+            self._send(*server.complete(body))
+
+        def _send(self, status: HTTPStatus, payload: bytes) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                log.debug("the client left before the reply (%s)", status)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (base signature)
+            log.debug("%s " + format, self.address_string(), *args)
+
+    return Handler

@@ -1,0 +1,129 @@
+"""The certainty parser on a table of real-looking replies and on generated text."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adaptive_gates import certainty
+from adaptive_gates.certainty import (
+    CERTAIN,
+    UNCERTAIN,
+    choice_uncertain_probability,
+    marker_uncertain_probability,
+    parse_certainty,
+)
+from adaptive_gates.models.chat import TokenLogprob
+
+# (reply, certainty, answer)
+TABLE = [
+    ("Paris, certain.", CERTAIN, "Paris"),
+    ("Paris (uncertain)", UNCERTAIN, "Paris"),
+    ("William Shakespeare. Certain", CERTAIN, "William Shakespeare"),
+    # A factual no / false is an answer, not doubt (the authors' parser calls both uncertain).
+    ("No. Certain.", CERTAIN, "No"),
+    ("No", None, "No"),
+    ("False, certain", CERTAIN, "False"),
+    ("False, uncertain", UNCERTAIN, "False"),
+    ("I am certain that the answer is Paris.", CERTAIN, "Paris"),
+    ("Paris. I am not certain.", UNCERTAIN, "Paris"),
+    ("Lyon, but I'm not very certain", UNCERTAIN, "Lyon, but"),
+    ("Unsure. Maybe Lyon", UNCERTAIN, "Maybe Lyon"),
+    ("1. Paris\n2. certain", CERTAIN, "Paris"),
+    ("Answer: Paris\nCertainty: uncertain", UNCERTAIN, "Paris"),
+    # Not markers: other words that contain or resemble them.
+    ("Certainly Paris", None, "Certainly Paris"),
+    ("There is some uncertainty: Paris", None, "There is some uncertainty: Paris"),
+    ("A certain amount of water", None, "A certain amount of water"),
+    # Nothing is cut inside a word.
+    ("Uncertainty principle, certain", CERTAIN, "Uncertainty principle"),
+    ("Ascertained facts, uncertain", UNCERTAIN, "Ascertained facts"),
+    # The last marker wins.
+    ("Certain: Paris. On reflection, uncertain.", UNCERTAIN, "Paris. On reflection"),
+    # Refusals without a marker are uncertain and carry no answer.
+    ("I don't know.", UNCERTAIN, ""),
+    ("I'm sorry, I cannot answer that.", UNCERTAIN, ""),
+    # Another language: no English marker, so no certainty (the judgement prompt follows).
+    ("París, seguro.", None, "París, seguro"),
+    # A foreign clause around an English marker word stays in the answer (only English
+    # filler words leave with the marker); "contains answer" still finds the answer.
+    ("Paris. Je suis certain.", CERTAIN, "Paris. Je suis"),
+    ("uncertain", UNCERTAIN, ""),
+]
+
+
+@pytest.mark.parametrize(("reply", "certainty", "answer"), TABLE)
+def test_table(reply: str, certainty: str | None, answer: str) -> None:
+    parse = parse_certainty(reply)
+    assert parse.certainty == certainty
+    assert parse.answer == answer
+
+
+def test_refusal_and_marker_sources() -> None:
+    assert parse_certainty("I don't know").source == "refusal"
+    assert parse_certainty("Paris, certain").source == "marker"
+    assert parse_certainty("Paris").source == "none"
+    assert parse_certainty("Paris").uncertain is None
+    assert parse_certainty("Paris, uncertain").uncertain is True
+
+
+def test_rejects_non_text() -> None:
+    with pytest.raises(ValueError, match="reply must be a str"):
+        parse_certainty(None)  # type: ignore[arg-type]
+
+
+words = st.text(alphabet=st.characters(categories=("L", "N")), min_size=1, max_size=12)
+# Answers made of words that are neither markers nor the words a marker's clause takes along.
+_CLAUSE_WORDS = {"certain", "uncertain", "unsure", "not", "never", *certainty._CLAUSE_FILLER, *certainty._RIGHT_FILLER}
+answers = st.lists(words, min_size=1, max_size=6).map(" ".join).filter(
+    lambda a: not any(w.lower() in _CLAUSE_WORDS for w in a.split()) and parse_certainty(a).certainty is None
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(answer=answers, marker=st.sampled_from(["certain", "uncertain", "Certain", "UNCERTAIN"]),
+       separator=st.sampled_from([", ", ". ", " (", "\n", " - "]))
+def test_generated_answer_then_marker(answer: str, marker: str, separator: str) -> None:
+    parse = parse_certainty(f"{answer}{separator}{marker}")
+    assert parse.certainty == marker.lower()
+    assert parse.answer == answer  # removing the marker cuts nothing from the answer
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=80))
+def test_any_text_parses_without_error(text: str) -> None:
+    parse = parse_certainty(text)
+    assert parse.certainty in (None, CERTAIN, UNCERTAIN)
+    if parse.span is not None:
+        start, end = parse.span
+        assert 0 <= start < end <= len(text)
+
+
+def _tokens(*pieces: tuple[str, float, tuple[tuple[str, float], ...]]) -> tuple[TokenLogprob, ...]:
+    return tuple(TokenLogprob(token, logprob, top) for token, logprob, top in pieces)
+
+
+def test_graded_probability_at_the_marker() -> None:
+    reply = "Paris, certain"
+    tokens = _tokens(
+        ("Paris", -0.1, ()),
+        (",", -0.2, ()),
+        (" certain", math.log(0.6), ((" certain", math.log(0.6)), (" unc", math.log(0.2)), (" maybe", math.log(0.1)))),
+    )
+    p = marker_uncertain_probability(reply, parse_certainty(reply), tokens)
+    assert p == pytest.approx(0.2 / 0.8)
+
+
+def test_graded_probability_is_none_without_tokens_or_for_negations() -> None:
+    assert marker_uncertain_probability("Paris, certain", parse_certainty("Paris, certain"), None) is None
+    reply = "Paris, not certain"
+    tokens = _tokens(("Paris", -0.1, ()), (",", -0.1, ()), (" not", -0.5, ()), (" certain", -0.1, ()))
+    assert marker_uncertain_probability(reply, parse_certainty(reply), tokens) is None
+
+
+def test_choice_probability_needs_two_letters() -> None:
+    assert choice_uncertain_probability([("C", -0.1), ("The", -0.2)]) is None
+    assert choice_uncertain_probability([("Un", math.log(0.3)), ("Cert", math.log(0.1))]) == pytest.approx(0.75)

@@ -1,0 +1,205 @@
+"""OpenAIChatModel against a real OpenAI-compatible HTTP server on 127.0.0.1 (the embedded
+SmolLM2 behind ``openai_server.py``), and once against a live endpoint when one is configured."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+from openai_server import ChatCompletionsServer, Fault
+
+from adaptive_gates.errors import BackendError
+from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, chat_many
+
+FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
+QUESTIONS = [
+    FRANCE,
+    [{"role": "user", "content": "Name a primary colour."}],
+    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2 + 2?"}],
+]
+
+
+@pytest.fixture
+def local(openai_server: ChatCompletionsServer) -> LocalChatModel:
+    """The model the server answers with, called directly."""
+    return openai_server.chat_model
+
+
+def remote(server: ChatCompletionsServer, **options: object) -> OpenAIChatModel:
+    return OpenAIChatModel(server.model_id, base_url=server.base_url, **options)
+
+
+def openai_style(reply: ChatReply) -> ChatReply:
+    """``reply`` with the local model's finish reason as OpenAI names it."""
+    finish = "length" if reply.finish_reason == "length" else "stop"
+    return ChatReply(reply.text, reply.tokens, finish)
+
+
+def test_is_a_chat_model(openai_server: ChatCompletionsServer) -> None:
+    model = remote(openai_server)
+    assert isinstance(model, ChatModel)
+    assert model.model_id == openai_server.model_id
+
+
+def test_server_lists_its_model(openai_server: ChatCompletionsServer, openai_base_url: str) -> None:
+    import openai
+
+    listed = openai.OpenAI(base_url=openai_base_url, api_key="any").models.list()
+    assert [m.id for m in listed.data] == [openai_server.model_id]
+
+
+def test_greedy_reply_matches_the_local_model(openai_server, openai_base_url, local) -> None:
+    reply = remote(openai_server).chat(FRANCE, max_tokens=8)
+    assert reply == openai_style(local.chat(FRANCE, max_tokens=8))
+    assert "Paris" in reply.text and reply.tokens is None
+    assert openai_server.requests == 1
+
+
+def test_logprobs_arrive_as_token_logprobs(openai_server, openai_base_url, local) -> None:
+    reply = remote(openai_server).chat(FRANCE, max_tokens=6, top_logprobs=3)
+    assert reply == openai_style(local.chat(FRANCE, max_tokens=6, top_logprobs=3))
+    assert len(reply.tokens) == 6
+    for token in reply.tokens:
+        assert len(token.top) == 3 and token.logprob <= 0
+        assert token.top[0] == (token.token, token.logprob)  # greedy: the best alternative
+        assert [lp for _, lp in token.top] == sorted((lp for _, lp in token.top), reverse=True)
+
+
+def test_stop_strings_are_honoured(openai_server, openai_base_url, local) -> None:
+    full = local.chat(FRANCE, max_tokens=8).text
+    stop = " " + full.split()[2]
+    expected = full[: full.index(stop)]
+    model = remote(openai_server)
+    for given in (stop, [stop, "\n\n"]):
+        reply = model.chat(FRANCE, max_tokens=8, stop=given)
+        assert (reply.text, reply.finish_reason) == (expected, "stop")
+
+
+def test_chat_many_over_two_threads(openai_server, openai_base_url, local) -> None:
+    replies = chat_many(remote(openai_server), QUESTIONS, max_workers=2, max_tokens=6)
+    assert replies == [openai_style(local.chat(q, max_tokens=6)) for q in QUESTIONS]
+    assert openai_server.requests == len(QUESTIONS)
+
+
+def test_achat_in_concurrent_tasks_and_separate_loops(openai_server, openai_base_url, local) -> None:
+    model = remote(openai_server)
+
+    async def ask_all() -> list[ChatReply]:
+        return list(await asyncio.gather(*(model.achat(q, max_tokens=6) for q in QUESTIONS[:2])))
+
+    expected = [openai_style(local.chat(q, max_tokens=6)) for q in QUESTIONS[:2]]
+    assert asyncio.run(ask_all()) == expected
+    assert asyncio.run(ask_all()) == expected  # a new event loop gets its own HTTP client
+    assert openai_server.requests == 4
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause", "attempts"),
+    [
+        (Fault.ERROR_500, "HTTP 500", 2),
+        (Fault.SLOW, "timed out", 2),
+        (Fault.MALFORMED_JSON, "malformed JSON", 1),
+        (Fault.EMPTY_CHOICES, "no choices", 1),
+        (Fault.NO_CONTENT, "no text content", 1),
+    ],
+)
+def test_faults_end_in_backend_error_after_bounded_retries(
+    openai_server, openai_base_url, fault, cause, attempts
+) -> None:
+    # Only the slow reply needs a timeout shorter than the server's delay.
+    timeout = 0.5 if fault is Fault.SLOW else 10.0
+    model = remote(openai_server, timeout=timeout, max_retries=1)
+    openai_server.set_fault(fault)
+    with pytest.raises(BackendError, match=cause) as caught:
+        model.chat(FRANCE, max_tokens=2)
+    assert openai_server.model_id in str(caught.value) and openai_base_url in str(caught.value)
+    assert openai_server.requests == attempts
+
+
+def test_async_fault_ends_in_backend_error(openai_server, openai_base_url) -> None:
+    model = remote(openai_server, timeout=10.0, max_retries=1)
+    openai_server.set_fault(Fault.ERROR_500)
+    with pytest.raises(BackendError, match="HTTP 500"):
+        asyncio.run(model.achat(FRANCE, max_tokens=2))
+    assert openai_server.requests == 2
+
+
+def test_client_errors_are_not_retried(openai_server, openai_base_url) -> None:
+    model = OpenAIChatModel("no-such-model", base_url=openai_base_url, max_retries=2)
+    with pytest.raises(BackendError, match="HTTP 404.*no-such-model"):
+        model.chat(FRANCE, max_tokens=2)
+    assert openai_server.requests == 1
+
+
+def test_unreachable_server_is_a_backend_error() -> None:
+    with socket.socket() as sock:  # a port that nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with pytest.raises(BackendError, match=f"127.0.0.1:{port}.*cannot connect"):
+        model.chat(FRANCE)
+
+
+def test_the_api_key_stays_out_of_errors(openai_server, openai_base_url) -> None:
+    secret = "sk-test-do-not-print-0123456789"
+    model = remote(openai_server, api_key=secret, max_retries=0)
+    openai_server.set_fault(Fault.ERROR_500)
+    with pytest.raises(BackendError) as caught:
+        model.chat(FRANCE)
+    assert secret not in str(caught.value) and secret not in repr(model)
+
+
+@pytest.mark.parametrize(
+    ("messages", "options"),
+    [
+        ([], {}),
+        ("What is the capital of France?", {}),
+        ([{"role": "robot", "content": "hi"}], {}),
+        ([{"role": "user", "content": 3}], {}),
+        (FRANCE, {"max_tokens": 0}),
+        (FRANCE, {"temperature": -1.0}),
+        (FRANCE, {"temperature": float("nan")}),
+        (FRANCE, {"top_logprobs": -1}),
+        (FRANCE, {"stop": [""]}),
+    ],
+)
+def test_bad_input_raises_before_any_request(openai_server, openai_base_url, messages, options) -> None:
+    with pytest.raises(ValueError):
+        remote(openai_server).chat(messages, **options)
+    assert openai_server.requests == 0
+
+
+@pytest.mark.parametrize(
+    "options", [{"timeout": 0}, {"timeout": float("inf")}, {"max_retries": -1}, {"max_retries": 1.5}]
+)
+def test_bad_settings_are_refused(options) -> None:
+    with pytest.raises(ValueError):
+        OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", **options)
+
+
+def test_a_key_is_required_only_for_the_default_endpoint(monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(BackendError, match="OPENAI_API_KEY"):
+        OpenAIChatModel("m")
+    OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    OpenAIChatModel("m")
+
+
+LIVE_ENDPOINT = bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+@pytest.mark.skipif(
+    not LIVE_ENDPOINT,
+    reason="live endpoint test: set OPENAI_API_KEY and/or OPENAI_BASE_URL (model: OPENAI_MODEL, "
+    "default gpt-4o-mini) to run it against a real, possibly paid, OpenAI-compatible endpoint",
+)
+def test_live_endpoint_answers() -> None:
+    model = OpenAIChatModel(os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), timeout=60.0)
+    reply = model.chat([{"role": "user", "content": "What is the capital of France? One word."}],
+                       max_tokens=16)
+    assert reply.text.strip()
+    assert reply.finish_reason in ("stop", "length")
