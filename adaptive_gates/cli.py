@@ -1,4 +1,4 @@
-"""The ``adaptive-gates`` command: ``eval``, ``fit`` and ``collect``."""
+"""The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect`` and ``seakr``."""
 
 from __future__ import annotations
 
@@ -107,7 +107,10 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         "--gate", required=True,
         help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, skr-prompt, skr-icl",
     )
-    parser.add_argument("--train", type=Path, help="outcome records (JSONL) to fit on")
+    parser.add_argument(
+        "--train", type=Path,
+        help="outcome records (JSONL) to fit on; with --live, also the questions --target-rate calibrates on",
+    )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
     parser.add_argument(
@@ -170,15 +173,15 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.corpus is None:
         raise SystemExit("--live needs --corpus (the passages to retrieve from)")
     gate = _gate_factory(args)()
-    train = load_outcomes(args.train) if args.train is not None else None
     if not gate.is_fitted:
-        if train is None:
+        if args.train is None:
             raise SystemExit(f"gate {args.gate!r} learns from outcome records: give --train")
-        gate.fit_outcomes(train, metric=args.metric)
+        gate.fit_outcomes(load_outcomes(args.train), metric=args.metric)
     if args.target_rate is not None:
-        if train is None:
+        if args.train is None:
             raise SystemExit("--target-rate with --live calibrates on the questions of --train: give --train")
-        gate.calibrate([r.question for r in train], args.target_rate)
+        # Only the questions are needed: QA records serve as well as outcome records.
+        gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
     records = load_qa(args.test)[: args.limit]
     answerer = LLMAnswerer(getattr(gate, "chat", None), style="when-to-retrieve", batch_size=args.batch_size)
     return evaluate_live(
@@ -231,6 +234,58 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_seakr(args: argparse.Namespace) -> int:
+    """Run the SeaKR pipeline on QA records over a BM25 index of the corpus; report EM/F1."""
+    from .data import load_qa
+    from .models.defaults import default_llm
+    from .models.local_lm import LocalCausalLM
+    from .retrieval import BM25Retriever
+    from .seakr_pipeline import DEFAULT_THRESHOLD, run_pipeline
+    from .uncertainty import SelfAwareUncertainty
+
+    records = load_qa(args.test)[: args.limit]
+    lm = LocalCausalLM(args.model) if args.model else default_llm()
+    report = run_pipeline(
+        records, BM25Retriever.from_jsonl(args.corpus), lm=lm,
+        uncertainty=SelfAwareUncertainty(lm, k=args.samples),
+        threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
+        mode=args.mode, rerank=not args.no_rerank, select=not args.no_select,
+        rationale=args.rationale, max_steps=args.max_steps, max_docs=args.max_docs,
+        checkpoint=args.checkpoint,
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2, allow_nan=False), encoding="utf-8")
+    print(
+        f"seakr {report['mode']}: n={report['n']} em={report['em']:.3f} f1={report['f1']:.3f} "
+        f"retrieval_calls={report['retrieval_calls']} ({report['retrieval_calls_per_question']:.2f}/question) "
+        f"errors={report['errors']} | {args.json}"
+    )
+    return 0
+
+
+def _add_seakr_parser(sub: Any) -> None:
+    """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
+    from .seakr_pipeline import MODES, RATIONALE_FORMS
+
+    sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
+    sk.add_argument("--test", required=True, type=Path, help="QA records (JSONL)")
+    sk.add_argument("--corpus", required=True, type=Path, help="corpus records (JSONL) to retrieve from")
+    sk.add_argument("--json", required=True, type=Path, help="where to write the report with per-question traces")
+    sk.add_argument("--limit", type=int, help="only the first N records")
+    sk.add_argument("--mode", default="multihop", choices=MODES)
+    sk.add_argument("--no-rerank", action="store_true", help="read BM25's first snippet instead of the lowest-U one")
+    sk.add_argument("--no-select", action="store_true", help="keep the loop's answer instead of choosing a route")
+    sk.add_argument("--rationale", default="reread", choices=RATIONALE_FORMS,
+                    help="rationale route: re-read the steps (authors' code) or append the final cue (paper)")
+    sk.add_argument("--threshold", type=float, help="δ: retrieve when U > δ (default: the SmolLM2 value)")
+    sk.add_argument("--samples", type=int, default=20, help="k samples per uncertainty estimate")
+    sk.add_argument("--max-steps", type=int, default=7)
+    sk.add_argument("--max-docs", type=int, default=5)
+    sk.add_argument("--checkpoint", type=Path, help="JSONL of finished questions: appended, and reused on rerun")
+    sk.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
+    sk.set_defaults(run=_cmd_seakr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``adaptive-gates`` command."""
     parser = argparse.ArgumentParser(prog="adaptive-gates", description=__doc__)
@@ -274,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--instruction", help="the answer instruction line")
     col.add_argument("--batch-size", type=int, default=8)
     col.set_defaults(run=_cmd_collect)
+
+    _add_seakr_parser(sub)
     return parser
 
 

@@ -54,3 +54,17 @@ def openai_base_url(openai_server):
     openai_server.reset()
     yield openai_server.base_url
     openai_server.reset()
+
+
+@pytest.fixture(scope="session")
+def small_corpus(shared_data, tmp_path_factory):
+    """The first 300 real Wikipedia paragraphs of the shared corpus, as a JSONL file."""
+    import json
+
+    from adaptive_gates.data import write_jsonl
+
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    with open(shared_data / "wiki_paragraph_corpus.jsonl", encoding="utf-8") as src:
+        rows = [json.loads(next(src)) for _ in range(300)]
+    write_jsonl(path, [{"id": r["id"], "title": r["title"], "text": r["text"]} for r in rows])
+    return path

@@ -203,3 +203,18 @@ def test_live_endpoint_answers() -> None:
                        max_tokens=16)
     assert reply.text.strip()
     assert reply.finish_reason in ("stop", "length")
+
+
+@pytest.mark.skipif(
+    not LIVE_ENDPOINT,
+    reason="live endpoint test: set OPENAI_API_KEY and/or OPENAI_BASE_URL (model: OPENAI_MODEL)",
+)
+def test_live_endpoint_behind_the_verbalized_gate() -> None:
+    from adaptive_gates import VerbalizedGate
+
+    model = OpenAIChatModel(os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), timeout=60.0)
+    decision = VerbalizedGate(model).decide("What is the capital of France?")
+    assert not decision.is_fallback, decision.error
+    assert decision.details["certainty"] in ("certain", "uncertain")
+    if not decision.retrieve:
+        assert "paris" in decision.draft_answer.lower()

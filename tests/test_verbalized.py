@@ -34,16 +34,6 @@ def nq(shared_data):
     return load_qa(shared_data / "nq_open_dev.jsonl")[:6]
 
 
-@pytest.fixture(scope="module")
-def small_corpus(shared_data, tmp_path_factory):
-    """The first 300 real Wikipedia paragraphs of the shared corpus, as a JSONL file."""
-    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    with open(shared_data / "wiki_paragraph_corpus.jsonl", encoding="utf-8") as src:
-        rows = [json.loads(next(src)) for _ in range(300)]
-    write_jsonl(path, [{"id": r["id"], "title": r["title"], "text": r["text"]} for r in rows])
-    return path
-
-
 def check_decision(decision, gate_name: str) -> None:
     """Every decision is either scored with a stated certainty, or a recorded fallback."""
     assert decision.gate == gate_name

@@ -1,0 +1,497 @@
+"""SeaKR end to end (SPEC §4.2–4.4): self-aware retrieval, re-ranking and reasoning.
+
+Multi-hop mode, per question:
+
+1. **Gate** (§4.2). Pseudo-generate the next reasoning step greedily from the question
+   and the steps so far (no documents) and estimate the uncertainty U of that context;
+   retrieve iff U > ``threshold``, U is undefined, or the step is empty.
+2. **Query** (§4.2). FLARE-style (``query_generation``): the confident and already-known
+   content words of the pseudo-step, else the question. A query searched before ends
+   the loop.
+3. **Re-rank** (§4.3). BM25's top ``n_candidates`` not yet read, ordered by U after
+   reading each (``UncertaintyReranker``); the step is generated with the lowest-U one.
+4. **Reason** (§4.4). Loop until a step says "So the answer is …", or ``max_steps`` steps,
+   or ``max_docs`` snippets read; then ``ReasoningSelector`` picks, by lower U, between
+   the rationale route and the knowledge route (all snippets read, full chain of thought).
+
+Simple-QA mode: one retrieval with the question, re-rank the candidates by U, answer
+from the best one. Two baselines share the prompt: ``no-retrieval`` and
+``single-retrieval`` (the question's top snippets in context).
+
+The prompt is SeaKR's code form (``seakr_prompts``) given to the model as a raw
+completion text: on 16 HotpotQA dev questions SmolLM2-135M-Instruct ended its chain of
+thought with "So the answer is …" 10 times with the raw text, 4 times when the same text
+was sent as a chat message.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .data import QARecord, iter_jsonl, write_jsonl
+from .metrics import exact_match, extract_seakr_answer, token_f1
+from .query_generation import build_query
+from .retrieval.base import Hit, Retriever
+from .seakr_prompts import (
+    ANSWER_STOPS,
+    DEFAULT_DEMOS,
+    STEP_STOPS,
+    Demo,
+    build_prompt,
+    clip_passage,
+    normalize_step,
+    snippet_template,
+)
+from .seakr_trace import Candidate, Route, SeaKRResult, Step
+from .validation import check_question
+
+if TYPE_CHECKING:
+    from .models.local_lm import Generation, LocalCausalLM
+    from .reasoning import AnswerCandidate, ReasoningSelector
+    from .rerank import UncertaintyReranker
+    from .uncertainty import SelfAwareUncertainty
+
+__all__ = ["SeaKRPipeline", "run_pipeline", "summarize", "MODES", "RATIONALE_FORMS", "DEFAULT_THRESHOLD"]
+
+logger = logging.getLogger(__name__)
+
+#: ``multihop`` and ``simple`` are SeaKR; ``no-retrieval`` (chain of thought alone) and
+#: ``single-retrieval`` (the question's top ``n_candidates`` snippets in context) are the
+#: usual baselines, with the same prompt.
+MODES = ("multihop", "simple", "no-retrieval", "single-retrieval")
+#: How the rationale route answers. ``reread`` (the authors' code, default): answer again
+#: with the steps as the context; its U is that context's. ``append`` (the paper): append
+#: "So the final answer is" to the steps; its U is the mean U of the steps.
+RATIONALE_FORMS = ("reread", "append")
+#: δ for the embedded SmolLM2-135M-Instruct with SeaKR's estimator settings (k=20, MLP
+#: output of layer 15, α=1e-3). On the first steps of 10 HotpotQA dev questions its U
+#: ranged 0.7–4.5 (median 3.85); 3.5 retrieves for about 7 in 10. The paper's −6 is for
+#: LLaMA-2-7B and would make SmolLM2 always retrieve. U's scale moves with the model,
+#: layer, k and α: calibrate δ on your own questions (e.g. a percentile of their U).
+DEFAULT_THRESHOLD = 3.5
+_FINAL_CUE = " So the final answer is"
+_ANSWER_CUE = " So the answer is"
+
+
+class SeaKRPipeline:
+    """Answer questions with SeaKR over a retriever and a local causal LM.
+
+    Args:
+        retriever: anything with ``search(query, k) -> list[Hit]`` (BM25 in the paper).
+        lm: a ``LocalCausalLM``; ``None``: the estimator's model when one is given, else
+            the embedded SmolLM2. Its greedy generations and token log-probabilities
+            drive the steps and the queries.
+        uncertainty: the ``SelfAwareUncertainty`` estimator of U; ``None``: SeaKR's
+            settings on ``lm``.
+        threshold: δ; retrieve when U > δ (see ``DEFAULT_THRESHOLD``: calibrate it).
+        mode: one of ``MODES``.
+        rerank: order candidates by U (§4.3); ``False`` reads BM25's first.
+        select: choose the final answer between the two routes (§4.4); ``False`` keeps the
+            answer the steps reached (forced with "So the answer is" when they did not).
+        rationale: how the rationale route answers, one of ``RATIONALE_FORMS``.
+        n_candidates: snippets per search (N = 3).
+        max_steps, max_docs: loop limits (7 and 5).
+        theta: FLARE's masking threshold for query words (0.1).
+        step_tokens: greedy budget of one reasoning step.
+        answer_tokens: greedy budget of a full chain of thought.
+        demos: the few-shot demonstrations.
+        max_doc_chars: each snippet is cut to this many characters in prompts.
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        lm: LocalCausalLM | None = None,
+        *,
+        uncertainty: SelfAwareUncertainty | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        mode: str = "multihop",
+        rerank: bool = True,
+        select: bool = True,
+        rationale: str = "reread",
+        n_candidates: int = 3,
+        max_steps: int = 7,
+        max_docs: int = 5,
+        theta: float = 0.1,
+        step_tokens: int = 48,
+        answer_tokens: int = 100,
+        demos: Sequence[Demo] = DEFAULT_DEMOS,
+        max_doc_chars: int = 600,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if rationale not in RATIONALE_FORMS:
+            raise ValueError(f"rationale must be one of {RATIONALE_FORMS}, got {rationale!r}")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
+            raise ValueError(f"threshold must be a number, got {threshold!r}")
+        for name, value in (("n_candidates", n_candidates), ("max_steps", max_steps),
+                            ("max_docs", max_docs), ("step_tokens", step_tokens),
+                            ("answer_tokens", answer_tokens), ("max_doc_chars", max_doc_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not 0 <= theta < 1:
+            raise ValueError(f"theta must be in [0, 1), got {theta!r}")
+        self.retriever = retriever
+        self._lm = lm
+        self._uncertainty = uncertainty
+        self.threshold = float(threshold)
+        self.mode = mode
+        self.rerank = rerank
+        self.select = select
+        self.rationale = rationale
+        self.n_candidates = n_candidates
+        self.max_steps = max_steps
+        self.max_docs = max_docs
+        self.theta = theta
+        self.step_tokens = step_tokens
+        self.answer_tokens = answer_tokens
+        self.demos = tuple(demos)
+        self.max_doc_chars = max_doc_chars
+        self._reranker: UncertaintyReranker | None = None
+        self._selector: ReasoningSelector | None = None
+
+    @property
+    def lm(self) -> LocalCausalLM:
+        """The language model: the one given, else the estimator's, else the embedded one."""
+        if self._lm is None:
+            if self._uncertainty is not None:
+                self._lm = self._uncertainty.lm
+            else:
+                from .models.defaults import default_llm
+
+                self._lm = default_llm()
+        return self._lm
+
+    @property
+    def uncertainty(self) -> SelfAwareUncertainty:
+        """The U estimator (SeaKR's settings on ``lm`` when none was given)."""
+        if self._uncertainty is None:
+            from .uncertainty import SelfAwareUncertainty
+
+            self._uncertainty = SelfAwareUncertainty(self.lm)
+        return self._uncertainty
+
+    @property
+    def reranker(self) -> UncertaintyReranker:
+        """The self-aware re-ranker on this pipeline's prompt; its samples end like the
+        call that reads the chosen snippet (a step, or a whole answer in simple QA)."""
+        if self._reranker is None:
+            from .rerank import UncertaintyReranker
+
+            stop = STEP_STOPS if self.mode == "multihop" else ANSWER_STOPS
+            self._reranker = UncertaintyReranker(
+                self.uncertainty, prompt_template=snippet_template(self.demos), stop=stop, formatted=True
+            )
+        return self._reranker
+
+    @property
+    def selector(self) -> ReasoningSelector:
+        """The self-aware reasoning selector of the final answer."""
+        if self._selector is None:
+            from .reasoning import ReasoningSelector
+
+            self._selector = ReasoningSelector(self.uncertainty, stop=ANSWER_STOPS, formatted=True)
+        return self._selector
+
+    # ------------------------------------------------------------------ public
+    def answer(self, question: str) -> SeaKRResult:
+        """Answer one question; the result holds the answer and the full trace."""
+        question = check_question(question)
+        start = time.perf_counter()
+        result = SeaKRResult(question=question, mode=self.mode)
+        if self.mode == "multihop":
+            self._finish(result, self._reason(result))
+        else:
+            self._answer_once(result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def unselected_answer(self, question: str, steps: Sequence[str], loop_answer: str | None) -> str:
+        """The final answer without reasoning selection: the one the steps reached, else
+        what the model says when "So the answer is" follows the steps."""
+        return loop_answer or self._forced_answer(question, steps, _ANSWER_CUE)
+
+    # ----------------------------------------------------------------- helpers
+    def _prompt(self, question: str, steps: Sequence[str] = (), documents: Sequence[str] = ()) -> str:
+        return build_prompt(question, steps, documents, demos=self.demos, max_doc_chars=self.max_doc_chars)
+
+    def _greedy(self, prompt: str, stop: Sequence[str], max_new_tokens: int) -> Generation:
+        return self.lm.generate(prompt, max_new_tokens=max_new_tokens, stop=list(stop), formatted=True)[0]
+
+    def _search(self, query: str, read: Sequence[Hit], step: Step) -> list[Hit]:
+        """The best ``n_candidates`` snippets not read yet. A failing retriever is recorded
+        on the step and yields no snippet, so the question still gets an answer."""
+        used = {h.id for h in read}
+        try:
+            hits = self.retriever.search(query, k=self.n_candidates + len(used))
+        except Exception as exc:  # any backend fault: go on without documents
+            logger.warning("retrieval failed for %r: %s", query, exc)
+            step.error = f"retrieval failed: {type(exc).__name__}: {exc}"
+            return []
+        return [h for h in hits if h.id not in used][: self.n_candidates]
+
+    def _choose(self, hits: list[Hit], question: str, steps: Sequence[str], step: Step) -> Hit:
+        """The snippet to read next (SPEC §4.3): lowest U after reading it, or BM25's first."""
+        step.candidates = _candidates(hits)
+        best = 0
+        if self.rerank:
+            snippets = [clip_passage(h.as_passage(), self.max_doc_chars) for h in hits]
+            ranked = self.reranker.rerank(question, snippets, reasoning=" ".join(steps))
+            for r in ranked:
+                step.candidates[r.index].uncertainty = r.estimate.value
+            best = ranked[0].index
+            step.chosen_uncertainty = step.candidates[best].uncertainty
+        step.chosen = hits[best].id
+        return hits[best]
+
+    # ------------------------------------------------ simple QA and baselines
+    def _answer_once(self, result: SeaKRResult) -> None:
+        """Simple QA and the two baselines: at most one retrieval (with the question),
+        then one chain of thought."""
+        question = result.question
+        step = Step(index=0, retrieve=self.mode != "no-retrieval")
+        result.steps.append(step)
+        result.stop_reason = "single"
+        hits: list[Hit] = []
+        if step.retrieve:
+            step.query = question
+            result.retrieval_calls = 1
+            hits = self._search(question, (), step)
+        if hits and self.mode == "simple":
+            hits = [self._choose(hits, question, (), step)]
+        elif hits:
+            step.candidates = _candidates(hits)
+        result.documents = [h.id for h in hits]
+        prompt = self._prompt(question, documents=[h.as_passage() for h in hits])
+        step.text = self._greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
+        result.answer = extract_seakr_answer(step.text) or ""
+
+    # -------------------------------------------------------- multi-hop loop
+    def _reason(self, result: SeaKRResult) -> list[Hit]:
+        """The iterative loop (SPEC §4.2–4.4): fills the steps, documents, retrieval calls
+        and stop reason of ``result``; returns the snippets read, in order."""
+        question = result.question
+        steps: list[str] = []
+        read: list[Hit] = []
+        searched: set[str] = set()
+        result.stop_reason = "max_steps"
+        for index in range(self.max_steps):
+            step = Step(index=index)
+            result.steps.append(step)
+            stop = self._step(question, steps, read, searched, step)
+            if stop is None and not step.text:
+                stop = "empty_step"
+            if stop is not None:
+                result.stop_reason = stop
+                break
+            steps.append(step.text)
+            if extract_seakr_answer(step.text) is not None:
+                result.stop_reason = "answered"
+                break
+            if len(read) >= self.max_docs:
+                result.stop_reason = "max_docs"
+                break
+        result.retrieval_calls = len(searched)
+        result.documents = [h.id for h in read]
+        result.loop_answer = extract_seakr_answer(steps[-1]) if steps else None
+        return read
+
+    def _step(self, question: str, steps: list[str], read: list[Hit], searched: set[str], step: Step) -> str | None:
+        """Fill one ``step``: the gate, and when it fires the query, search, re-ranking and
+        the step generated with the chosen snippet. Returns a stop reason or ``None``."""
+        prompt = self._prompt(question, steps)
+        pseudo = self._greedy(prompt, STEP_STOPS, self.step_tokens)
+        step.pseudo = step.text = normalize_step(pseudo.text)
+        if step.pseudo:
+            estimate = self.uncertainty.estimate(prompt, stop=list(STEP_STOPS), formatted=True)
+            step.uncertainty, step.n_samples = estimate.value, estimate.n_samples
+            step.retrieve = not estimate.defined or estimate.value > self.threshold
+        else:
+            step.retrieve = True  # nothing to go on: the model needs knowledge
+        if not step.retrieve:
+            return None
+        query = build_query(pseudo.text, pseudo.token_ids, pseudo.token_logprobs, self.lm.tokenizer,
+                            question, steps[-1] if steps else "", theta=self.theta)
+        step.query, step.query_fallback = query.text, query.fallback
+        key = " ".join(query.text.lower().split())
+        if key in searched:
+            step.text = ""
+            return "repeated_query"
+        searched.add(key)
+        hits = self._search(query.text, read, step)
+        if not hits:
+            # Keep the model's own step when there is one; otherwise nothing can follow.
+            return None if step.text else "no_documents"
+        chosen = self._choose(hits, question, steps, step)
+        read.append(chosen)
+        generated = self._greedy(self._prompt(question, steps, [chosen.as_passage()]), STEP_STOPS, self.step_tokens)
+        step.text = normalize_step(generated.text)
+        return None
+
+    # ---------------------------------------------------------- final answer
+    def _finish(self, result: SeaKRResult, read: list[Hit]) -> None:
+        """The final answer (SPEC §4.4): the loop's own, or the route the selector picks."""
+        from .reasoning import is_usable
+
+        question = result.question
+        steps = [s.text for s in result.steps if s.text]
+        if not self.select:
+            result.answer = self.unselected_answer(question, steps, result.loop_answer)
+            return
+        candidates = [self._rationale_route(question, steps, result)]
+        if read:
+            candidates.append(self._read_route("knowledge", question, [h.as_passage() for h in read], result))
+        if not any(is_usable(c.answer) for c in candidates):
+            # Our fallback: no route answered, so there is nothing for U to choose between;
+            # answer as without selection rather than not at all.
+            result.answer = self.unselected_answer(question, steps, result.loop_answer)
+            return
+        selection = self.selector.select(candidates)
+        for route, u in zip(result.routes, selection.uncertainties):
+            route.uncertainty = u
+        result.chosen_route, result.selection_reason = selection.name, selection.reason
+        result.answer = selection.answer or ""
+
+    def _read_route(self, name: str, question: str, documents: list[str], result: SeaKRResult) -> AnswerCandidate:
+        """A route that answers with a full chain of thought from ``documents`` as context;
+        its U (that context's) is left to the selector, which needs it only for a choice."""
+        from .reasoning import AnswerCandidate
+
+        prompt = self._prompt(question, documents=documents)
+        text = self._greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
+        answer = extract_seakr_answer(text)
+        result.routes.append(Route(name, answer, text))
+        return AnswerCandidate(answer, prompt, name=name)
+
+    def _rationale_route(self, question: str, steps: list[str], result: SeaKRResult) -> AnswerCandidate:
+        """The rationale route: re-read the steps as context (code form), or append
+        "So the final answer is" to them and score the mean U of the steps (paper form)."""
+        from .reasoning import AnswerCandidate
+
+        if self.rationale == "reread":
+            if steps:
+                return self._read_route("rationale", question, [" ".join(steps)], result)
+            result.routes.append(Route("rationale", None, ""))
+            return AnswerCandidate(None, name="rationale")
+        answer = self._forced_answer(question, steps, _FINAL_CUE) or None
+        defined = [u for u in map(_step_uncertainty, result.steps) if u is not None and not math.isnan(u)]
+        mean = sum(defined) / len(defined) if defined else math.nan
+        result.routes.append(Route("rationale", answer, answer or "", uncertainty=mean))
+        return AnswerCandidate(answer, uncertainty=mean, name="rationale")
+
+    def _forced_answer(self, question: str, steps: Sequence[str], cue: str) -> str:
+        """The answer the model gives when ``cue`` follows the steps (lower-cased, like
+        ``extract_seakr_answer``)."""
+        generated = self._greedy(self._prompt(question, steps) + cue, STEP_STOPS, self.step_tokens)
+        return generated.text.strip().rstrip(".").strip().lower()
+
+
+def _step_uncertainty(step: Step) -> float | None:
+    """U of the context a kept step came from: the chosen snippet's, else the gate's."""
+    if not step.text:
+        return None
+    return step.chosen_uncertainty if step.chosen is not None else step.uncertainty
+
+
+def _candidates(hits: Sequence[Hit]) -> list[Candidate]:
+    return [Candidate(h.id, h.title, rank, h.score) for rank, h in enumerate(hits)]
+
+
+def run_pipeline(
+    records: Sequence[QARecord],
+    retriever: Retriever,
+    *,
+    lm: LocalCausalLM | None = None,
+    uncertainty: SelfAwareUncertainty | None = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+    **options: Any,
+) -> dict[str, Any]:
+    """Answer QA ``records`` with a ``SeaKRPipeline(retriever, lm, uncertainty=…, **options)``
+    and score them: EM, F1, retrieval calls, and one row per question with its trace.
+
+    A question whose run fails gets an empty prediction and its ``error``; the others go
+    on. With ``checkpoint`` (JSONL) each row is appended as soon as it is done and rows
+    already there are reused, so an interrupted run resumes where it stopped.
+    """
+    from tqdm.auto import tqdm
+
+    if not records:
+        raise ValueError("no QA records to run")
+    pipeline = SeaKRPipeline(retriever, lm, uncertainty=uncertainty, **options)
+    done = _read_checkpoint(checkpoint, records)
+    todo = [r for r in records if r.id not in done]
+    if done:
+        logger.info("%s: resuming, %d of %d done", checkpoint, len(records) - len(todo), len(records))
+    if checkpoint is not None:
+        Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+    for record in tqdm(todo, desc=f"seakr {pipeline.mode}", unit="q", disable=not progress):
+        done[record.id] = row = _score(record, pipeline)
+        if checkpoint is not None:
+            write_jsonl(checkpoint, [row], append=True)
+    rows = [done[r.id] for r in records]
+    return {
+        **summarize(rows),
+        "mode": pipeline.mode,
+        "model": pipeline.lm.model_id,
+        "uncertainty": pipeline.uncertainty.get_params(),
+        # δ = ±inf (always / never retrieve) is written as a string: JSON has no infinity.
+        "settings": {k: v if not isinstance(v, float) or math.isfinite(v) else str(v)
+                     for k, v in ((k, getattr(pipeline, k)) for k in _SETTINGS)},
+        "results": rows,
+    }
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """EM, F1, retrieval calls, errors and seconds per question over scored rows (each
+    with ``em``, ``f1``, ``retrieval_calls``, ``error``, ``seconds``)."""
+    n = len(rows)
+    if n == 0:
+        raise ValueError("no rows to summarise")
+    calls = sum(r["retrieval_calls"] for r in rows)
+    return {
+        "n": n,
+        "em": sum(r["em"] for r in rows) / n,
+        "f1": sum(r["f1"] for r in rows) / n,
+        "retrieval_calls": calls,
+        "retrieval_calls_per_question": calls / n,
+        "errors": sum(r["error"] is not None for r in rows),
+        "seconds_per_question": sum(r["seconds"] for r in rows) / n,
+    }
+
+
+_SETTINGS = ("threshold", "rerank", "select", "rationale", "n_candidates", "max_steps",
+             "max_docs", "theta", "step_tokens", "answer_tokens", "max_doc_chars")
+
+
+def _score(record: QARecord, pipeline: SeaKRPipeline) -> dict[str, Any]:
+    """One question's row; an exception becomes the row's ``error``, not the run's end."""
+    start = time.perf_counter()
+    try:
+        result = pipeline.answer(record.question)
+    except Exception as exc:  # a failing model or retriever must not end a long run
+        logger.warning("question %s failed: %s", record.id, exc)
+        return {"id": record.id, "question": record.question, "answers": list(record.answers),
+                "prediction": "", "em": 0.0, "f1": 0.0, "retrieval_calls": 0,
+                "seconds": time.perf_counter() - start, "error": f"{type(exc).__name__}: {exc}",
+                "trace": None}
+    return {"id": record.id, "question": record.question, "answers": list(record.answers),
+            "prediction": result.answer, "em": exact_match(result.answer, record.answers),
+            "f1": token_f1(result.answer, record.answers), "retrieval_calls": result.retrieval_calls,
+            "seconds": result.seconds, "error": None, "trace": result.to_dict()}
+
+
+def _read_checkpoint(path: str | Path | None, records: Sequence[QARecord]) -> dict[str, dict[str, Any]]:
+    """Rows of ``path`` that belong to ``records`` (by id); empty without a file."""
+    ids = [r.id for r in records]
+    if len(set(ids)) != len(ids):
+        raise ValueError("QA records must have unique ids")
+    if path is None or not Path(path).is_file():
+        return {}
+    wanted = set(ids)
+    return {row["id"]: row for _, row in iter_jsonl(path) if row.get("id") in wanted}

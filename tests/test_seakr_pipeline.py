@@ -1,0 +1,331 @@
+"""The SeaKR pipeline with the real SmolLM2, the real U estimator and a real BM25 index.
+
+The corpus is the shared Wikipedia paragraphs whose titles belong to the contexts of
+four HotpotQA dev questions (AdaRAGUE's split), so BM25 has the evidence and the
+distractors of those questions. Samples are few (k=3) and short to keep the file fast;
+the loop tests vary the threshold to make the gate always or never fire.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from adaptive_gates.cli import main
+from adaptive_gates.data import CorpusRecord, QARecord, iter_jsonl, write_jsonl
+from adaptive_gates.errors import BackendError
+from adaptive_gates.metrics import extract_seakr_answer
+from adaptive_gates.prompts import fill
+from adaptive_gates.query_generation import FUNCTION_WORDS, build_query, is_content_word, token_spans
+from adaptive_gates.retrieval import BM25Retriever
+from adaptive_gates.seakr_pipeline import SeaKRPipeline, run_pipeline
+from adaptive_gates.seakr_prompts import (
+    DEFAULT_DEMOS,
+    STEP_STOPS,
+    build_prompt,
+    clip_passage,
+    snippet_template,
+)
+
+N_QUESTIONS = 4
+DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
+FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One thread: on the shared 2-core machine a second one only spins."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def hotpot(shared_data) -> list[dict]:
+    rows = [obj for _, obj in iter_jsonl(shared_data / "adarague" / "hotpotqa.train.jsonl")]
+    return rows[:N_QUESTIONS]
+
+
+@pytest.fixture(scope="module")
+def corpus(shared_data, hotpot) -> list[CorpusRecord]:
+    titles = {c["title"] for row in hotpot for c in row["context"]}
+    return [
+        CorpusRecord(str(obj["id"]), obj["title"], obj["text"])
+        for _, obj in iter_jsonl(shared_data / "wiki_paragraph_corpus.jsonl")
+        if obj["title"] in titles
+    ]
+
+
+@pytest.fixture(scope="module")
+def retriever(corpus) -> BM25Retriever:
+    return BM25Retriever.from_records(corpus)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    from adaptive_gates.models import default_llm
+
+    model = default_llm()
+    model.model  # load once for the module
+    return model
+
+
+@pytest.fixture(scope="module")
+def uncertainty(lm):
+    from adaptive_gates.uncertainty import SelfAwareUncertainty
+
+    return SelfAwareUncertainty(lm, k=3, max_new_tokens=12)
+
+
+def make(retriever, uncertainty, **options) -> SeaKRPipeline:
+    settings = dict(demos=DEMOS, step_tokens=32, answer_tokens=32)
+    return SeaKRPipeline(retriever, uncertainty=uncertainty, **{**settings, **options})
+
+
+def check_trace(result) -> None:
+    """Invariants every multi-hop trace must satisfy, whatever the model wrote."""
+    steps = result.steps
+    assert steps and all(s.index == i for i, s in enumerate(steps))
+    read: list[str] = []
+    queries: list[str] = []
+    for step in steps:
+        assert isinstance(step.pseudo, str) and isinstance(step.text, str)
+        if step.pseudo:  # the gate's U was estimated on the step's context
+            assert step.n_samples >= 0 and (step.n_samples == 0) == math.isnan(step.uncertainty)
+        else:
+            assert step.retrieve
+        if not step.retrieve:
+            assert step.query is None and not step.candidates
+            continue
+        assert step.query
+        if step.query_fallback:
+            assert step.query == result.question
+        # Already-read snippets are never offered again.
+        assert not {c.id for c in step.candidates} & set(read)
+        if step.candidates:
+            assert step.chosen in {c.id for c in step.candidates}
+            assert [c.bm25_rank for c in step.candidates] == list(range(len(step.candidates)))
+            read.append(step.chosen)
+        queries.append(step.query.lower())
+    assert result.documents == read and len(set(read)) == len(read)
+    if result.stop_reason == "repeated_query":
+        assert queries[-1] in queries[:-1] and not steps[-1].candidates and not steps[-1].text
+        queries.pop()
+    assert len(set(queries)) == len(queries) == result.retrieval_calls
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+# ------------------------------------------------------------------- queries
+def test_content_word_filter() -> None:
+    for word in ("the", "was", "of", "He", "which", "and", "by", "is", "a"):
+        assert not is_content_word(word), word
+    for word in ("Paris", "directed", "1879", "quickly", "first", "two", "O'Brien", "Jean-Paul", "film"):
+        assert is_content_word(word), word
+    # The numerals, nouns and verbs in scikit-learn's stop-word list count as content.
+    assert {"first", "two", "name", "found"}.isdisjoint(FUNCTION_WORDS)
+
+
+def test_query_keeps_confident_and_known_content_words(lm) -> None:
+    gen = lm.generate(build_prompt(FORREST, demos=DEMOS), max_new_tokens=32, stop=list(STEP_STOPS),
+                      formatted=True)[0]
+    assert gen.text.strip()
+    query = build_query(gen.text, gen.token_ids, gen.token_logprobs, lm.tokenizer, FORREST)
+    spans = token_spans(lm.tokenizer, gen.token_ids)
+    question_words = {w.lower().strip("?") for w in FORREST.split()}
+    expected = []
+    for word, start in _words(gen.text):
+        end = start + len(word)
+        lps = [lp for (s, e), lp in zip(spans, gen.token_logprobs) if s < end and e > start]
+        confident = min(lps) >= math.log(0.9)
+        if is_content_word(word) and (confident or word.lower() in question_words):
+            expected.append(word)
+    assert list(query.words) == expected and not query.fallback
+    assert all(w.lower() not in FUNCTION_WORDS for w in query.words)
+    # Words of the previous step count as known: then every content word is kept.
+    everything = build_query(gen.text, gen.token_ids, gen.token_logprobs, lm.tokenizer, FORREST,
+                             previous_step=gen.text)
+    assert list(everything.words) == [w for w, _ in _words(gen.text) if is_content_word(w)]
+
+
+def test_query_falls_back_to_the_question(lm) -> None:
+    query = build_query("", [], [], lm.tokenizer, "  Who wrote   Hamlet? ")
+    assert query.fallback and query.text == "Who wrote Hamlet?" and query.words == ()
+    with pytest.raises(ValueError, match="theta"):
+        build_query("x", [1], [0.0], lm.tokenizer, "q", theta=1.0)
+
+
+def _words(text: str) -> list[tuple[str, int]]:
+    """(word, offset) pairs as the query generator splits them."""
+    import re
+
+    return [(m.group(), m.start()) for m in re.finditer(r"\w+(?:[-'’.]\w+)*", text)]
+
+
+# ------------------------------------------------------------------- prompts
+def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
+    prompt = build_prompt("Q?", ["Step one.", "Step two."], ["A  doc\nsplit"], demos=DEMOS)
+    demos, _, rest = prompt.partition("\n\nContext: ")
+    assert demos.split("\n\n") == [d.render() for d in DEMOS]
+    assert DEMOS[0].render().endswith(f"So the answer is {DEMOS[0].answer}.")
+    assert rest == "[1] A doc split\nAnswer in the same format as before. \nQuestion: Q?\nAnswer: Step one. Step two."
+    assert build_prompt("Q?", demos=()).endswith("Question: Q?\nAnswer:")
+    snippet = clip_passage("T: a  long text", 8)
+    assert fill(snippet_template(DEMOS), snippet=snippet, question="Q?", reasoning=" s.") == build_prompt(
+        "Q?", ["s."], ["T: a  long text"], demos=DEMOS, max_doc_chars=8
+    )
+
+
+def test_bad_parameters_are_refused(retriever) -> None:
+    for options in ({"mode": "iterative"}, {"rationale": "both"}, {"max_steps": 0},
+                    {"threshold": math.nan}, {"theta": 1.5}, {"n_candidates": True}):
+        with pytest.raises(ValueError):
+            SeaKRPipeline(retriever, **options)
+
+
+# ------------------------------------------------------------ multi-hop loop
+def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, threshold=-math.inf, max_steps=1)
+    result = pipe.answer(hotpot[0]["question"])
+    check_trace(result)
+    assert len(result.steps) == 1 and result.retrieval_calls == 1
+    first = result.steps[0]
+    assert first.retrieve and len(first.candidates) >= 2
+    # Re-ranking: every candidate scored, and the chosen one has the lowest U.
+    us = [c.uncertainty for c in first.candidates]
+    assert all(isinstance(u, float) for u in us)
+    finite = [u for u in us if not math.isnan(u)]
+    assert first.chosen_uncertainty == min(finite)
+    # Reasoning selection: the routes are recorded, the answer is the chosen one's.
+    names = [r.name for r in result.routes]
+    assert names[0] == "rationale" and names[1:] == ["knowledge"]
+    if result.chosen_route is not None:
+        chosen = next(r for r in result.routes if r.name == result.chosen_route)
+        assert result.answer == chosen.answer
+    assert result.seconds > 0
+
+
+def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=2, rationale="append")
+    result = pipe.answer(hotpot[1]["question"])
+    check_trace(result)
+    kept = [s for s in result.steps if s.text]
+    assert kept and not result.documents  # the gate never fired: only the rationale route
+    (route,) = result.routes
+    assert route.name == "rationale" and route.uncertainty == pytest.approx(
+        sum(s.uncertainty for s in kept) / len(kept)
+    )
+    assert result.answer == (route.answer or pipe.unselected_answer(result.question, [s.text for s in kept],
+                                                                     result.loop_answer))
+
+
+def _first_with(pipe: SeaKRPipeline, rows: list[dict], reason: str) -> list:
+    """Run questions until one ends with ``reason``; every trace is checked on the way."""
+    results = []
+    for row in rows:
+        result = pipe.answer(row["question"])
+        check_trace(result)
+        results.append(result)
+        if result.stop_reason == reason:
+            break
+    return results
+
+
+def _expected_stop(result, limit_reason: str) -> str:
+    last = result.steps[-1]
+    if not last.text:
+        return "empty_step"
+    return "answered" if extract_seakr_answer(last.text) is not None else limit_reason
+
+
+def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=1, select=False)
+    results = _first_with(pipe, hotpot, "max_steps")
+    for result in results:
+        assert len(result.steps) == 1
+        if result.steps[0].pseudo:  # a gate that never fires: no search, no document
+            assert result.retrieval_calls == 0 and result.documents == []
+            assert result.stop_reason == _expected_stop(result, "max_steps")
+    assert results[-1].stop_reason == "max_steps"
+    assert results[-1].answer  # forced with "So the answer is" when the loop gave none
+
+
+def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, threshold=-math.inf, max_docs=1, rerank=False, select=False)
+    results = _first_with(pipe, hotpot, "max_docs")
+    for result in results:
+        assert len(result.documents) <= 1
+        if result.documents:
+            assert len(result.steps) == 1 and result.stop_reason == _expected_stop(result, "max_docs")
+            # Without re-ranking the snippet read is BM25's first.
+            assert result.documents[0] == result.steps[0].candidates[0].id
+    assert results[-1].stop_reason == "max_docs"
+
+
+def test_repeated_query_ends_the_loop(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, threshold=-math.inf, rerank=False, select=False)
+    # The last question gets there first with SmolLM2; the others are tried if it does not.
+    results = _first_with(pipe, hotpot[::-1], "repeated_query")
+    last = results[-1]
+    assert last.stop_reason == "repeated_query"
+    assert len(last.steps) < pipe.max_steps and last.retrieval_calls >= 1
+
+
+# ------------------------------------------------------- one-shot modes, runs
+def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, hotpot) -> None:
+    pipe = make(retriever, uncertainty, mode="simple")
+    question = hotpot[1]["question"]
+    result = pipe.answer(question)
+    (step,) = result.steps
+    assert result.retrieval_calls == 1 and step.query == question and result.stop_reason == "single"
+    assert [c.id for c in step.candidates] == [h.id for h in retriever.search(question, 3)]
+    assert result.documents == [step.chosen]
+    finite = [c.uncertainty for c in step.candidates if not math.isnan(c.uncertainty)]
+    assert step.chosen_uncertainty == min(finite)
+    assert result.answer == (extract_seakr_answer(step.text) or "")
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+class _BrokenRetriever:
+    def search(self, query: str, k: int = 3):
+        raise BackendError("index unavailable")
+
+
+def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, tmp_path) -> None:
+    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(hotpot[0]["question"])
+    assert "index unavailable" in broken.steps[0].error and broken.documents == []
+
+    records = [QARecord("good", hotpot[2]["question"], hotpot[2]["answers"]), QARecord("bad", "   ", ["x"])]
+    checkpoint = tmp_path / "rows.jsonl"
+    report = run_pipeline(records, retriever, uncertainty=uncertainty, checkpoint=checkpoint, progress=False,
+                          mode="single-retrieval", demos=DEMOS, answer_tokens=40)
+    good, bad = report["results"]
+    assert report["n"] == 2 and report["errors"] == 1 and report["retrieval_calls"] == 1
+    assert bad["error"].startswith("InvalidQuestionError") and bad["prediction"] == "" and bad["em"] == 0
+    assert good["error"] is None and good["trace"]["documents"] == [h.id for h in retriever.search(good["question"], 3)]
+    json.dumps(report, allow_nan=False)
+    again = run_pipeline(records, _BrokenRetriever(), uncertainty=uncertainty, checkpoint=checkpoint,
+                         progress=False, mode="single-retrieval", demos=DEMOS)
+    assert again["results"] == report["results"]  # reused, not recomputed with the broken index
+    assert len(list(iter_jsonl(checkpoint))) == 2
+
+
+def test_cli_seakr_writes_scores_and_traces(corpus, hotpot, tmp_path, capsys) -> None:
+    test = tmp_path / "qa.jsonl"
+    write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot])
+    corpus_path = tmp_path / "corpus.jsonl"
+    write_jsonl(corpus_path, [{"id": r.id, "title": r.title, "text": r.text} for r in corpus])
+    out = tmp_path / "out" / "seakr.json"
+    code = main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--limit", "1",
+                 "--mode", "no-retrieval", "--json", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["n"] == 1 and report["mode"] == "no-retrieval" and report["retrieval_calls"] == 0
+    assert {"em", "f1", "results", "settings"} <= report.keys()
+    assert report["results"][0]["trace"]["steps"][0]["text"]
+    assert "seakr no-retrieval: n=1" in capsys.readouterr().out
