@@ -130,7 +130,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     with args.questions.open(encoding="utf-8") as fh:
-        questions = [json.loads(line)["question"] for _, line in zip(range(args.n), fh)]
+        records = [json.loads(line) for _, line in zip(range(args.n), fh)]
+    questions = [r["question"] for r in records]
     lm = default_llm()
     lm.generate(build_prompt(questions[0]), max_new_tokens=4)  # load and warm up
 
@@ -139,7 +140,8 @@ def main() -> None:
         rows = []
         for i, question in enumerate(questions):
             order = list(METHODS[i % len(METHODS):] + METHODS[: i % len(METHODS)])
-            rows.append(measure(lm, question, budget, order))
+            # Results name questions by id: the data set's text stays out of them.
+            rows.append({**measure(lm, question, budget, order), "question": records[i]["id"]})
             print(f"budget {budget}, question {i}: " + ", ".join(f"{m} {s:.2f}s" for m, s in rows[-1]["seconds"].items()), flush=True)
         results["budgets"][str(budget)] = {"summary": summarise(rows), "questions": rows}
 
@@ -151,7 +153,7 @@ def main() -> None:
                       s["median_ratio_U_over_greedy"], s["median_ratio_sample_pass_over_U"],
                       s["median_ratio_naive_over_U"], s["median_greedy_tokens"], s["median_U_sample_tokens_max"]])
     per_question = [
-        [r["budget"], r["question"][:50], r["greedy_tokens"], r["U_sample_tokens_max"],
+        [r["budget"], r["question"], r["greedy_tokens"], r["U_sample_tokens_max"],
          *(r["seconds"][m] for m in METHODS), r["seconds"]["U"] / r["seconds"]["greedy"]]
         for block in results["budgets"].values() for r in block["questions"]
     ]
