@@ -68,3 +68,25 @@ def small_corpus(shared_data, tmp_path_factory):
         rows = [json.loads(next(src)) for _ in range(300)]
     write_jsonl(path, [{"id": r["id"], "title": r["title"], "text": r["text"]} for r in rows])
     return path
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain little from a second thread, and when other processes share the
+    two cores the thread pool's spin-waiting makes generation several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def lm():
+    """The embedded SmolLM2 (the process-wide default), loaded once."""
+    from adaptive_gates.models import default_llm
+
+    model = default_llm()
+    model.model  # load now rather than inside the first timed call
+    return model

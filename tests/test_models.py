@@ -6,7 +6,6 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -25,24 +24,7 @@ from adaptive_gates.models import (
 
 FRANCE = "What is the capital of France?"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """Tiny models gain little from 2 threads, and when other processes share the 2 cores
-    the thread pool's spin-waiting makes generation ~8x slower; restore afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def lm() -> LocalCausalLM:
-    model = LocalCausalLM()
-    model.model  # load once for the whole module
-    return model
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -31,23 +30,7 @@ KNOWN = "What is the capital of France?"  # SmolLM2 answers "Paris" in most samp
 UNKNOWN = "who played the mother in the black stallion"  # every sample a different name
 FAST = {"k": 8, "max_new_tokens": 16}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """Two cores shared with other jobs: one thread is faster and steadier."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def lm() -> LocalCausalLM:
-    model = LocalCausalLM()
-    model.model  # load once for the module
-    return model
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------- the formula

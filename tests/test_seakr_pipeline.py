@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 
 import pytest
 
@@ -34,16 +33,7 @@ N_QUESTIONS = 4
 DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
 FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One thread: on the shared 2-core machine a second one only spins."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +55,6 @@ def corpus(shared_data, hotpot) -> list[CorpusRecord]:
 @pytest.fixture(scope="module")
 def retriever(corpus) -> BM25Retriever:
     return BM25Retriever.from_records(corpus)
-
-
-@pytest.fixture(scope="module")
-def lm():
-    from adaptive_gates.models import default_llm
-
-    model = default_llm()
-    model.model  # load once for the module
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -35,13 +35,6 @@ _FIRST_WORD = re.compile(r"[^\W_]+")
 _POLAR = ("yes", "no")
 
 
-def _check_polarity(template: str, known_reply: str) -> None:
-    if "{question}" not in template:
-        raise ValueError("template must contain the {question} slot")
-    if known_reply not in _POLAR:
-        raise ValueError(f"known_reply must be 'yes' or 'no', got {known_reply!r}")
-
-
 def polar_need(reply: ChatReply, known_reply: str) -> tuple[float, dict[str, Any]]:
     """Need score of a yes/no reply and its evidence.
 
@@ -88,6 +81,34 @@ class _PolarQuestionMixin:
     max_tokens: int
     top_logprobs: int
 
+    def _configure(
+        self, chat: ChatModel | None, template: str, known_reply: str, max_tokens: int,
+        top_logprobs: int, max_workers: int,
+    ) -> None:
+        """Validate and keep the parameters both gates take."""
+        if "{question}" not in template:
+            raise ValueError("template must contain the {question} slot")
+        if known_reply not in _POLAR:
+            raise ValueError(f"known_reply must be 'yes' or 'no', got {known_reply!r}")
+        if max_tokens < 1 or top_logprobs < 0:
+            raise ValueError(f"need max_tokens >= 1 and top_logprobs >= 0, got {max_tokens}, {top_logprobs}")
+        self._backend = ChatBackend(chat, max_workers=max_workers)
+        self.template = template
+        self.known_reply = known_reply
+        self.max_tokens = max_tokens
+        self.top_logprobs = top_logprobs
+        self.max_workers = max_workers
+
+    def _polar_params(self) -> dict[str, Any]:
+        return {
+            "template": self.template, "known_reply": self.known_reply, "max_tokens": self.max_tokens,
+            "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
+            "fallback_retrieve": self.fallback_retrieve,  # type: ignore[attr-defined]
+        }
+
+    def _default_threshold(self) -> float:
+        return 0.5  # the model's own yes/no decides
+
     def _ask_polar(self, conversations: list[list[dict[str, str]]]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         replies = self._backend.ask(
             conversations, max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
@@ -133,27 +154,14 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        _check_polarity(template, known_reply)
-        self._backend = ChatBackend(chat, max_workers=max_workers)
-        self.template = template
-        self.known_reply = known_reply
-        self.max_tokens = max_tokens
-        self.top_logprobs = top_logprobs
-        self.max_workers = max_workers
+        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers)
 
     @property
     def is_fitted(self) -> bool:
         return True
 
-    def _default_threshold(self) -> float:
-        return 0.5
-
     def _json_params(self) -> dict[str, Any]:
-        return {
-            "template": self.template, "known_reply": self.known_reply, "max_tokens": self.max_tokens,
-            "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
-            "fallback_retrieve": self.fallback_retrieve,
-        }
+        return self._polar_params()
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return self._backend.state()
@@ -200,29 +208,16 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(embedder, fallback_retrieve=fallback_retrieve)
-        _check_polarity(template, known_reply)
+        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers)
         if n_demos < 2 or n_demos % 2:
             raise ValueError(f"n_demos must be an even number >= 2, got {n_demos}")
         if demos not in ("nearest", "fixed"):
             raise ValueError(f"demos must be 'nearest' or 'fixed', got {demos!r}")
-        self._backend = ChatBackend(chat, max_workers=max_workers)
-        self.template = template
-        self.known_reply = known_reply
         self.n_demos = n_demos
         self.demos = demos
-        self.max_tokens = max_tokens
-        self.top_logprobs = top_logprobs
-        self.max_workers = max_workers
-
-    def _default_threshold(self) -> float:
-        return 0.5
 
     def _json_params(self) -> dict[str, Any]:
-        return {
-            "template": self.template, "known_reply": self.known_reply, "n_demos": self.n_demos,
-            "demos": self.demos, "max_tokens": self.max_tokens, "top_logprobs": self.top_logprobs,
-            "max_workers": self.max_workers, "fallback_retrieve": self.fallback_retrieve,
-        }
+        return {**self._polar_params(), "n_demos": self.n_demos, "demos": self.demos}
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {**super()._save_state(directory), **self._backend.state()}
