@@ -52,6 +52,8 @@ __all__ = [
     "UncertaintyEstimate",
     "eigen_score",
     "UncertaintyReranker",
+    "SeaKRPipeline",
+    "run_pipeline",
     "RankedSnippet",
     "ReasoningSelector",
     "AnswerCandidate",
@@ -84,3 +86,12 @@ __all__ = [
     "GateLoadError",
     "BackendError",
 ]
+
+
+def __getattr__(name: str):
+    # The SeaKR pipeline pulls in scikit-learn's stop words: imported on first use only.
+    if name in ("SeaKRPipeline", "run_pipeline"):
+        from . import seakr_pipeline
+
+        return getattr(seakr_pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
