@@ -51,7 +51,8 @@ _REFUSALS = tuple(
         r"my apologies",
     )
 )
-_NUMBERING = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])\s*")
+# "1. Paris", "1.Paris", "- Paris"; not "0." alone or "1.5 million".
+_NUMBERING = re.compile(r"^\s*(?:\d+[.)]|[-*•])(?:\s+|(?=[^\W\d_]))(?=\S)")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:the\s+)?answer(?:\s+is)?\s*[:\-]?\s*", re.IGNORECASE)
 
 

@@ -26,6 +26,7 @@ was sent as a chat message.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -101,6 +102,12 @@ class SeaKRPipeline:
         answer_tokens: greedy budget of a full chain of thought.
         demos: the few-shot demonstrations.
         max_doc_chars: each snippet is cut to this many characters in prompts.
+        prefix_cache: while answering a question the LM keeps the KV caches of this many
+            recent prompts (``LocalCausalLM.prefix_cache``), so the demo block and the
+            prompts sent twice (a step, then its U) are not computed again; 0 = off.
+            The answers and traces are the same either way
+            (``benchmarks/seakr_prefix_cache.py``); 4 covers one step's gate prompt and
+            its three re-ranking prompts.
     """
 
     def __init__(
@@ -122,6 +129,7 @@ class SeaKRPipeline:
         answer_tokens: int = 100,
         demos: Sequence[Demo] = DEFAULT_DEMOS,
         max_doc_chars: int = 600,
+        prefix_cache: int = 4,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -134,6 +142,8 @@ class SeaKRPipeline:
                             ("answer_tokens", answer_tokens), ("max_doc_chars", max_doc_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if isinstance(prefix_cache, bool) or not isinstance(prefix_cache, int) or prefix_cache < 0:
+            raise ValueError(f"prefix_cache must be an int >= 0 (0 = off), got {prefix_cache!r}")
         if not 0 <= theta < 1:
             raise ValueError(f"theta must be in [0, 1), got {theta!r}")
         self.retriever = retriever
@@ -152,6 +162,7 @@ class SeaKRPipeline:
         self.answer_tokens = answer_tokens
         self.demos = tuple(demos)
         self.max_doc_chars = max_doc_chars
+        self.prefix_cache = prefix_cache
         self._reranker: UncertaintyReranker | None = None
         self._selector: ReasoningSelector | None = None
 
@@ -204,10 +215,11 @@ class SeaKRPipeline:
         question = check_question(question)
         start = time.perf_counter()
         result = SeaKRResult(question=question, mode=self.mode)
-        if self.mode == "multihop":
-            self._finish(result, self._reason(result))
-        else:
-            self._answer_once(result)
+        with self.lm.prefix_cache(self.prefix_cache) if self.prefix_cache else contextlib.nullcontext():
+            if self.mode == "multihop":
+                self._finish(result, self._reason(result))
+            else:
+                self._answer_once(result)
         result.seconds = time.perf_counter() - start
         return result
 

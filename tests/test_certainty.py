@@ -13,6 +13,7 @@ from adaptive_gates.certainty import (
     CERTAIN,
     UNCERTAIN,
     choice_uncertain_probability,
+    clean_reply_answer,
     marker_uncertain_probability,
     parse_certainty,
 )
@@ -127,3 +128,12 @@ def test_graded_probability_is_none_without_tokens_or_for_negations() -> None:
 def test_choice_probability_needs_two_letters() -> None:
     assert choice_uncertain_probability([("C", -0.1), ("The", -0.2)]) is None
     assert choice_uncertain_probability([("Un", math.log(0.3)), ("Cert", math.log(0.1))]) == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [("0.", "0"), ("1. Paris", "Paris"), ("1.Paris", "Paris"), ("1.5 million", "1.5 million"),
+     ("- Paris", "Paris"), ("Answer: 2017.", "2017"), ("\n\n  The answer is Lyon\nmore", "Lyon")],
+)
+def test_answer_cleaning_keeps_numbers_that_are_answers(text: str, answer: str) -> None:
+    assert clean_reply_answer(text) == answer

@@ -1,16 +1,20 @@
 """A local Hugging Face causal LM behind one thread-safe, lazily loaded object.
 
 It offers what the gates need: batched greedy generation, k samples sharing one prompt
-prefill, pooled hidden states, activation capture, and token log-probabilities.
+prefill, pooled hidden states, activation capture, and token log-probabilities; and,
+opt-in, a cache of recent prompts' KV states so that prompts sharing a long start (a
+few-shot block) do not recompute it.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import copy
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,6 +81,17 @@ class LocalCausalLM:
     """A causal LM loaded on first use; ``model=None`` means the embedded SmolLM2-135M-Instruct.
 
     Every inference call holds a per-instance lock, so one instance can be shared by threads.
+
+    ``prefix_cache_size > 0`` keeps the KV caches of that many recent prompts (least
+    recently used dropped first); ``prefix_cache(size)`` does the same inside a block. A
+    one-prompt ``generate``, ``sample`` or ``sample_with_states`` then computes only the
+    tokens after the longest token prefix it shares with a kept prompt. Prompts are
+    matched on their token ids rather than on a registered text: a text prefix need not
+    tokenize the same alone as inside the prompt (SmolLM2 reads a few-shot block's final
+    blank line as one token alone, as two before "Context"), and whole prompts sent twice
+    (a greedy step, then the uncertainty of the same prompt) are reused as well. Outputs
+    match those without the cache up to float rounding, as the split prefill sums in
+    another order (see ``tests/test_prefix_cache.py``).
     """
 
     def __init__(
@@ -86,18 +101,29 @@ class LocalCausalLM:
         device: str = "cpu",
         torch_dtype: str = "float32",
         chat: bool = True,
+        prefix_cache_size: int = 0,
     ) -> None:
         if torch_dtype not in _DTYPES:
             raise ValueError(f"torch_dtype must be one of {_DTYPES}, got {torch_dtype!r}")
+        if isinstance(prefix_cache_size, bool) or not isinstance(prefix_cache_size, int) or prefix_cache_size < 0:
+            raise ValueError(f"prefix_cache_size must be an int >= 0 (0 = off), got {prefix_cache_size!r}")
         self._name = model
         self.device = device
         self.torch_dtype = torch_dtype
         self.chat = chat
+        self._prefix_cache_size = prefix_cache_size
         self._lock = threading.RLock()
         self._tokenizer: Any = None
         self._model: Any = None
+        self._prefix_scopes: list[int] = []  # the sizes of the open prefix_cache() blocks
+        self._prefixes = _PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
 
     # ----------------------------------------------------------------- loading
+    @property
+    def prefix_cache_size(self) -> int:
+        """How many recent prompts' KV caches are kept outside ``prefix_cache`` blocks (0 = none)."""
+        return self._prefix_cache_size
+
     @property
     def model_id(self) -> str:
         """Stable identifier recorded with results: the HF id/path, or the embedded model's name."""
@@ -158,6 +184,50 @@ class LocalCausalLM:
         log.info("loaded %s on %s in %.1f s", self.model_id, self.device,
                  time.perf_counter() - start)
 
+    # ------------------------------------------------------------ prefix cache
+    @contextlib.contextmanager
+    def prefix_cache(self, size: int = 4) -> Iterator[None]:
+        """Keep the KV caches of the ``size`` most recent prompts inside the block (see the
+        class docstring), for a caller that does not own this instance. Open blocks, from
+        any thread, share one cache of the largest size asked (or ``prefix_cache_size``);
+        what exceeds ``prefix_cache_size`` is freed when the last block closes."""
+        _check_positive(size, "size")
+        with self._lock:
+            self._prefix_scopes.append(size)
+            self._resize_prefixes()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._prefix_scopes.remove(size)
+                self._resize_prefixes()
+
+    def _resize_prefixes(self) -> None:
+        size = max([self._prefix_cache_size, *self._prefix_scopes])
+        if not size:
+            self._prefixes = None
+        elif self._prefixes is None:
+            self._prefixes = _PromptPrefixes(size)
+        else:
+            self._prefixes.resize(size)
+
+    def _remembered_kv(self, ids: torch.Tensor) -> Any:
+        """KV cache of all tokens of a one-row prompt but the last, built on the longest
+        token prefix it shares with a kept prompt, then kept itself; ``None`` when the
+        prefix cache is off, for a batch, or for a one-token prompt. The caller owns the
+        returned cache (``generate`` extends it in place)."""
+        if self._prefixes is None or ids.shape[0] != 1 or ids.shape[1] < 2:
+            return None
+        head = ids[0, :-1].tolist()
+        cache, shared = self._prefixes.longest(head)
+        if shared < len(head):
+            # The base model skips the LM head: the prefix logits are not needed.
+            cache = self.model.base_model(
+                input_ids=ids[:, shared:-1], past_key_values=cache, use_cache=True
+            ).past_key_values
+        self._prefixes.add(head, cache)
+        return cache
+
     # ----------------------------------------------------------------- prompts
     def format_prompt(self, prompt: str | list[dict], system: str | None = None) -> str:
         """A user message (or a messages list) as the chat-templated string ending with the
@@ -214,6 +284,7 @@ class LocalCausalLM:
         top_logprobs: int = 0,
     ) -> list[Generation]:
         """Greedy continuations of a batch of prompts (left-padded, one ``generate`` call).
+        A single prompt goes through the prefix cache when it is on.
 
         With ``formatted=False`` each prompt is a user message passed through
         ``format_prompt``. Text is cut before the first stop string. ``top_logprobs > 0``
@@ -228,11 +299,13 @@ class LocalCausalLM:
             raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
         with self._lock, torch.inference_mode():
             enc = self._encode(texts, "left")
+            cache = self._remembered_kv(enc.input_ids)
             out = self.model.generate(
                 input_ids=enc.input_ids,
                 attention_mask=enc.attention_mask,
                 do_sample=False,
                 max_new_tokens=max_new_tokens,
+                **({} if cache is None else {"past_key_values": cache}),
                 **self._gen_kwargs(stops),
             )
             lengths = enc.attention_mask.sum(dim=1).tolist()
@@ -323,7 +396,11 @@ class LocalCausalLM:
         drafts = [_Draft() for _ in range(k)]
         with self.capture(module_path) as captured, torch.inference_mode():
             ids = self._encode([text], "left").input_ids
-            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cache = self._remembered_kv(ids)
+            out = self.model(
+                input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
+                use_cache=True, logits_to_keep=1,
+            )
             cache = out.past_key_values
             if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
                 raise BackendError(f"{self.model_id}: its KV cache cannot be repeated and sliced per sample")
@@ -369,8 +446,10 @@ class LocalCausalLM:
         """
         if ids.shape[1] < 2:
             return None
-        # The base model skips the LM head: the prefix logits are not needed.
-        cache = self.model.base_model(input_ids=ids[:, :-1], use_cache=True).past_key_values
+        cache = self._remembered_kv(ids)
+        if cache is None:
+            # The base model skips the LM head: the prefix logits are not needed.
+            cache = self.model.base_model(input_ids=ids[:, :-1], use_cache=True).past_key_values
         if not hasattr(cache, "batch_repeat_interleave"):
             return None
         cache.batch_repeat_interleave(k)
@@ -595,6 +674,50 @@ def _check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_ne
         raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading items ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+class _PromptPrefixes:
+    """The KV caches of the last ``size`` prompts, keyed by their token ids (least recently
+    used dropped first). Entries are private deep copies, and so is every cache handed
+    out: ``generate`` and the sampling loops extend and slice the caches they are given."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+
+    def resize(self, size: int) -> None:
+        """Keep at most ``size`` entries from now on, dropping the least recently used."""
+        self.size = size
+        while len(self._entries) > size:
+            self._entries.popitem(last=False)
+
+    def longest(self, ids: list[int]) -> tuple[Any, int]:
+        """A copy of the cache of the longest kept token prefix of ``ids`` and its length;
+        ``(None, 0)`` when no kept prompt starts like ``ids``."""
+        key, shared = max(((k, _common_prefix(k, ids)) for k in self._entries),
+                          key=lambda entry: entry[1], default=((), 0))
+        if not shared:
+            return None, 0
+        self._entries.move_to_end(key)
+        cache = copy.deepcopy(self._entries[key])
+        cache.crop(shared - len(key))  # a negative count drops that many tokens
+        return cache, shared
+
+    def add(self, ids: list[int], cache: Any) -> None:
+        """Keep a copy of ``cache``, the KV states of ``ids``; a cache that cannot be cut
+        back to a shorter prefix (sliding-window or recurrent layers) is not kept."""
+        key = tuple(ids)
+        if key not in self._entries:
+            if not getattr(cache, "is_croppable", False):
+                return
+            self._entries[key] = copy.deepcopy(cache)
+        self._entries.move_to_end(key)
+        self.resize(self.size)
 
 
 class _Sampler:
