@@ -76,8 +76,8 @@ def _backend_kwargs(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 
 def _chat_model(args: argparse.Namespace):
     """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url``, if any."""
-    if getattr(args, "chat_model", None) is None:
-        if getattr(args, "base_url", None):
+    if args.chat_model is None:
+        if args.base_url:
             raise SystemExit("--base-url goes with --chat-model")
         return None
     from .models.openai_chat import OpenAIChatModel

@@ -213,6 +213,7 @@ class Gate(ABC):
         set instead of exceptions; ``latency_ms`` is the batch's time per question.
         """
         self._check_fitted()
+        threshold = self.threshold_  # before any scoring: a gate without one fails at once
         start = time.perf_counter()
         questions = list(questions)
         clean: dict[int, str] = {}
@@ -237,7 +238,6 @@ class Gate(ABC):
                 logger.exception("%s: scoring failed", self.name)
                 problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
         latency = (time.perf_counter() - start) * 1000 / max(len(questions), 1)
-        threshold = self.threshold_
         retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values()))))) if scores else {}
         return [
             self._fallback(q, problems[i], latency, evidence.get(i))

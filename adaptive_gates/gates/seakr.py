@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..answering import build_prompt
-from ..decision import GateDecision
 from ..errors import GateLoadError, NotFittedError
 from ..models.local_lm import _check_stops
 from ..prompts import fill
@@ -118,11 +117,6 @@ class SeaKRGate(Gate):
                 "call calibrate(questions, target_rate=...) or pass threshold="
             )
         return self.threshold
-
-    def decide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
-        """``Gate.decide_batch``, refusing an uncalibrated gate before any sampling."""
-        self.threshold_  # noqa: B018 - raises NotFittedError without a threshold
-        return super().decide_batch(questions)
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         scores, details = [], []

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from ..certainty import (
     marker_uncertain_probability,
     parse_certainty,
 )
-from ..models.chat import ChatModel, ChatReply, user
+from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
 from .chat_backed import ChatBackend, describe_failure
@@ -138,18 +140,18 @@ class VerbalizedGate(Gate):
         first_turns = [user(fill(self.prompt_template, question=q)) for q in questions]
         replies = self._ask(first_turns, self.reply_tokens)
         details: list[dict[str, Any]] = [{"strategy": self.strategy, "llm_calls": 1} for _ in questions]
-        # (reply text, parse, tokens) of the reply that carries each question's certainty
-        verdicts: list[tuple[str, CertaintyParse, Any] | None] = [None] * len(questions)
+        verdicts: list[_Verdict | None] = [None] * len(questions)
         answers: list[str] = [""] * len(questions)
         for i, reply in enumerate(replies):
             if isinstance(reply, Exception):
                 details[i][FALLBACK_REASON] = describe_failure(reply)
                 continue
             details[i]["reply"] = reply.text
-            parse = parse_certainty(reply.text)
-            answers[i] = clean_reply_answer(reply.text) if self.strategy == "challenge" else parse.answer
-            if self.strategy != "challenge":
-                verdicts[i] = (reply.text, parse, reply.tokens)
+            if self.strategy == "challenge":  # the certainty comes from the second turn
+                answers[i] = clean_reply_answer(reply.text)
+            else:
+                verdicts[i] = _Verdict.of(reply, "reply")
+                answers[i] = verdicts[i].parse.answer
         if self.strategy == "challenge":
             self._follow_up(
                 [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
@@ -158,14 +160,21 @@ class VerbalizedGate(Gate):
             )
         if self.judge:
             self._follow_up(
-                [i for i, v in enumerate(verdicts) if v is not None and v[1].certainty is None],
+                [i for i, v in enumerate(verdicts) if v is not None and v.parse.certainty is None],
                 lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
                 "judgement", details, verdicts,
             )
-        scores = np.array([self._conclude(i, answers[i], verdicts[i], details[i]) for i in range(len(questions))])
+        scores = np.array([self._conclude(a, v, d) for a, v, d in zip(answers, verdicts, details)])
         return scores, details
 
-    def _follow_up(self, indices: list[int], conversation, label: str, details, verdicts) -> None:
+    def _follow_up(
+        self,
+        indices: list[int],
+        conversation: Callable[[int], list[dict[str, str]]],
+        label: str,
+        details: list[dict[str, Any]],
+        verdicts: list[_Verdict | None],
+    ) -> None:
         """Ask a second prompt for ``indices``; its reply's certainty replaces theirs."""
         if not indices:
             return
@@ -177,19 +186,18 @@ class VerbalizedGate(Gate):
                 verdicts[i] = None
                 continue
             details[i][f"{label}_reply"] = reply.text
-            verdicts[i] = (reply.text, parse_certainty(reply.text), reply.tokens)
-            details[i]["certainty_from"] = label
+            verdicts[i] = _Verdict.of(reply, label)
 
-    def _conclude(self, i: int, answer: str, verdict, detail: dict[str, Any]) -> float:
-        """The need score of question ``i`` (NaN with a reason when there is none)."""
+    def _conclude(self, answer: str, verdict: _Verdict | None, detail: dict[str, Any]) -> float:
+        """The need score of one question (NaN with a reason when there is none)."""
         detail[DRAFT_ANSWER] = answer
         if verdict is None:
             detail.setdefault(FALLBACK_REASON, "no reply")
             return math.nan
-        text, parse, tokens = verdict
-        detail.setdefault("certainty_from", "reply")
+        text, parse, tokens = verdict.text, verdict.parse, verdict.tokens
+        detail["certainty_from"] = verdict.source
         certainty, p_uncertain = parse.certainty, marker_uncertain_probability(text, parse, tokens)
-        if certainty is None and tokens and detail["certainty_from"] != "reply":
+        if certainty is None and tokens and verdict.source != "reply":
             # Beyond the paper: a judgement (or challenge) reply that states nothing
             # still weighs "certain" against "uncertain" at its first token, the slot
             # of the verdict. Never in a first reply, whose first token is the answer
@@ -210,3 +218,18 @@ class VerbalizedGate(Gate):
         if p_uncertain is not None:
             return p_uncertain
         return 0.0 if certainty == CERTAIN else 1.0
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """The reply that carries a question's certainty, parsed; ``source`` says which
+    (``"reply"``, ``"challenge"`` or ``"judgement"``)."""
+
+    text: str
+    parse: CertaintyParse
+    tokens: tuple[TokenLogprob, ...] | None
+    source: str
+
+    @classmethod
+    def of(cls, reply: ChatReply, source: str) -> _Verdict:
+        return cls(reply.text, parse_certainty(reply.text), reply.tokens, source)
