@@ -223,10 +223,13 @@ class SeaKRPipeline:
         result.seconds = time.perf_counter() - start
         return result
 
-    def unselected_answer(self, question: str, steps: Sequence[str], loop_answer: str | None) -> str:
+    def unselected_answer(
+        self, question: str, steps: Sequence[str], loop_answer: str | None, documents: Sequence[str] = ()
+    ) -> str:
         """The final answer without reasoning selection: the one the steps reached, else
-        what the model says when "So the answer is" follows the steps."""
-        return loop_answer or self._forced_answer(question, steps, _ANSWER_CUE)
+        what the model says when "So the answer is" follows the steps (after
+        ``documents``, the passages in context)."""
+        return loop_answer or self._forced_answer(question, steps, _ANSWER_CUE, documents)
 
     # ----------------------------------------------------------------- helpers
     def _prompt(self, question: str, steps: Sequence[str] = (), documents: Sequence[str] = ()) -> str:
@@ -279,9 +282,13 @@ class SeaKRPipeline:
         elif hits:
             step.candidates = _candidates(hits)
         result.documents = [h.id for h in hits]
-        prompt = self._prompt(question, documents=[h.as_passage() for h in hits])
-        step.text = self._greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
-        result.answer = extract_seakr_answer(step.text) or ""
+        passages = [h.as_passage() for h in hits]
+        step.text = self._greedy(self._prompt(question, documents=passages), ANSWER_STOPS, self.answer_tokens).text.strip()
+        # A chain of thought that stops short of "So the answer is" is completed with that
+        # cue, as the multi-hop routes are, so the modes are compared on their answers.
+        result.answer = self.unselected_answer(
+            question, [step.text] if step.text else [], extract_seakr_answer(step.text), passages
+        )
 
     # -------------------------------------------------------- multi-hop loop
     def _reason(self, result: SeaKRResult) -> list[Hit]:
@@ -396,10 +403,10 @@ class SeaKRPipeline:
         result.routes.append(Route("rationale", answer, answer or "", uncertainty=mean))
         return AnswerCandidate(answer, uncertainty=mean, name="rationale")
 
-    def _forced_answer(self, question: str, steps: Sequence[str], cue: str) -> str:
+    def _forced_answer(self, question: str, steps: Sequence[str], cue: str, documents: Sequence[str] = ()) -> str:
         """The answer the model gives when ``cue`` follows the steps (lower-cased, like
         ``extract_seakr_answer``)."""
-        generated = self._greedy(self._prompt(question, steps) + cue, STEP_STOPS, self.step_tokens)
+        generated = self._greedy(self._prompt(question, steps, documents) + cue, STEP_STOPS, self.step_tokens)
         return generated.text.strip().rstrip(".").strip().lower()
 
 

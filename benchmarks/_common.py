@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from adaptive_gates.data import CorpusRecord, iter_jsonl
 from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
 from adaptive_gates.models.protocols import Embedder
 
@@ -34,6 +36,30 @@ def adarague_path(data: Path, split: str) -> Path:
     if not path.is_file():
         raise SystemExit(f"missing {path}: pass --data pointing at the shared data folder")
     return path
+
+
+@dataclass(frozen=True)
+class HotpotContext:
+    """An AdaRAGUE HotpotQA question with its context paragraphs as corpus records."""
+
+    question: str
+    answers: list[str]
+    supporting: list[CorpusRecord]  # HotpotQA's ``is_supporting`` paragraphs: the gold ones
+    others: list[CorpusRecord]  # the question's distractor paragraphs found in the corpus
+
+
+def hotpotqa_contexts(data: Path, corpus: Sequence[CorpusRecord]) -> list[HotpotContext]:
+    """The AdaRAGUE HotpotQA questions (HotpotQA dev questions, file order) whose
+    supporting paragraphs are all in ``corpus`` with the same title and text."""
+    by_paragraph = {(r.title, r.text): r for r in corpus}
+    found = []
+    for _, obj in iter_jsonl(adarague_path(data, "hotpotqa")):
+        paragraphs = [(by_paragraph.get((c["title"], c["text"])), c["is_supporting"]) for c in obj["context"]]
+        supporting = [r for r, gold in paragraphs if gold]
+        if supporting and all(supporting):
+            others = [r for r, gold in paragraphs if not gold and r is not None]
+            found.append(HotpotContext(obj["question"], obj["answers"], supporting, others))
+    return found
 
 
 class LookupEmbedder:

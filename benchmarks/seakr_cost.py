@@ -4,6 +4,9 @@ For each question (the project's plain-QA answer prompt, stop "\\n") and each to
 budget, four ways are timed side by side, their order rotated question by question:
 
 - **greedy**: one ``lm.generate`` of the same prompt with the same ``max_new_tokens``;
+- **greedy, same length**: one greedy generation of the same prompt forced to as many new
+  tokens as U's longest sample (EOS and stop strings ignored): the cost of one answer as
+  long as U's decoding loop runs, the like-for-like base of "20 samples cost k x one";
 - **U**: ``SelfAwareUncertainty(k=20).estimate`` (one decoding loop: shared prefill,
   finished samples read at their EOS and dropped from the batch);
 - **sample + pass**: ``lm.sample(k=20)`` (one batched ``generate``) followed by one
@@ -37,7 +40,7 @@ from adaptive_gates.uncertainty import SelfAwareUncertainty, eigen_score
 K = 20
 BUDGETS = (100, 24)
 STOP = ["\n"]
-METHODS = ("greedy", "U", "sample + pass", "naive")
+METHODS = ("greedy", "greedy, same length", "U", "sample + pass", "naive")
 
 
 def closed_states(lm: LocalCausalLM, prompt: str, generations: list, module_path: str) -> np.ndarray:
@@ -73,10 +76,23 @@ def measure(lm: LocalCausalLM, question: str, budget: int, order: list[str]) -> 
     prompt = build_prompt(question)
     estimator = SelfAwareUncertainty(lm, k=K, max_new_tokens=budget)
     path = estimator.module_path
-    info: dict[str, Any] = {}
+    # U's own draws, untimed (seeded: the timed call draws the same): their lengths drive its cost.
+    probes = lm.sample_with_states(prompt, K, module_path=path, max_new_tokens=budget, stop=STOP)
+    lengths = [len(p.generation.token_ids) for p in probes]
+    info: dict[str, Any] = {"U_sample_tokens_mean": float(np.mean(lengths)), "U_sample_tokens_max": max(lengths)}
 
     def greedy() -> None:
         info["greedy_tokens"] = len(lm.generate(prompt, max_new_tokens=budget, stop=STOP)[0].token_ids)
+
+    def greedy_same_length() -> None:
+        import torch
+
+        enc = lm.tokenizer(lm.format_prompt(prompt), return_tensors="pt")
+        with torch.inference_mode():
+            lm.model.generate(
+                **enc, do_sample=False, min_new_tokens=max(lengths), max_new_tokens=max(lengths),
+                pad_token_id=lm.tokenizer.pad_token_id, return_dict_in_generate=True, output_logits=True,
+            )
 
     def uncertainty() -> None:
         info["U"] = estimator.estimate(prompt, stop=STOP).value
@@ -91,17 +107,14 @@ def measure(lm: LocalCausalLM, question: str, budget: int, order: list[str]) -> 
         info["U_naive"] = u_of(states, gens)
 
     calls: dict[str, Callable[[], None]] = {
-        "greedy": greedy, "U": uncertainty, "sample + pass": sample_and_pass, "naive": naive,
+        "greedy": greedy, "greedy, same length": greedy_same_length, "U": uncertainty,
+        "sample + pass": sample_and_pass, "naive": naive,
     }
     seconds = {}
     for name in order:
         start = time.perf_counter()
         calls[name]()
         seconds[name] = time.perf_counter() - start
-    # U's own draws again, untimed (same seed, same samples): their lengths drive its cost.
-    probes = lm.sample_with_states(prompt, K, module_path=path, max_new_tokens=budget, stop=STOP)
-    lengths = [len(p.generation.token_ids) for p in probes]
-    info["U_sample_tokens_mean"], info["U_sample_tokens_max"] = float(np.mean(lengths)), max(lengths)
     return {"question": question, "budget": budget, "seconds": seconds, **info}
 
 
@@ -111,6 +124,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "median_seconds": {m: float(np.median(v)) for m, v in sec.items()},
         "median_ratio_U_over_greedy": float(np.median(sec["U"] / sec["greedy"])),
+        "median_ratio_U_over_greedy_same_length": float(np.median(sec["U"] / sec["greedy, same length"])),
         "median_ratio_sample_pass_over_U": float(np.median(sec["sample + pass"] / sec["U"])),
         "median_ratio_naive_over_U": float(np.median(sec["naive"] / sec["U"])),
         "median_greedy_tokens": float(np.median([r["greedy_tokens"] for r in rows])),
@@ -148,26 +162,28 @@ def main() -> None:
     table = []
     for budget, block in results["budgets"].items():
         s = block["summary"]
-        med = s["median_seconds"]
-        table.append([budget, med["greedy"], med["U"], med["sample + pass"], med["naive"],
-                      s["median_ratio_U_over_greedy"], s["median_ratio_sample_pass_over_U"],
-                      s["median_ratio_naive_over_U"], s["median_greedy_tokens"], s["median_U_sample_tokens_max"]])
+        table.append([budget, *(s["median_seconds"][m] for m in METHODS),
+                      s["median_ratio_U_over_greedy"], s["median_ratio_U_over_greedy_same_length"],
+                      s["median_ratio_sample_pass_over_U"], s["median_ratio_naive_over_U"],
+                      s["median_greedy_tokens"], s["median_U_sample_tokens_max"]])
     per_question = [
         [r["budget"], r["question"], r["greedy_tokens"], r["U_sample_tokens_max"],
-         *(r["seconds"][m] for m in METHODS), r["seconds"]["U"] / r["seconds"]["greedy"]]
+         *(r["seconds"][m] for m in METHODS), r["seconds"]["U"] / r["seconds"]["greedy"],
+         r["seconds"]["U"] / r["seconds"]["greedy, same length"]]
         for block in results["budgets"].values() for r in block["questions"]
     ]
     markdown = "\n\n".join([
         f"# Cost of SeaKR's U (k={K}) on {len(questions)} NQ questions ({args.threads} torch thread)",
         "Median seconds per question; ratios are medians of the per-question ratios.",
         markdown_table(
-            ["max_new_tokens", "greedy s", "U s", "sample + pass s", "naive s", "U / greedy",
+            ["max_new_tokens", *(f"{m} s" for m in METHODS), "U / greedy", "U / greedy same length",
              "(sample + pass) / U", "naive / U", "greedy tokens", "U's longest sample tokens"],
             table,
         ),
         "## Per question",
         markdown_table(
-            ["max_new_tokens", "question", "greedy tokens", "U's longest sample", *(f"{m} s" for m in METHODS), "U / greedy"],
+            ["max_new_tokens", "question", "greedy tokens", "U's longest sample", *(f"{m} s" for m in METHODS),
+             "U / greedy", "U / greedy same length"],
             per_question,
         ),
     ])

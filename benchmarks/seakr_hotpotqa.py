@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, add_data_argument, markdown_table, null_gap_captures, write_results
+from _common import RESULTS, add_data_argument, hotpotqa_contexts, markdown_table, null_gap_captures, write_results
 from adaptive_gates.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.evaluation import evaluate_scores
 from adaptive_gates.metrics import exact_match, token_f1
@@ -87,16 +87,11 @@ def select_questions(data: Path, n: int) -> tuple[list[QARecord], Gold]:
 
 
 def supporting_paragraphs(data: Path) -> dict[str, frozenset[str]]:
-    """Corpus ids of the supporting paragraphs (``is_supporting``) of every AdaRAGUE
-    HotpotQA question whose supporting paragraphs are all in the corpus (same title and
-    text), keyed by the question with its whitespace collapsed."""
-    ids = {(r.title, r.text): r.id for r in load_corpus(data / "wiki_paragraph_corpus.jsonl")}
-    found = {}
-    for _, obj in iter_jsonl(data / "adarague" / "hotpotqa.train.jsonl"):
-        keys = [(c["title"], c["text"]) for c in obj["context"] if c["is_supporting"]]
-        if all(k in ids for k in keys):
-            found[_spaces(obj["question"])] = frozenset(ids[k] for k in keys)
-    return found
+    """Corpus ids of the supporting paragraphs of every AdaRAGUE HotpotQA question whose
+    supporting paragraphs are all in the corpus, keyed by the question with its
+    whitespace collapsed."""
+    contexts = hotpotqa_contexts(data, load_corpus(data / "wiki_paragraph_corpus.jsonl"))
+    return {_spaces(c.question): frozenset(r.id for r in c.supporting) for c in contexts}
 
 
 def _spaces(text: str) -> str:

@@ -268,7 +268,11 @@ def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, hotpot) -> No
     assert result.documents == [step.chosen]
     finite = [c.uncertainty for c in step.candidates if not math.isnan(c.uncertainty)]
     assert step.chosen_uncertainty == min(finite)
-    assert result.answer == (extract_seakr_answer(step.text) or "")
+    chosen = next(h for h in retriever.search(question, 3) if h.id == step.chosen)
+    # the step's own answer, else the one forced with "So the answer is" after the snippet
+    assert result.answer and result.answer == pipe.unselected_answer(
+        question, [step.text], extract_seakr_answer(step.text), [chosen.as_passage()]
+    )
     json.dumps(result.to_dict(), allow_nan=False)
 
 
