@@ -286,8 +286,9 @@ class SeaKRPipeline:
         step.text = self._greedy(self._prompt(question, documents=passages), ANSWER_STOPS, self.answer_tokens).text.strip()
         # A chain of thought that stops short of "So the answer is" is completed with that
         # cue, as the multi-hop routes are, so the modes are compared on their answers.
+        result.loop_answer = extract_seakr_answer(step.text)  # None in the trace = the answer was forced
         result.answer = self.unselected_answer(
-            question, [step.text] if step.text else [], extract_seakr_answer(step.text), passages
+            question, [step.text] if step.text else [], result.loop_answer, passages
         )
 
     # -------------------------------------------------------- multi-hop loop

@@ -76,7 +76,8 @@ class SeaKRResult:
     ``stop_reason`` says why the reasoning loop ended: ``answered``, ``max_steps``,
     ``max_docs``, ``repeated_query``, ``empty_step`` or ``no_documents``; ``single``
     in simple-QA mode. ``documents`` are the ids of the snippets read, in order.
-    ``loop_answer`` is the answer the steps reached themselves; ``routes`` hold the
+    ``loop_answer`` is the answer the steps reached themselves (``None``: they reached
+    none, and the answer was forced or selected); ``routes`` hold the
     final candidates when reasoning selection ran, ``chosen_route`` the one taken and
     ``selection_reason`` why (the selector's reason).
     """

@@ -270,8 +270,9 @@ def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, hotpot) -> No
     assert step.chosen_uncertainty == min(finite)
     chosen = next(h for h in retriever.search(question, 3) if h.id == step.chosen)
     # the step's own answer, else the one forced with "So the answer is" after the snippet
+    assert result.loop_answer == extract_seakr_answer(step.text)
     assert result.answer and result.answer == pipe.unselected_answer(
-        question, [step.text], extract_seakr_answer(step.text), [chosen.as_passage()]
+        question, [step.text], result.loop_answer, [chosen.as_passage()]
     )
     json.dumps(result.to_dict(), allow_nan=False)
 
