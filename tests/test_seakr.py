@@ -23,8 +23,11 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.answering import build_prompt
-from adaptive_gates.errors import GateLoadError, NotFittedError
+from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
+from adaptive_gates.gates.seakr import PseudoStep
 from adaptive_gates.models import LocalCausalLM, layer_module_path
+from adaptive_gates.models.local_lm import Generation
+from adaptive_gates.uncertainty import UNDEFINED, UncertaintyEstimate
 
 KNOWN = "What is the capital of France?"  # SmolLM2 answers "Paris" in most samples
 UNKNOWN = "who played the mother in the black stallion"  # every sample a different name
@@ -203,16 +206,43 @@ def test_gate_calibrates_saves_and_loads(lm: LocalCausalLM, tmp_path) -> None:
         load_gate(tmp_path / "seakr", lm=LocalCausalLM("/another/model"))
 
 
-def test_gate_retrieves_when_u_is_undefined(lm: LocalCausalLM) -> None:
+def test_pseudo_step_rule() -> None:
+    """SPEC §4.2's rule on a context: retrieve iff U > δ, or the greedy step is empty, or U
+    is undefined; the last two whatever δ is, with the reason."""
+    said = Generation(" Paris", [1], [-0.1], "stop", 3)
+    silent = Generation("  ", [2], [-0.1], "stop", 3)
+    u = UncertaintyEstimate(2.0, 4, 1.0, 0.5, -3.0, ("Paris",) * 4)
+    assert PseudoStep(said, u).forced_reason is None and PseudoStep(said, u).text == "Paris"
+    assert PseudoStep(said, u).retrieves(1.9) and not PseudoStep(said, u).retrieves(2.0)
+    for step, reason in ((PseudoStep(silent, None), "empty greedy step"), (PseudoStep(said, UNDEFINED), "U undefined")):
+        assert reason in step.forced_reason and step.retrieves(math.inf)
+
+
+def test_gate_pseudo_generates_then_measures_u_of_the_question(lm: LocalCausalLM) -> None:
+    gate = SeaKRGate(uncertainty=SelfAwareUncertainty(lm, **FAST), threshold=0.0)
+    d = gate.decide(KNOWN)
+    # The greedy step is the answer prompt's own greedy answer...
+    greedy = lm.generate(build_prompt(KNOWN), max_new_tokens=gate.step_tokens, stop=["\n"])[0].text.strip()
+    assert d.details["pseudo_step"] == greedy and "Paris" in greedy
+    # ...and U is that of the question's context (not of the context plus the step).
+    expected = SelfAwareUncertainty(lm, **FAST).estimate(build_prompt(KNOWN), stop=["\n"])
+    assert d.score == d.details["uncertainty"] == pytest.approx(expected.value, abs=1e-9)
+    assert d.error is None and d.retrieve == (d.score > 0.0)
+
+
+def test_gate_retrieves_on_an_empty_greedy_step(lm: LocalCausalLM) -> None:
+    # Every first token starts with a letter or digit, so the greedy step is cut to "".
     gate = SeaKRGate(
         uncertainty=SelfAwareUncertainty(lm, k=4, max_new_tokens=2),
         stop=list(string.ascii_letters + string.digits),
-        threshold=1e9,  # nothing defined would retrieve
+        threshold=1e9,  # no defined U would retrieve
     )
     d = gate.decide(KNOWN)
     assert d.retrieve and math.isnan(d.score)
-    assert "U undefined" in d.error
-    assert d.details["n_samples"] == 0 and d.details["uncertainty"] is None
+    assert "empty greedy step" in d.error
+    assert d.details == {"pseudo_step": ""}  # U was not computed: the step decides
+    with pytest.raises(BackendError):  # no U to calibrate on
+        gate.score([KNOWN])
 
 
 # ------------------------------------------------------------ the re-ranker
@@ -293,4 +323,10 @@ def test_live_eval_of_the_seakr_gate(shared_data, small_corpus, tmp_path) -> Non
     report = json.loads(out.read_text())
     assert report["gate"] == "seakr" and report["n"] == 2 and report["at_threshold"]["target_rate"] == 0.5
     for row in report["questions"]:
-        assert row["error"] or row["details"]["n_samples"] >= 1
+        details = row["details"]
+        assert isinstance(details["pseudo_step"], str)
+        if row["error"] is None:  # decided by U against the calibrated δ
+            assert details["n_samples"] >= 1 and row["score"] == details["uncertainty"]
+            assert row["retrieve"] == (row["score"] > report["threshold"])
+        else:  # an empty step or undefined U: SeaKR retrieves
+            assert "SeaKR retrieves" in row["error"] and row["retrieve"]

@@ -1,10 +1,13 @@
 """SeaKR's self-aware retrieval gate (Yao et al., 2024; SPEC §4.2), simple-QA form.
 
-Sample answers to the question from the LLM alone and measure how much its internal
-states disagree across them (the self-aware uncertainty U of
-``adaptive_gates.uncertainty``); retrieve when U is above a threshold δ. The need
-score is U itself. In multi-hop SeaKR the same test runs on every reasoning step
-(``adaptive_gates.seakr_pipeline``); here the context is the plain answer prompt.
+SPEC §4.2 for a context c: pseudo-generate the next step greedily; retrieve iff U(c) > δ
+or that text is empty. U(c) is the self-aware uncertainty of ``adaptive_gates.uncertainty``
+measured on the context itself: k sampled continuations of c (cut by the greedy call's
+stop strings), and how much the model's internal states disagree across them. The
+greedy step only says whether the model has anything to go on; when it is empty U is
+not computed. ``pseudo_step`` is that test, shared with the multi-hop pipeline
+(``adaptive_gates.seakr_pipeline``), which runs it on every reasoning step; here the
+context is the plain answer prompt, and the need score is U itself.
 
 The threshold. The paper retrieves when U > −6 for LLaMA-2-7B, just above its floor
 of about −6.2 (identical samples). That floor, and so δ, moves with the model, the
@@ -12,14 +15,16 @@ layer read, k and α, so no default would transfer: the gate has no threshold un
 it is calibrated (``calibrate(questions, target_rate=...)`` needs no labels) or one
 is passed as ``threshold=``. Deciding before either raises ``NotFittedError`` at once.
 
-Undefined U (every sample empty): the decision is the gate's fallback, which
-retrieves by default as SeaKR does, with the reason as ``error`` and the evidence in
-``details``. ``score``/``calibrate`` refuse such a question (``BackendError``).
+An empty greedy step or an undefined U (every sample empty): SeaKR retrieves. The
+decision is the gate's fallback, which retrieves by default, with the reason as
+``error`` and the evidence (the greedy step, the samples) in ``details``.
+``score``/``calibrate`` refuse such a question (``BackendError``): it has no U.
 
-Cost: k samples per question. With SmolLM2-135M on one CPU thread, U (k=20) took 2.5x
-one greedy answer at 24 new tokens and 5.8x at SPEC's 100, the longest sample setting
-the pace (``benchmarks/README.md``); pass the greedy call's own budget as
-``uncertainty={"max_new_tokens": ...}`` for short answers.
+Cost: one greedy step plus k samples per question. With SmolLM2-135M on one CPU
+thread, U (k=20) took 2.5x one greedy answer at 24 new tokens and 6.8x at SPEC's 100,
+the longest sample setting the pace (medians, ``benchmarks/results/seakr_cost.md``);
+pass the greedy call's own budget as ``uncertainty={"max_new_tokens": ...}`` for short
+answers.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +42,11 @@ from ..answering import build_prompt
 from ..errors import GateLoadError, NotFittedError
 from ..models.local_lm import _check_stops
 from ..prompts import fill
-from ..uncertainty import SelfAwareUncertainty
+from ..uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 from .base import FALLBACK_REASON, Gate
 
 if TYPE_CHECKING:
-    from ..models.local_lm import LocalCausalLM
+    from ..models.local_lm import Generation, LocalCausalLM
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +54,68 @@ logger = logging.getLogger(__name__)
 DEFAULT_PROMPT_TEMPLATE = build_prompt("{question}")
 #: The answerer's stop string: U is measured on answers cut like the greedy one.
 DEFAULT_STOP = ("\n",)
+#: The greedy step's budget: the answerer's (``LLMAnswerer.max_new_tokens``).
+DEFAULT_STEP_TOKENS = 24
 #: Sample texts shown in a decision's details.
 _SHOWN_SAMPLES = 3
 
 
+@dataclass(frozen=True)
+class PseudoStep:
+    """SPEC §4.2's test of one context: the greedy next step, and U of the context.
+
+    Attributes:
+        generation: the greedy pseudo-generation (its tokens and log-probabilities feed
+            FLARE-style queries).
+        estimate: U of the context; ``None`` when the step is empty (U is not needed).
+    """
+
+    generation: Generation
+    estimate: UncertaintyEstimate | None
+
+    @property
+    def text(self) -> str:
+        """The greedy step, stripped."""
+        return self.generation.text.strip()
+
+    @property
+    def forced_reason(self) -> str | None:
+        """Why SeaKR retrieves whatever δ is (empty step, undefined U), else ``None``."""
+        if self.estimate is None:
+            return "empty greedy step: the model has nothing to go on, so SeaKR retrieves"
+        if not self.estimate.defined:
+            return "U undefined: every sampled continuation was empty, so SeaKR retrieves"
+        return None
+
+    def retrieves(self, threshold: float) -> bool:
+        """SPEC §4.2: retrieve iff U > ``threshold`` or the step is empty (or U undefined)."""
+        return self.forced_reason is not None or self.estimate.value > threshold  # type: ignore[union-attr]
+
+
+def pseudo_step(
+    lm: LocalCausalLM,
+    uncertainty: SelfAwareUncertainty,
+    prompt: str,
+    *,
+    stop: Sequence[str] | None,
+    max_new_tokens: int,
+    formatted: bool = False,
+) -> PseudoStep:
+    """Pseudo-generate the next step of ``prompt`` greedily with ``lm`` and, unless it is
+    empty, estimate U of ``prompt`` (samples cut by the same ``stop`` strings).
+
+    ``formatted``: ``prompt`` is the full model input, not a chat user message.
+    """
+    stops = _check_stops(stop)
+    generation = lm.generate(prompt, max_new_tokens=max_new_tokens, stop=stops, formatted=formatted)[0]
+    if not generation.text.strip():
+        return PseudoStep(generation, None)
+    return PseudoStep(generation, uncertainty.estimate(prompt, stop=stops, formatted=formatted))
+
+
 class SeaKRGate(Gate):
-    """Retrieve when the LLM's self-aware uncertainty U about its answer exceeds δ.
+    """Retrieve when the greedy answer is empty or the LLM's self-aware uncertainty U
+    about the question's context exceeds δ.
 
     Args:
         lm: the model answering the questions; ``None`` = the embedded default.
@@ -62,9 +124,13 @@ class SeaKRGate(Gate):
             ``None`` = SeaKR's settings on ``lm``. Give ``lm`` or an estimator, not both.
         prompt_template: the answer prompt, with a ``{question}`` slot; use the prompt
             of the greedy call whose uncertainty matters.
-        stop: stop strings of the samples (those of that greedy call).
+        stop: stop strings of the greedy step and the samples (those of that greedy call).
+        step_tokens: the greedy step's budget of new tokens.
+        formatted: the template is the full model input (completion prompts); ``False``
+            sends it as a chat user message.
         threshold: δ, when known for this model and settings; calibration replaces it.
-        fallback_retrieve: the decision taken when U is undefined or scoring fails.
+        fallback_retrieve: the decision taken when the step is empty, U is undefined
+            or scoring fails (SeaKR retrieves).
     """
 
     name = "seakr"
@@ -76,6 +142,8 @@ class SeaKRGate(Gate):
         uncertainty: SelfAwareUncertainty | Mapping[str, Any] | None = None,
         prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
         stop: Sequence[str] | None = DEFAULT_STOP,
+        step_tokens: int = DEFAULT_STEP_TOKENS,
+        formatted: bool = False,
         threshold: float | None = None,
         fallback_retrieve: bool = True,
     ) -> None:
@@ -90,6 +158,12 @@ class SeaKRGate(Gate):
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty, a dict or None, got {type(uncertainty).__name__}")
         self.prompt_template = check_template(prompt_template, "question")
         self.stop = _check_stops(stop)
+        if isinstance(step_tokens, bool) or not isinstance(step_tokens, int) or step_tokens < 1:
+            raise ValueError(f"step_tokens must be a positive int, got {step_tokens!r}")
+        if not isinstance(formatted, bool):
+            raise ValueError(f"formatted must be a bool, got {formatted!r}")
+        self.step_tokens = step_tokens
+        self.formatted = formatted
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
         ):
@@ -101,6 +175,8 @@ class SeaKRGate(Gate):
             "uncertainty": self.uncertainty.get_params(),
             "prompt_template": self.prompt_template,
             "stop": self.stop,
+            "step_tokens": self.step_tokens,
+            "formatted": self.formatted,
             "threshold": self.threshold,
             "fallback_retrieve": self.fallback_retrieve,
         }
@@ -121,14 +197,23 @@ class SeaKRGate(Gate):
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         scores, details = [], []
         for question in questions:
-            estimate = self.uncertainty.estimate(fill(self.prompt_template, question=question), stop=self.stop)
-            logger.debug("seakr: U=%.4f from %d samples for %r", estimate.value, estimate.n_samples, question)
-            evidence = estimate.to_dict()
-            evidence["uncertainty"] = evidence.pop("value")
-            evidence["samples"] = evidence["samples"][:_SHOWN_SAMPLES]
-            if not estimate.defined:
-                evidence[FALLBACK_REASON] = f"U undefined: all {self.uncertainty.k} sampled answers were empty"
-            scores.append(estimate.value)
+            step = pseudo_step(
+                self.uncertainty.lm, self.uncertainty, fill(self.prompt_template, question=question),
+                stop=self.stop, max_new_tokens=self.step_tokens, formatted=self.formatted,
+            )
+            evidence: dict[str, Any] = {"pseudo_step": step.text}
+            if step.estimate is not None:
+                estimate = step.estimate.to_dict()
+                estimate["uncertainty"] = estimate.pop("value")
+                estimate["samples"] = estimate["samples"][:_SHOWN_SAMPLES]
+                evidence.update(estimate)
+            reason = step.forced_reason
+            if reason is None:
+                scores.append(step.estimate.value)  # type: ignore[union-attr]
+                logger.debug("seakr: U=%.4f for %r", scores[-1], question)
+            else:
+                evidence[FALLBACK_REASON] = reason
+                scores.append(math.nan)
             details.append(evidence)
         return np.array(scores, dtype=np.float64), details
 
