@@ -240,25 +240,55 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
     from .models.defaults import default_llm
     from .models.local_lm import LocalCausalLM
     from .retrieval import BM25Retriever
-    from .seakr_pipeline import DEFAULT_THRESHOLD, run_pipeline
+    from .seakr_pipeline import run_pipeline
     from .uncertainty import SelfAwareUncertainty
 
+    # δ first: a run without it (or with two) fails before any file is read or model loaded.
+    delta_flags = [f for f, v in (("--threshold", args.threshold), ("--target-rate", args.target_rate)) if v is not None]
+    if args.mode != "multihop":
+        if delta_flags:
+            raise ValueError(f"{' and '.join(delta_flags)}: δ is used by --mode multihop only, not {args.mode}")
+        if args.train is not None:
+            raise ValueError("--train goes with --target-rate, which --mode multihop uses")
+    elif not delta_flags:
+        raise ValueError("--mode multihop needs δ: give --threshold D, or --target-rate R with --train "
+                         "QA.jsonl to calibrate it on those questions (δ moves with the model and settings)")
+    elif len(delta_flags) == 2:
+        raise ValueError("give --threshold or --target-rate, not both")
+    elif args.target_rate is not None and args.train is None:
+        raise ValueError("--target-rate calibrates δ on the questions of --train: give --train QA.jsonl")
+    elif args.threshold is not None and args.train is not None:
+        raise ValueError("--train goes with --target-rate; with --threshold there is nothing to calibrate")
+    if args.target_rate is not None and not 0 <= args.target_rate <= 1:
+        raise ValueError(f"--target-rate must be in [0, 1], got {args.target_rate}")
+    for flag, value in (("--limit", args.limit), ("--samples", args.samples), ("--max-steps", args.max_steps),
+                        ("--max-docs", args.max_docs)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be a positive integer, got {value}")
+
     records = load_qa(args.test)[: args.limit]
+    calibration = [r.question for r in load_qa(args.train)] if args.train is not None else None
     lm = LocalCausalLM(args.model) if args.model else default_llm()
     report = run_pipeline(
         records, BM25Retriever.from_jsonl(args.corpus), lm=lm,
         uncertainty=SelfAwareUncertainty(lm, k=args.samples),
-        threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
+        threshold=args.threshold, target_rate=args.target_rate, calibration_questions=calibration,
         mode=args.mode, rerank=not args.no_rerank, select=not args.no_select,
         rationale=args.rationale, max_steps=args.max_steps, max_docs=args.max_docs,
         checkpoint=args.checkpoint,
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2, allow_nan=False), encoding="utf-8")
+    calibrated = report["calibration"]
+    delta = report["settings"]["threshold"]
     print(
         f"seakr {report['mode']}: n={report['n']} em={report['em']:.3f} f1={report['f1']:.3f} "
         f"retrieval_calls={report['retrieval_calls']} ({report['retrieval_calls_per_question']:.2f}/question) "
-        f"errors={report['errors']} | {args.json}"
+        f"errors={report['errors']}"
+        + ("" if delta is None else f" δ={delta}")
+        + ("" if calibrated is None else
+           f" (calibrated on {calibrated['n']} questions: rate {calibrated['realised_rate']:.2f})")
+        + f" | {args.json}"
     )
     return 0
 
@@ -277,7 +307,10 @@ def _add_seakr_parser(sub: Any) -> None:
     sk.add_argument("--no-select", action="store_true", help="keep the loop's answer instead of choosing a route")
     sk.add_argument("--rationale", default="reread", choices=RATIONALE_FORMS,
                     help="rationale route: re-read the steps (authors' code) or append the final cue (paper)")
-    sk.add_argument("--threshold", type=float, help="δ: retrieve when U > δ (default: the SmolLM2 value)")
+    sk.add_argument("--threshold", type=float, help="multihop: δ, retrieve when U > δ (or give --target-rate)")
+    sk.add_argument("--target-rate", type=float,
+                    help="multihop: calibrate δ so that this share of the --train questions retrieves at their first step")
+    sk.add_argument("--train", type=Path, help="with --target-rate: QA records (JSONL) whose questions calibrate δ")
     sk.add_argument("--samples", type=int, default=20, help="k samples per uncertainty estimate")
     sk.add_argument("--max-steps", type=int, default=7)
     sk.add_argument("--max-docs", type=int, default=5)

@@ -2,9 +2,9 @@
 
 Multi-hop mode, per question:
 
-1. **Gate** (§4.2). Pseudo-generate the next reasoning step greedily from the question
-   and the steps so far (no documents) and estimate the uncertainty U of that context;
-   retrieve iff U > ``threshold``, U is undefined, or the step is empty.
+1. **Gate** (§4.2, ``gates.seakr.pseudo_step``). Pseudo-generate the next reasoning step
+   greedily from the question and the steps so far (no documents) and estimate the
+   uncertainty U of that context; retrieve iff U > δ, U is undefined, or the step is empty.
 2. **Query** (§4.2). FLARE-style (``query_generation``): the confident and already-known
    content words of the pseudo-step, else the question. A query searched before ends
    the loop.
@@ -13,6 +13,13 @@ Multi-hop mode, per question:
 4. **Reason** (§4.4). Loop until a step says "So the answer is …", or ``max_steps`` steps,
    or ``max_docs`` snippets read; then ``ReasoningSelector`` picks, by lower U, between
    the rationale route and the knowledge route (all snippets read, full chain of thought).
+
+δ has no default: U's scale moves with the model, the layer read, k and α (the paper's
+−6 is for LLaMA-2-7B; SmolLM2-135M's U was 4.0–5.4 on five NQ questions in
+``benchmarks/results/seakr_cost.json``). Pass ``threshold=`` or
+``calibrate`` the pipeline on your own questions, as ``SeaKRGate`` is calibrated: by
+a target retrieval rate or an objective, on U of each question's first step (the
+context the gate first decides on). The multi-hop mode refuses to run without δ.
 
 Simple-QA mode: one retrieval with the question, re-rank the candidates by U, answer
 from the best one. Two baselines share the prompt: ``no-retrieval`` and
@@ -34,7 +41,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .calibration import Calibration
 from .data import QARecord, iter_jsonl, write_jsonl
+from .errors import NotFittedError
+from .gates.seakr import SeaKRGate, pseudo_step
 from .metrics import exact_match, extract_seakr_answer, token_f1
 from .query_generation import build_query
 from .retrieval.base import Hit, Retriever
@@ -57,7 +67,7 @@ if TYPE_CHECKING:
     from .rerank import UncertaintyReranker
     from .uncertainty import SelfAwareUncertainty
 
-__all__ = ["SeaKRPipeline", "run_pipeline", "summarize", "MODES", "RATIONALE_FORMS", "DEFAULT_THRESHOLD"]
+__all__ = ["SeaKRPipeline", "run_pipeline", "summarize", "MODES", "RATIONALE_FORMS"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +79,6 @@ MODES = ("multihop", "simple", "no-retrieval", "single-retrieval")
 #: with the steps as the context; its U is that context's. ``append`` (the paper): append
 #: "So the final answer is" to the steps; its U is the mean U of the steps.
 RATIONALE_FORMS = ("reread", "append")
-#: δ for the embedded SmolLM2-135M-Instruct with SeaKR's estimator settings (k=20, MLP
-#: output of layer 15, α=1e-3). On the first steps of 10 HotpotQA dev questions its U
-#: ranged 0.7–4.5 (median 3.85); 3.5 retrieves for about 7 in 10. The paper's −6 is for
-#: LLaMA-2-7B and would make SmolLM2 always retrieve. U's scale moves with the model,
-#: layer, k and α: calibrate δ on your own questions (e.g. a percentile of their U).
-DEFAULT_THRESHOLD = 3.5
 _FINAL_CUE = " So the final answer is"
 _ANSWER_CUE = " So the answer is"
 
@@ -89,7 +93,8 @@ class SeaKRPipeline:
             drive the steps and the queries.
         uncertainty: the ``SelfAwareUncertainty`` estimator of U; ``None``: SeaKR's
             settings on ``lm``.
-        threshold: δ; retrieve when U > δ (see ``DEFAULT_THRESHOLD``: calibrate it).
+        threshold: δ; retrieve when U > δ. ``None``: none yet; ``calibrate`` sets it, and the
+            multi-hop mode refuses to run without it (the other modes do not use it).
         mode: one of ``MODES``.
         rerank: order candidates by U (§4.3); ``False`` reads BM25's first.
         select: choose the final answer between the two routes (§4.4); ``False`` keeps the
@@ -116,7 +121,7 @@ class SeaKRPipeline:
         lm: LocalCausalLM | None = None,
         *,
         uncertainty: SelfAwareUncertainty | None = None,
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float | None = None,
         mode: str = "multihop",
         rerank: bool = True,
         select: bool = True,
@@ -135,8 +140,10 @@ class SeaKRPipeline:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if rationale not in RATIONALE_FORMS:
             raise ValueError(f"rationale must be one of {RATIONALE_FORMS}, got {rationale!r}")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold):
-            raise ValueError(f"threshold must be a number, got {threshold!r}")
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold)
+        ):
+            raise ValueError(f"threshold must be a number or None, got {threshold!r}")
         for name, value in (("n_candidates", n_candidates), ("max_steps", max_steps),
                             ("max_docs", max_docs), ("step_tokens", step_tokens),
                             ("answer_tokens", answer_tokens), ("max_doc_chars", max_doc_chars)):
@@ -149,7 +156,8 @@ class SeaKRPipeline:
         self.retriever = retriever
         self._lm = lm
         self._uncertainty = uncertainty
-        self.threshold = float(threshold)
+        self._threshold = None if threshold is None else float(threshold)
+        self._calibration: Calibration | None = None
         self.mode = mode
         self.rerank = rerank
         self.select = select
@@ -165,6 +173,7 @@ class SeaKRPipeline:
         self.prefix_cache = prefix_cache
         self._reranker: UncertaintyReranker | None = None
         self._selector: ReasoningSelector | None = None
+        self._gate: SeaKRGate | None = None
 
     @property
     def lm(self) -> LocalCausalLM:
@@ -186,6 +195,55 @@ class SeaKRPipeline:
 
             self._uncertainty = SelfAwareUncertainty(self.lm)
         return self._uncertainty
+
+    @property
+    def threshold(self) -> float | None:
+        """δ: the calibrated one, else the one given; ``None`` without either."""
+        return self._calibration.threshold if self._calibration is not None else self._threshold
+
+    @property
+    def calibration_(self) -> Calibration | None:
+        """How δ was calibrated (``None``: given, or not set)."""
+        return self._calibration
+
+    @property
+    def gate(self) -> SeaKRGate:
+        """The pipeline's gate on a question's first step, as a ``SeaKRGate``: its prompt,
+        stop strings, step budget and estimator. ``calibrate`` scores questions with it."""
+        if self._gate is None:
+            self._gate = SeaKRGate(
+                uncertainty=self.uncertainty, prompt_template=build_prompt("{question}", demos=self.demos),
+                stop=STEP_STOPS, step_tokens=self.step_tokens, formatted=True,
+            )
+        return self._gate
+
+    def calibrate(
+        self,
+        questions: Sequence[str],
+        target_rate: float | None = None,
+        *,
+        correct_without: Sequence[float] | None = None,
+        correct_with: Sequence[float] | None = None,
+        max_rate: float | None = None,
+    ) -> SeaKRPipeline:
+        """Set δ from U of the first step of ``questions``, as ``SeaKRGate.calibrate`` does:
+        for a ``target_rate`` (the share of first steps that should retrieve; no labels),
+        or for the best accuracy given per-question correctness without and with
+        retrieval, optionally under ``max_rate``. Replaces a δ given as ``threshold``."""
+        with self._cache():
+            self.gate.calibrate(questions, target_rate, correct_without=correct_without,
+                                correct_with=correct_with, max_rate=max_rate)
+        self._calibration = self.gate.calibration_
+        logger.info("SeaKR pipeline: δ = %.4f (%s)", self._calibration.threshold, self._calibration)
+        return self
+
+    def check_ready(self) -> None:
+        """Raise ``NotFittedError`` when this pipeline's mode needs δ and has none."""
+        if self.mode == "multihop" and self.threshold is None:
+            raise NotFittedError(
+                "SeaKRPipeline has no δ: U's scale moves with the model, layer, k and alpha, so pass "
+                "threshold= or call calibrate(questions, target_rate=...) before the multihop mode runs"
+            )
 
     @property
     def reranker(self) -> UncertaintyReranker:
@@ -212,10 +270,11 @@ class SeaKRPipeline:
     # ------------------------------------------------------------------ public
     def answer(self, question: str) -> SeaKRResult:
         """Answer one question; the result holds the answer and the full trace."""
+        self.check_ready()
         question = check_question(question)
         start = time.perf_counter()
         result = SeaKRResult(question=question, mode=self.mode)
-        with self.lm.prefix_cache(self.prefix_cache) if self.prefix_cache else contextlib.nullcontext():
+        with self._cache():
             if self.mode == "multihop":
                 self._finish(result, self._reason(result))
             else:
@@ -232,6 +291,10 @@ class SeaKRPipeline:
         return loop_answer or self._forced_answer(question, steps, _ANSWER_CUE, documents)
 
     # ----------------------------------------------------------------- helpers
+    def _cache(self) -> contextlib.AbstractContextManager[None]:
+        """The LM's prompt-prefix cache for the duration of one question (or calibration)."""
+        return self.lm.prefix_cache(self.prefix_cache) if self.prefix_cache else contextlib.nullcontext()
+
     def _prompt(self, question: str, steps: Sequence[str] = (), documents: Sequence[str] = ()) -> str:
         return build_prompt(question, steps, documents, demos=self.demos, max_doc_chars=self.max_doc_chars)
 
@@ -324,15 +387,13 @@ class SeaKRPipeline:
     def _step(self, question: str, steps: list[str], read: list[Hit], searched: set[str], step: Step) -> str | None:
         """Fill one ``step``: the gate, and when it fires the query, search, re-ranking and
         the step generated with the chosen snippet. Returns a stop reason or ``None``."""
-        prompt = self._prompt(question, steps)
-        pseudo = self._greedy(prompt, STEP_STOPS, self.step_tokens)
+        check = pseudo_step(self.lm, self.uncertainty, self._prompt(question, steps), stop=STEP_STOPS,
+                            max_new_tokens=self.step_tokens, formatted=True)
+        pseudo = check.generation
         step.pseudo = step.text = normalize_step(pseudo.text)
-        if step.pseudo:
-            estimate = self.uncertainty.estimate(prompt, stop=list(STEP_STOPS), formatted=True)
-            step.uncertainty, step.n_samples = estimate.value, estimate.n_samples
-            step.retrieve = not estimate.defined or estimate.value > self.threshold
-        else:
-            step.retrieve = True  # nothing to go on: the model needs knowledge
+        if check.estimate is not None:
+            step.uncertainty, step.n_samples = check.estimate.value, check.estimate.n_samples
+        step.retrieve = check.retrieves(self.threshold)  # type: ignore[arg-type]  # check_ready ran
         if not step.retrieve:
             return None
         query = build_query(pseudo.text, pseudo.token_ids, pseudo.token_logprobs, self.lm.tokenizer,
@@ -428,12 +489,18 @@ def run_pipeline(
     *,
     lm: LocalCausalLM | None = None,
     uncertainty: SelfAwareUncertainty | None = None,
+    target_rate: float | None = None,
+    calibration_questions: Sequence[str] | None = None,
     checkpoint: str | Path | None = None,
     progress: bool = True,
     **options: Any,
 ) -> dict[str, Any]:
     """Answer QA ``records`` with a ``SeaKRPipeline(retriever, lm, uncertainty=…, **options)``
     and score them: EM, F1, retrieval calls, and one row per question with its trace.
+
+    δ: ``threshold=`` among the options, or ``target_rate`` with ``calibration_questions``
+    (``SeaKRPipeline.calibrate`` on them before the run). The multi-hop mode needs one;
+    a missing or doubly given δ is refused before any work.
 
     A question whose run fails gets an empty prediction and its ``error``; the others go
     on. With ``checkpoint`` (JSONL) each row is appended as soon as it is done and rows
@@ -444,10 +511,24 @@ def run_pipeline(
     if not records:
         raise ValueError("no QA records to run")
     pipeline = SeaKRPipeline(retriever, lm, uncertainty=uncertainty, **options)
+    if (target_rate is None) != (calibration_questions is None):
+        raise ValueError("target_rate and calibration_questions go together: δ is calibrated for the "
+                         "target rate on those questions")
+    if target_rate is None:
+        pipeline.check_ready()
+    else:
+        if pipeline.threshold is not None:
+            raise ValueError("give threshold= or target_rate with calibration_questions, not both")
+        if isinstance(target_rate, bool) or not isinstance(target_rate, (int, float)) or not 0 <= target_rate <= 1:
+            raise ValueError(f"target_rate must be a number in [0, 1], got {target_rate!r}")
+        if isinstance(calibration_questions, str) or not calibration_questions:
+            raise ValueError("calibration_questions must be a non-empty sequence of questions")
     done = _read_checkpoint(checkpoint, records)
     todo = [r for r in records if r.id not in done]
     if done:
         logger.info("%s: resuming, %d of %d done", checkpoint, len(records) - len(todo), len(records))
+    if target_rate is not None:
+        pipeline.calibrate(calibration_questions, target_rate)  # type: ignore[arg-type]
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
     for record in tqdm(todo, desc=f"seakr {pipeline.mode}", unit="q", disable=not progress):
@@ -463,6 +544,7 @@ def run_pipeline(
         # δ = ±inf (always / never retrieve) is written as a string: JSON has no infinity.
         "settings": {k: v if not isinstance(v, float) or math.isfinite(v) else str(v)
                      for k, v in ((k, getattr(pipeline, k)) for k in _SETTINGS)},
+        "calibration": None if pipeline.calibration_ is None else pipeline.calibration_.to_dict(),
         "results": rows,
     }
 

@@ -3,7 +3,9 @@
 The corpus is the shared Wikipedia paragraphs whose titles belong to the contexts of
 four HotpotQA dev questions (AdaRAGUE's split), so BM25 has the evidence and the
 distractors of those questions. Samples are few (k=3) and short to keep the file fast;
-the loop tests vary the threshold to make the gate always or never fire.
+the loop tests vary the threshold to make the gate always or never fire. Whatever the
+model writes, every trace is checked against the rules (``check_trace``): SPEC §4.2's
+gate, the reads, the queries and the reason the loop stopped.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import pytest
 
 from adaptive_gates.cli import main
 from adaptive_gates.data import CorpusRecord, QARecord, iter_jsonl, write_jsonl
-from adaptive_gates.errors import BackendError
+from adaptive_gates.errors import BackendError, NotFittedError
 from adaptive_gates.metrics import extract_seakr_answer
+from adaptive_gates.models import LocalCausalLM
 from adaptive_gates.prompts import fill
 from adaptive_gates.query_generation import FUNCTION_WORDS, build_query, is_content_word, token_spans
+from adaptive_gates.reasoning import is_usable
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.seakr_pipeline import SeaKRPipeline, run_pipeline
 from adaptive_gates.seakr_prompts import (
@@ -69,20 +73,23 @@ def make(retriever, uncertainty, **options) -> SeaKRPipeline:
     return SeaKRPipeline(retriever, uncertainty=uncertainty, **{**settings, **options})
 
 
-def check_trace(result) -> None:
+def check_trace(result, pipe: SeaKRPipeline) -> None:
     """Invariants every multi-hop trace must satisfy, whatever the model wrote."""
     steps = result.steps
-    assert steps and all(s.index == i for i, s in enumerate(steps))
+    assert steps and len(steps) <= pipe.max_steps and all(s.index == i for i, s in enumerate(steps))
     read: list[str] = []
     queries: list[str] = []
     for step in steps:
         assert isinstance(step.pseudo, str) and isinstance(step.text, str)
-        if step.pseudo:  # the gate's U was estimated on the step's context
+        # SPEC §4.2: U of the step's context is estimated unless the pseudo-step is empty,
+        # and the step retrieves iff U > δ, U is undefined, or the pseudo-step is empty.
+        if step.pseudo:
             assert step.n_samples >= 0 and (step.n_samples == 0) == math.isnan(step.uncertainty)
         else:
-            assert step.retrieve
+            assert step.uncertainty is None and step.n_samples == 0
+        assert step.retrieve == (not step.pseudo or step.n_samples == 0 or step.uncertainty > pipe.threshold)
         if not step.retrieve:
-            assert step.query is None and not step.candidates
+            assert step.query is None and not step.candidates and step.text == step.pseudo
             continue
         assert step.query
         if step.query_fallback:
@@ -93,13 +100,31 @@ def check_trace(result) -> None:
             assert step.chosen in {c.id for c in step.candidates}
             assert [c.bm25_rank for c in step.candidates] == list(range(len(step.candidates)))
             read.append(step.chosen)
-        queries.append(step.query.lower())
+        queries.append(" ".join(step.query.lower().split()))
     assert result.documents == read and len(set(read)) == len(read)
+    assert result.stop_reason == _expected_stop(result, pipe, queries)
     if result.stop_reason == "repeated_query":
-        assert queries[-1] in queries[:-1] and not steps[-1].candidates and not steps[-1].text
+        assert not steps[-1].candidates and not steps[-1].text
         queries.pop()
     assert len(set(queries)) == len(queries) == result.retrieval_calls
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+def _expected_stop(result, pipe: SeaKRPipeline, queries: list[str]) -> str:
+    """Why the loop must have stopped, from the trace alone (the rules of ``_reason``)."""
+    last = result.steps[-1]
+    if last.retrieve and queries[-1] in queries[:-1]:
+        return "repeated_query"
+    if last.retrieve and not last.candidates and not last.text:
+        return "no_documents"
+    if not last.text:
+        return "empty_step"
+    if extract_seakr_answer(last.text) is not None:
+        return "answered"
+    if len(result.documents) >= pipe.max_docs:
+        return "max_docs"
+    assert len(result.steps) == pipe.max_steps
+    return "max_steps"
 
 
 # ------------------------------------------------------------------- queries
@@ -162,6 +187,16 @@ def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
     )
 
 
+def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:
+    """``calibrate`` scores questions with ``pipe.gate``: the context, stops and budget of
+    the first step's gate."""
+    pipe = make(retriever, uncertainty)
+    gate = pipe.gate
+    assert fill(gate.prompt_template, question="Q?") == pipe._prompt("Q?") == build_prompt("Q?", demos=DEMOS)
+    assert (gate.stop, gate.step_tokens, gate.formatted) == (list(STEP_STOPS), pipe.step_tokens, True)
+    assert gate.uncertainty is uncertainty
+
+
 def test_bad_parameters_are_refused(retriever) -> None:
     for options in ({"mode": "iterative"}, {"rationale": "both"}, {"max_steps": 0},
                     {"threshold": math.nan}, {"theta": 1.5}, {"n_candidates": True}):
@@ -173,7 +208,7 @@ def test_bad_parameters_are_refused(retriever) -> None:
 def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_steps=1)
     result = pipe.answer(hotpot[0]["question"])
-    check_trace(result)
+    check_trace(result, pipe)
     assert len(result.steps) == 1 and result.retrieval_calls == 1
     first = result.steps[0]
     assert first.retrieve and len(first.candidates) >= 2
@@ -185,16 +220,19 @@ def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot)
     # Reasoning selection: the routes are recorded, the answer is the chosen one's.
     names = [r.name for r in result.routes]
     assert names[0] == "rationale" and names[1:] == ["knowledge"]
-    if result.chosen_route is not None:
+    if any(is_usable(r.answer) for r in result.routes):  # the selector chose a route
         chosen = next(r for r in result.routes if r.name == result.chosen_route)
-        assert result.answer == chosen.answer
+        assert result.answer == chosen.answer and result.selection_reason
+    else:  # no route answered: nothing to choose, the answer is the one without selection
+        assert result.chosen_route is None and result.answer == pipe.unselected_answer(
+            result.question, [s.text for s in result.steps if s.text], result.loop_answer)
     assert result.seconds > 0
 
 
 def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, hotpot) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=2, rationale="append")
     result = pipe.answer(hotpot[1]["question"])
-    check_trace(result)
+    check_trace(result, pipe)
     kept = [s for s in result.steps if s.text]
     assert kept and not result.documents  # the gate never fired: only the rationale route
     (route,) = result.routes
@@ -210,42 +248,34 @@ def _first_with(pipe: SeaKRPipeline, rows: list[dict], reason: str) -> list:
     results = []
     for row in rows:
         result = pipe.answer(row["question"])
-        check_trace(result)
+        check_trace(result, pipe)
         results.append(result)
         if result.stop_reason == reason:
             break
     return results
 
 
-def _expected_stop(result, limit_reason: str) -> str:
-    last = result.steps[-1]
-    if not last.text:
-        return "empty_step"
-    return "answered" if extract_seakr_answer(last.text) is not None else limit_reason
-
-
 def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=1, select=False)
     results = _first_with(pipe, hotpot, "max_steps")
     for result in results:
-        assert len(result.steps) == 1
-        if result.steps[0].pseudo:  # a gate that never fires: no search, no document
-            assert result.retrieval_calls == 0 and result.documents == []
-            assert result.stop_reason == _expected_stop(result, "max_steps")
-    assert results[-1].stop_reason == "max_steps"
-    assert results[-1].answer  # forced with "So the answer is" when the loop gave none
+        # δ = +inf: only an empty pseudo-step or an undefined U retrieves (check_trace).
+        assert len(result.steps) == 1 and result.retrieval_calls == int(result.steps[0].retrieve)
+    last = results[-1]
+    assert last.stop_reason == "max_steps" and last.loop_answer is None
+    assert last.answer == pipe.unselected_answer(last.question, [last.steps[0].text], None)  # forced
 
 
 def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_docs=1, rerank=False, select=False)
     results = _first_with(pipe, hotpot, "max_docs")
     for result in results:
+        first = result.steps[0]
+        assert first.retrieve and first.query  # δ = −inf: the gate always fires
+        # Without re-ranking the snippet read is BM25's first; one snippet ends the loop.
+        assert result.documents == [s.candidates[0].id for s in result.steps if s.candidates][:1]
         assert len(result.documents) <= 1
-        if result.documents:
-            assert len(result.steps) == 1 and result.stop_reason == _expected_stop(result, "max_docs")
-            # Without re-ranking the snippet read is BM25's first.
-            assert result.documents[0] == result.steps[0].candidates[0].id
-    assert results[-1].stop_reason == "max_docs"
+    assert results[-1].stop_reason == "max_docs" and len(results[-1].steps) == 1
 
 
 def test_repeated_query_ends_the_loop(retriever, uncertainty, hotpot) -> None:
@@ -255,6 +285,44 @@ def test_repeated_query_ends_the_loop(retriever, uncertainty, hotpot) -> None:
     last = results[-1]
     assert last.stop_reason == "repeated_query"
     assert len(last.steps) < pipe.max_steps and last.retrieval_calls >= 1
+
+
+# ---------------------------------------------------------------- δ and its calibration
+def test_multihop_refuses_to_run_without_delta(retriever, hotpot, tmp_path) -> None:
+    # A model that cannot load: any work before the refusal would fail with another error.
+    absent = LocalCausalLM(str(tmp_path / "no-model"))
+    pipe = SeaKRPipeline(retriever, absent)
+    assert pipe.threshold is None and pipe.calibration_ is None
+    with pytest.raises(NotFittedError, match="threshold= or call calibrate"):
+        pipe.answer(hotpot[0]["question"])
+    records = [QARecord("q", hotpot[0]["question"], hotpot[0]["answers"])]
+    checkpoint = tmp_path / "rows.jsonl"
+    with pytest.raises(NotFittedError, match="no δ"):
+        run_pipeline(records, retriever, lm=absent, checkpoint=checkpoint, progress=False)
+    for bad in ({"threshold": 1.0, "target_rate": 0.5, "calibration_questions": ["q?"]},
+                {"target_rate": 0.5}, {"calibration_questions": ["q?"]},
+                {"target_rate": 1.5, "calibration_questions": ["q?"]},
+                {"target_rate": 0.5, "calibration_questions": []}):
+        with pytest.raises(ValueError):
+            run_pipeline(records, retriever, lm=absent, checkpoint=checkpoint, progress=False, **bad)
+    assert not checkpoint.exists()
+
+
+def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, hotpot) -> None:
+    questions = [row["question"] for row in hotpot]
+    pipe = make(retriever, uncertainty, max_steps=1, rerank=False, select=False).calibrate(questions, 0.5)
+    cal = pipe.calibration_
+    assert (cal.method, cal.n, cal.target_rate) == ("rate", len(questions), 0.5) and pipe.threshold == cal.threshold
+    # δ splits the U of the questions' first-step contexts (computed here directly) at the target.
+    us = [uncertainty.estimate(build_prompt(q, demos=DEMOS), stop=STEP_STOPS, formatted=True).value
+          for q in questions]
+    share = sum(u > pipe.threshold for u in us) / len(us)
+    assert share == cal.realised_rate and abs(share - 0.5) <= 1 / len(us)
+    # The pipeline's first step decides on that same U against δ.
+    lowest = min(range(len(us)), key=us.__getitem__)
+    first = pipe.answer(questions[lowest]).steps[0]
+    assert first.uncertainty == pytest.approx(us[lowest], abs=1e-4)
+    assert first.retrieve == (not first.pseudo or us[lowest] > pipe.threshold)
 
 
 # ------------------------------------------------------- one-shot modes, runs
@@ -301,11 +369,18 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, t
     assert len(list(iter_jsonl(checkpoint))) == 2
 
 
-def test_cli_seakr_writes_scores_and_traces(corpus, hotpot, tmp_path, capsys) -> None:
+@pytest.fixture
+def cli_files(corpus, hotpot, tmp_path):
+    """The QA records and the corpus as the files the command reads."""
     test = tmp_path / "qa.jsonl"
     write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot])
     corpus_path = tmp_path / "corpus.jsonl"
     write_jsonl(corpus_path, [{"id": r.id, "title": r.title, "text": r.text} for r in corpus])
+    return test, corpus_path
+
+
+def test_cli_seakr_writes_scores_and_traces(cli_files, tmp_path, capsys) -> None:
+    test, corpus_path = cli_files
     out = tmp_path / "out" / "seakr.json"
     code = main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--limit", "1",
                  "--mode", "no-retrieval", "--json", str(out)])
@@ -313,5 +388,59 @@ def test_cli_seakr_writes_scores_and_traces(corpus, hotpot, tmp_path, capsys) ->
     report = json.loads(out.read_text())
     assert report["n"] == 1 and report["mode"] == "no-retrieval" and report["retrieval_calls"] == 0
     assert {"em", "f1", "results", "settings"} <= report.keys()
+    assert report["settings"]["threshold"] is None and report["calibration"] is None  # δ is not used
     assert report["results"][0]["trace"]["steps"][0]["text"]
     assert "seakr no-retrieval: n=1" in capsys.readouterr().out
+
+
+CLI_SMALL = ["--limit", "1", "--samples", "4", "--max-steps", "1", "--no-rerank", "--no-select"]
+
+
+def test_cli_seakr_multihop_with_a_threshold(cli_files, tmp_path, capsys) -> None:
+    test, corpus_path = cli_files
+    out = tmp_path / "seakr.json"
+    assert main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--json", str(out),
+                 "--threshold", "-1000", *CLI_SMALL]) == 0
+    report = json.loads(out.read_text())
+    assert report["mode"] == "multihop" and report["settings"]["threshold"] == -1000
+    assert report["calibration"] is None and report["uncertainty"]["k"] == 4
+    (row,) = report["results"]
+    assert row["error"] is None
+    first = row["trace"]["steps"][0]
+    assert first["retrieve"] and row["retrieval_calls"] == 1  # every U is above −1000
+    assert "δ=-1000" in capsys.readouterr().out
+
+
+def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, hotpot, tmp_path, capsys) -> None:
+    test, corpus_path = cli_files
+    train = tmp_path / "train.jsonl"  # two other real questions
+    write_jsonl(train, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot[1:3]])
+    out = tmp_path / "seakr.json"
+    assert main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--json", str(out),
+                 "--target-rate", "0.5", "--train", str(train), *CLI_SMALL]) == 0
+    report = json.loads(out.read_text())
+    cal = report["calibration"]
+    assert (cal["method"], cal["n"], cal["target_rate"], cal["realised_rate"]) == ("rate", 2, 0.5, 0.5)
+    assert report["settings"]["threshold"] == cal["threshold"]
+    first = report["results"][0]["trace"]["steps"][0]
+    forced = not first["pseudo"] or first["uncertainty"] is None
+    assert first["retrieve"] == (forced or first["uncertainty"] > cal["threshold"])
+    assert "calibrated on 2 questions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ([], "needs δ: give --threshold"),
+    (["--threshold", "3", "--target-rate", "0.5", "--train", "t.jsonl"], "not both"),
+    (["--target-rate", "0.5"], "give --train"),
+    (["--threshold", "3", "--train", "t.jsonl"], "--train goes with --target-rate"),
+    (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate must be in [0, 1]"),
+    (["--mode", "simple", "--threshold", "3"], "--mode multihop only"),
+    (["--threshold", "3", "--limit", "0"], "--limit must be a positive integer"),
+])
+def test_cli_seakr_refuses_a_missing_or_doubled_delta_before_any_work(tmp_path, capsys, flags, message) -> None:
+    # The files do not exist: the δ flags are checked before anything is read.
+    absent = [str(tmp_path / name) for name in ("qa.jsonl", "corpus.jsonl", "out.json")]
+    code = main(["seakr", "--test", absent[0], "--corpus", absent[1], "--json", absent[2], *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("adaptive-gates: error: ") and message in err
+    assert "Traceback" not in err and not (tmp_path / "out.json").exists()
