@@ -244,7 +244,8 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
     from .uncertainty import SelfAwareUncertainty
 
     # δ first: a run without it (or with two) fails before any file is read or model loaded.
-    delta_flags = [f for f, v in (("--threshold", args.threshold), ("--target-rate", args.target_rate)) if v is not None]
+    delta_flags = [flag for flag, value in (("--threshold", args.threshold), ("--target-rate", args.target_rate))
+                   if value is not None]
     if args.mode != "multihop":
         if delta_flags:
             raise ValueError(f"{' and '.join(delta_flags)}: δ is used by --mode multihop only, not {args.mode}")
@@ -309,7 +310,8 @@ def _add_seakr_parser(sub: Any) -> None:
                     help="rationale route: re-read the steps (authors' code) or append the final cue (paper)")
     sk.add_argument("--threshold", type=float, help="multihop: δ, retrieve when U > δ (or give --target-rate)")
     sk.add_argument("--target-rate", type=float,
-                    help="multihop: calibrate δ so that this share of the --train questions retrieves at their first step")
+                    help="multihop: calibrate δ so that this share of the --train questions retrieves "
+                    "at their first step")
     sk.add_argument("--train", type=Path, help="with --target-rate: QA records (JSONL) whose questions calibrate δ")
     sk.add_argument("--samples", type=int, default=20, help="k samples per uncertainty estimate")
     sk.add_argument("--max-steps", type=int, default=7)
