@@ -10,29 +10,38 @@
 """
 
 from .chat_models import AdaptiveGatesChatModel
+from .compressors import UNCERTAINTY_KEY, SeaKRCompressor
 from .control import GATE_KEY, RETRIEVAL_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
 from .history import condense_question_chain
+from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
+from .selection import AnswerSelector
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdaptiveGatesChatModel",
     "AdaptiveGatesEmbeddings",
+    "AnswerSelector",
     "DECISION_EVENT",
+    "DOCUMENT_DECISION_KEY",
     "GATE_KEY",
     "GateRunnable",
+    "GatedDocuments",
+    "GatedRetriever",
     "LangChainChatModel",
     "LangChainEmbedder",
     "METADATA_KEY",
     "RETRIEVAL_KEY",
     "RequestControl",
     "Routed",
+    "SeaKRCompressor",
     "TAG_PREFIX",
     "THRESHOLD_KEY",
+    "UNCERTAINTY_KEY",
     "condense_question_chain",
     "decision_payload",
     "gated_router",
