@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from .messages import to_core_messages
@@ -93,7 +94,7 @@ class AdaptiveGatesChatModel(BaseChatModel):
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
         params = super()._get_ls_params(stop=stop, **kwargs)
         params["ls_provider"] = "adaptive-gates"
-        params["ls_model_name"] = self.model_name
+        params["ls_model_name"] = kwargs.get("model", self.model_name)
         params["ls_max_tokens"] = kwargs.get("max_tokens", self.max_tokens)
         params["ls_temperature"] = kwargs.get("temperature", self.temperature)
         return params
@@ -137,10 +138,45 @@ class AdaptiveGatesChatModel(BaseChatModel):
         # Model work runs in a worker thread: the event loop stays free.
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
 
-    def _result(self, reply: ChatReply, keep_top: int) -> ChatResult:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        # The core answers whole replies: the stream is that reply as one chunk.
+        options, keep_top = self._options(stop, kwargs)
+        reply = self.backend.chat(to_core_messages(messages), **options)
+        metadata = self._metadata(reply, keep_top)
+        chunk = ChatGenerationChunk(
+            message=AIMessageChunk(content=reply.text, response_metadata=metadata, chunk_position="last"),
+            generation_info=dict(metadata),
+        )
+        if run_manager is not None:
+            run_manager.on_llm_new_token(reply.text, chunk=chunk)
+        yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunk = await asyncio.to_thread(lambda: next(self._stream(messages, stop, None, **kwargs)))
+        if run_manager is not None:
+            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        yield chunk
+
+    def _metadata(self, reply: ChatReply, keep_top: int) -> dict[str, Any]:
         metadata: dict[str, Any] = {"model_name": self.model_name, "finish_reason": reply.finish_reason}
         if reply.tokens is not None:
             metadata["logprobs"] = openai_logprobs(reply, keep_top)
+        return metadata
+
+    def _result(self, reply: ChatReply, keep_top: int) -> ChatResult:
+        metadata = self._metadata(reply, keep_top)
         message = AIMessage(content=reply.text, response_metadata=metadata)
         return ChatResult(generations=[ChatGeneration(message=message, generation_info=dict(metadata))])
 

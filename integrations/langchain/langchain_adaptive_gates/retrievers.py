@@ -10,7 +10,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from .gate_runnable import GateRunnable, decision_payload
 
@@ -43,6 +43,9 @@ class GatedRetriever(BaseRetriever):
 
     retriever: Runnable
     gate: Any
+    k: int | None = Field(default=None, ge=1)
+    """Most documents returned (``None``: all the wrapped retriever gives); a call's
+    ``k=`` overrides it."""
 
     @field_validator("gate")
     @classmethod
@@ -61,23 +64,25 @@ class GatedRetriever(BaseRetriever):
         """``retrieve`` on the async path."""
         return await self._acall_with_config(self._agated, query, config, run_type="retriever")
 
-    def _gated(self, query: str, config: RunnableConfig) -> GatedDocuments:
+    def _gated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
         decision = self.gate.invoke(query, config)
-        documents = _stamped(self.retriever.invoke(query, config), decision) if decision.retrieve else []
-        return GatedDocuments(documents, decision)
+        documents = self.retriever.invoke(query, config) if decision.retrieve else []
+        return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
 
-    async def _agated(self, query: str, config: RunnableConfig) -> GatedDocuments:
+    async def _agated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
         decision = await self.gate.ainvoke(query, config)
-        documents = _stamped(await self.retriever.ainvoke(query, config), decision) if decision.retrieve else []
-        return GatedDocuments(documents, decision)
+        documents = await self.retriever.ainvoke(query, config) if decision.retrieve else []
+        return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self._gated(query, {"callbacks": run_manager.get_child()}).documents
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        return self._gated(query, {"callbacks": run_manager.get_child()}, k).documents
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
     ) -> list[Document]:
-        return (await self._agated(query, {"callbacks": run_manager.get_child()})).documents
+        return (await self._agated(query, {"callbacks": run_manager.get_child()}, k)).documents
 
 
 def _stamped(documents: list[Document], decision: GateDecision) -> list[Document]:
