@@ -15,6 +15,7 @@ from .control import GATE_KEY, RETRIEVAL_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
+from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
@@ -37,6 +38,7 @@ __all__ = [
     "METADATA_KEY",
     "RETRIEVAL_KEY",
     "RequestControl",
+    "STATE_DECISION_KEY",
     "Routed",
     "SeaKRCompressor",
     "TAG_PREFIX",
@@ -44,5 +46,7 @@ __all__ = [
     "UNCERTAINTY_KEY",
     "condense_question_chain",
     "decision_payload",
+    "gate_node",
     "gated_router",
+    "route_on_decision",
 ]
