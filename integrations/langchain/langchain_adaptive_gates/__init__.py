@@ -1,0 +1,52 @@
+"""LangChain integration of adaptive-gates: decide per question whether to retrieve.
+
+- ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain.
+- ``GatedRetriever``: a retriever that returns nothing when the model knows.
+- ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
+- ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
+- Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
+  in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` (LangChain's models
+  behind the core's gates).
+"""
+
+from .chat_models import AdaptiveGatesChatModel
+from .compressors import UNCERTAINTY_KEY, SeaKRCompressor
+from .control import GATE_KEY, RETRIEVAL_KEY, THRESHOLD_KEY, RequestControl
+from .core_chat import LangChainChatModel
+from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
+from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
+from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
+from .history import condense_question_chain
+from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
+from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
+from .selection import AnswerSelector
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdaptiveGatesChatModel",
+    "AdaptiveGatesEmbeddings",
+    "AnswerSelector",
+    "DECISION_EVENT",
+    "DOCUMENT_DECISION_KEY",
+    "GATE_KEY",
+    "GateRunnable",
+    "GatedDocuments",
+    "GatedRetriever",
+    "LangChainChatModel",
+    "LangChainEmbedder",
+    "METADATA_KEY",
+    "RETRIEVAL_KEY",
+    "RequestControl",
+    "STATE_DECISION_KEY",
+    "Routed",
+    "SeaKRCompressor",
+    "TAG_PREFIX",
+    "THRESHOLD_KEY",
+    "UNCERTAINTY_KEY",
+    "condense_question_chain",
+    "decision_payload",
+    "gate_node",
+    "gated_router",
+    "route_on_decision",
+]

@@ -1,0 +1,198 @@
+"""The core's chat models (the embedded SmolLM2 by default) as a LangChain chat model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from .messages import to_core_messages
+
+
+class AdaptiveGatesChatModel(BaseChatModel):
+    """A LangChain ``BaseChatModel`` over any chat model of the core.
+
+    With no ``chat_model`` it answers with the embedded SmolLM2-135M-Instruct, offline.
+    Token log-probabilities come back in OpenAI's format under ``"logprobs"`` in the
+    message's ``response_metadata`` (and the generation's ``generation_info``) when
+    ``logprobs=True``, so code written for OpenAI models reads them unchanged.
+
+    Setup:
+        ``pip install langchain-adaptive-gates`` (the embedded model ships with the core).
+
+    Instantiate:
+        .. code-block:: python
+
+            from langchain_adaptive_gates import AdaptiveGatesChatModel
+
+            llm = AdaptiveGatesChatModel(max_tokens=32, logprobs=True, top_logprobs=5)
+
+    Invoke:
+        .. code-block:: python
+
+            reply = llm.invoke("What is the capital of France?")
+            reply.content, reply.response_metadata["logprobs"]["content"][0]
+
+    Async calls run the model in a worker thread, so the event loop is never blocked.
+
+    Args:
+        chat_model: a core ``ChatModel`` (``LocalChatModel`` over the embedded SmolLM2
+            when omitted).
+        max_tokens: reply length cap.
+        temperature: 0 decodes greedily.
+        stop: stop strings added to those of each call.
+        logprobs: return token log-probabilities.
+        top_logprobs: alternatives per token (with ``logprobs``).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    chat_model: Any = Field(default=None, exclude=True)
+    max_tokens: int = Field(default=64, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0)
+    stop: list[str] | None = None
+    logprobs: bool = False
+    top_logprobs: int = Field(default=0, ge=0)
+
+    _backend: ChatModel | None = PrivateAttr(default=None)
+
+    @property
+    def backend(self) -> ChatModel:
+        """The core chat model answering (built on first use when none was given)."""
+        if self._backend is None:
+            backend = self.chat_model if self.chat_model is not None else LocalChatModel()
+            if not isinstance(backend, ChatModel):
+                raise TypeError(f"chat_model must implement the core's ChatModel protocol, got {type(backend).__name__}")
+            self._backend = backend
+        return self._backend
+
+    @property
+    def model_name(self) -> str:
+        """The backend's model id."""
+        return self.backend.model_id
+
+    @property
+    def _llm_type(self) -> str:
+        return "adaptive-gates"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self.model_name,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stop": self.stop,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "adaptive-gates"
+        params["ls_model_name"] = kwargs.get("model", self.model_name)
+        params["ls_max_tokens"] = kwargs.get("max_tokens", self.max_tokens)
+        params["ls_temperature"] = kwargs.get("temperature", self.temperature)
+        return params
+
+    def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The core call's options (per-call kwargs, OpenAI's names, over the model's
+        fields) and how many alternatives per token to return."""
+        unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs"}
+        if unknown:
+            raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
+        wants_logprobs = kwargs.get("logprobs", self.logprobs)
+        top = kwargs.get("top_logprobs", self.top_logprobs)
+        stops = [*(self.stop or []), *(stop or [])]
+        options = {
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": kwargs.get("temperature", self.temperature),
+            # The core returns tokens only when alternatives are asked for; one is the least.
+            "top_logprobs": max(int(top), 1) if wants_logprobs else 0,
+            "stop": stops or None,
+        }
+        return options, int(top)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        options, keep_top = self._options(stop, kwargs)
+        reply = self.backend.chat(to_core_messages(messages), **options)
+        return self._result(reply, keep_top)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # Model work runs in a worker thread: the event loop stays free.
+        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        # The core answers whole replies: the stream is that reply as one chunk.
+        options, keep_top = self._options(stop, kwargs)
+        reply = self.backend.chat(to_core_messages(messages), **options)
+        metadata = self._metadata(reply, keep_top)
+        chunk = ChatGenerationChunk(
+            message=AIMessageChunk(content=reply.text, response_metadata=metadata, chunk_position="last"),
+            generation_info=dict(metadata),
+        )
+        if run_manager is not None:
+            run_manager.on_llm_new_token(reply.text, chunk=chunk)
+        yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunk = await asyncio.to_thread(lambda: next(self._stream(messages, stop, None, **kwargs)))
+        if run_manager is not None:
+            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        yield chunk
+
+    def _metadata(self, reply: ChatReply, keep_top: int) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"model_name": self.model_name, "finish_reason": reply.finish_reason}
+        if reply.tokens is not None:
+            metadata["logprobs"] = openai_logprobs(reply, keep_top)
+        return metadata
+
+    def _result(self, reply: ChatReply, keep_top: int) -> ChatResult:
+        metadata = self._metadata(reply, keep_top)
+        message = AIMessage(content=reply.text, response_metadata=metadata)
+        return ChatResult(generations=[ChatGeneration(message=message, generation_info=dict(metadata))])
+
+
+def openai_logprobs(reply: ChatReply, top: int) -> dict[str, Any]:
+    """``reply``'s token log-probabilities in OpenAI's ``logprobs`` format."""
+    return {
+        "content": [
+            {
+                "token": t.token,
+                "logprob": t.logprob,
+                "bytes": list(t.token.encode("utf-8")),
+                "top_logprobs": [
+                    {"token": alt, "logprob": lp, "bytes": list(alt.encode("utf-8"))} for alt, lp in t.top[:top]
+                ],
+            }
+            for t in reply.tokens or ()
+        ]
+    }

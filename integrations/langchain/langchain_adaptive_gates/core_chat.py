@@ -1,0 +1,130 @@
+"""Any LangChain chat model as the core's ``ChatModel``, so it can stand behind the
+verbalized-confidence and SKR-prompt gates."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adaptive_gates import BackendError
+from adaptive_gates.models import ChatReply, TokenLogprob
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from .messages import from_core_messages
+
+
+class LangChainChatModel:
+    """The core's chat protocol (``chat(messages, ...) -> ChatReply``) over a LangChain
+    chat model.
+
+    Token log-probabilities are used when the model returns them in OpenAI's format
+    (``response_metadata["logprobs"]["content"]``, as ``ChatOpenAI`` and
+    ``AdaptiveGatesChatModel`` do): the verbalized gate then scores P(uncertain) instead
+    of the bare word. Other models give ``tokens=None`` and the gate reads the reply text.
+
+    Args:
+        llm: the LangChain chat model.
+        model_id: the id recorded with saved gates (default: the model's own name).
+        pass_options: send ``max_tokens`` and ``temperature`` with each call, by OpenAI's
+            names (turn off for a model that refuses them).
+        request_logprobs: also send ``logprobs=True, top_logprobs=n`` when the gate asks
+            for alternatives (for models that accept OpenAI's names).
+    """
+
+    def __init__(
+        self,
+        llm: BaseChatModel,
+        *,
+        model_id: str | None = None,
+        pass_options: bool = True,
+        request_logprobs: bool = True,
+    ) -> None:
+        if not isinstance(llm, BaseChatModel):
+            raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}")
+        self.llm = llm
+        self._model_id = model_id
+        self.pass_options = pass_options
+        self.request_logprobs = request_logprobs
+
+    @property
+    def model_id(self) -> str:
+        """The given id, else the model's ``model_name``/``model`` field, else its type."""
+        if self._model_id:
+            return self._model_id
+        for name in ("model_name", "model"):
+            value = getattr(self.llm, name, None)
+            if isinstance(value, str) and value:
+                return value
+        return f"langchain:{type(self.llm).__name__}"
+
+    def _call_args(
+        self, max_tokens: int, temperature: float, top_logprobs: int, stop: Sequence[str] | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"stop": list(stop) if stop else None}
+        if self.pass_options:
+            kwargs.update(max_tokens=max_tokens, temperature=temperature)
+        if self.request_logprobs and top_logprobs > 0:
+            kwargs.update(logprobs=True, top_logprobs=top_logprobs)
+        return kwargs
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """One assistant reply; a failing model raises ``BackendError``."""
+        kwargs = self._call_args(max_tokens, temperature, top_logprobs, stop)
+        try:
+            reply = self.llm.invoke(from_core_messages(messages), **kwargs)
+        except Exception as exc:
+            raise BackendError(f"{self.model_id} failed: {type(exc).__name__}: {exc}") from exc
+        return to_chat_reply(reply, top_logprobs)
+
+    async def achat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """``chat`` through the model's own async path."""
+        kwargs = self._call_args(max_tokens, temperature, top_logprobs, stop)
+        try:
+            reply = await self.llm.ainvoke(from_core_messages(messages), **kwargs)
+        except Exception as exc:
+            raise BackendError(f"{self.model_id} failed: {type(exc).__name__}: {exc}") from exc
+        return to_chat_reply(reply, top_logprobs)
+
+
+def to_chat_reply(message: BaseMessage, top_logprobs: int) -> ChatReply:
+    """A core ``ChatReply`` from a LangChain reply, with its OpenAI-format log-probs
+    when present (and asked for)."""
+    metadata = message.response_metadata or {}
+    tokens = parse_openai_logprobs(metadata.get("logprobs")) if top_logprobs > 0 else None
+    return ChatReply(message.text, tokens, str(metadata.get("finish_reason") or "stop"))
+
+
+def parse_openai_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
+    """Tokens from OpenAI's ``{"content": [{"token", "logprob", "top_logprobs"}]}``;
+    ``None`` when absent or malformed (the gate then reads the text alone)."""
+    if not isinstance(logprobs, Mapping) or not isinstance(logprobs.get("content"), list):
+        return None
+    tokens = []
+    for entry in logprobs["content"]:
+        try:
+            top = tuple((str(alt["token"]), float(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
+            token = TokenLogprob(str(entry["token"]), float(entry["logprob"]), top)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if not math.isfinite(token.logprob) and token.logprob != -math.inf:
+            return None
+        tokens.append(token)
+    return tuple(tokens) or None

@@ -1,0 +1,244 @@
+"""A gate as a LangChain runnable: input -> ``GateDecision``."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from adaptive_gates import Gate, GateDecision
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
+from pydantic import ConfigDict, Field, field_validator
+
+from .control import RequestControl
+from .history import windowed_question
+from .messages import conversation_of
+
+logger = logging.getLogger(__name__)
+
+#: Name of the custom event every decision is dispatched as (data: the decision as a dict).
+DECISION_EVENT = "adaptive_gates_decision"
+
+
+def decision_payload(decision: GateDecision) -> dict[str, Any]:
+    """The decision as a JSON-ready dict (non-finite numbers become ``None``)."""
+    out = decision.to_dict()
+    for key in ("score", "threshold"):
+        if isinstance(out[key], float) and not math.isfinite(out[key]):
+            out[key] = None
+    return out
+
+
+class GateRunnable(RunnableSerializable[Any, GateDecision]):
+    """Any core gate as a runnable from a question to its ``GateDecision``.
+
+    The input may be the question (a string), a message list (the last human turn is
+    the question, the turns before it the chat history), or a dict with the question
+    (or a message list) under ``question_key`` and optionally the chat history under
+    ``history_key``. With ``history_window > 0`` the gate judges the question after the
+    last ``history_window`` messages; with ``condense`` (e.g.
+    ``condense_question_chain(llm)``) it judges the follow-up rewritten as a standalone
+    question.
+
+    ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call; the async
+    paths run model work in worker threads. Every decision is dispatched as the custom
+    event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
+    tracers see it. A failing model gives the gate's fallback decision (``error`` set),
+    not an exception. Per-request control comes from ``configurable`` (see
+    ``langchain_adaptive_gates.control``); ``alternatives`` are the other gates a
+    request may pick by name.
+
+    As the condition of a ``RunnableBranch``: ``RunnableBranch((gate.as_condition(),
+    rag_chain), direct_chain)``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    gate: Any
+    alternatives: dict[str, Any] = Field(default_factory=dict)
+    question_key: str = "question"
+    history_key: str = "chat_history"
+    history_window: int = Field(default=0, ge=0)
+    condense: Runnable | None = None
+
+    def __init__(self, gate: Gate, **kwargs: Any) -> None:
+        super().__init__(gate=gate, **kwargs)
+
+    @field_validator("gate")
+    @classmethod
+    def _check_gate(cls, gate: Any) -> Any:
+        if not isinstance(gate, Gate):
+            raise ValueError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
+        return gate
+
+    @field_validator("alternatives")
+    @classmethod
+    def _check_alternatives(cls, gates: dict[str, Any]) -> dict[str, Any]:
+        for name, gate in gates.items():
+            if not isinstance(gate, Gate):
+                raise ValueError(f"alternative {name!r} must be an adaptive_gates Gate, got {type(gate).__name__}")
+        return gates
+
+    @property
+    def gates(self) -> dict[str, Gate]:
+        """The gates a request can pick by name (the main gate under its own name)."""
+        return {self.gate.name: self.gate, **self.alternatives}
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        return super().get_name(suffix, name=name or f"gate:{self.gate.name}")
+
+    def as_condition(self) -> Runnable[Any, bool]:
+        """This gate as a ``RunnableBranch`` condition: true when the decision is to
+        retrieve (a ``GateDecision`` itself is always truthy)."""
+        return self | RunnableLambda(_retrieves, name="retrieve?")
+
+    # ----------------------------------------------------------------- runnable API
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> GateDecision:
+        return self.batch([input], config, **kwargs)[0]
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> GateDecision:
+        return (await self.abatch([input], config, **kwargs))[0]
+
+    def batch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[GateDecision]:
+        return self._batch_with_config(
+            self._decide_all, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+        )
+
+    async def abatch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[GateDecision]:
+        return await self._abatch_with_config(
+            self._adecide_all, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+        )
+
+    # ----------------------------------------------------------------- decisions
+    def _decide_all(self, inputs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
+        requests = [self._request(x, c) for x, c in zip(inputs, config)]
+        for request, cfg in zip(requests, config):
+            if isinstance(request, _Request) and request.needs_condensing:
+                try:
+                    request.condensed(self.condense.invoke(request.condense_input, cfg))  # type: ignore[union-attr]
+                except Exception as exc:  # a failing condenser must not take the chain down
+                    request.condensed(exc)
+        groups = _groups(requests)
+        for gate, members in groups:
+            for request, decision in zip(members, gate.decide_batch([r.text for r in members])):
+                request.decision = decision
+        results = [_result(r) for r in requests]
+        for result, cfg in zip(results, config):
+            if isinstance(result, GateDecision):
+                dispatch_custom_event(DECISION_EVENT, decision_payload(result), config=cfg)
+        return results
+
+    async def _adecide_all(self, inputs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
+        requests = [self._request(x, c) for x, c in zip(inputs, config)]
+        for request, cfg in zip(requests, config):
+            if isinstance(request, _Request) and request.needs_condensing:
+                try:
+                    request.condensed(await self.condense.ainvoke(request.condense_input, cfg))  # type: ignore[union-attr]
+                except Exception as exc:  # a failing condenser must not take the chain down
+                    request.condensed(exc)
+        for gate, members in _groups(requests):
+            for request, decision in zip(members, await gate.adecide_batch([r.text for r in members])):
+                request.decision = decision
+        results = [_result(r) for r in requests]
+        for result, cfg in zip(results, config):
+            if isinstance(result, GateDecision):
+                await adispatch_custom_event(DECISION_EVENT, decision_payload(result), config=cfg)
+        return results
+
+    def _request(self, value: Any, config: RunnableConfig) -> "_Request | Exception":
+        """What one input asks: the gate, the text it judges, and the request's control.
+        A malformed input or control becomes that input's exception."""
+        try:
+            control = RequestControl.from_config(config)
+            gate = self._gate_named(control.gate_name)
+            question, history = conversation_of(value, question_key=self.question_key, history_key=self.history_key)
+        except ValueError as exc:
+            return exc
+        request = _Request(gate, control, question, history)
+        if not isinstance(question, str) or not history:
+            request.text = question  # the gate itself refuses a bad question with a fallback
+        else:
+            request.text = windowed_question(question, history, self.history_window)
+            if self.condense is not None:
+                window = history[-self.history_window :] if self.history_window else history
+                request.condense_input = {"chat_history": window, "question": question}
+        return request
+
+    def _gate_named(self, name: str | None) -> Gate:
+        if name is None:
+            return self.gate
+        gates = self.gates
+        if name not in gates:
+            raise ValueError(f"no gate named {name!r} is registered; known: {sorted(gates)}")
+        return gates[name]
+
+
+def _retrieves(decision: GateDecision) -> bool:
+    return decision.retrieve
+
+
+class _Request:
+    """One input on its way to a decision."""
+
+    def __init__(self, gate: Gate, control: RequestControl, question: Any, history: list[BaseMessage]) -> None:
+        self.gate = gate
+        self.control = control
+        self.text: Any = question
+        self.history = history
+        self.condense_input: dict[str, Any] | None = None
+        self.condense_error: str | None = None
+        self.decision: GateDecision | None = None
+        if control.retrieval != "auto":
+            self.decision = control.forced(question, gate.name)
+
+    @property
+    def needs_condensing(self) -> bool:
+        return self.condense_input is not None and self.decision is None
+
+    def condensed(self, output: Any) -> None:
+        """Judge the condenser's standalone question; if it failed or gave no text, keep
+        the windowed question and record why in the decision's evidence."""
+        text = output.text if isinstance(output, BaseMessage) else output
+        if isinstance(text, str) and text.strip():
+            self.text = text.strip()
+            return
+        reason = f"{type(output).__name__}: {output}" if isinstance(output, Exception) else f"no text ({text!r})"
+        logger.warning("condensing the follow-up failed (%s); judging the windowed question", reason)
+        self.condense_error = reason
+
+
+def _groups(requests: Sequence[_Request | Exception]) -> list[tuple[Gate, list[_Request]]]:
+    """Undecided requests grouped by gate, so each gate scores its share in one batch."""
+    groups: dict[int, tuple[Gate, list[_Request]]] = {}
+    for request in requests:
+        if isinstance(request, _Request) and request.decision is None:
+            groups.setdefault(id(request.gate), (request.gate, []))[1].append(request)
+    return list(groups.values())
+
+
+def _result(request: _Request | Exception) -> GateDecision | Exception:
+    if isinstance(request, Exception):
+        return request
+    assert request.decision is not None
+    decision = request.control.apply_threshold(request.decision)
+    if request.condense_error is not None:
+        decision = dataclasses.replace(decision, details={**decision.details, "condense_error": request.condense_error})
+    return decision

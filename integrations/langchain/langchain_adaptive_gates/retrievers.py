@@ -1,0 +1,93 @@
+"""A retriever that retrieves only when the gate says the model needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from adaptive_gates import Gate, GateDecision
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import ConfigDict, Field, field_validator
+
+from .gate_runnable import GateRunnable, decision_payload
+
+#: Metadata key of each returned document holding the decision (as a dict).
+DOCUMENT_DECISION_KEY = "gate_decision"
+
+
+@dataclass(frozen=True)
+class GatedDocuments:
+    """What ``GatedRetriever.retrieve`` returns: the documents and the decision."""
+
+    documents: list[Document]
+    decision: GateDecision
+
+
+class GatedRetriever(BaseRetriever):
+    """Wraps any retriever; returns no documents when the gate says the model knows.
+
+    Where the decision can be read:
+
+    - ``retrieve(query)`` / ``aretrieve(query)`` return the documents with the decision;
+    - every call dispatches it as the custom event ``DECISION_EVENT`` (the gate's run
+      is a child of the retriever's), so callbacks and ``astream_events`` see it;
+    - each returned document carries it under ``metadata["gate_decision"]``.
+
+    ``gate`` is a core gate or a configured ``GateRunnable``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    retriever: Runnable
+    gate: Any
+    k: int | None = Field(default=None, ge=1)
+    """Most documents returned (``None``: all the wrapped retriever gives); a call's
+    ``k=`` overrides it."""
+
+    @field_validator("gate")
+    @classmethod
+    def _as_runnable(cls, gate: Any) -> GateRunnable:
+        if isinstance(gate, GateRunnable):
+            return gate
+        if isinstance(gate, Gate):
+            return GateRunnable(gate)
+        raise ValueError(f"gate must be an adaptive_gates Gate or a GateRunnable, got {type(gate).__name__}")
+
+    def retrieve(self, query: str, config: RunnableConfig | None = None) -> GatedDocuments:
+        """The documents (none when the model knows) and the decision that chose them."""
+        return self._call_with_config(self._gated, query, config, run_type="retriever")
+
+    async def aretrieve(self, query: str, config: RunnableConfig | None = None) -> GatedDocuments:
+        """``retrieve`` on the async path."""
+        return await self._acall_with_config(self._agated, query, config, run_type="retriever")
+
+    def _gated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
+        decision = self.gate.invoke(query, config)
+        documents = self.retriever.invoke(query, config) if decision.retrieve else []
+        return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
+
+    async def _agated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
+        decision = await self.gate.ainvoke(query, config)
+        documents = await self.retriever.ainvoke(query, config) if decision.retrieve else []
+        return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        return self._gated(query, {"callbacks": run_manager.get_child()}, k).documents
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        return (await self._agated(query, {"callbacks": run_manager.get_child()}, k)).documents
+
+
+def _stamped(documents: list[Document], decision: GateDecision) -> list[Document]:
+    payload = decision_payload(decision)
+    return [
+        Document(page_content=d.page_content, metadata={**d.metadata, DOCUMENT_DECISION_KEY: payload}, id=d.id)
+        for d in documents
+    ]

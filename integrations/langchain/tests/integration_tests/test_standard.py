@@ -1,0 +1,66 @@
+"""langchain-tests' standard suites for the chat model and the gated retriever."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_tests.integration_tests import ChatModelIntegrationTests, RetrieversIntegrationTests
+from langchain_tests.unit_tests import ChatModelUnitTests
+
+from langchain_adaptive_gates import AdaptiveGatesChatModel, AdaptiveGatesEmbeddings, GatedRetriever
+
+from ..conftest import KNOWN, UNKNOWN
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class TestAdaptiveGatesChatModelUnit(ChatModelUnitTests):
+    @property
+    def chat_model_class(self) -> type[AdaptiveGatesChatModel]:
+        return AdaptiveGatesChatModel
+
+    @property
+    def standard_chat_model_params(self) -> dict:
+        return {**super().standard_chat_model_params, "max_tokens": 8}  # short replies keep the suite quick
+
+
+class TestAdaptiveGatesChatModelIntegration(ChatModelIntegrationTests):
+    @property
+    def chat_model_class(self) -> type[AdaptiveGatesChatModel]:
+        return AdaptiveGatesChatModel
+
+    @property
+    def standard_chat_model_params(self) -> dict:
+        return {**super().standard_chat_model_params, "max_tokens": 8}  # short replies keep the suite quick
+
+    @property
+    def returns_usage_metadata(self) -> bool:
+        return False  # the core's ChatReply carries no token counts
+
+
+def _gated_retriever(**kwargs) -> GatedRetriever:
+    """A kNN gate and an in-memory store, both on the embedded MiniLM."""
+    from adaptive_gates import SKRKnnGate
+    from adaptive_gates.models import default_embedder
+
+    embedder = default_embedder()
+    gate = SKRKnnGate(embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(embedder))
+    store.add_texts(["Nauru had 11,680 inhabitants at the 2021 census.", "Nauru is an island country in Micronesia.",
+                     "Tuvalu's 2022 census counted 10,643 people.", "Macbeth is a tragedy by William Shakespeare.",
+                     "The Mona Lisa hangs in the Louvre."])
+    return GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 5}), gate=gate, **kwargs)
+
+
+class TestGatedRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[GatedRetriever]:
+        return _gated_retriever  # type: ignore[return-value]
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "What was the population of Nauru in the 2021 census?"

@@ -1,0 +1,48 @@
+import math
+
+import pytest
+from adaptive_gates import GateDecision
+
+from langchain_adaptive_gates import RequestControl
+
+
+def _decision(score, threshold=0.5, draft=None, error=None):
+    return GateDecision(retrieve=score > threshold if error is None else True, score=score, threshold=threshold,
+                        gate="g", draft_answer=draft, error=error)
+
+
+def test_control_reads_configurable():
+    control = RequestControl.from_config(
+        {"configurable": {"gate_threshold": 0.8, "gate_retrieval": "never", "gate_name": "verbalized"}}
+    )
+    assert control == RequestControl(0.8, "never", "verbalized")
+    assert RequestControl.from_config(None) == RequestControl()
+
+
+@pytest.mark.parametrize(
+    "configurable, key",
+    [({"gate_threshold": "high"}, "gate_threshold"), ({"gate_threshold": math.nan}, "gate_threshold"),
+     ({"gate_retrieval": "sometimes"}, "gate_retrieval"), ({"gate_name": 3}, "gate_name")],
+)
+def test_bad_control_names_the_key(configurable, key):
+    with pytest.raises(ValueError, match=key):
+        RequestControl.from_config({"configurable": configurable})
+
+
+def test_threshold_override_retakes_the_verdict():
+    control = RequestControl(threshold=0.9)
+    relaxed = control.apply_threshold(_decision(0.7))
+    assert relaxed.retrieve is False and relaxed.threshold == 0.9 and relaxed.details["gate_threshold"] == 0.5
+    stricter = RequestControl(threshold=0.1).apply_threshold(_decision(0.3, draft="Paris"))
+    assert stricter.retrieve is True and stricter.draft_answer is None
+
+
+def test_threshold_override_keeps_a_fallback():
+    fallback = _decision(math.nan, error="backend error")
+    assert RequestControl(threshold=10.0).apply_threshold(fallback).retrieve is True
+
+
+def test_forced_decisions_say_so():
+    decision = RequestControl(retrieval="always").forced("q", "skr-knn")
+    assert decision.retrieve is True and decision.details == {"forced": "always"} and decision.gate == "skr-knn"
+    assert RequestControl(retrieval="never").forced("q", "skr-knn").retrieve is False

@@ -1,0 +1,59 @@
+"""GatedRetriever over a real InMemoryVectorStore encoded by the embedded MiniLM."""
+
+import asyncio
+
+import pytest
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_adaptive_gates import (
+    DECISION_EVENT,
+    DOCUMENT_DECISION_KEY,
+    AdaptiveGatesEmbeddings,
+    GatedRetriever,
+)
+
+KNOWN_Q = "Who wrote Macbeth?"
+UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
+
+
+@pytest.fixture(scope="module")
+def store(boolq, core_embedder):
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
+    store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
+    return store
+
+
+def test_retrieves_only_when_the_gate_says_so(store, knn_gate):
+    retriever = GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 2}), gate=knn_gate)
+    assert retriever.invoke(KNOWN_Q) == []
+    documents = retriever.invoke(UNKNOWN_Q)
+    assert len(documents) == 2 and all("title" in d.metadata for d in documents)
+    assert documents[0].metadata[DOCUMENT_DECISION_KEY]["retrieve"] is True
+    assert asyncio.run(retriever.ainvoke(KNOWN_Q)) == []
+    assert len(asyncio.run(retriever.ainvoke(UNKNOWN_Q))) == 2
+
+
+def test_the_caller_reads_the_decision(store, knn_gate):
+    retriever = GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 1}), gate=knn_gate)
+    skipped = retriever.retrieve(KNOWN_Q)
+    assert skipped.documents == [] and skipped.decision.retrieve is False and skipped.decision.question == KNOWN_Q
+    fetched = asyncio.run(retriever.aretrieve(UNKNOWN_Q))
+    assert len(fetched.documents) == 1 and fetched.decision.retrieve is True
+
+
+def test_decision_is_an_event_inside_a_rag_chain(store, knn_gate):
+    retriever = GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 1}), gate=knn_gate)
+    prompt = ChatPromptTemplate.from_messages([("human", "Context: {context}\nQuestion: {question}")])
+    chain = {"context": retriever, "question": RunnableLambda(lambda q: q)} | prompt
+
+    async def events(q):
+        return [e async for e in chain.astream_events(q, version="v2")]
+
+    for question, retrieve in ((KNOWN_Q, False), (UNKNOWN_Q, True)):
+        collected = asyncio.run(events(question))
+        custom = [e for e in collected if e["event"] == "on_custom_event" and e["name"] == DECISION_EVENT]
+        assert [e["data"]["retrieve"] for e in custom] == [retrieve]
+        retriever_end = next(e for e in collected if e["event"] == "on_retriever_end")
+        assert bool(retriever_end["data"]["output"]) is retrieve

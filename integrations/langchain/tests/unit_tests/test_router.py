@@ -1,0 +1,105 @@
+"""gated_router in every invocation mode, over a real SKR-kNN gate (embedded MiniLM)."""
+
+import asyncio
+
+from adaptive_gates import VerbalizedGate
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableLambda
+
+from langchain_adaptive_gates import DECISION_EVENT, METADATA_KEY, LangChainChatModel, gated_router
+
+from .chat_doubles import UnreachableChatModel, scripted
+
+KNOWN_Q = "Who wrote Macbeth?"
+UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
+
+
+def _router(gate, **kwargs):
+    return gated_router(gate, direct=RunnableLambda(lambda q: f"direct: {q}"),
+                        retrieval=RunnableLambda(lambda q: f"rag: {q}"), **kwargs)
+
+
+class _Runs(BaseCallbackHandler):
+    def __init__(self):
+        self.starts = []
+
+    def on_chain_start(self, serialized, inputs, *, tags=None, metadata=None, **kwargs):
+        self.starts.append((kwargs.get("name"), tags or [], metadata or {}))
+
+
+def test_invoke_and_batch_route_each_input(knn_gate):
+    router = _router(knn_gate)
+    assert router.invoke(KNOWN_Q) == f"direct: {KNOWN_Q}"
+    assert router.batch([KNOWN_Q, UNKNOWN_Q]) == [f"direct: {KNOWN_Q}", f"rag: {UNKNOWN_Q}"]
+
+
+def test_async_modes_route_each_input(knn_gate):
+    router = _router(knn_gate)
+
+    async def run():
+        return (await router.ainvoke(UNKNOWN_Q), await router.abatch([KNOWN_Q, UNKNOWN_Q]),
+                [c async for c in router.astream(KNOWN_Q)])
+
+    one, many, streamed = asyncio.run(run())
+    assert one == f"rag: {UNKNOWN_Q}"
+    assert many == [f"direct: {KNOWN_Q}", f"rag: {UNKNOWN_Q}"]
+    assert "".join(streamed) == f"direct: {KNOWN_Q}"
+
+
+def test_the_chosen_branch_streams(knn_gate):
+    def chunks(q):
+        yield from ["rag", ": ", q]
+
+    router = gated_router(knn_gate, direct=RunnableLambda(lambda q: "direct"), retrieval=RunnableLambda(chunks))
+    assert list(router.stream(UNKNOWN_Q)) == ["rag", ": ", UNKNOWN_Q]
+
+
+def test_decision_in_events_metadata_and_tags(knn_gate):
+    router = _router(knn_gate)
+
+    async def events():
+        return [e async for e in router.astream_events(UNKNOWN_Q, version="v2")]
+
+    collected = asyncio.run(events())
+    custom = [e for e in collected if e["event"] == "on_custom_event"]
+    assert [e["name"] for e in custom] == [DECISION_EVENT] and custom[0]["data"]["retrieve"] is True
+    branch = next(e for e in collected if e["event"] == "on_chain_start" and e["name"] == "retrieve_branch")
+    assert "adaptive-gates:retrieve" in branch["tags"] and "adaptive-gates:gate:skr-knn" in branch["tags"]
+    assert branch["metadata"][METADATA_KEY]["score"] == custom[0]["data"]["score"]
+    runs = _Runs()
+    router.invoke(KNOWN_Q, {"callbacks": [runs]})
+    direct = next(r for r in runs.starts if r[0] == "direct_branch")
+    assert "adaptive-gates:direct" in direct[1] and direct[2][METADATA_KEY]["retrieve"] is False
+
+
+def test_draft_answer_skips_the_direct_llm():
+    direct_llm = UnreachableChatModel()
+    gate = VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False, top_logprobs=0)
+    router = gated_router(gate, direct=direct_llm, retrieval=RunnableLambda(lambda q: "rag"))
+    assert router.invoke("What is the capital of France?") == "Paris"
+    assert direct_llm.calls == 0
+    without_draft = gated_router(VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False,
+                                                top_logprobs=0),
+                                 direct=RunnableLambda(lambda q: "asked again"), retrieval=RunnableLambda(lambda q: "rag"),
+                                 draft=None)
+    assert without_draft.invoke("What is the capital of France?") == "asked again"
+
+
+def test_failing_gate_model_still_answers_through_the_fallback():
+    gate = VerbalizedGate(LangChainChatModel(UnreachableChatModel()), judge=False)
+    router = _router(gate)
+    assert router.invoke(KNOWN_Q) == f"rag: {KNOWN_Q}"
+    assert asyncio.run(router.ainvoke(KNOWN_Q)) == f"rag: {KNOWN_Q}"
+
+
+def test_per_request_control_reaches_the_router(knn_gate):
+    router = _router(knn_gate)
+    assert router.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}) == f"rag: {KNOWN_Q}"
+    assert router.batch([UNKNOWN_Q, UNKNOWN_Q], [{}, {"configurable": {"gate_retrieval": "never"}}]) == [
+        f"rag: {UNKNOWN_Q}", f"direct: {UNKNOWN_Q}"]
+
+
+def test_dict_inputs_reach_the_branches_unchanged(knn_gate):
+    router = gated_router(knn_gate, direct=RunnableLambda(lambda x: x), retrieval=RunnableLambda(lambda x: x))
+    value = {"question": UNKNOWN_Q, "language": "en"}
+    assert router.invoke(value) == value
