@@ -216,7 +216,8 @@ def test_challenge_asks_a_second_turn_and_keeps_the_first_answer() -> None:
     chat = ScriptedChat({"ask": ChatReply("Paris"), "challenge": ChatReply("I am still certain.")})
     decision = VerbalizedGate(chat, strategy="challenge").decide(QUESTION)
     first = {"role": "user", "content": fill(QA, question=QUESTION)}
-    assert chat.calls == [[first], [first, {"role": "assistant", "content": "Paris"}, {"role": "user", "content": CHALLENGE}]]
+    second = [first, {"role": "assistant", "content": "Paris"}, {"role": "user", "content": CHALLENGE}]
+    assert chat.calls == [[first], second]
     assert decision.details["certainty_from"] == "challenge" and decision.details["llm_calls"] == 2
     assert not decision.retrieve and decision.draft_answer == "Paris"
 
