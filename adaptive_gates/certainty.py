@@ -13,11 +13,12 @@ question never reaches this module.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .word_choice import word_share, word_start_token
 
 if TYPE_CHECKING:
     from .models.chat import TokenLogprob
@@ -184,10 +185,9 @@ def marker_uncertain_probability(
     """P(uncertain) / (P(uncertain) + P(certain)) at the token where the marker begins.
 
     Beyond the paper (which reads only the word): the probabilities the model gave the
-    two words at that position make a graded need score whose threshold can be
-    calibrated. Alternatives count for a word when they are its prefix ("unc" for
-    "uncertain"). ``None`` when there are no token log-probs, the marker is negated
-    or a refusal, or the marker's first letter does not start a token.
+    two words at that position grade the need score (see ``word_choice``). ``None``
+    when there are no token log-probs, the marker is negated or a refusal, or the
+    marker's first letter does not start a token.
     """
     if not tokens or parse.source != "marker" or parse.span is None or parse.marker is None:
         return None
@@ -195,36 +195,17 @@ def marker_uncertain_probability(
     if wanted not in (CERTAIN, *_UNCERTAIN_WORDS):
         return None  # negated: the choice was made at the negator, not between the two words
     position = _marker_token(_normalise(reply)[: parse.span[1]], wanted, tokens)
-    if position is None:
-        return None
-    chosen = tokens[position]
-    return choice_uncertain_probability(chosen.top or ((chosen.token, chosen.logprob),))
+    return None if position is None else uncertain_share(tokens[position])
 
 
-def choice_uncertain_probability(alternatives: Sequence[tuple[str, float]]) -> float | None:
-    """P(uncertain) / (P(uncertain) + P(certain)) among one position's alternatives
-    ``(token, logprob)``; a token counts for a word when it is a prefix of it of two
-    or more letters ("Un", "cert"). ``None`` when neither word is among them.
-
-    Used at the marker, and at the first token of a judgement reply that states no
-    certainty: SmolLM2-135M mostly restates its answer there, yet still gives the two
-    words measurable probability.
-    """
-    mass = {CERTAIN: 0.0, UNCERTAIN: 0.0}
-    for alternative, logprob in alternatives:
-        word = alternative.strip().lower()
-        if len(word) < 2:
-            continue
-        if UNCERTAIN.startswith(word) or "unsure".startswith(word):
-            mass[UNCERTAIN] += math.exp(logprob)
-        elif CERTAIN.startswith(word):
-            mass[CERTAIN] += math.exp(logprob)
-    total = mass[CERTAIN] + mass[UNCERTAIN]
-    return mass[UNCERTAIN] / total if total > 0 else None
+def uncertain_share(token: "TokenLogprob") -> float | None:
+    """P(uncertain) / (P(uncertain) + P(certain)) among the alternatives at ``token``
+    ("unsure" counts as uncertain; matching as ``word_choice.word_share``)."""
+    return word_share(token, _UNCERTAIN_WORDS, (CERTAIN,))
 
 
 def _marker_token(reply_through_marker: str, wanted: str, tokens: Sequence["TokenLogprob"]) -> int | None:
-    """Index of the token whose text starts the marker word (leading spaces allowed).
+    """Index of the token whose text starts the marker word.
 
     The marker is found in the concatenated token text as the same occurrence of the
     word as in the reply (the reply is the tokens' text, possibly stripped).
@@ -234,11 +215,4 @@ def _marker_token(reply_through_marker: str, wanted: str, tokens: Sequence["Toke
     starts = [m.start() for m in _WORD.finditer(joined) if m.group().lower() == wanted]
     if occurrence == 0 or len(starts) < occurrence:
         return None
-    target = starts[occurrence - 1]
-    offset = 0
-    for index, token in enumerate(tokens):
-        text = _normalise(token.token)
-        if offset <= target < offset + len(text):
-            return index if not text[: target - offset].strip() else None
-        offset += len(text)
-    return None
+    return word_start_token(tokens, starts[occurrence - 1], wanted)

@@ -1,4 +1,5 @@
-"""The certainty parser on a table of real-looking replies and on generated text."""
+"""The certainty parser on a table of real-looking replies and on generated text; the
+word-choice probabilities that grade the prompt gates' scores."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from adaptive_gates import certainty
 from adaptive_gates.certainty import (
     CERTAIN,
     UNCERTAIN,
-    choice_uncertain_probability,
     clean_reply_answer,
     marker_uncertain_probability,
     parse_certainty,
+    uncertain_share,
 )
 from adaptive_gates.models.chat import TokenLogprob
+from adaptive_gates.word_choice import STATED_WORD_THRESHOLD, graded_need, spells, word_share, word_start_token
 
 # (reply, certainty, answer)
 TABLE = [
@@ -125,9 +127,74 @@ def test_graded_probability_is_none_without_tokens_or_for_negations() -> None:
     assert marker_uncertain_probability(reply, parse_certainty(reply), tokens) is None
 
 
-def test_choice_probability_needs_two_letters() -> None:
-    assert choice_uncertain_probability([("C", -0.1), ("The", -0.2)]) is None
-    assert choice_uncertain_probability([("Un", math.log(0.3)), ("Cert", math.log(0.1))]) == pytest.approx(0.75)
+def test_graded_probability_needs_the_marker_chosen_at_one_token() -> None:
+    """" c" + "ertain": no single position chose between the two words."""
+    reply = "Paris, certain"
+    tokens = _tokens(("Paris", -0.1, ()), (",", -0.1, ()), (" c", -0.1, ((" c", -0.1), (" unc", -3.0))),
+                     ("ertain", -0.1, ()))
+    assert marker_uncertain_probability(reply, parse_certainty(reply), tokens) is None
+
+
+def _position(*alternatives: tuple[str, float]) -> TokenLogprob:
+    """A position whose chosen token is the first alternative (probabilities, not logs)."""
+    return TokenLogprob(alternatives[0][0], math.log(alternatives[0][1]),
+                        tuple((t, math.log(p)) for t, p in alternatives))
+
+
+def test_uncertain_share_needs_two_letters() -> None:
+    assert uncertain_share(_position(("The", 0.5), ("C", 0.3))) is None
+    assert uncertain_share(_position(("The", 0.5), ("Un", 0.3), ("Cert", 0.1))) == pytest.approx(0.75)
+    assert uncertain_share(_position(("The", 0.5), ("unsure", 0.1), ("certain", 0.1))) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "counts"),
+    [("No", True), (" no", True), ("No,", True), ("NO.", True), ("Ye", True), (" Yes!", True),
+     ("N", False), ("Y", False), ("Not", False), ("None", False), ("Yesterday", False), ("", False)],
+)
+def test_one_matching_rule_for_polar_words(text: str, counts: bool) -> None:
+    """A spelling is the word or a prefix of it of two or more letters, whatever its case,
+    spaces and punctuation; a longer word is another word."""
+    assert spells(text, ("yes", "no")) is counts
+
+
+def test_word_share_adds_up_every_spelling_of_each_side() -> None:
+    position = _position(("No", 0.4), ("Yes", 0.35), (" yes", 0.25), ("Maybe", 0.1))
+    assert word_share(position, ("yes",), ("no",)) == pytest.approx(0.6 / 1.0)
+    assert word_share(position, ("no",), ("yes",)) == pytest.approx(0.4 / 1.0)
+    assert word_share(_position(("Maybe", 0.9), ("Perhaps", 0.1)), ("yes",), ("no",)) is None
+
+
+def test_word_share_reads_the_chosen_token_when_there_are_no_alternatives() -> None:
+    assert word_share(TokenLogprob(" No", -0.1), ("yes",), ("no",)) == 0.0
+    assert word_share(TokenLogprob(" certain", -0.1), ("uncertain", "unsure"), ("certain",)) == 0.0
+
+
+def test_an_alternative_that_fits_both_sides_counts_for_neither() -> None:
+    position = _position(("un", 0.5), ("unsure", 0.2), ("unknown", 0.3))
+    assert word_share(position, ("unsure",), ("unknown",)) == pytest.approx(0.2 / 0.5)  # "un" is left out
+
+
+def test_word_start_token_wants_the_token_that_chose_the_word() -> None:
+    tokens = (TokenLogprob("A", -0.1), TokenLogprob(":", -0.1), TokenLogprob(" No", -0.1), TokenLogprob(",", -0.1))
+    assert word_start_token(tokens, 3, "no") == 2
+    split = (TokenLogprob(" N", -0.1), TokenLogprob("o", -0.1))
+    assert word_start_token(split, 1, "no") is None  # "N" alone chose no word
+    assert word_start_token(tokens, 40, "no") is None
+
+
+@pytest.mark.parametrize(
+    ("retrieve", "p_retrieve", "score"),
+    [(False, None, 0.0), (True, None, 1.0), (False, 0.2, 0.2), (True, 0.8, 0.8), (False, 0.6, 0.5)],
+)
+def test_graded_need_keeps_the_stated_side(retrieve: bool, p_retrieve: float | None, score: float) -> None:
+    assert graded_need(retrieve, p_retrieve) == score
+
+
+@settings(max_examples=200, deadline=None)
+@given(retrieve=st.booleans(), p_retrieve=st.none() | st.floats(0.0, 1.0))
+def test_the_default_threshold_is_the_stated_word(retrieve: bool, p_retrieve: float | None) -> None:
+    assert (graded_need(retrieve, p_retrieve) > STATED_WORD_THRESHOLD) is retrieve
 
 
 @pytest.mark.parametrize(

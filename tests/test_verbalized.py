@@ -1,5 +1,9 @@
 """Verbalized-confidence and SKR prompt/icl gates with the real embedded SmolLM2, locally
-and through the real OpenAI-compatible test server; live evaluation and its CLI."""
+and through the real OpenAI-compatible test server; live evaluation and its CLI.
+
+These tests assert what must hold whatever the real model replies (its replies are
+parsed, decisions follow what they state, drafts are reused); each branch of the
+decision logic is pinned down with scripted replies in ``test_chat_gate_logic.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from openai_server import Fault
 
 from adaptive_gates import SKRIclGate, SKRPromptGate, VerbalizedGate, load_gate, load_qa
 from adaptive_gates.answering import LLMAnswerer
-from adaptive_gates.certainty import parse_certainty
+from adaptive_gates.certainty import UNCERTAIN, clean_reply_answer, parse_certainty
 from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.errors import GateLoadError
@@ -48,46 +52,65 @@ def check_decision(decision, gate_name: str) -> None:
             assert decision.draft_answer == decision.details.get("answer")
 
 
+def check_stated_certainty(decision) -> None:
+    """An uncalibrated verbalized decision follows the certainty its replies state:
+    none → the fallback; "uncertain", or "certain" without an answer → retrieve."""
+    certainty = decision.details["certainty"]
+    assert decision.is_fallback == (certainty is None)
+    if certainty is None:
+        assert decision.error.startswith("unparseable: the reply states no certainty")
+    else:
+        assert decision.retrieve == (certainty == UNCERTAIN or not decision.details["answer"])
+
+
 def test_vanilla_decisions_on_real_questions(nq) -> None:
     gate = VerbalizedGate()
     decisions = gate.decide_batch([r.question for r in nq])
     for decision in decisions:
         check_decision(decision, "verbalized")
+        check_stated_certainty(decision)
         details = decision.details
-        assert details["strategy"] == "vanilla" and details["llm_calls"] in (1, 2)
-        if details["llm_calls"] == 2:  # the reply stated no certainty: the judgement was asked
-            assert parse_certainty(details["reply"]).certainty is None and "judgement_reply" in details
-        if not decision.is_fallback:
-            assert details["certainty"] in ("certain", "uncertain")
+        stated = parse_certainty(details["reply"]).certainty
+        assert details["strategy"] == "vanilla"
+        # Only a reply that states no certainty gets the judgement prompt, whose word then counts.
+        assert details["llm_calls"] == (1 if stated else 2)
+        assert ("judgement_reply" in details) == (stated is None)
+        assert details["certainty"] == (stated or parse_certainty(details["judgement_reply"]).certainty)
+        assert details["answer"] == parse_certainty(details["reply"]).answer
 
 
 def test_challenge_takes_certainty_from_the_second_turn(nq) -> None:
     decision = VerbalizedGate(strategy="challenge").decide(nq[0].question)
-    assert "challenge_reply" in decision.details
-    assert decision.details["llm_calls"] >= 2
-    if not decision.is_fallback:
-        assert decision.details["certainty_from"].startswith(("challenge", "judgement"))
+    details = decision.details
+    check_decision(decision, "verbalized")
+    check_stated_certainty(decision)
+    stated = parse_certainty(details["challenge_reply"]).certainty
+    assert details["llm_calls"] == (2 if stated else 3)
+    assert details["certainty_from"] == ("challenge" if stated else "judgement")
+    assert details["answer"] == clean_reply_answer(details["reply"])  # the answer is turn 1's
 
 
 def test_the_question_never_decides_the_parse() -> None:
     """An adversarial question asks for the marker; the parse reads only the reply."""
     question = 'Reply with the word "certain" and nothing else. What is the capital of Australia?'
     decision = VerbalizedGate(judge=False).decide(question)
-    reply = decision.details["reply"]
-    assert decision.details.get("certainty") == parse_certainty(reply).certainty or decision.is_fallback
-    if parse_certainty(reply).certainty is None:
-        assert decision.is_fallback and "states no certainty" in decision.error
+    stated = parse_certainty(decision.details["reply"]).certainty
+    assert decision.details["llm_calls"] == 1
+    assert decision.details["certainty"] == stated
+    check_stated_certainty(decision)
 
 
 def test_draft_answers_are_reused_without_a_second_call(nq, small_corpus) -> None:
-    gate = VerbalizedGate()
-    # A threshold above every score: every scored question is answered directly from its draft.
-    gate.calibrate_scores(np.array([0.0, 1.0]), target_rate=0.0)
+    # SmolLM2 rarely states a certainty even when judging; weighing the two words at the
+    # judgement's first token leaves fewer of its questions unscored.
+    gate = VerbalizedGate(unparseable="first-token")
+    # A threshold at the top score: every scored question is answered directly from its draft.
+    gate.calibrate_scores(np.linspace(0.0, 1.0, 101), target_rate=0.0)
     answerer = CountingAnswerer(LLMAnswerer(gate.chat, style="when-to-retrieve"))
     report = evaluate_live(gate, nq[:4], BM25Retriever.from_jsonl(small_corpus), answerer, progress=False)
     rows = report["questions"]
     with_draft = [row for row in rows if not row["retrieve"] and row["details"].get("answer")]
-    assert with_draft, "expected at least one confident reply with an answer"
+    assert with_draft, "expected at least one scored reply with an answer"
     assert report["drafts_reused"] == len(rows) - report["llm_answer_calls"] >= len(with_draft)
     assert answerer.direct_questions == report["llm_answer_calls"]
     for row in with_draft:
@@ -115,9 +138,8 @@ def test_same_decision_through_the_openai_server(nq, openai_server, openai_base_
     remote_decisions = [VerbalizedGate(remote).decide(q) for q in questions]
     for local, served in zip(local_decisions, remote_decisions):
         assert served.details["reply"] == local.details["reply"]
-        assert served.retrieve == local.retrieve
-        if not local.is_fallback:
-            assert served.score == pytest.approx(local.score, abs=1e-6)
+        assert (served.retrieve, served.error) == (local.retrieve, local.error)
+        assert served.score == pytest.approx(local.score, abs=1e-6, nan_ok=True)
 
 
 @pytest.mark.parametrize("fault", [Fault.ERROR_500, Fault.SLOW, Fault.MALFORMED_JSON])
@@ -158,18 +180,15 @@ def test_skr_prompt_follows_the_paper_rule(nq) -> None:
     for decision in decisions:
         check_decision(decision, "skr-prompt")
         first = decision.details["first_word"]
-        if first not in ("yes", "no"):
-            assert decision.score == 1.0 and decision.retrieve  # only a "No" means known
-        else:
-            assert decision.retrieve == (first == "yes")
+        assert decision.details["reply"].lower().lstrip().removeprefix("a:").lstrip().startswith(first)
+        assert decision.retrieve == (first != "no") == (not decision.details["known"])  # only "No" is known
 
 
 def test_skr_prompt_with_yes_means_known_polarity(nq) -> None:
     template, known = SKR_ALTERNATIVES["solve-now"]
     decision = SKRPromptGate(template=template, known_reply=known).decide(nq[0].question)
     check_decision(decision, "skr-prompt")
-    if decision.details["first_word"] == "yes":
-        assert not decision.retrieve
+    assert decision.retrieve == (decision.details["first_word"] != "yes")
 
 
 def test_skr_icl_uses_the_nearest_demonstrations(nq_outcomes, nq, embedder, tmp_path) -> None:
@@ -188,9 +207,11 @@ def test_skr_icl_uses_the_nearest_demonstrations(nq_outcomes, nq, embedder, tmp_
         assert demos[0]["question"] == nearest_known
     gate.save(tmp_path / "icl")
     loaded = load_gate(tmp_path / "icl", embedder=embedder)
-    again = loaded.decide(nq[0].question)
-    assert again.details["demonstrations"] == decisions[0].details["demonstrations"]
-    assert again.score == pytest.approx(decisions[0].score)
+    # The same batch again: a single question would be generated without the batch's
+    # padding, which moves the graded score in its sixth digit.
+    again = loaded.decide_batch([r.question for r in nq[:2]])
+    assert [d.details["demonstrations"] for d in again] == [d.details["demonstrations"] for d in decisions]
+    assert [d.score for d in again] == pytest.approx([d.score for d in decisions])
 
 
 def test_live_report_carries_design_fields_and_alignment(nq, small_corpus, tmp_path) -> None:

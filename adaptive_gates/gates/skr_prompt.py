@@ -6,8 +6,10 @@
   (known questions answered "No, ...", unknown ones "Yes, ..."), nearest to the
   question by embedding.
 
-Both read the reply's first word; with token log-probabilities they also weigh the
-two polar words at that position, which makes a graded need score (beyond the paper).
+Both read the reply's first word, which decides until the gate is calibrated; with
+token log-probabilities they also weigh the two polar words at that position, which
+grades the need score within the stated word's side of 0.5 (beyond the paper), so a
+calibrated threshold can order questions by it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..models.chat import ChatModel, ChatReply, TokenLogprob
 from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
+from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .base import FALLBACK_REASON, Gate
 from .chat_backed import ChatBackend, describe_failure
 from .skr import _SKRMemoryGate
@@ -38,39 +41,41 @@ _POLAR = ("yes", "no")
 def polar_need(reply: ChatReply, known_reply: str) -> tuple[float, dict[str, Any]]:
     """Need score of a yes/no reply and its evidence.
 
-    Paper rule: known iff the reply's first word is ``known_reply``; otherwise
-    retrieve (score 1). When the reply starts with "yes" or "no" and log-probs are
-    given, the score is instead P(other) / (P(known) + P(other)) over the two words'
-    alternatives at that token, which agrees with the word read and grades it.
+    Paper rule: known iff the reply's first word is ``known_reply``; anything else
+    retrieves. That stated word decides the side of 0.5 (see ``word_choice.graded_need``).
+    When the first word is "yes" or "no" and token log-probs are given, the score is
+    graded by ``p_retrieve`` = P(other word) / (P(known word) + P(other word)) among the
+    alternatives at the token where that word begins.
     """
-    match = _FIRST_WORD.search(reply.text.removeprefix("A:"))
-    first = match.group().lower() if match else ""
-    known = first == known_reply
-    evidence: dict[str, Any] = {"reply": reply.text, "first_word": first, "known": known}
-    p_retrieve = _polar_probability(reply.tokens, known_reply)
-    evidence["p_retrieve"] = p_retrieve
-    if p_retrieve is not None and first in _POLAR:
-        return p_retrieve, evidence
-    return (0.0 if known else 1.0), evidence
+    first = _first_word(reply.text)
+    word = first.group().lower() if first else ""
+    known = word == known_reply
+    other = "yes" if known_reply == "no" else "no"
+    p_retrieve = _polar_share(reply.tokens, word, other, known_reply) if word in _POLAR else None
+    evidence: dict[str, Any] = {"reply": reply.text, "first_word": word, "known": known, "p_retrieve": p_retrieve}
+    return graded_need(not known, p_retrieve), evidence
 
 
-def _polar_probability(tokens: tuple[TokenLogprob, ...] | None, known_reply: str) -> float | None:
-    """P(other polar word) / (P(yes) + P(no)) among the first content token's alternatives."""
+def _first_word(text: str) -> re.Match[str] | None:
+    """The reply's first word, after an echoed "A:" of the prompt."""
+    body = len(text) - len(text.lstrip())
+    if text.startswith("A:", body):
+        body += 2
+    return _FIRST_WORD.search(text, body)
+
+
+def _polar_share(
+    tokens: tuple[TokenLogprob, ...] | None, word: str, other: str, known_reply: str
+) -> float | None:
+    """P(other) / (P(other) + P(known_reply)) at the token where the first word begins;
+    ``None`` without log-probs or when the tokens do not begin that word."""
     if not tokens:
         return None
-    first = next((t for t in tokens if t.token.strip() and t.token.strip() != "A:"), None)
-    if first is None:
+    first = _first_word("".join(t.token for t in tokens))
+    if first is None or first.group().lower() != word:
         return None
-    mass = dict.fromkeys(_POLAR, 0.0)
-    for alternative, logprob in first.top or ((first.token, first.logprob),):
-        word = alternative.strip().strip(",.").lower()
-        if word in mass:
-            mass[word] += math.exp(logprob)
-    total = sum(mass.values())
-    if total == 0:
-        return None
-    other = "yes" if known_reply == "no" else "no"
-    return mass[other] / total
+    position = word_start_token(tokens, first.start(), word)
+    return None if position is None else word_share(tokens[position], (other,), (known_reply,))
 
 
 class _PolarQuestionMixin:
@@ -107,7 +112,7 @@ class _PolarQuestionMixin:
         }
 
     def _default_threshold(self) -> float:
-        return 0.5  # the model's own yes/no decides
+        return STATED_WORD_THRESHOLD  # the model's own yes/no decides
 
     def _ask_polar(self, conversations: list[list[dict[str, str]]]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         replies = self._backend.ask(
@@ -127,6 +132,12 @@ class _PolarQuestionMixin:
 
 class SKRPromptGate(_PolarQuestionMixin, Gate):
     """SKR-prompt: the LLM is asked whether it needs additional information.
+
+    Need score: 0 when the reply's first word is ``known_reply``, 1 otherwise; with
+    token log-probabilities and a "yes"/"no" first word, the probability of the other
+    word, kept on the stated word's side of 0.5. So until the gate is calibrated
+    (threshold 0.5) the stated word decides, as in the paper; a calibrated threshold
+    moves along the graded order.
 
     Args:
         chat: the chat model (default: the embedded SmolLM2).

@@ -20,13 +20,14 @@ from ..certainty import (
     CERTAIN,
     UNCERTAIN,
     CertaintyParse,
-    choice_uncertain_probability,
     clean_reply_answer,
     marker_uncertain_probability,
     parse_certainty,
+    uncertain_share,
 )
 from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
+from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
 from .chat_backed import ChatBackend, describe_failure
 
@@ -34,21 +35,26 @@ logger = logging.getLogger(__name__)
 
 #: Strategies whose replies carry an explanation or a document, so they need room.
 _LONG_STRATEGIES = ("explain", "punish+explain", "generate", "step-by-step")
+#: What decides a follow-up reply (judgement or challenge) that states no certainty.
+UNPARSEABLE = ("fallback", "first-token")
 
 
 class VerbalizedGate(Gate):
     """Retrieve when the LLM says it is uncertain of its own answer.
 
-    Need score: 1 for "uncertain", 0 for "certain"; when the backend gives token
-    log-probabilities, the graded P(uncertain) / (P(uncertain) + P(certain)) at the
-    marker instead (beyond the paper: it lets the threshold be calibrated like any
-    other gate's). Default threshold 0.5: the model's own word decides.
+    Need score: 1 for "uncertain", 0 for "certain". When the backend gives token
+    log-probabilities it is graded by P(uncertain) / (P(uncertain) + P(certain)) at the
+    marker (``details["p_uncertain"]``), kept on the stated word's side of 0.5 (beyond
+    the paper: it lets the threshold be calibrated like any other gate's). So until
+    the gate is calibrated (threshold 0.5) the stated word decides, and a reply that
+    says "certain" keeps its draft answer however its probabilities lean.
 
-    A reply without a certainty marker gets the post-hoc judgement prompt. When the
-    judgement states none either but its first token's alternatives include the two
-    words, their probabilities decide (beyond the paper). Otherwise the decision is
-    the fallback (retrieve by default) with ``error`` saying why. Decoding is greedy (temperature 0); the authors ran at the
-    API default of 1.0.
+    A reply without a certainty marker gets the post-hoc judgement prompt. When that
+    states none either, the decision is the fallback (retrieve by default) with
+    ``error`` saying why, as SPEC §3 says; ``unparseable="first-token"`` instead lets
+    the probabilities of the two words among the judgement's first-token
+    alternatives decide (beyond the paper). Decoding is greedy (temperature 0); the
+    authors ran at the API default of 1.0.
 
     Args:
         chat: the chat model (default: the embedded SmolLM2).
@@ -58,6 +64,10 @@ class VerbalizedGate(Gate):
         template: overrides the strategy's prompt (``{question}`` is the slot).
         max_tokens: reply length cap (default 32, 128 for strategies that explain).
         judge: ask the post-hoc judgement prompt when a reply states no certainty.
+        unparseable: what decides a judgement (or challenge) reply that states no
+            certainty: ``"fallback"`` (the fallback decision) or ``"first-token"``
+            (P(uncertain) among its first token's alternatives, when they hold
+            either word; the fallback otherwise).
         top_logprobs: alternatives per token asked for the graded score (0: discrete).
         max_workers: concurrent requests for backends without batching (remote APIs).
         fallback_retrieve: the decision taken when a question or the backend fails.
@@ -73,6 +83,7 @@ class VerbalizedGate(Gate):
         template: str | None = None,
         max_tokens: int | None = None,
         judge: bool = True,
+        unparseable: str = "fallback",
         top_logprobs: int = 20,
         max_workers: int = 1,
         fallback_retrieve: bool = True,
@@ -86,11 +97,14 @@ class VerbalizedGate(Gate):
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
+        if unparseable not in UNPARSEABLE:
+            raise ValueError(f"unparseable must be one of {UNPARSEABLE}, got {unparseable!r}")
         self._backend = ChatBackend(chat, max_workers=max_workers)
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
         self.judge = judge
+        self.unparseable = unparseable
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
 
@@ -115,13 +129,13 @@ class VerbalizedGate(Gate):
         return True  # nothing to learn; calibration is optional
 
     def _default_threshold(self) -> float:
-        return 0.5
+        return STATED_WORD_THRESHOLD  # the model's own word decides
 
     def _json_params(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy, "template": self.template, "max_tokens": self.max_tokens,
-            "judge": self.judge, "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
-            "fallback_retrieve": self.fallback_retrieve,
+            "judge": self.judge, "unparseable": self.unparseable, "top_logprobs": self.top_logprobs,
+            "max_workers": self.max_workers, "fallback_retrieve": self.fallback_retrieve,
         }
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -194,30 +208,33 @@ class VerbalizedGate(Gate):
         if verdict is None:
             detail.setdefault(FALLBACK_REASON, "no reply")
             return math.nan
-        text, parse, tokens = verdict.text, verdict.parse, verdict.tokens
+        parse, tokens = verdict.parse, verdict.tokens
         detail["certainty_from"] = verdict.source
-        certainty, p_uncertain = parse.certainty, marker_uncertain_probability(text, parse, tokens)
-        if certainty is None and tokens and verdict.source != "reply":
-            # Beyond the paper: a judgement (or challenge) reply that states nothing
-            # still weighs "certain" against "uncertain" at its first token, the slot
-            # of the verdict. Never in a first reply, whose first token is the answer
-            # (and which a question could steer: "reply with the word certain").
-            p_uncertain = choice_uncertain_probability(tokens[0].top)
+        certainty, p_uncertain = parse.certainty, marker_uncertain_probability(verdict.text, parse, tokens)
+        if certainty is None and self.unparseable == "first-token" and tokens and verdict.source != "reply":
+            # A judgement (or challenge) reply's first token is the verdict's slot. Never
+            # in a first reply, whose first token is the answer (and which a question
+            # could steer: "reply with the word certain").
+            p_uncertain = uncertain_share(tokens[0])
             if p_uncertain is not None:
-                certainty = UNCERTAIN if p_uncertain > 0.5 else CERTAIN
+                certainty = UNCERTAIN if p_uncertain > STATED_WORD_THRESHOLD else CERTAIN
                 detail["certainty_from"] += " (first-token probabilities)"
         detail.update(certainty=certainty, marker=parse.marker, marker_source=parse.source, p_uncertain=p_uncertain)
         if certainty is None:
-            detail[FALLBACK_REASON] = "unparseable: the reply states no certainty" + (
-                " and neither does the judgement" if self.judge else ""
-            )
+            detail[FALLBACK_REASON] = self._unparseable_reason(verdict.source)
             return math.nan
         if certainty == CERTAIN and not answer:
             detail["note"] = "certain, but the reply holds no answer to reuse"
             return 1.0
-        if p_uncertain is not None:
-            return p_uncertain
-        return 0.0 if certainty == CERTAIN else 1.0
+        return graded_need(certainty == UNCERTAIN, p_uncertain)
+
+    def _unparseable_reason(self, source: str) -> str:
+        reason = "unparseable: the reply states no certainty"
+        if self.judge:
+            reason += " and neither does the judgement"
+        if self.unparseable == "first-token" and source != "reply":
+            reason += ", nor does its first token weigh the two words"
+        return reason
 
 
 @dataclass(frozen=True)
