@@ -212,6 +212,21 @@ def test_bad_questions_get_fallback_decisions(small_gate, bad):
         small_gate.score([bad])
 
 
+@pytest.mark.parametrize(
+    "batch, message",
+    [("some text", "single string"), (b"some bytes", "single string"), (None, "NoneType"), (7, "int"),
+     ({"who wrote hamlet": 1}, "dict")],
+)
+def test_a_batch_that_is_not_a_sequence_of_questions_is_refused(small_gate, batch, message):
+    # A string would otherwise be decided character by character.
+    for call in (small_gate.decide_batch, small_gate.score, lambda b: small_gate.calibrate(b, target_rate=0.3),
+                 lambda b: asyncio.run(small_gate.adecide_batch(b))):
+        with pytest.raises(InvalidQuestionError, match=message):
+            call(batch)
+    # Questions given as any iterable are fine.
+    assert len(small_gate.decide_batch(q for q in ["who wrote hamlet", "speed of light"])) == 2
+
+
 def test_huge_question_is_decided(small_gate):
     d = small_gate.decide("who wrote hamlet " * 100_000)
     assert d.error is None and len(d.question) <= 20_000
