@@ -4,15 +4,29 @@ Every gate retrieves when its need score is strictly above its threshold. These
 functions pick that threshold either for a target retrieval rate (no labels
 needed: a quantile of the need scores) or for an objective on outcome records
 (best accuracy, optionally with the retrieval rate held under a budget).
+
+Calibrate on at least ``MIN_CALIBRATION_QUESTIONS`` questions; a gate warns
+(``CalibrationWarning``) below that.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+#: Fewer calibration questions draw a ``CalibrationWarning``. The threshold is cut
+#: between the scores of n questions, so the rates it can reach step by 1/n, and the
+#: share of *new* questions it retrieves is uncertain by about sqrt(r(1-r)/n): 0.10
+#: at r = 0.3 with 20 questions (one question reaches only 0 or 1).
+MIN_CALIBRATION_QUESTIONS = 20
+
+
+class CalibrationWarning(UserWarning):
+    """A threshold was calibrated on too few questions to be trusted."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,20 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
         return cls(**data)
+
+    def warn_if_too_few(self, stacklevel: int = 2) -> None:
+        """Warn when fewer than ``MIN_CALIBRATION_QUESTIONS`` questions set this threshold."""
+        if self.n >= MIN_CALIBRATION_QUESTIONS:
+            return
+        goal = f"a target rate of {self.target_rate:.0%}" if self.target_rate is not None else "the best accuracy"
+        warnings.warn(
+            f"threshold calibrated on {self.n} question{'s' if self.n != 1 else ''}, fewer than "
+            f"{MIN_CALIBRATION_QUESTIONS}: it retrieves for {self.realised_rate:.0%} of them against {goal}, "
+            "and on new questions its retrieval rate can be far from that; "
+            f"calibrate on at least {MIN_CALIBRATION_QUESTIONS} questions (more for a precise rate)",
+            CalibrationWarning,
+            stacklevel=stacklevel + 1,
+        )
 
 
 def _finite_scores(scores: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 import asyncio
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -225,6 +226,23 @@ def test_a_batch_that_is_not_a_sequence_of_questions_is_refused(small_gate, batc
             call(batch)
     # Questions given as any iterable are fine.
     assert len(small_gate.decide_batch(q for q in ["who wrote hamlet", "speed of light"])) == 2
+
+
+def test_calibrating_on_too_few_questions_warns(embedder):
+    from adaptive_gates.calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
+
+    gate = SKRKnnGate(embedder, k=2, weighting="similarity").fit(
+        ["who wrote hamlet", "capital of peru", "speed of light"], [0, 1, 1]
+    )
+    with pytest.warns(CalibrationWarning, match="on 1 question, fewer than 20: .* 0% of them against a target rate of 30%"):
+        gate.calibrate(["who wrote macbeth"], target_rate=0.3)
+    with pytest.warns(CalibrationWarning, match="on 2 questions.*best accuracy"):
+        gate.calibrate(["who wrote macbeth", "capital of chile"], correct_without=[1, 0], correct_with=[1, 1])
+    enough = [f"who wrote play number {i}" for i in range(MIN_CALIBRATION_QUESTIONS)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibrationWarning)
+        gate.calibrate(enough, target_rate=0.3)
+    assert gate.calibration_.n == MIN_CALIBRATION_QUESTIONS
 
 
 def test_huge_question_is_decided(small_gate):

@@ -138,7 +138,8 @@ class Gate(ABC):
 
         Either give ``target_rate`` (the share of questions that should retrieve;
         no labels needed), or give per-question correctness without and with
-        retrieval to maximise accuracy, optionally under ``max_rate``.
+        retrieval to maximise accuracy, optionally under ``max_rate``. Fewer than
+        ``MIN_CALIBRATION_QUESTIONS`` (20) questions draw a ``CalibrationWarning``.
         """
         return self.calibrate_scores(
             self.score(questions),
@@ -166,12 +167,14 @@ class Gate(ABC):
         if target_rate is not None:
             if max_rate is not None:
                 raise ValueError("max_rate applies to outcome calibration only")
-            self._calibration = threshold_for_rate(scores, target_rate)
+            calibration = threshold_for_rate(scores, target_rate)
         else:
             if correct_without is None or correct_with is None:
                 raise ValueError("outcome calibration needs both correct_without and correct_with")
-            self._calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
-        logger.info("%s calibrated: %s", self.name, self._calibration)
+            calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
+        self._calibration = calibration
+        logger.info("%s calibrated: %s", self.name, calibration)
+        calibration.warn_if_too_few(stacklevel=2)
         return self
 
     # ----------------------------------------------------------------- scoring
