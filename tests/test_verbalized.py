@@ -190,7 +190,7 @@ def test_skr_icl_uses_the_nearest_demonstrations(nq_outcomes, nq, embedder, tmp_
     loaded = load_gate(tmp_path / "icl", embedder=embedder)
     again = loaded.decide(nq[0].question)
     assert again.details["demonstrations"] == decisions[0].details["demonstrations"]
-    assert again.score == pytest.approx(decisions[0].score)
+    assert again.score == pytest.approx(decisions[0].score, rel=1e-3)  # padded batch vs alone: float32 noise ~1e-5
 
 
 def test_live_report_carries_design_fields_and_alignment(nq, small_corpus, tmp_path) -> None:
