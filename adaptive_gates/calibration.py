@@ -12,6 +12,8 @@ Calibrate on at least ``MIN_CALIBRATION_QUESTIONS`` questions; a gate warns
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -48,8 +50,9 @@ class Calibration:
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
         return cls(**data)
 
-    def warn_if_too_few(self, stacklevel: int = 2) -> None:
-        """Warn when fewer than ``MIN_CALIBRATION_QUESTIONS`` questions set this threshold."""
+    def warn_if_too_few(self) -> None:
+        """Warn when fewer than ``MIN_CALIBRATION_QUESTIONS`` questions set this
+        threshold; the warning points at the caller's code, not at this package."""
         if self.n >= MIN_CALIBRATION_QUESTIONS:
             return
         goal = f"a target rate of {self.target_rate:.0%}" if self.target_rate is not None else "the best accuracy"
@@ -59,8 +62,18 @@ class Calibration:
             "and on new questions its retrieval rate can be far from that; "
             f"calibrate on at least {MIN_CALIBRATION_QUESTIONS} questions (more for a precise rate)",
             CalibrationWarning,
-            stacklevel=stacklevel + 1,
+            stacklevel=_first_caller_outside_package(),
         )
+
+
+def _first_caller_outside_package() -> int:
+    """The ``stacklevel`` (seen from the function that calls this) of the first frame
+    that is not this package's code."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _finite_scores(scores: np.ndarray) -> np.ndarray:

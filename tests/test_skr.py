@@ -235,8 +235,9 @@ def test_calibrating_on_too_few_questions_warns(embedder):
         ["who wrote hamlet", "capital of peru", "speed of light"], [0, 1, 1]
     )
     one = "on 1 question, fewer than 20: it retrieves for 0% of them against a target rate of 30%"
-    with pytest.warns(CalibrationWarning, match=one):
+    with pytest.warns(CalibrationWarning, match=one) as caught:
         gate.calibrate(["who wrote macbeth"], target_rate=0.3)
+    assert caught[0].filename == __file__  # it points at the calibrating code
     with pytest.warns(CalibrationWarning, match="on 2 questions.*best accuracy"):
         gate.calibrate(["who wrote macbeth", "capital of chile"], correct_without=[1, 0], correct_with=[1, 1])
     enough = [f"who wrote play number {i}" for i in range(MIN_CALIBRATION_QUESTIONS)]

@@ -174,7 +174,7 @@ class Gate(ABC):
             calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
         self._calibration = calibration
         logger.info("%s calibrated: %s", self.name, calibration)
-        calibration.warn_if_too_few(stacklevel=2)
+        calibration.warn_if_too_few()
         return self
 
     # ----------------------------------------------------------------- scoring
