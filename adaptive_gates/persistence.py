@@ -80,8 +80,8 @@ def _check_config_checksums(config_path: Path, config: dict[str, Any]) -> None:
     ]
     if problems:
         raise GateLoadError(
-            f"{config_path}: modified after saving ({'; '.join(problems)}: it does not match its checksum); "
-            "a saved gate is refused once edited: fit and save it again with the settings you want"
+            f"{config_path}: modified after saving ({'; '.join(problems)}, against the checksums saved "
+            "with it); a saved gate is refused once edited: fit and save it again with the settings you want"
         )
 
 
