@@ -1,9 +1,10 @@
 """Save and load gates as a directory of JSON and arrays (never pickle).
 
 Layout: ``config.json`` (format, gate type, library versions, parameters,
-threshold, calibration, the gate's own state, and a SHA-256 of every other file)
-plus the gate's array files. A load refuses a missing or modified file, a wrong
-format version or gate type, and names what is wrong.
+threshold, calibration, the gate's own state, a SHA-256 of every other file, and
+a SHA-256 of each of its own fields) plus the gate's array files. A load refuses
+a missing or modified file or field, a wrong format version or gate type, and
+names what is wrong. A save replaces only a directory that holds a saved gate.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ import numpy as np
 from .errors import GateLoadError
 
 FORMAT = "adaptive-gates/gate"
-FORMAT_VERSION = 1
+#: 2: config.json carries checksums of its own fields (version 1 had none, so an
+#: edited parameter or threshold loaded silently).
+FORMAT_VERSION = 2
 CONFIG_FILE = "config.json"
+#: The field of config.json holding the SHA-256 of each of its other fields.
+CHECKSUMS_FIELD = "checksums"
 
 
 def library_versions() -> dict[str, str]:
@@ -47,6 +52,72 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _json_sha256(value: Any) -> str:
+    """SHA-256 of a JSON value in canonical form, so re-indenting or reordering
+    ``config.json`` keeps it valid while any change of a value does not."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def with_checksums(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the checksum of each of its fields under ``CHECKSUMS_FIELD``."""
+    fields = {name: value for name, value in config.items() if name != CHECKSUMS_FIELD}
+    return {**fields, CHECKSUMS_FIELD: {name: _json_sha256(value) for name, value in fields.items()}}
+
+
+def _check_config_checksums(config_path: Path, config: dict[str, Any]) -> None:
+    """Refuse a config.json whose fields were edited, added or removed after saving."""
+    checksums = config.get(CHECKSUMS_FIELD)
+    if not isinstance(checksums, dict):
+        raise GateLoadError(f"{config_path}: field {CHECKSUMS_FIELD!r} is missing")
+    fields = {name for name in config if name != CHECKSUMS_FIELD}
+    problems = [f"field {name!r} was added" for name in sorted(fields - checksums.keys())]
+    problems += [f"field {name!r} was removed" for name in sorted(checksums.keys() - fields)]
+    problems += [
+        f"field {name!r} was changed"
+        for name in sorted(fields & checksums.keys())
+        if _json_sha256(config[name]) != checksums[name]
+    ]
+    if problems:
+        raise GateLoadError(
+            f"{config_path}: modified after saving ({'; '.join(problems)}, against the checksums saved "
+            "with it); a saved gate is refused once edited: fit and save it again with the settings you want"
+        )
+
+
+def check_save_target(path: str | Path, overwrite: bool = False) -> None:
+    """Refuse to save where something of the user's would be lost.
+
+    Nothing may exist at ``path`` unless ``overwrite`` is set, and then only an
+    empty directory or a saved gate: a directory whose ``config.json`` is of this
+    format and whose other files are all the gate's own. Raises ``FileExistsError``
+    naming what is there. Callers can check before doing the work of fitting.
+    """
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace a saved gate")
+    if path.is_symlink() or not path.is_dir():
+        raise FileExistsError(f"{path} is not a directory (a file or link); refusing to overwrite it")
+    entries = sorted(path.iterdir())
+    if not entries:
+        return
+    try:
+        config = read_json_object(path / CONFIG_FILE)
+    except GateLoadError:
+        config = {}
+    files = config.get("files")
+    if config.get("format") != FORMAT or not isinstance(files, dict):
+        raise FileExistsError(f"{path} is not a saved gate (no {CONFIG_FILE} of {FORMAT!r}); refusing to overwrite it")
+    foreign = [p.name for p in entries if p.name != CONFIG_FILE and not (p.name in files and p.is_file())]
+    if foreign:
+        raise FileExistsError(
+            f"{path} holds files that are not part of the saved gate ({', '.join(foreign)}); "
+            "move them away before overwriting it"
+        )
+
+
 def save_directory(
     path: str | Path,
     config: dict[str, Any],
@@ -58,26 +129,34 @@ def save_directory(
 
     ``write_files`` writes the gate's array files into a fresh temporary
     directory and returns the JSON part of its state (saved as ``state``); the
-    checksums and ``config.json`` are added, then the directory
-    replaces ``path`` in one rename, so a crash never leaves a half-written gate
-    where a good one was.
+    checksums and ``config.json`` are added, then the directory replaces
+    ``path`` in one rename, so a crash never leaves a half-written gate where a
+    good one was. What may be replaced: see ``check_save_target``.
     """
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+    check_save_target(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         state = write_files(tmp)
         files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        full = {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
+        full = with_checksums(
+            {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
+        )
         (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
         if path.exists():
-            backup = path.with_name(f".{path.name}.old")
-            shutil.rmtree(backup, ignore_errors=True)
-            os.replace(path, backup)
-            os.replace(tmp, path)
-            shutil.rmtree(backup, ignore_errors=True)
+            # The old gate goes into a private directory of its own, so no name the
+            # user may have chosen is ever removed.
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+            try:
+                os.replace(path, old / path.name)
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.replace(old / path.name, path)  # put the old gate back
+                    raise
+            finally:
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
     except BaseException:
@@ -108,11 +187,19 @@ def read_config(path: str | Path) -> dict[str, Any]:
     config = read_json_object(config_path)
     if config.get("format") != FORMAT:
         raise GateLoadError(f"{config_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
-    if config.get("format_version") != FORMAT_VERSION:
+    version = config.get("format_version")
+    if version == 1:
         raise GateLoadError(
-            f"{config_path}: field 'format_version' is {config.get('format_version')!r}; "
+            f"{config_path}: field 'format_version' is 1, a format whose config.json carries no "
+            "checksums, so its parameters and threshold cannot be verified; fit and save the gate "
+            f"again with this version of adaptive-gates (format version {FORMAT_VERSION})"
+        )
+    if version != FORMAT_VERSION:
+        raise GateLoadError(
+            f"{config_path}: field 'format_version' is {version!r}; "
             f"this version of adaptive-gates reads version {FORMAT_VERSION}"
         )
+    _check_config_checksums(config_path, config)
     files = config.get("files")
     if not isinstance(files, dict):
         raise GateLoadError(f"{config_path}: field 'files' is missing")

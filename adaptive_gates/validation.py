@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import InvalidQuestionError
 
@@ -23,12 +23,27 @@ def check_question(question: object) -> str:
     return text[:MAX_QUESTION_CHARS]
 
 
+def check_batch(questions: object) -> list[object]:
+    """The items of a batch of questions, unchecked, or ``InvalidQuestionError``
+    when ``questions`` is not a batch at all.
+
+    A single string would otherwise be taken as a batch of its characters, and a
+    mapping as a batch of its keys; ``None`` and other non-iterables are refused
+    with their type named.
+    """
+    if isinstance(questions, (str, bytes, bytearray)):
+        raise InvalidQuestionError(
+            "expected a sequence of questions, got a single string; wrap one question in a list"
+        )
+    if isinstance(questions, Mapping) or not isinstance(questions, Iterable):
+        raise InvalidQuestionError(f"expected a sequence of questions, got {type(questions).__name__}")
+    return list(questions)
+
+
 def check_questions(questions: Iterable[object]) -> list[str]:
     """Validate a batch; the error names the position of the first bad item."""
-    if isinstance(questions, (str, bytes)):
-        raise InvalidQuestionError("expected a sequence of questions, got a single string")
     out = []
-    for i, q in enumerate(questions):
+    for i, q in enumerate(check_batch(questions)):
         try:
             out.append(check_question(q))
         except InvalidQuestionError as exc:

@@ -1,13 +1,16 @@
 """Save/load of fitted gates: identical decisions after a round trip, and every
 kind of damage or mismatch refused with a message naming what is wrong."""
 
+import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adaptive_gates import GateLoadError, SKRClassifierGate, SKRKnnGate, load_gate
+from adaptive_gates.persistence import with_checksums
 
 QUESTIONS = [
     "who wrote the play hamlet", "what is the capital city of france", "when did the second world war end",
@@ -53,8 +56,34 @@ def test_saved_directory_holds_json_and_arrays_only(fitted, tmp_path):
     config = json.loads((tmp_path / "g" / "config.json").read_text())
     assert config["gate_type"] == "skr-cls" and config["state"]["encoder"]["dimension"] == 384
     assert "numpy" in config["library_versions"]
-    for name in names:
-        assert b"pickle" not in (tmp_path / "g" / name).read_bytes()[:200]
+    assert sorted(config["files"]) == [n for n in names if n != "config.json"]
+    assert sorted(config["checksums"]) == sorted(k for k in config if k != "checksums")
+
+
+class PlantedPayload:
+    """Unpickling this creates the marker file: evidence that a load unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("victim", ["coef.npy", "labels.npy"])
+def test_planted_pickle_is_refused_without_unpickling(fitted, embedder, tmp_path, victim):
+    path = _saved(fitted, tmp_path)
+    marker = tmp_path / "unpickled"
+    # A real pickle: an object array, saved the way numpy pickles it.
+    np.save(path / victim, np.array([PlantedPayload(marker)], dtype=object), allow_pickle=True)
+    assert np.load(path / victim, allow_pickle=True) is not None and marker.exists()  # the payload works
+    marker.unlink()
+    # Make the directory consistent again, so only the pickle itself can stop the load.
+    digest = hashlib.sha256((path / victim).read_bytes()).hexdigest()
+    _edit_config(path, lambda c: c["files"].update({victim: digest}), resign=True)
+    with pytest.raises(GateLoadError, match=f"'{victim}' is not a readable array"):
+        SKRClassifierGate.load(path, embedder=embedder)
+    assert not marker.exists()
 
 
 def test_added_memory_survives_save(fitted, embedder, tmp_path):
@@ -75,15 +104,71 @@ def test_save_never_overwrites_silently(fitted, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["g"]  # no temp or backup left behind
 
 
+def _own_directory(path):
+    path.mkdir()
+    (path / "notes.txt").write_text("my notes")
+    return path
+
+
+def _gate_with_a_stray_file(path, fitted):
+    fitted["knn"].save(path)
+    (path / "notes.txt").write_text("my notes")
+    return path
+
+
+def _foreign_config(path):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"model": "my own model", "files": {}}))
+    return path
+
+
+def _file(path):
+    path.write_text("my data")
+    return path
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p, f: _own_directory(p), "is not a saved gate"),
+        (lambda p, f: _foreign_config(p), "is not a saved gate"),
+        (_gate_with_a_stray_file, r"not part of the saved gate \(notes.txt\)"),
+        (lambda p, f: _file(p), "is not a directory"),
+    ],
+)
+def test_overwrite_replaces_only_a_saved_gate(fitted, tmp_path, make, message):
+    target = make(tmp_path / "target", fitted)
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(FileExistsError, match=message):
+        fitted["cls"].save(target, overwrite=True)
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before  # nothing of the user's is lost, nothing is left behind
+
+
+def test_overwrite_fills_an_empty_directory_and_keeps_neighbours(fitted, embedder, tmp_path):
+    (tmp_path / "g").mkdir()
+    (tmp_path / ".g.old").mkdir()  # a name the user chose next to the target
+    (tmp_path / ".g.old" / "keep.txt").write_text("keep")
+    with pytest.raises(FileExistsError):
+        fitted["knn"].save(tmp_path / "g")
+    fitted["knn"].save(tmp_path / "g", overwrite=True)
+    fitted["cls"].save(tmp_path / "g", overwrite=True)
+    assert type(load_gate(tmp_path / "g", embedder=embedder)) is SKRClassifierGate
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".g.old", "g"]
+    assert (tmp_path / ".g.old" / "keep.txt").read_text() == "keep"
+
+
 def _saved(fitted, tmp_path, key="cls"):
     fitted[key].save(tmp_path / "g")
     return tmp_path / "g"
 
 
-def _edit_config(path, edit):
+def _edit_config(path, edit, resign=False):
+    """Edit a saved config.json; ``resign`` recomputes its checksums, as a consistent
+    but wrong config would have them, so the checks behind the checksums are reached."""
     config = json.loads((path / "config.json").read_text())
     edit(config)
-    (path / "config.json").write_text(json.dumps(config))
+    (path / "config.json").write_text(json.dumps(with_checksums(config) if resign else config))
 
 
 @pytest.mark.parametrize(
@@ -94,12 +179,14 @@ def _edit_config(path, edit):
         (lambda p: (p / "config.json").write_text("{oops"), "not valid JSON"),
         (lambda p: (p / "coef.npy").write_bytes((p / "coef.npy").read_bytes()[:-8] + b"\0" * 8), "'coef.npy' does not match"),
         (lambda p: _edit_config(p, lambda c: c.update(format_version=99)), "format_version"),
-        (lambda p: _edit_config(p, lambda c: c.update(gate_type="no-such-gate")), "gate_type"),
-        (lambda p: _edit_config(p, lambda c: c["state"]["encoder"].update(dimension=768)), "dimension"),
-        (lambda p: _edit_config(p, lambda c: c["state"]["encoder"].update(id="bert-base")), "encoder"),
-        (lambda p: _edit_config(p, lambda c: c["params"].update(colour="blue")), "params"),
-        (lambda p: _edit_config(p, lambda c: c.update(threshold=0.123)), "threshold"),
-        (lambda p: _edit_config(p, lambda c: c["state"].update(size=3)), "disagree in size"),
+        (lambda p: _edit_config(p, lambda c: c.pop("checksums")), "field 'checksums' is missing"),
+        # Consistent but wrong configs: the checks behind the checksums.
+        (lambda p: _edit_config(p, lambda c: c.update(gate_type="no-such-gate"), resign=True), "gate_type"),
+        (lambda p: _edit_config(p, lambda c: c["state"]["encoder"].update(dimension=768), resign=True), "dimension"),
+        (lambda p: _edit_config(p, lambda c: c["state"]["encoder"].update(id="bert-base"), resign=True), "encoder"),
+        (lambda p: _edit_config(p, lambda c: c["params"].update(colour="blue"), resign=True), "params"),
+        (lambda p: _edit_config(p, lambda c: c.update(threshold=0.123), resign=True), "threshold"),
+        (lambda p: _edit_config(p, lambda c: c["state"].update(size=3), resign=True), "disagree in size"),
         (lambda p: shutil.rmtree(p), "not a saved gate directory"),
     ],
 )
@@ -108,6 +195,43 @@ def test_damaged_directory_is_refused(fitted, embedder, tmp_path, damage, messag
     damage(path)
     with pytest.raises(GateLoadError, match=message):
         SKRClassifierGate.load(path, embedder=embedder)
+
+
+@pytest.mark.parametrize(
+    "key, edit, field",
+    [
+        ("knn", lambda c: c["params"].update(k=1), "params"),
+        ("knn", lambda c: c["params"].update(weighting="uniform"), "params"),
+        ("knn", lambda c: c["params"].update(fallback_retrieve=False), "params"),
+        ("cls", lambda c: c["params"].update(C=0.01), "params"),
+        ("knn-majority-calibrated", lambda c: c["calibration"].update(threshold=0.9), "calibration"),
+        ("knn-majority-calibrated", lambda c: c.update(calibration=None), "calibration"),
+        ("cls", lambda c: c["state"].update(intercept=5.0), "state"),
+        ("cls", lambda c: c["files"].update({"coef.npy": "0" * 64}), "files"),
+        ("cls", lambda c: c.update(note="hand-edited"), "note"),
+    ],
+)
+def test_edited_config_is_refused_naming_the_field(fitted, embedder, tmp_path, key, edit, field):
+    path = _saved(fitted, tmp_path, key)
+    _edit_config(path, edit)
+    with pytest.raises(GateLoadError, match=f"modified after saving .*field '{field}'"):
+        load_gate(path, embedder=embedder)
+
+
+def test_reformatted_config_still_loads(fitted, embedder, tmp_path):
+    # Only values count: re-indenting or reordering config.json is no edit.
+    path = _saved(fitted, tmp_path, "knn")
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(dict(reversed(config.items())), sort_keys=True, indent=7))
+    assert load_gate(path, embedder=embedder).k == fitted["knn"].k
+
+
+def test_gate_saved_in_format_1_is_refused_with_what_to_do(fitted, embedder, tmp_path):
+    # What an earlier version wrote: the same layout, no checksums of the config.
+    path = _saved(fitted, tmp_path, "knn")
+    _edit_config(path, lambda c: (c.pop("checksums"), c.update(format_version=1)))
+    with pytest.raises(GateLoadError, match="'format_version' is 1.*no checksums.*fit and save the gate again"):
+        load_gate(path, embedder=embedder)
 
 
 def test_wrong_gate_type_is_refused(fitted, embedder, tmp_path):

@@ -2,6 +2,7 @@
 
 import asyncio
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -210,6 +211,40 @@ def test_bad_questions_get_fallback_decisions(small_gate, bad):
     assert d.retrieve is True and d.error.startswith("invalid question") and math.isnan(d.score)
     with pytest.raises(InvalidQuestionError):
         small_gate.score([bad])
+
+
+@pytest.mark.parametrize(
+    "batch, message",
+    [("some text", "single string"), (b"some bytes", "single string"), (None, "NoneType"), (7, "int"),
+     ({"who wrote hamlet": 1}, "dict")],
+)
+def test_a_batch_that_is_not_a_sequence_of_questions_is_refused(small_gate, batch, message):
+    # A string would otherwise be decided character by character.
+    for call in (small_gate.decide_batch, small_gate.score, lambda b: small_gate.calibrate(b, target_rate=0.3),
+                 lambda b: asyncio.run(small_gate.adecide_batch(b))):
+        with pytest.raises(InvalidQuestionError, match=message):
+            call(batch)
+    # Questions given as any iterable are fine.
+    assert len(small_gate.decide_batch(q for q in ["who wrote hamlet", "speed of light"])) == 2
+
+
+def test_calibrating_on_too_few_questions_warns(embedder):
+    from adaptive_gates.calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
+
+    gate = SKRKnnGate(embedder, k=2, weighting="similarity").fit(
+        ["who wrote hamlet", "capital of peru", "speed of light"], [0, 1, 1]
+    )
+    one = "on 1 question, fewer than 20: it retrieves for 0% of them against a target rate of 30%"
+    with pytest.warns(CalibrationWarning, match=one) as caught:
+        gate.calibrate(["who wrote macbeth"], target_rate=0.3)
+    assert caught[0].filename == __file__  # it points at the calibrating code
+    with pytest.warns(CalibrationWarning, match="on 2 questions.*best accuracy"):
+        gate.calibrate(["who wrote macbeth", "capital of chile"], correct_without=[1, 0], correct_with=[1, 1])
+    enough = [f"who wrote play number {i}" for i in range(MIN_CALIBRATION_QUESTIONS)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibrationWarning)
+        gate.calibrate(enough, target_rate=0.3)
+    assert gate.calibration_.n == MIN_CALIBRATION_QUESTIONS
 
 
 def test_huge_question_is_decided(small_gate):

@@ -331,6 +331,20 @@ def test_bm25_save_load_and_bad_input(tmp_path):
         load_gate(tmp_path / "g")
 
 
+def test_bm25_fit_on_stop_words(tmp_path):
+    # Nothing to index at all: a clear error rather than a crash inside bm25s.
+    with pytest.raises(ValueError, match="none of the 2 fitting questions has a word BM25 can index"):
+        BM25DifficultyGate().fit(["is it to be", "to be or not to be"])
+    # Some stop-word-only questions: a cross-fitting fold made of them alone matches
+    # nothing (familiarity 0), and the gate still knows its content words.
+    gate = BM25DifficultyGate().fit(["who wrote the play hamlet", "is it to be", "or not to be"])
+    assert gate.fit_scores_.tolist() == [0.0, 0.0, 0.0]
+    familiar, stop_words = gate.decide_batch(["hamlet play author", "to be or not to be"])
+    assert familiar.score < 0.0 and familiar.details["matches"][0]["question"] == "who wrote the play hamlet"
+    assert stop_words.error is None and stop_words.score == 0.0 and stop_words.details["matches"] == []
+    np.testing.assert_array_equal(load_gate(gate.save(tmp_path / "g")).score(["hamlet"]), gate.score(["hamlet"]))
+
+
 # ----------------------------------------------------------------------------- CLI
 
 

@@ -25,7 +25,7 @@ from ..calibration import Calibration, threshold_for_objective, threshold_for_ra
 from ..decision import GateDecision
 from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
 from ..persistence import config_field, library_versions, read_config, save_directory
-from ..validation import check_question, check_questions
+from ..validation import check_batch, check_question, check_questions
 
 logger = logging.getLogger(__name__)
 
@@ -88,10 +88,15 @@ class Gate(ABC):
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         """Restore the fitted state written by ``_save_state``."""
 
-    def retrieves(self, scores: np.ndarray) -> np.ndarray:
-        """Which need scores retrieve at the current threshold (subclasses with
-        tie rules override this)."""
-        return np.asarray(scores) > self.threshold_
+    def retrieves(self, scores: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        """Which need scores retrieve at ``threshold`` (default: the current one).
+
+        ``decide_batch`` reads the threshold once and passes it here, so a decision
+        never mixes two thresholds while another thread calibrates the gate or
+        grows its memory. Subclasses with tie rules override this and must decide
+        by the ``threshold`` given, never by reading ``threshold_`` again.
+        """
+        return np.asarray(scores) > (self.threshold_ if threshold is None else threshold)
 
     def fit_outcomes(self: G, records: Sequence[OutcomeRecord], metric: str = "contains") -> G:
         """Fit on outcome records; gates that learn from them override this."""
@@ -133,7 +138,8 @@ class Gate(ABC):
 
         Either give ``target_rate`` (the share of questions that should retrieve;
         no labels needed), or give per-question correctness without and with
-        retrieval to maximise accuracy, optionally under ``max_rate``.
+        retrieval to maximise accuracy, optionally under ``max_rate``. Fewer than
+        ``MIN_CALIBRATION_QUESTIONS`` (20) questions draw a ``CalibrationWarning``.
         """
         return self.calibrate_scores(
             self.score(questions),
@@ -161,12 +167,14 @@ class Gate(ABC):
         if target_rate is not None:
             if max_rate is not None:
                 raise ValueError("max_rate applies to outcome calibration only")
-            self._calibration = threshold_for_rate(scores, target_rate)
+            calibration = threshold_for_rate(scores, target_rate)
         else:
             if correct_without is None or correct_with is None:
                 raise ValueError("outcome calibration needs both correct_without and correct_with")
-            self._calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
-        logger.info("%s calibrated: %s", self.name, self._calibration)
+            calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
+        self._calibration = calibration
+        logger.info("%s calibrated: %s", self.name, calibration)
+        calibration.warn_if_too_few()
         return self
 
     # ----------------------------------------------------------------- scoring
@@ -188,13 +196,18 @@ class Gate(ABC):
 
     # ----------------------------------------------------------------- decisions
     def _fallback(
-        self, question: Any, error: str, latency_ms: float = 0.0, details: dict[str, Any] | None = None
+        self,
+        question: Any,
+        error: str,
+        threshold: float,
+        latency_ms: float = 0.0,
+        details: dict[str, Any] | None = None,
     ) -> GateDecision:
         logger.warning("%s: fallback decision (%s)", self.name, error)
         return GateDecision(
             retrieve=self.fallback_retrieve,
             score=math.nan,
-            threshold=self.threshold_,
+            threshold=threshold,
             gate=self.name,
             latency_ms=latency_ms,
             question=question if isinstance(question, str) else None,
@@ -211,11 +224,15 @@ class Gate(ABC):
 
         Bad questions and backend failures give fallback decisions with ``error``
         set instead of exceptions; ``latency_ms`` is the batch's time per question.
+        A batch that is not a sequence of questions (a single string, ``None``)
+        raises ``InvalidQuestionError``. The threshold is read once, before any
+        scoring (a gate without one fails at once), and every decision of the
+        batch is taken and recorded with it.
         """
+        questions = check_batch(questions)
         self._check_fitted()
-        threshold = self.threshold_  # before any scoring: a gate without one fails at once
+        threshold = self.threshold_
         start = time.perf_counter()
-        questions = list(questions)
         clean: dict[int, str] = {}
         problems: dict[int, str] = {}
         for i, question in enumerate(questions):
@@ -238,9 +255,9 @@ class Gate(ABC):
                 logger.exception("%s: scoring failed", self.name)
                 problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
         latency = (time.perf_counter() - start) * 1000 / max(len(questions), 1)
-        retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values()))))) if scores else {}
+        retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values())), threshold))) if scores else {}
         return [
-            self._fallback(q, problems[i], latency, evidence.get(i))
+            self._fallback(q, problems[i], threshold, latency, evidence.get(i))
             if i in problems
             else GateDecision(
                 retrieve=bool(retrieve[i]),
@@ -260,8 +277,8 @@ class Gate(ABC):
         return await asyncio.to_thread(self.decide, question)
 
     async def adecide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
-        """``decide_batch`` in a worker thread."""
-        return await asyncio.to_thread(self.decide_batch, list(questions))
+        """``decide_batch`` in a worker thread (the batch is checked before it goes there)."""
+        return await asyncio.to_thread(self.decide_batch, check_batch(questions))
 
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:

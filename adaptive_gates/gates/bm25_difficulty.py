@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
 logger = logging.getLogger(__name__)
 
 _QUERIES_FILE = "queries.json"
+#: The stop words dropped before indexing (bm25s's English list).
+_STOPWORDS = "en"
 #: Seed of the cross-fitting folds.
 _FOLD_SEED = 0
 #: Closest fitting queries shown in a decision's details.
@@ -84,6 +86,11 @@ class BM25DifficultyGate(FitPercentileGate):
         if not clean:
             raise ValueError("bm25-difficulty needs at least one fitting question")
         index = _build_index(clean)
+        if index is None:
+            raise ValueError(
+                f"bm25-difficulty: none of the {len(clean)} fitting questions has a word BM25 can index "
+                f"(stop words and one-letter words are dropped), e.g. {clean[0]!r}; fit on questions with content words"
+            )
         if len(clean) == 1:  # nothing to compare a single query with
             fit_scores = np.zeros(1)
         else:
@@ -97,10 +104,13 @@ class BM25DifficultyGate(FitPercentileGate):
         logger.info("bm25-difficulty fitted on %d questions", len(clean))
         return self
 
-    def _familiarity(self, index: BM25Retriever, n_indexed: int, questions: list[str]) -> tuple[np.ndarray, list[list[Hit]], int]:
-        """Mean of each question's top-k scores (absent matches count 0), its hits, and k."""
+    def _familiarity(
+        self, index: BM25Retriever | None, n_indexed: int, questions: list[str]
+    ) -> tuple[np.ndarray, list[list[Hit]], int]:
+        """Mean of each question's top-k scores (absent matches count 0), its hits, and k.
+        No index (fitting queries of stop words only) matches nothing."""
         k = n_indexed if self.top_k is None else min(self.top_k, n_indexed)
-        hits = index.search_batch(questions, k=k)
+        hits = index.search_batch(questions, k=k) if index is not None else [[] for _ in questions]
         return np.array([sum(h.score for h in row) / k for row in hits], dtype=np.float64), hits, k
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -133,11 +143,22 @@ class BM25DifficultyGate(FitPercentileGate):
                 f"but {_QUERIES_FILE!r} holds {len(queries)} questions"
             )
         self._fit_scores = self._load_fit_scores(directory, len(queries))
-        self._index, self._queries = _build_index(queries), queries  # indexing takes milliseconds
+        index = _build_index(queries)  # indexing takes milliseconds
+        if index is None:
+            raise GateLoadError(f"{directory}: file {_QUERIES_FILE!r} holds no word BM25 can index")
+        self._index, self._queries = index, queries
 
 
-def _build_index(queries: list[str]) -> BM25Retriever:
-    """A BM25 index over queries (the project's retriever: English stop words, stemming)."""
+def _build_index(queries: list[str]) -> BM25Retriever | None:
+    """A BM25 index over queries (the project's retriever: English stop words, stemming),
+    or ``None`` when no query keeps a word once stop words are dropped (BM25 cannot
+    index an empty vocabulary)."""
+    import bm25s
+
     from ..retrieval.bm25 import BM25Retriever
 
-    return BM25Retriever.from_records([CorpusRecord(str(i), "", q) for i, q in enumerate(queries)])
+    tokens = bm25s.tokenize(queries, stopwords=_STOPWORDS, return_ids=False, show_progress=False)
+    if not any(tokens):
+        return None
+    records = [CorpusRecord(str(i), "", q) for i, q in enumerate(queries)]
+    return BM25Retriever.from_records(records, stopwords=_STOPWORDS)

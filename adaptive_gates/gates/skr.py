@@ -192,14 +192,16 @@ class SKRKnnGate(_SKRMemoryGate):
         # l/(k-l) >= m/n  <=>  (k-l)/k <= n/(m+n): the D- prior share.
         return n / (m + n)
 
-    def retrieves(self, scores: np.ndarray) -> np.ndarray:
+    def retrieves(self, scores: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        """The vote at ``threshold``; under the uncalibrated majority vote a score
+        equal to it (a tied vote) goes to the smaller class."""
         scores = np.asarray(scores)
-        retrieve = scores > self.threshold_
+        threshold = self.threshold_ if threshold is None else threshold
+        retrieve = scores > threshold
         if self.vote == "majority" and self.calibration_ is None:
             m, n = self.memory_.counts
-            # A tied vote goes to the smaller class (D- when the classes are even,
-            # erring towards retrieval).
-            retrieve |= (scores == 0.5) & (n <= m)
+            # D- when the classes are even, erring towards retrieval.
+            retrieve |= (scores == threshold) & (n <= m)
         return retrieve
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
