@@ -8,7 +8,10 @@ from adaptive_gates import QARecord, load_outcomes
 from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
 from adaptive_gates.collection import collect_outcomes
 from adaptive_gates.data import CorpusRecord
+from adaptive_gates.models import LocalChatModel
 from adaptive_gates.retrieval import BM25Retriever
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CORPUS = [
     CorpusRecord("c1", "Paris", "Paris is the capital and largest city of France."),
@@ -72,3 +75,16 @@ def test_collection_resumes_where_it_stopped(tmp_path):
 def test_collection_refuses_duplicate_ids(tmp_path):
     with pytest.raises(ValueError, match="unique ids"):
         collect_outcomes([QA[0], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
+
+
+def test_answerer_wraps_a_local_lm(lm):
+    answerer = LLMAnswerer(lm, max_new_tokens=8)
+    assert isinstance(answerer.chat, LocalChatModel) and answerer.chat.lm is lm
+    assert "paris" in answerer.answer("What is the capital of France?").lower()
+
+
+def test_answerer_takes_a_chat_model_as_it_is_and_refuses_anything_else():
+    chat = LocalChatModel()
+    assert LLMAnswerer(chat).chat is chat
+    with pytest.raises(TypeError, match="a ChatModel .* or a LocalCausalLM, got object"):
+        LLMAnswerer(object())
