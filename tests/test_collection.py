@@ -72,9 +72,30 @@ def test_collection_resumes_where_it_stopped(tmp_path):
     assert "fleming" in everything[2].pred_one_retrieval.lower()
 
 
+def test_collection_resumes_after_a_torn_last_line(tmp_path, caplog):
+    answerer = CountingAnswerer(LLMAnswerer(max_new_tokens=8, batch_size=2))
+    retriever = BM25Retriever.from_records(CORPUS)
+    out = tmp_path / "outcomes.jsonl"
+    collect_outcomes(QA[:2], answerer, retriever, out, k=2, batch_size=2, progress=False)
+    # A run killed while writing q2's record leaves it cut short, without its newline.
+    whole = out.read_bytes()
+    q1_end = whole.index(b"\n") + 1
+    torn = whole[q1_end : len(whole) - 20]
+    out.write_bytes(whole[:q1_end] + torn)
+
+    with caplog.at_level("WARNING", logger="adaptive_gates"):
+        resumed = collect_outcomes(QA[:3], answerer, retriever, out, k=2, batch_size=2, progress=False)
+    assert answerer.asked == 4 + 4  # q2 again (its record was lost) and q3, both ways
+    assert [r.id for r in resumed] == ["q1", "q2", "q3"]
+    assert [r.id for r in load_outcomes(out)] == ["q1", "q2", "q3"]
+    side = tmp_path / "outcomes.jsonl.torn"
+    assert side.read_bytes() == torn + b"\n"
+    assert f"{out}: the last line was cut short" in caplog.text and str(side) in caplog.text
+
+
 def test_collection_refuses_duplicate_ids(tmp_path):
-    with pytest.raises(ValueError, match="unique ids"):
-        collect_outcomes([QA[0], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
+    with pytest.raises(ValueError, match="unique ids to be collected resumably; repeated: 'q1'"):
+        collect_outcomes([QA[0], QA[1], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
 
 
 def test_answerer_wraps_a_local_lm(lm):
