@@ -83,6 +83,13 @@ def _input_file(text: str) -> Path:
     return path
 
 
+def _output_file(text: str) -> Path:
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"is a directory, not a file: {text}")
+    return path
+
+
 def _representer(args: argparse.Namespace) -> CachedRepresenter:
     """The representer of ``--representer`` (memoised: cross-fitting sees each question often)."""
     from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter
@@ -252,15 +259,17 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     gate = _gate_factory(args)()
     if not gate.is_fitted and args.train is None:
         raise UsageError(f"gate {args.gate!r} learns from outcome records: give --train")
+    # Read every input before the gate is fitted: a bad line should not cost a fit.
+    records = load_qa(args.test)[: args.limit]
+    retriever = _retriever(args.retriever, args.corpus)
     if not gate.is_fitted:
         gate.fit_outcomes(load_outcomes(args.train), metric=args.metric)
     if args.target_rate is not None:
         # Only the questions are needed: QA records serve as well as outcome records.
         gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
-    records = load_qa(args.test)[: args.limit]
     answerer = LLMAnswerer(getattr(gate, "chat", None), style="when-to-retrieve", batch_size=args.batch_size)
     return evaluate_live(
-        gate, records, _retriever(args.retriever, args.corpus), answerer,
+        gate, records, retriever, answerer,
         k=args.k, metric=args.metric, target_rate=args.target_rate, batch_size=args.batch_size,
     )
 
@@ -302,9 +311,6 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from .data import load_qa
     from .models.local_lm import LocalCausalLM
 
-    # An existing --out is the run to resume, so only a non-file is refused.
-    if args.out.exists() and not args.out.is_file():
-        raise UsageError(f"--out {args.out} is not a file (outcome records are appended to a JSONL file)")
     records = load_qa(args.qa)[: args.limit]
     retriever = _retriever(args.retriever, args.corpus)
     answerer = LLMAnswerer(
@@ -379,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_gate_arguments(ev)
     ev.add_argument("--test", required=True, type=_input_file, help="outcome records (JSONL) to evaluate on")
-    ev.add_argument("--json", required=True, type=Path, help="where to write the report")
-    ev.add_argument("--plot", type=Path, help="where to write the accuracy-vs-retrieval-rate PNG")
+    ev.add_argument("--json", required=True, type=_output_file, help="where to write the report")
+    ev.add_argument("--plot", type=_output_file, help="where to write the accuracy-vs-retrieval-rate PNG")
     ev.add_argument("--target-rate", type=_rate, help="calibrate the threshold for this retrieval rate")
     ev.add_argument("--live", action="store_true",
                     help="--test holds QA records: the LLM answers them with and without retrieval now")
@@ -403,7 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     col = sub.add_parser("collect", help="answer QA records with and without retrieval (resumable)")
     col.add_argument("--qa", required=True, type=_input_file, help="QA records (JSONL)")
     col.add_argument("--corpus", required=True, type=_input_file, help="corpus records (JSONL)")
-    col.add_argument("--out", required=True, type=Path, help="outcome records to write (appended, resumable)")
+    # An existing --out is the run to resume: it is appended to, never replaced.
+    col.add_argument("--out", required=True, type=_output_file, help="outcome records to write (appended, resumable)")
     col.add_argument("--retriever", default="bm25", choices=["bm25", "dense"])
     col.add_argument("--k", type=_positive_int, default=3, help="passages per question")
     col.add_argument("--limit", type=_positive_int, help="only the first N records")

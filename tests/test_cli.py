@@ -230,7 +230,10 @@ def _bad_invocations():
         ([*collect, "--limit", "0"], "argument --limit: must be a positive integer, got '0'"),
         ([*collect, "--limit", "-1"], "argument --limit: must be a positive integer, got '-1'"),
         ([*collect, "--batch-size", "0"], "argument --batch-size: must be a positive integer"),
-        (["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{out}"], "--out {out} is not a file"),
+        (["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{out}"],
+         "argument --out: is a directory, not a file: {out}"),
+        ([*offline, "--gate", "skr-knn", "--json", "{out}"], "argument --json: is a directory, not a file: {out}"),
+        ([*offline, "--gate", "skr-knn", "--plot", "{out}"], "argument --plot: is a directory, not a file: {out}"),
         (["collect", "--qa", "{out}/missing.jsonl", "--corpus", "{corpus}", "--out", "o.jsonl"],
          "argument --qa: no such file: "),
         (["seakr", "--test", "{qa}"], "the following arguments are required: --corpus, --json"),
@@ -251,11 +254,20 @@ def test_bad_invocations_fail_alike_before_any_work(split, qa_file, small_corpus
     assert captured.out == ""
 
 
-def test_data_errors_are_reported_alike(split, tmp_path, capsys):
+def test_data_errors_are_reported_alike(split, small_corpus, tmp_path, capsys, monkeypatch):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "question": "q"}\n')
     assert main(["eval", "--gate", "skr-knn", "--train", str(bad), "--test", str(split / "test.jsonl"),
                  "--json", str(tmp_path / "r.json")]) == 2
+    assert capsys.readouterr().err == f"{PREFIX}{bad}:1: field 'answers' is missing\n"
+
+    # Live, the questions are read before the gate is fitted: a bad line costs no fit.
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the gate was fitted before its test questions were read")
+
+    monkeypatch.setattr(SKRKnnGate, "fit_outcomes", no_fit)
+    assert main(["eval", "--live", "--gate", "skr-knn", "--train", str(split / "train.jsonl"), "--test", str(bad),
+                 "--corpus", str(small_corpus), "--json", str(tmp_path / "r.json")]) == 2
     assert capsys.readouterr().err == f"{PREFIX}{bad}:1: field 'answers' is missing\n"
 
 
