@@ -12,13 +12,15 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import AdaptiveGatesError, UsageError
 
 if TYPE_CHECKING:
+    from .gates.base import Gate
+    from .models.chat import ChatModel
     from .representers import CachedRepresenter
 
 logger = logging.getLogger("adaptive_gates.cli")
@@ -55,25 +57,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _rate(text: str) -> float:
-    """A retrieval rate to calibrate for: 0 and 1 need no gate (never / always retrieve)."""
+def _share(text: str, *, allow_one: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0.0 < value < 1.0:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1, got {text!r}")
+    if not (0.0 < value <= 1.0 if allow_one else 0.0 < value < 1.0):  # NaN fails either way
+        bounds = "in (0, 1]" if allow_one else "strictly between 0 and 1"
+        raise argparse.ArgumentTypeError(f"must be a number {bounds}, got {text!r}")
     return value
+
+
+def _rate(text: str) -> float:
+    """A retrieval rate to calibrate for: 0 and 1 need no gate (never / always retrieve)."""
+    return _share(text, allow_one=False)
 
 
 def _max_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
-    return value
+    """A cap on the retrieval rate: 1 is no cap, 0 would forbid retrieving at all."""
+    return _share(text, allow_one=True)
 
 
 def _input_file(text: str) -> Path:
@@ -132,7 +134,7 @@ def _backend_kwargs(args: argparse.Namespace, accepted: Sequence[str]) -> dict[s
     return backends
 
 
-def _chat_model(args: argparse.Namespace):
+def _chat_model(args: argparse.Namespace) -> ChatModel | None:
     """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url``, if any."""
     if args.chat_model is None:
         if args.base_url:
@@ -160,7 +162,7 @@ def _gate_options(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str
     return options
 
 
-def _gate_factory(args: argparse.Namespace):
+def _gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
     """A factory of fresh gates as the command line describes them, tried once now so
     that a bad option fails before minutes of work."""
     import inspect
