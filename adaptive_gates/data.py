@@ -237,7 +237,7 @@ def _warn_duplicate_ids(path: Path, ids: list[str], lines: list[int], shown: int
         return
     listed = "; ".join(f"id {ident!r} on lines {', '.join(map(str, at))}" for ident, at in repeated[:shown])
     more = f"; and {len(repeated) - shown} more" if len(repeated) > shown else ""
-    logger.warning("%s: %d ids occur more than once: %s%s", path, len(repeated), listed, more)
+    logger.warning("%s: ids repeated on more than one line (%d): %s%s", path, len(repeated), listed, more)
 
 
 _OUTCOME_KEYS = {"id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context"}

@@ -60,7 +60,7 @@ def test_duplicate_ids_are_named_with_their_lines(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="adaptive_gates.data"):
         assert len(load_qa(path)) == 6  # a warning, not a refusal: the records are all there
     (warning,) = caplog.records
-    assert warning.getMessage() == f"{path}: 2 ids occur more than once: id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
+    assert warning.getMessage() == f"{path}: ids repeated on more than one line (2): id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
     caplog.clear()
     with caplog.at_level("WARNING", logger="adaptive_gates.data"):
         load_qa(_write(tmp_path / "unique.jsonl", [json.dumps(r) for r in rows[:2]]))
