@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("adaptive_gates.cli")
 
-#: Gate parameters that hold a backend: they come from their own flags, not ``--option``.
-_BACKEND_PARAMETERS = frozenset({"chat", "embedder", "representer", "lm", "uncertainty"})
+#: Gate parameters that hold a model object, which no ``--option`` value can be: the chat
+#: model, embedder and representer come from their own flags.
+_BACKEND_PARAMETERS = frozenset({"chat", "embedder", "representer", "lm"})
 
 
 class _Parser(argparse.ArgumentParser):
