@@ -65,6 +65,9 @@ class LLMAnswerer:
         max_new_tokens: answers are short; this bounds a rambling model.
         max_passage_chars: each passage is cut to this length.
         batch_size: questions generated together by a local model.
+
+    Raises:
+        TypeError: ``model`` is neither a ``LocalCausalLM`` nor a chat model.
     """
 
     def __init__(
@@ -79,21 +82,16 @@ class LLMAnswerer:
     ) -> None:
         if style not in ("skr", "when-to-retrieve"):
             raise ValueError(f"style must be 'skr' or 'when-to-retrieve', got {style!r}")
-        self._model = model
+        self._chat = _as_chat_model(model, batch_size)
         self.style = style
         self.instruction = instruction
         self.max_new_tokens = max_new_tokens
         self.max_passage_chars = max_passage_chars
-        self.batch_size = batch_size
 
     @property
     def chat(self) -> "ChatModel":
-        """The chat model answering (a local LM is wrapped once)."""
-        from .models.chat import ChatModel, LocalChatModel
-
-        if not isinstance(self._model, ChatModel):
-            self._model = LocalChatModel(self._model, batch_size=self.batch_size)
-        return self._model
+        """The chat model answering (a local LM arrives wrapped in a ``LocalChatModel``)."""
+        return self._chat
 
     def prompt(self, question: str, passages: Sequence[str] | None = None) -> str:
         """The user message for one question."""
@@ -123,3 +121,22 @@ class LLMAnswerer:
         ]
         replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=["\n"])
         return [clean_answer(r.text) for r in replies]
+
+
+def _as_chat_model(model: "ChatModel | LocalCausalLM | None", batch_size: int) -> "ChatModel":
+    """``model`` as a chat model: a local LM (or ``None``, the embedded one) is wrapped.
+
+    A local LM is recognised by its type rather than by the ``ChatModel`` protocol: a
+    runtime protocol check only sees that attributes exist, not what they hold.
+    """
+    from .models.chat import LocalChatModel
+    from .models.local_lm import LocalCausalLM
+
+    if model is None or isinstance(model, LocalCausalLM):
+        return LocalChatModel(model, batch_size=batch_size)
+    if callable(getattr(model, "chat", None)) and hasattr(model, "model_id"):
+        return model
+    raise TypeError(
+        f"model must be a ChatModel (with a chat() method and a model_id) or a LocalCausalLM, "
+        f"got {type(model).__name__}"
+    )

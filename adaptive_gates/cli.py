@@ -1,21 +1,40 @@
-"""The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect`` and ``seakr``."""
+"""The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect`` and ``seakr``.
+
+Every mistake on the command line (a bad value, options that do not go together, an
+input that is missing) is found before any work starts and reported the same way: one
+``adaptive-gates: error: ...`` line on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from .errors import AdaptiveGatesError
+from .errors import AdaptiveGatesError, UsageError
 
 if TYPE_CHECKING:
+    from .gates.base import Gate
+    from .models.chat import ChatModel
     from .representers import CachedRepresenter
 
 logger = logging.getLogger("adaptive_gates.cli")
+
+#: Gate parameters that hold a model object, which no ``--option`` value can be: the chat
+#: model, embedder and representer come from their own flags.
+_BACKEND_PARAMETERS = frozenset({"chat", "embedder", "representer", "lm"})
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
 
 
 def _parse_option(text: str) -> tuple[str, Any]:
@@ -29,76 +48,141 @@ def _parse_option(text: str) -> tuple[str, Any]:
     return key.replace("-", "_"), value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _share(text: str, *, allow_one: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0.0 < value <= 1.0 if allow_one else 0.0 < value < 1.0):  # NaN fails either way
+        bounds = "in (0, 1]" if allow_one else "strictly between 0 and 1"
+        raise argparse.ArgumentTypeError(f"must be a number {bounds}, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    """A retrieval rate to calibrate for: 0 and 1 need no gate (never / always retrieve)."""
+    return _share(text, allow_one=False)
+
+
+def _max_rate(text: str) -> float:
+    """A cap on the retrieval rate: 1 is no cap, 0 would forbid retrieving at all."""
+    return _share(text, allow_one=True)
+
+
+def _input_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def _output_file(text: str) -> Path:
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"is a directory, not a file: {text}")
+    return path
+
+
 def _representer(args: argparse.Namespace) -> CachedRepresenter:
     """The representer of ``--representer`` (memoised: cross-fitting sees each question often)."""
     from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter
 
     if args.representer == "embedder":
         if args.layer is not None or args.pooling is not None:
-            raise SystemExit("--layer and --pooling go with --representer lm")
+            raise UsageError("--layer and --pooling go with --representer lm")
         from .models.embedder import SentenceEmbedder
 
         inner = EmbedderRepresenter(SentenceEmbedder(args.embedder) if args.embedder else None)
     else:
         if args.embedder:
-            raise SystemExit("--embedder goes with --representer embedder for this gate")
+            raise UsageError("--embedder goes with --representer embedder for this gate")
         inner = LMHiddenStateRepresenter(
             layer=-1 if args.layer is None else args.layer, pooling=args.pooling or "last_token"
         )
     return CachedRepresenter(inner)
 
 
-def _backend_kwargs(args: argparse.Namespace, cls: type) -> dict[str, Any]:
-    """The backends (embedder or representer) the chosen gate takes, from the command line."""
-    import inspect
-
-    accepted = inspect.signature(cls).parameters
+def _backend_kwargs(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str, Any]:
+    """The backends (chat model, embedder or representer) the chosen gate takes, from the command line."""
+    if args.chat_model is not None and "chat" not in accepted:
+        raise UsageError(f"--chat-model: gate {args.gate!r} does not ask a chat model")
     backends: dict[str, Any] = {}
     chat = _chat_model(args)
     if chat is not None:
-        if "chat" not in accepted:
-            raise SystemExit(f"--chat-model: gate {args.gate!r} does not ask a chat model")
         backends["chat"] = chat
     if "representer" in accepted:
         return {**backends, "representer": _representer(args)}
     representer_flags = [f for f, v in (("--representer", args.representer), ("--layer", args.layer),
                                         ("--pooling", args.pooling)) if v is not None]
     if representer_flags:
-        raise SystemExit(f"{', '.join(representer_flags)}: gate {args.gate!r} has no representer")
+        raise UsageError(f"{', '.join(representer_flags)}: gate {args.gate!r} has no representer")
     if args.embedder:
         if "embedder" not in accepted:
-            raise SystemExit(f"--embedder: gate {args.gate!r} uses no embedder")
+            raise UsageError(f"--embedder: gate {args.gate!r} uses no embedder")
         from .models.embedder import SentenceEmbedder
 
         backends["embedder"] = SentenceEmbedder(args.embedder)
     return backends
 
 
-def _chat_model(args: argparse.Namespace):
+def _chat_model(args: argparse.Namespace) -> ChatModel | None:
     """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url``, if any."""
     if args.chat_model is None:
         if args.base_url:
-            raise SystemExit("--base-url goes with --chat-model")
+            raise UsageError("--base-url goes with --chat-model")
         return None
     from .models.openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(args.chat_model, base_url=args.base_url)
 
 
-def _gate_factory(args: argparse.Namespace):
+def _gate_options(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str, Any]:
+    """The ``--option`` and ``--strategy`` parameters, each checked against the gate's own."""
+    parameters = [p for p in accepted if p not in _BACKEND_PARAMETERS]
+    options = dict(args.option or [])
+    for key in options:
+        if key not in parameters:
+            raise UsageError(
+                f"--option {key}: gate {args.gate!r} has no such parameter; its parameters are "
+                f"{', '.join(parameters)}"
+            )
+    if args.strategy is not None:
+        if "strategy" not in parameters:
+            raise UsageError(f"--strategy: gate {args.gate!r} has no strategy")
+        options["strategy"] = args.strategy
+    return options
+
+
+def _gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
+    """A factory of fresh gates as the command line describes them, tried once now so
+    that a bad option fails before minutes of work."""
+    import inspect
+
     from .gates.base import Gate
 
     if args.gate not in Gate._registry:
-        raise SystemExit(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
+        raise UsageError(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
     cls = Gate._registry[args.gate]
-    kwargs = {**dict(args.option or []), **_backend_kwargs(args, cls)}
-    if args.strategy is not None:
-        kwargs["strategy"] = args.strategy
+    accepted = list(inspect.signature(cls).parameters)
+    kwargs = {**_gate_options(args, accepted), **_backend_kwargs(args, accepted)}
 
     def factory() -> Gate:
         return cls(**kwargs)
 
-    factory()  # fail now, not after minutes of work, on a bad option
+    try:
+        factory()
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"gate {args.gate!r}: {exc}") from None
     return factory
 
 
@@ -108,7 +192,7 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, skr-prompt, skr-icl",
     )
     parser.add_argument(
-        "--train", type=Path,
+        "--train", type=_input_file,
         help="outcome records (JSONL) to fit on; with --live, also the questions --target-rate calibrates on",
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
@@ -139,11 +223,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     else:
         live_only = [f for f, v in (("--corpus", args.corpus), ("--limit", args.limit)) if v is not None]
         if live_only:
-            raise SystemExit(f"{', '.join(live_only)} go with --live")
+            raise UsageError(f"{', '.join(live_only)}: only with --live")
         if args.train is None:
-            raise SystemExit("--train is required (outcome records to fit on), unless --live")
+            raise UsageError("--train is required (outcome records to fit on), unless --live")
+        factory = _gate_factory(args)
         report = evaluate_offline(
-            _gate_factory(args), load_outcomes(args.train), load_outcomes(args.test),
+            factory, load_outcomes(args.train), load_outcomes(args.test),
             metric=args.metric, target_rate=args.target_rate,
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -171,21 +256,23 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     from .evaluation import evaluate_live
 
     if args.corpus is None:
-        raise SystemExit("--live needs --corpus (the passages to retrieve from)")
+        raise UsageError("--live needs --corpus (the passages to retrieve from)")
+    if args.target_rate is not None and args.train is None:
+        raise UsageError("--target-rate with --live calibrates on the questions of --train: give --train")
     gate = _gate_factory(args)()
+    if not gate.is_fitted and args.train is None:
+        raise UsageError(f"gate {args.gate!r} learns from outcome records: give --train")
+    # Read every input before the gate is fitted: a bad line should not cost a fit.
+    records = load_qa(args.test)[: args.limit]
+    retriever = _retriever(args.retriever, args.corpus)
     if not gate.is_fitted:
-        if args.train is None:
-            raise SystemExit(f"gate {args.gate!r} learns from outcome records: give --train")
         gate.fit_outcomes(load_outcomes(args.train), metric=args.metric)
     if args.target_rate is not None:
-        if args.train is None:
-            raise SystemExit("--target-rate with --live calibrates on the questions of --train: give --train")
         # Only the questions are needed: QA records serve as well as outcome records.
         gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
-    records = load_qa(args.test)[: args.limit]
     answerer = LLMAnswerer(getattr(gate, "chat", None), style="when-to-retrieve", batch_size=args.batch_size)
     return evaluate_live(
-        gate, records, _retriever(args.retriever, args.corpus), answerer,
+        gate, records, retriever, answerer,
         k=args.k, metric=args.metric, target_rate=args.target_rate, batch_size=args.batch_size,
     )
 
@@ -206,11 +293,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from .evaluation.offline import fit_calibrated
 
     if args.max_rate is not None and not args.objective:
-        raise SystemExit("--max-rate goes with --objective")
+        raise UsageError("--max-rate goes with --objective")
     if args.objective and args.target_rate is not None:
-        raise SystemExit("give --target-rate or --objective, not both")
+        raise UsageError("give --target-rate or --objective, not both")
+    if args.out.exists() and not args.overwrite:
+        raise UsageError(f"--out {args.out} already exists; give --overwrite to replace the gate saved there")
+    factory = _gate_factory(args)
     gate = fit_calibrated(
-        _gate_factory(args), load_outcomes(args.train), args.metric,
+        factory, load_outcomes(args.train), args.metric,
         target_rate=args.target_rate, objective=args.objective, max_rate=args.max_rate,
     )
     gate.save(args.out, overwrite=args.overwrite)
@@ -219,16 +309,17 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from .answering import LLMAnswerer
+    from .answering import DEFAULT_INSTRUCTION, LLMAnswerer
     from .collection import collect_outcomes
     from .data import load_qa
     from .models.local_lm import LocalCausalLM
 
     records = load_qa(args.qa)[: args.limit]
     retriever = _retriever(args.retriever, args.corpus)
-    answerer = LLMAnswerer(LocalCausalLM(args.model), batch_size=args.batch_size)
-    if args.instruction:
-        answerer.instruction = args.instruction
+    answerer = LLMAnswerer(
+        LocalCausalLM(args.model) if args.model else None,
+        instruction=args.instruction or DEFAULT_INSTRUCTION, batch_size=args.batch_size,
+    )
     outcomes = collect_outcomes(records, answerer, retriever, args.out, k=args.k, batch_size=args.batch_size)
     print(f"{len(outcomes)} outcome records in {args.out}")
     return 0
@@ -322,8 +413,8 @@ def _add_seakr_parser(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``adaptive-gates`` command."""
-    parser = argparse.ArgumentParser(prog="adaptive-gates", description=__doc__)
+    """The argument parser of the ``adaptive-gates`` command; its errors raise ``UsageError``."""
+    parser = _Parser(prog="adaptive-gates", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -331,38 +422,39 @@ def build_parser() -> argparse.ArgumentParser:
         "eval", help="fit a gate on TRAIN outcomes, evaluate it on TEST outcomes (or live on QA records)"
     )
     _add_gate_arguments(ev)
-    ev.add_argument("--test", required=True, type=Path, help="outcome records (JSONL) to evaluate on")
-    ev.add_argument("--json", required=True, type=Path, help="where to write the report")
-    ev.add_argument("--plot", type=Path, help="where to write the accuracy-vs-retrieval-rate PNG")
-    ev.add_argument("--target-rate", type=float, help="calibrate the threshold for this retrieval rate")
+    ev.add_argument("--test", required=True, type=_input_file, help="outcome records (JSONL) to evaluate on")
+    ev.add_argument("--json", required=True, type=_output_file, help="where to write the report")
+    ev.add_argument("--plot", type=_output_file, help="where to write the accuracy-vs-retrieval-rate PNG")
+    ev.add_argument("--target-rate", type=_rate, help="calibrate the threshold for this retrieval rate")
     ev.add_argument("--live", action="store_true",
                     help="--test holds QA records: the LLM answers them with and without retrieval now")
-    ev.add_argument("--corpus", type=Path, help="with --live: corpus records (JSONL) to retrieve from")
+    ev.add_argument("--corpus", type=_input_file, help="with --live: corpus records (JSONL) to retrieve from")
     ev.add_argument("--retriever", default="bm25", choices=["bm25", "dense"], help="with --live")
-    ev.add_argument("--k", type=int, default=3, help="with --live: passages per question")
-    ev.add_argument("--limit", type=int, help="with --live: only the first N test records")
-    ev.add_argument("--batch-size", type=int, default=8, help="with --live: questions per batch")
+    ev.add_argument("--k", type=_positive_int, default=3, help="with --live: passages per question")
+    ev.add_argument("--limit", type=_positive_int, help="with --live: only the first N test records")
+    ev.add_argument("--batch-size", type=_positive_int, default=8, help="with --live: questions per batch")
     ev.set_defaults(run=_cmd_eval)
 
     fit = sub.add_parser("fit", help="fit, calibrate and save a gate from outcome records")
     _add_gate_arguments(fit)
     fit.add_argument("--out", required=True, type=Path, help="directory to save the gate in")
-    fit.add_argument("--target-rate", type=float, help="calibrate for this retrieval rate")
+    fit.add_argument("--target-rate", type=_rate, help="calibrate for this retrieval rate")
     fit.add_argument("--objective", action="store_true", help="calibrate for the best accuracy")
-    fit.add_argument("--max-rate", type=float, help="with --objective: retrieve at most this share")
-    fit.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+    fit.add_argument("--max-rate", type=_max_rate, help="with --objective: retrieve at most this share")
+    fit.add_argument("--overwrite", action="store_true", help="replace a gate saved at --out")
     fit.set_defaults(run=_cmd_fit)
 
     col = sub.add_parser("collect", help="answer QA records with and without retrieval (resumable)")
-    col.add_argument("--qa", required=True, type=Path, help="QA records (JSONL)")
-    col.add_argument("--corpus", required=True, type=Path, help="corpus records (JSONL)")
-    col.add_argument("--out", required=True, type=Path, help="outcome records to write (appended, resumable)")
+    col.add_argument("--qa", required=True, type=_input_file, help="QA records (JSONL)")
+    col.add_argument("--corpus", required=True, type=_input_file, help="corpus records (JSONL)")
+    # An existing --out is the run to resume: it is appended to, never replaced.
+    col.add_argument("--out", required=True, type=_output_file, help="outcome records to write (appended, resumable)")
     col.add_argument("--retriever", default="bm25", choices=["bm25", "dense"])
-    col.add_argument("--k", type=int, default=3, help="passages per question")
-    col.add_argument("--limit", type=int, help="only the first N records")
+    col.add_argument("--k", type=_positive_int, default=3, help="passages per question")
+    col.add_argument("--limit", type=_positive_int, help="only the first N records")
     col.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
     col.add_argument("--instruction", help="the answer instruction line")
-    col.add_argument("--batch-size", type=int, default=8)
+    col.add_argument("--batch-size", type=_positive_int, default=8)
     col.set_defaults(run=_cmd_collect)
 
     _add_seakr_parser(sub)
@@ -370,10 +462,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``adaptive-gates`` command."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    """Entry point of the ``adaptive-gates`` command; returns the exit status (2 on a usage
+    or data error, reported as one ``adaptive-gates: error: ...`` line on stderr)."""
     try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+        )
         return args.run(args)
     except (AdaptiveGatesError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"adaptive-gates: error: {exc}", file=sys.stderr)

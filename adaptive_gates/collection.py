@@ -2,17 +2,19 @@
 retrieval and keep both answers as outcome records.
 
 Records are appended to the output file batch by batch, so an interrupted run
-resumes where it stopped: questions whose id is already in the file are skipped.
+resumes where it stopped: questions whose id is already in the file are skipped, and
+a record the interruption cut short is set aside (see ``recover_torn_tail``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from .answering import Answerer
-from .data import OutcomeRecord, QARecord, load_outcomes, write_jsonl
+from .data import OutcomeRecord, QARecord, load_outcomes, recover_torn_tail, write_jsonl
 from .retrieval.base import Retriever
 
 logger = logging.getLogger(__name__)
@@ -37,9 +39,16 @@ def collect_outcomes(
 
     out_path = Path(out_path)
     ids = [r.id for r in records]
-    if len(set(ids)) != len(ids):
-        raise ValueError("QA records must have unique ids to be collected resumably")
-    done = {r.id: r for r in load_outcomes(out_path)} if out_path.exists() and out_path.stat().st_size else {}
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:
+        raise ValueError(
+            f"QA records must have unique ids to be collected resumably; repeated: {', '.join(map(repr, repeated))}"
+        )
+    done: dict[str, OutcomeRecord] = {}
+    if out_path.exists():
+        recover_torn_tail(out_path)  # an interrupted run may have stopped inside a record
+        if out_path.stat().st_size:
+            done = {r.id: r for r in load_outcomes(out_path)}
     todo = [r for r in records if r.id not in done]
     if done:
         logger.info("%s: resuming, %d of %d already collected", out_path, len(records) - len(todo), len(records))

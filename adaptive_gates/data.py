@@ -13,12 +13,15 @@ Every loader error names the file, the line and the field.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, BinaryIO, Callable, TypeVar
 
 from .errors import DataFormatError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "OutcomeRecord",
@@ -29,6 +32,7 @@ __all__ = [
     "load_corpus",
     "iter_jsonl",
     "write_jsonl",
+    "recover_torn_tail",
 ]
 
 
@@ -70,7 +74,7 @@ class CorpusRecord:
     text: str
 
 
-R = TypeVar("R")
+R = TypeVar("R", OutcomeRecord, QARecord, CorpusRecord)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -78,8 +82,15 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    # Lines are decoded one by one so that a bad byte is reported with its line.
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(
+                    f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -99,6 +110,61 @@ def write_jsonl(path: str | Path, rows: list[dict[str, Any]], append: bool = Fal
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         fh.flush()
+
+
+def recover_torn_tail(path: str | Path) -> Path | None:
+    """Make an append-only JSONL file whole again after an interrupted write.
+
+    ``write_jsonl`` ends every record with a newline, so a last line without one was
+    cut short. If it still parses as a JSON object only its newline is missing and it
+    is completed. Otherwise its bytes are moved to ``<path>.torn`` (appended, so
+    nothing is ever lost), the file is cut back to its last complete record and a
+    warning says so. Returns the side file when bytes were set aside, else ``None``.
+    """
+    path = Path(path)
+    with path.open("r+b") as fh:
+        start = _last_line_start(fh)
+        if start is None:
+            return None
+        fh.seek(start)
+        tail = fh.read()
+        try:
+            complete = isinstance(json.loads(tail.decode("utf-8")), dict)
+        except ValueError:  # bad JSON or bad UTF-8: the write stopped inside a record
+            complete = False
+        if complete:
+            fh.write(b"\n")
+            return None
+        side = path.with_name(path.name + ".torn")
+        with side.open("ab") as torn:
+            torn.write(tail + b"\n")
+        fh.truncate(start)
+    logger.warning(
+        "%s: the last line was cut short (%d bytes of an interrupted write); set them aside in %s "
+        "and kept the complete records before it",
+        path, len(tail), side,
+    )
+    return side
+
+
+def _last_line_start(fh: BinaryIO, block: int = 1 << 16) -> int | None:
+    """The offset of a last line that has no final newline, or ``None`` if the file
+    is empty or ends with one (read backwards: only the tail is touched)."""
+    end = fh.seek(0, 2)
+    if end == 0:
+        return None
+    fh.seek(end - 1)
+    if fh.read(1) == b"\n":
+        return None
+    pos = end
+    while pos > 0:
+        size = min(block, pos)
+        pos -= size
+        fh.seek(pos)
+        newline = fh.read(size).rfind(b"\n")
+        if newline >= 0:
+            return pos + newline + 1
+    return 0
 
 
 class _Fields:
@@ -149,10 +215,29 @@ class _Fields:
 
 def _load(path: str | Path, parse: Callable[[_Fields, int], R]) -> list[R]:
     path = Path(path)
-    records = [parse(_Fields(path, lineno, obj), lineno) for lineno, obj in iter_jsonl(path)]
+    records, lines = [], []
+    for lineno, obj in iter_jsonl(path):
+        records.append(parse(_Fields(path, lineno, obj), lineno))
+        lines.append(lineno)
     if not records:
         raise DataFormatError(f"{path}: holds no records")
+    _warn_duplicate_ids(path, [r.id for r in records], lines)
     return records
+
+
+def _warn_duplicate_ids(path: Path, ids: list[str], lines: list[int], shown: int = 5) -> None:
+    """Log one warning naming the ids that occur on more than one line (and those lines):
+    a repeated id is usually a merge or a resumed run gone wrong, and it makes the
+    records by id (resuming, labels, reports) ambiguous."""
+    where: dict[str, list[int]] = {}
+    for ident, lineno in zip(ids, lines):
+        where.setdefault(ident, []).append(lineno)
+    repeated = [(ident, at) for ident, at in where.items() if len(at) > 1]
+    if not repeated:
+        return
+    listed = "; ".join(f"id {ident!r} on lines {', '.join(map(str, at))}" for ident, at in repeated[:shown])
+    more = f"; and {len(repeated) - shown} more" if len(repeated) > shown else ""
+    logger.warning("%s: ids repeated on more than one line (%d): %s%s", path, len(repeated), listed, more)
 
 
 _OUTCOME_KEYS = {"id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context"}

@@ -23,3 +23,7 @@ class GateLoadError(AdaptiveGatesError, ValueError):
 
 class BackendError(AdaptiveGatesError, RuntimeError):
     """A model or retrieval backend failed or returned unusable output."""
+
+
+class UsageError(AdaptiveGatesError, ValueError):
+    """A command line is malformed: a bad value, or options that do not go together."""

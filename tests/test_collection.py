@@ -8,7 +8,10 @@ from adaptive_gates import QARecord, load_outcomes
 from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
 from adaptive_gates.collection import collect_outcomes
 from adaptive_gates.data import CorpusRecord
+from adaptive_gates.models import LocalChatModel
 from adaptive_gates.retrieval import BM25Retriever
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CORPUS = [
     CorpusRecord("c1", "Paris", "Paris is the capital and largest city of France."),
@@ -69,6 +72,40 @@ def test_collection_resumes_where_it_stopped(tmp_path):
     assert "fleming" in everything[2].pred_one_retrieval.lower()
 
 
+def test_collection_resumes_after_a_torn_last_line(tmp_path, caplog):
+    answerer = CountingAnswerer(LLMAnswerer(max_new_tokens=8, batch_size=2))
+    retriever = BM25Retriever.from_records(CORPUS)
+    out = tmp_path / "outcomes.jsonl"
+    collect_outcomes(QA[:2], answerer, retriever, out, k=2, batch_size=2, progress=False)
+    # A run killed while writing q2's record leaves it cut short, without its newline.
+    whole = out.read_bytes()
+    q1_end = whole.index(b"\n") + 1
+    torn = whole[q1_end : len(whole) - 20]
+    out.write_bytes(whole[:q1_end] + torn)
+
+    with caplog.at_level("WARNING", logger="adaptive_gates"):
+        resumed = collect_outcomes(QA[:3], answerer, retriever, out, k=2, batch_size=2, progress=False)
+    assert answerer.asked == 4 + 4  # q2 again (its record was lost) and q3, both ways
+    assert [r.id for r in resumed] == ["q1", "q2", "q3"]
+    assert [r.id for r in load_outcomes(out)] == ["q1", "q2", "q3"]
+    side = tmp_path / "outcomes.jsonl.torn"
+    assert side.read_bytes() == torn + b"\n"
+    assert f"{out}: the last line was cut short" in caplog.text and str(side) in caplog.text
+
+
 def test_collection_refuses_duplicate_ids(tmp_path):
-    with pytest.raises(ValueError, match="unique ids"):
-        collect_outcomes([QA[0], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
+    with pytest.raises(ValueError, match="unique ids to be collected resumably; repeated: 'q1'"):
+        collect_outcomes([QA[0], QA[1], QA[0]], LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl")
+
+
+def test_answerer_wraps_a_local_lm(lm):
+    answerer = LLMAnswerer(lm, max_new_tokens=8)
+    assert isinstance(answerer.chat, LocalChatModel) and answerer.chat.lm is lm
+    assert "paris" in answerer.answer("What is the capital of France?").lower()
+
+
+def test_answerer_takes_a_chat_model_as_it_is_and_refuses_anything_else():
+    chat = LocalChatModel()
+    assert LLMAnswerer(chat).chat is chat
+    with pytest.raises(TypeError, match="a ChatModel .* or a LocalCausalLM, got object"):
+        LLMAnswerer(object())

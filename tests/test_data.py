@@ -3,7 +3,7 @@ import json
 import pytest
 
 from adaptive_gates import DataFormatError, OutcomeRecord, load_corpus, load_outcomes, load_qa
-from adaptive_gates.data import write_jsonl
+from adaptive_gates.data import recover_torn_tail, write_jsonl
 
 
 def _write(path, lines):
@@ -44,6 +44,54 @@ def test_load_outcomes_names_file_line_and_field(tmp_path, line, where):
         load_outcomes(path)
     assert str(path) in str(info.value)
     assert where in str(info.value)
+
+
+def test_a_non_utf8_byte_is_reported_with_file_and_line(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + '{"id": "q2", "question": "caf\u00e9"}'.encode("latin-1") + b"\n")
+    with pytest.raises(DataFormatError) as info:
+        load_outcomes(path)
+    assert str(info.value) == f"{path}:2: not valid UTF-8 (byte 0xe9 at column 30)"
+
+
+def test_duplicate_ids_are_named_with_their_lines(tmp_path, caplog):
+    rows = [{"id": i, "question": f"question {n}", "answers": ["a"]} for n, i in enumerate(["a", "b", "a", "c", "b", "a"])]
+    path = _write(tmp_path / "qa.jsonl", [json.dumps(r) for r in rows])
+    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+        assert len(load_qa(path)) == 6  # a warning, not a refusal: the records are all there
+    (warning,) = caplog.records
+    assert warning.getMessage() == f"{path}: ids repeated on more than one line (2): id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+        load_qa(_write(tmp_path / "unique.jsonl", [json.dumps(r) for r in rows[:2]]))
+    assert not caplog.records
+
+
+def test_a_torn_last_line_is_set_aside(tmp_path, caplog):
+    path = tmp_path / "o.jsonl"
+    whole = (GOOD + "\n").encode()
+    # A write cut inside a multi-byte character: neither UTF-8 nor JSON.
+    torn = '{"id": "q2", "question": "caf\u00e9'.encode()[:-1]
+    path.write_bytes(whole + torn)
+    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+        side = recover_torn_tail(path)
+    assert side == tmp_path / "o.jsonl.torn" and side.read_bytes() == torn + b"\n"
+    assert path.read_bytes() == whole and len(load_outcomes(path)) == 1
+    assert f"{path}: the last line was cut short ({len(torn)} bytes" in caplog.text
+    # A second interruption adds to the side file rather than replacing it.
+    path.write_bytes(whole + b'{"id": "q3"')
+    recover_torn_tail(path)
+    assert side.read_bytes() == torn + b"\n" + b'{"id": "q3"\n' and path.read_bytes() == whole
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_bytes((GOOD + "\n" + GOOD.replace("q1", "q2")).encode())
+    assert recover_torn_tail(path) is None
+    assert path.read_bytes().endswith(b"\n") and [r.id for r in load_outcomes(path)] == ["q1", "q2"]
+    before = path.read_bytes()
+    assert recover_torn_tail(path) is None and path.read_bytes() == before  # a whole file is left alone
+    assert not (tmp_path / "o.jsonl.torn").exists()
 
 
 def test_empty_and_missing_files(tmp_path):

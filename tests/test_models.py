@@ -13,6 +13,7 @@ import pytest
 
 from adaptive_gates.errors import BackendError
 from adaptive_gates.models import (
+    ChatModel,
     Embedder,
     LocalCausalLM,
     SentenceEmbedder,
@@ -60,6 +61,15 @@ def test_greedy_answer_is_deterministic_and_ends_with_eos(lm: LocalCausalLM) -> 
     assert "<|im_end|>" not in g.text
     assert len(g.token_logprobs) == len(g.token_ids)
     assert g.prompt_tokens == len(lm.tokenizer(lm.format_prompt(FRANCE)).input_ids)
+
+
+def test_local_lm_is_not_mistaken_for_a_chat_model(lm: LocalCausalLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its chat-template switch once was an attribute named ``chat``, which satisfied the
+    # runtime ChatModel check, so the LM was called as if it were a chat model.
+    assert not isinstance(lm, ChatModel)
+    assert lm.use_chat_template and lm.format_prompt(FRANCE).startswith("<|im_start|>")
+    monkeypatch.setattr(lm, "use_chat_template", False)
+    assert lm.format_prompt(FRANCE) == FRANCE
 
 
 def test_generation_logprobs_match_token_logprobs(lm: LocalCausalLM) -> None:

@@ -81,6 +81,7 @@ class LocalCausalLM:
     """A causal LM loaded on first use; ``model=None`` means the embedded SmolLM2-135M-Instruct.
 
     Every inference call holds a per-instance lock, so one instance can be shared by threads.
+    Prompts are wrapped in the model's chat template unless ``use_chat_template=False``.
 
     ``prefix_cache_size > 0`` keeps the KV caches of that many recent prompts (least
     recently used dropped first); ``prefix_cache(size)`` does the same inside a block. A
@@ -100,7 +101,7 @@ class LocalCausalLM:
         *,
         device: str = "cpu",
         torch_dtype: str = "float32",
-        chat: bool = True,
+        use_chat_template: bool = True,
         prefix_cache_size: int = 0,
     ) -> None:
         if torch_dtype not in _DTYPES:
@@ -110,7 +111,7 @@ class LocalCausalLM:
         self._name = model
         self.device = device
         self.torch_dtype = torch_dtype
-        self.chat = chat
+        self.use_chat_template = use_chat_template
         self._prefix_cache_size = prefix_cache_size
         self._lock = threading.RLock()
         self._tokenizer: Any = None
@@ -231,7 +232,7 @@ class LocalCausalLM:
     # ----------------------------------------------------------------- prompts
     def format_prompt(self, prompt: str | list[dict], system: str | None = None) -> str:
         """A user message (or a messages list) as the chat-templated string ending with the
-        assistant's generation prompt; the raw text when ``chat=False`` or no template exists."""
+        assistant's generation prompt; the raw text when ``use_chat_template=False`` or no template exists."""
         if isinstance(prompt, str):
             _check_text(prompt, "prompt")
             messages = [{"role": "user", "content": prompt}]
@@ -242,7 +243,7 @@ class LocalCausalLM:
         if system is not None:
             messages = [{"role": "system", "content": system}, *messages]
         tokenizer = self.tokenizer
-        if self.chat and tokenizer.chat_template:
+        if self.use_chat_template and tokenizer.chat_template:
             return tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True
             )
