@@ -339,24 +339,18 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
                    if value is not None]
     if args.mode != "multihop":
         if delta_flags:
-            raise ValueError(f"{' and '.join(delta_flags)}: δ is used by --mode multihop only, not {args.mode}")
+            raise UsageError(f"{' and '.join(delta_flags)}: δ is used by --mode multihop only, not {args.mode}")
         if args.train is not None:
-            raise ValueError("--train goes with --target-rate, which --mode multihop uses")
+            raise UsageError("--train goes with --target-rate, which --mode multihop uses")
     elif not delta_flags:
-        raise ValueError("--mode multihop needs δ: give --threshold D, or --target-rate R with --train "
+        raise UsageError("--mode multihop needs δ: give --threshold D, or --target-rate R with --train "
                          "QA.jsonl to calibrate it on those questions (δ moves with the model and settings)")
     elif len(delta_flags) == 2:
-        raise ValueError("give --threshold or --target-rate, not both")
+        raise UsageError("give --threshold or --target-rate, not both")
     elif args.target_rate is not None and args.train is None:
-        raise ValueError("--target-rate calibrates δ on the questions of --train: give --train QA.jsonl")
+        raise UsageError("--target-rate calibrates δ on the questions of --train: give --train QA.jsonl")
     elif args.threshold is not None and args.train is not None:
-        raise ValueError("--train goes with --target-rate; with --threshold there is nothing to calibrate")
-    if args.target_rate is not None and not 0 <= args.target_rate <= 1:
-        raise ValueError(f"--target-rate must be in [0, 1], got {args.target_rate}")
-    for flag, value in (("--limit", args.limit), ("--samples", args.samples), ("--max-steps", args.max_steps),
-                        ("--max-docs", args.max_docs)):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag} must be a positive integer, got {value}")
+        raise UsageError("--train goes with --target-rate; with --threshold there is nothing to calibrate")
 
     records = load_qa(args.test)[: args.limit]
     calibration = [r.question for r in load_qa(args.train)] if args.train is not None else None
@@ -390,23 +384,23 @@ def _add_seakr_parser(sub: Any) -> None:
     from .seakr_pipeline import MODES, RATIONALE_FORMS
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
-    sk.add_argument("--test", required=True, type=Path, help="QA records (JSONL)")
-    sk.add_argument("--corpus", required=True, type=Path, help="corpus records (JSONL) to retrieve from")
-    sk.add_argument("--json", required=True, type=Path, help="where to write the report with per-question traces")
-    sk.add_argument("--limit", type=int, help="only the first N records")
+    sk.add_argument("--test", required=True, type=_input_file, help="QA records (JSONL)")
+    sk.add_argument("--corpus", required=True, type=_input_file, help="corpus records (JSONL) to retrieve from")
+    sk.add_argument("--json", required=True, type=_output_file, help="where to write the report with per-question traces")
+    sk.add_argument("--limit", type=_positive_int, help="only the first N records")
     sk.add_argument("--mode", default="multihop", choices=MODES)
     sk.add_argument("--no-rerank", action="store_true", help="read BM25's first snippet instead of the lowest-U one")
     sk.add_argument("--no-select", action="store_true", help="keep the loop's answer instead of choosing a route")
     sk.add_argument("--rationale", default="reread", choices=RATIONALE_FORMS,
                     help="rationale route: re-read the steps (authors' code) or append the final cue (paper)")
     sk.add_argument("--threshold", type=float, help="multihop: δ, retrieve when U > δ (or give --target-rate)")
-    sk.add_argument("--target-rate", type=float,
+    sk.add_argument("--target-rate", type=_rate,
                     help="multihop: calibrate δ so that this share of the --train questions retrieves "
                     "at their first step")
-    sk.add_argument("--train", type=Path, help="with --target-rate: QA records (JSONL) whose questions calibrate δ")
-    sk.add_argument("--samples", type=int, default=20, help="k samples per uncertainty estimate")
-    sk.add_argument("--max-steps", type=int, default=7)
-    sk.add_argument("--max-docs", type=int, default=5)
+    sk.add_argument("--train", type=_input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ")
+    sk.add_argument("--samples", type=_positive_int, default=20, help="k samples per uncertainty estimate")
+    sk.add_argument("--max-steps", type=_positive_int, default=7)
+    sk.add_argument("--max-docs", type=_positive_int, default=5)
     sk.add_argument("--checkpoint", type=Path, help="JSONL of finished questions: appended, and reused on rerun")
     sk.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
     sk.set_defaults(run=_cmd_seakr)

@@ -433,14 +433,17 @@ def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, hotpot, tmp
     (["--threshold", "3", "--target-rate", "0.5", "--train", "t.jsonl"], "not both"),
     (["--target-rate", "0.5"], "give --train"),
     (["--threshold", "3", "--train", "t.jsonl"], "--train goes with --target-rate"),
-    (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate must be in [0, 1]"),
+    (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate: must be a number strictly between 0 and 1"),
     (["--mode", "simple", "--threshold", "3"], "--mode multihop only"),
-    (["--threshold", "3", "--limit", "0"], "--limit must be a positive integer"),
+    (["--threshold", "3", "--limit", "0"], "--limit: must be a positive integer"),
 ])
 def test_cli_seakr_refuses_a_missing_or_doubled_delta_before_any_work(tmp_path, capsys, flags, message) -> None:
-    # The files do not exist: the δ flags are checked before anything is read.
-    absent = [str(tmp_path / name) for name in ("qa.jsonl", "corpus.jsonl", "out.json")]
-    code = main(["seakr", "--test", absent[0], "--corpus", absent[1], "--json", absent[2], *flags])
+    # The input files exist but hold nothing readable: the flags are checked before anything is read.
+    for name in ("qa.jsonl", "corpus.jsonl", "t.jsonl"):
+        (tmp_path / name).write_text("not json\n", encoding="utf-8")
+    flags = [str(tmp_path / f) if f.endswith(".jsonl") else f for f in flags]
+    code = main(["seakr", "--test", str(tmp_path / "qa.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"),
+                 "--json", str(tmp_path / "out.json"), *flags])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("adaptive-gates: error: ") and message in err
     assert "Traceback" not in err and not (tmp_path / "out.json").exists()
