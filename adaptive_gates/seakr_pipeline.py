@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .calibration import Calibration
-from .data import QARecord, iter_jsonl, write_jsonl
+from .data import QARecord, iter_jsonl, recover_torn_tail, write_jsonl
 from .errors import NotFittedError
 from .gates.seakr import SeaKRGate, pseudo_step
 from .metrics import exact_match, extract_seakr_answer, token_f1
@@ -589,11 +589,13 @@ def _score(record: QARecord, pipeline: SeaKRPipeline) -> dict[str, Any]:
 
 
 def _read_checkpoint(path: str | Path | None, records: Sequence[QARecord]) -> dict[str, dict[str, Any]]:
-    """Rows of ``path`` that belong to ``records`` (by id); empty without a file."""
+    """Rows of ``path`` that belong to ``records`` (by id); empty without a file. A row
+    cut short by an interrupted run is set aside (see ``recover_torn_tail``)."""
     ids = [r.id for r in records]
     if len(set(ids)) != len(ids):
         raise ValueError("QA records must have unique ids")
     if path is None or not Path(path).is_file():
         return {}
+    recover_torn_tail(path)  # an interrupted run may have left half a row
     wanted = set(ids)
     return {row["id"]: row for _, row in iter_jsonl(path) if row.get("id") in wanted}

@@ -367,6 +367,13 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, t
                          progress=False, mode="single-retrieval", demos=DEMOS)
     assert again["results"] == report["results"]  # reused, not recomputed with the broken index
     assert len(list(iter_jsonl(checkpoint))) == 2
+    # An interrupted write leaves half a row: it is set aside and the whole rows are reused.
+    with checkpoint.open("a", encoding="utf-8") as fh:
+        fh.write('{"id": "next", "quest')
+    resumed = run_pipeline(records, _BrokenRetriever(), uncertainty=uncertainty, checkpoint=checkpoint,
+                           progress=False, mode="single-retrieval", demos=DEMOS)
+    assert resumed["results"] == report["results"]
+    assert (tmp_path / "rows.jsonl.torn").read_text(encoding="utf-8") == '{"id": "next", "quest\n'
 
 
 @pytest.fixture
