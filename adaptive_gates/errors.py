@@ -23,3 +23,8 @@ class GateLoadError(AdaptiveGatesError, ValueError):
 
 class BackendError(AdaptiveGatesError, RuntimeError):
     """A model or retrieval backend failed or returned unusable output."""
+
+
+class BackendUnavailableError(BackendError):
+    """A backend gave no answer: it timed out, could not be reached, or a decision's
+    deadline passed. Asking it again at once would most likely fail the same way."""

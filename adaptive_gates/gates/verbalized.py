@@ -28,7 +28,7 @@ from ..certainty import (
 from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
-from .chat_backed import ChatBackend, describe_failure
+from .chat_backed import DEFAULT_DEADLINE, ChatBackend, describe_failure, within_one_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class VerbalizedGate(Gate):
         judge: ask the post-hoc judgement prompt when a reply states no certainty.
         top_logprobs: alternatives per token asked for the graded score (0: discrete).
         max_workers: concurrent requests for backends without batching (remote APIs).
+        deadline: seconds one decision (or batch) may wait on such a backend, all
+            requests and retries included (``None``: no limit); see ``ChatBackend``.
         fallback_retrieve: the decision taken when a question or the backend fails.
     """
 
@@ -75,6 +77,7 @@ class VerbalizedGate(Gate):
         judge: bool = True,
         top_logprobs: int = 20,
         max_workers: int = 1,
+        deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
@@ -86,13 +89,14 @@ class VerbalizedGate(Gate):
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
-        self._backend = ChatBackend(chat, max_workers=max_workers)
+        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
         self.judge = judge
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
+        self.deadline = deadline
 
     @property
     def chat(self) -> ChatModel:
@@ -121,7 +125,7 @@ class VerbalizedGate(Gate):
         return {
             "strategy": self.strategy, "template": self.template, "max_tokens": self.max_tokens,
             "judge": self.judge, "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
-            "fallback_retrieve": self.fallback_retrieve,
+            "deadline": self.deadline, "fallback_retrieve": self.fallback_retrieve,
         }
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -136,6 +140,7 @@ class VerbalizedGate(Gate):
             conversations, max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
         )
 
+    @within_one_deadline
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         first_turns = [user(fill(self.prompt_template, question=q)) for q in questions]
         replies = self._ask(first_turns, self.reply_tokens)
