@@ -25,5 +25,10 @@ class BackendError(AdaptiveGatesError, RuntimeError):
     """A model or retrieval backend failed or returned unusable output."""
 
 
+class BackendUnavailableError(BackendError):
+    """A backend gave no answer: it timed out, could not be reached, or a decision's
+    deadline passed. Asking it again at once would most likely fail the same way."""
+
+
 class UsageError(AdaptiveGatesError, ValueError):
     """A command line is malformed: a bad value, or options that do not go together."""

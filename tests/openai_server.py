@@ -3,9 +3,13 @@
 It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
 generating with ``LocalChatModel``. Tests switch it into fault modes (HTTP 500, a reply
-slower than the client's timeout, malformed JSON, no choices, no content) to exercise
-clients against real HTTP failures, and read how many completion requests arrived to
-check that retries were bounded.
+slower than the client's timeout, a server that never answers, malformed JSON, no
+choices, no content) to exercise clients against real HTTP failures, and read how many
+completion requests arrived to check that retries were bounded.
+
+Every request is handled in a non-daemon thread that ``close`` joins, so no model call
+is left running when the interpreter exits (a daemon thread inside torch at exit aborts
+the process).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Fault(enum.Enum):
     NONE = "none"
     ERROR_500 = "error_500"
     SLOW = "slow"
+    HANG = "hang"
     MALFORMED_JSON = "malformed_json"
     EMPTY_CHOICES = "empty_choices"
     NO_CONTENT = "no_content"
@@ -48,7 +53,11 @@ class RequestError(Exception):
 
 class ChatCompletionsServer:
     """The server, its fault mode and its request count (both safe to use from tests
-    while handler threads run)."""
+    while handler threads run).
+
+    Replies held back (``SLOW``, ``HANG``) are released, as HTTP 503, by ``reset`` and
+    ``close``, so a test never leaves a request waiting into the next one.
+    """
 
     def __init__(self, chat_model: LocalChatModel, *, slow_seconds: float = 2.0) -> None:
         self.chat_model = chat_model
@@ -57,10 +66,8 @@ class ChatCompletionsServer:
         self._fault = Fault.NONE
         self._requests = 0
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        # Handler threads are joined on close (ThreadingHTTPServer's default), so none is
-        # left generating when the interpreter exits.
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._release = threading.Event()
+        self._httpd = _JoiningHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
 
     @property
@@ -81,10 +88,12 @@ class ChatCompletionsServer:
             self._fault = fault
 
     def reset(self) -> None:
-        """Back to healthy answers and a zero request count."""
+        """Back to healthy answers and a zero request count; held-back replies are released."""
         with self._lock:
             self._fault = Fault.NONE
             self._requests = 0
+            self._release.set()
+            self._release = threading.Event()
 
     def start(self) -> ChatCompletionsServer:
         self._thread.start()
@@ -92,24 +101,30 @@ class ChatCompletionsServer:
         return self
 
     def close(self) -> None:
-        """Stop serving; replies still held back in slow mode are dropped."""
-        self._closing.set()
+        """Stop serving and wait for every request in progress: held-back replies are
+        released, a reply being generated is finished."""
+        with self._lock:
+            self._release.set()
         self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self._thread.join()
+        self._httpd.server_close()  # joins the handler threads
 
     # ----------------------------------------------------------------- serving
-    def _arrive(self) -> Fault:
-        """Count a completion request and return the fault mode it is served in."""
+    def _arrive(self) -> tuple[Fault, threading.Event]:
+        """Count a completion request; the fault mode it is served in and the event
+        that releases it if it is held back."""
         with self._lock:
             self._requests += 1
-            return self._fault
+            return self._fault, self._release
 
     def complete(self, body: object) -> tuple[HTTPStatus, bytes]:
         """Status and JSON body answering one ``/chat/completions`` request."""
-        fault = self._arrive()
+        fault, release = self._arrive()
         if fault is Fault.ERROR_500:
             return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "injected server error")
+        if fault is Fault.HANG:  # accepts the request and never answers it
+            release.wait()
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, "released without an answer")
         if fault is Fault.MALFORMED_JSON:
             return HTTPStatus.OK, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess'
         try:
@@ -120,8 +135,8 @@ class ChatCompletionsServer:
         except (TypeError, ValueError) as exc:
             return _error(HTTPStatus.BAD_REQUEST, str(exc))
         # A real reply held back: the model is idle again by the time the client gives up.
-        if fault is Fault.SLOW and self._closing.wait(self.slow_seconds):
-            return _error(HTTPStatus.SERVICE_UNAVAILABLE, "the server is closing")
+        if fault is Fault.SLOW and release.wait(self.slow_seconds):
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, "released before the delay ended")
         choice = _choice(reply, (body.get("top_logprobs") or 0) if body.get("logprobs") else None)
         if fault is Fault.NO_CONTENT:
             choice["message"]["content"] = None
@@ -189,6 +204,13 @@ def _json(payload: object) -> bytes:
 def _error(status: HTTPStatus, message: str) -> tuple[HTTPStatus, bytes]:
     """An error in OpenAI's shape."""
     return status, _json({"error": {"message": message, "type": status.phrase, "code": status.value}})
+
+
+class _JoiningHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server whose ``server_close`` joins its handler threads
+    (``ThreadingHTTPServer`` makes them daemons, which it does not join)."""
+
+    daemon_threads = False
 
 
 def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:

@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
+import time
 
 import pytest
 from openai_server import ChatCompletionsServer, Fault
 
-from adaptive_gates.errors import BackendError
+from adaptive_gates import SKRPromptGate, VerbalizedGate
+from adaptive_gates.errors import BackendError, BackendUnavailableError
+from adaptive_gates.gates.chat_backed import ChatBackend
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, chat_many
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
@@ -100,6 +104,7 @@ def test_achat_in_concurrent_tasks_and_separate_loops(openai_server, openai_base
     [
         (Fault.ERROR_500, "HTTP 500", 2),
         (Fault.SLOW, "timed out", 2),
+        (Fault.HANG, "timed out", 2),
         (Fault.MALFORMED_JSON, "malformed JSON", 1),
         (Fault.EMPTY_CHOICES, "no choices", 1),
         (Fault.NO_CONTENT, "no text content", 1),
@@ -108,13 +113,15 @@ def test_achat_in_concurrent_tasks_and_separate_loops(openai_server, openai_base
 def test_faults_end_in_backend_error_after_bounded_retries(
     openai_server, openai_base_url, fault, cause, attempts
 ) -> None:
-    # Only the slow reply needs a timeout shorter than the server's delay.
-    timeout = 0.5 if fault is Fault.SLOW else 10.0
-    model = remote(openai_server, timeout=timeout, max_retries=1)
+    # Only a held-back reply needs a timeout shorter than the server's delay.
+    held_back = fault in (Fault.SLOW, Fault.HANG)
+    model = remote(openai_server, timeout=0.5 if held_back else 10.0, max_retries=1)
     openai_server.set_fault(fault)
     with pytest.raises(BackendError, match=cause) as caught:
         model.chat(FRANCE, max_tokens=2)
     assert openai_server.model_id in str(caught.value) and openai_base_url in str(caught.value)
+    # A server that does not answer is unavailable; one that answers badly is not.
+    assert isinstance(caught.value, BackendUnavailableError) == held_back
     assert openai_server.requests == attempts
 
 
@@ -138,7 +145,7 @@ def test_unreachable_server_is_a_backend_error() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
-    with pytest.raises(BackendError, match=f"127.0.0.1:{port}.*cannot connect"):
+    with pytest.raises(BackendUnavailableError, match=f"127.0.0.1:{port}.*cannot connect"):
         model.chat(FRANCE)
 
 
@@ -149,6 +156,71 @@ def test_the_api_key_stays_out_of_errors(openai_server, openai_base_url) -> None
     with pytest.raises(BackendError) as caught:
         model.chat(FRANCE)
     assert secret not in str(caught.value) and secret not in repr(model)
+
+
+def test_close_joins_the_request_in_progress(openai_server) -> None:
+    """A reply still being generated when the server closes is finished, not left to a
+    thread that the interpreter would kill inside torch at exit (which aborts it)."""
+    before = set(threading.enumerate())
+    server = ChatCompletionsServer(openai_server.chat_model).start()
+    server.set_fault(Fault.SLOW)
+    story = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+    with pytest.raises(BackendUnavailableError, match="timed out"):
+        remote(server, timeout=0.1, max_retries=0).chat(story, max_tokens=64)
+    server.close()
+    assert [t for t in threading.enumerate() if t not in before] == []
+
+
+def test_chat_many_stops_sending_to_a_dead_server(openai_server, openai_base_url) -> None:
+    openai_server.set_fault(Fault.HANG)
+    with pytest.raises(BackendUnavailableError, match="timed out"):
+        chat_many(remote(openai_server, timeout=0.5, max_retries=0), QUESTIONS, max_workers=2, max_tokens=2)
+    assert openai_server.requests == 2  # the two first went out together; the third never did
+
+
+def test_a_dead_server_costs_one_retry_cycle_per_batch(openai_server, openai_base_url) -> None:
+    openai_server.set_fault(Fault.HANG)
+    gate = SKRPromptGate(remote(openai_server, timeout=0.5, max_retries=1), deadline=None)
+    decisions = gate.decide_batch(["Who wrote Hamlet?", "What is 2 + 2?", "Name a primary colour."])
+    assert openai_server.requests == 2  # the first question's attempt and its retry, nothing after
+    assert all(d.is_fallback and d.retrieve for d in decisions)
+    assert "timed out" in decisions[0].error
+    assert all("not asked after an earlier request found it unavailable" in d.error for d in decisions[1:])
+
+
+def test_one_deadline_bounds_a_whole_batch(openai_server, openai_base_url) -> None:
+    """A server that accepts requests and never answers costs a decision its deadline,
+    however many questions the batch holds and however long the client would wait."""
+    openai_server.set_fault(Fault.HANG)
+    deadline = 1.0
+    # No retries, so the requests left behind at the deadline end when the server is reset.
+    gate = VerbalizedGate(remote(openai_server, timeout=60.0, max_retries=0), max_workers=2, deadline=deadline)
+    start = time.monotonic()
+    decisions = gate.decide_batch([f"What is {n} + {n}?" for n in range(6)])
+    elapsed = time.monotonic() - start
+    assert openai_server.requests == 2  # the two in flight at the deadline; nothing sent after
+    assert all(d.is_fallback and d.retrieve and "before the deadline" in d.error for d in decisions)
+    assert elapsed < 10 * deadline  # generous: without the deadline it would be 60 s or more
+
+
+def test_requests_of_one_decision_share_its_deadline(openai_server, openai_base_url) -> None:
+    """A follow-up round (the judgement prompt) gets what is left of the deadline, not a new one."""
+    openai_server.set_fault(Fault.HANG)
+    backend = ChatBackend(remote(openai_server, timeout=60.0, max_retries=0), deadline=0.5)
+    with backend.shared_deadline():
+        first = backend.ask([FRANCE], max_tokens=2)
+        follow_up = backend.ask([FRANCE], max_tokens=2)
+    assert openai_server.requests == 1
+    for replies in (first, follow_up):
+        assert isinstance(replies[0], BackendUnavailableError) and "before the deadline" in str(replies[0])
+
+
+@pytest.mark.parametrize("deadline", [0, -1.0, float("inf"), float("nan"), "10", True])
+def test_bad_deadlines_are_refused(deadline) -> None:
+    with pytest.raises(ValueError, match="deadline"):
+        ChatBackend(None, deadline=deadline)
+    with pytest.raises(ValueError, match="deadline"):
+        VerbalizedGate(deadline=deadline)
 
 
 @pytest.mark.parametrize(

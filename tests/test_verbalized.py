@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -142,14 +143,25 @@ def test_same_decision_through_the_openai_server(nq, openai_server, openai_base_
         assert served.score == pytest.approx(local.score, abs=1e-6, nan_ok=True)
 
 
-@pytest.mark.parametrize("fault", [Fault.ERROR_500, Fault.SLOW, Fault.MALFORMED_JSON])
+#: The fallback's error each server fault gives.
+FAULT_ERRORS = {
+    Fault.ERROR_500: "BackendError: .*HTTP 500",
+    Fault.SLOW: "BackendUnavailableError: .*timed out",
+    Fault.MALFORMED_JSON: "BackendError: .*malformed JSON",
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULT_ERRORS))
 def test_server_failures_give_the_fallback_decision(openai_server, openai_base_url, fault) -> None:
+    error = FAULT_ERRORS[fault]
     openai_server.set_fault(fault)
     remote = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url, timeout=0.5, max_retries=0)
     for gate in (VerbalizedGate(remote), SKRPromptGate(remote)):
         decision = gate.decide("Who wrote Hamlet?")
         assert decision.is_fallback and decision.retrieve
-        assert decision.error.startswith("backend error: BackendError")
+        assert re.match(f"backend error: {error}", decision.error), decision.error
+    # One request per decision: a failed request is not asked again one conversation at a time.
+    assert openai_server.requests == 2
 
 
 def test_save_and_load_keep_threshold_and_refuse_another_model(tmp_path, openai_server) -> None:

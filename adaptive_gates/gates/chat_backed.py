@@ -1,33 +1,60 @@
-"""What the gates that question a chat model share: the backend, robust batch asking,
-and the saved record of which model the threshold was fitted for."""
+"""What the gates that question a chat model share: the backend, robust batch asking
+within a deadline, and the saved record of which model the threshold was fitted for."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import math
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import GateLoadError
-from ..models.chat import ChatModel, ChatReply, Message, chat_many
+from ..errors import BackendUnavailableError, GateLoadError
+from ..models.chat import ChatModel, ChatReply, Message, chat_each
 
 logger = logging.getLogger(__name__)
+
+#: The default ``deadline``: a little more than one request's full retry cycle at
+#: ``OpenAIChatModel``'s defaults (3 attempts of 30 s), so a single question keeps all
+#: of its retries and a batch never waits longer than that in all.
+DEFAULT_DEADLINE = 120.0
+
+#: The deadline (a ``time.monotonic()`` instant) shared by the requests of one scoring call.
+_shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default=None)
+
+Score = TypeVar("Score", bound=Callable[..., Any])
 
 
 class ChatBackend:
     """A gate's chat model (the embedded SmolLM2 unless one is given) and how to ask it.
 
     ``ask`` never raises: a failing backend becomes the exception in that reply's slot,
-    so one bad request costs one fallback decision, not the batch.
+    so one bad request costs one fallback decision, not the batch. A backend that
+    answers conversation by conversation (a remote server) is asked within
+    ``deadline`` seconds for the whole batch (``None``: no deadline); a request that
+    finds it unavailable (timed out, unreachable) stops the asking. Either way the
+    conversations left without a reply get a ``BackendUnavailableError``. A backend
+    that batches in-process (the embedded model) cannot hang and is never cut short.
     """
 
-    def __init__(self, chat: ChatModel | None, *, max_workers: int = 1) -> None:
+    def __init__(
+        self, chat: ChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        if deadline is not None and (
+            not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not 0 < deadline < math.inf
+        ):
+            raise ValueError(f"deadline must be a positive number of seconds or None, got {deadline!r}")
         self._chat = chat
         self._lock = threading.Lock()
         self.max_workers = max_workers
+        self.deadline = deadline
 
     @property
     def model(self) -> ChatModel:
@@ -42,17 +69,38 @@ class ChatBackend:
         """Replies (or the exception each request raised), in order."""
         if not conversations:
             return []
+        model = self.model
+        batch = getattr(model, "chat_batch", None)
+        if not callable(batch):
+            return chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
         try:
-            return list(chat_many(self.model, conversations, max_workers=self.max_workers, **options))
+            return list(batch(conversations, **options))
+        except BackendUnavailableError as exc:  # the same wait again for each conversation
+            return [exc] * len(conversations)
         except Exception:
             logger.warning("batched chat failed; asking one conversation at a time", exc_info=True)
-        replies: list[ChatReply | Exception] = []
-        for conversation in conversations:
-            try:
-                replies.append(self.model.chat(conversation, **options))
-            except Exception as exc:  # a failing backend must not take the batch down
-                replies.append(exc)
-        return replies
+        return chat_each(model, conversations, **options)
+
+    @contextlib.contextmanager
+    def shared_deadline(self) -> Iterator[None]:
+        """Every ``ask`` inside the block shares one deadline, counted from its start
+        (the rounds of questions of one decision)."""
+        if self.deadline is None:
+            yield
+            return
+        instant = time.monotonic() + self.deadline
+        outer = _shared_deadline.get()
+        token = _shared_deadline.set(instant if outer is None else min(outer, instant))
+        try:
+            yield
+        finally:
+            _shared_deadline.reset(token)
+
+    def _deadline(self) -> float | None:
+        """The instant by which the current ``ask`` must be done."""
+        if self.deadline is None:
+            return None
+        return _shared_deadline.get() or time.monotonic() + self.deadline
 
     def state(self) -> dict[str, Any]:
         """The JSON record saved with a gate: the model its threshold belongs to."""
@@ -75,6 +123,18 @@ class ChatBackend:
                 f"{directory}: field 'state.chat_model' is {saved!r} but the given chat model is "
                 f"{self._chat.model_id!r}"
             )
+
+
+def within_one_deadline(score: Score) -> Score:
+    """Decorates a chat-backed gate's ``_score``: all the requests made to score one
+    batch, follow-up rounds included, share the backend's deadline."""
+
+    @functools.wraps(score)
+    def scoring(gate: Any, questions: list[str]) -> Any:
+        with gate._backend.shared_deadline():
+            return score(gate, questions)
+
+    return scoring  # type: ignore[return-value]
 
 
 def describe_failure(exc: Exception) -> str:

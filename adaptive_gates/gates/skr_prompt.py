@@ -28,7 +28,7 @@ from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .base import FALLBACK_REASON, Gate
-from .chat_backed import ChatBackend, describe_failure
+from .chat_backed import DEFAULT_DEADLINE, ChatBackend, describe_failure
 from .skr import _SKRMemoryGate
 from .skr_memory import l2_normalise
 
@@ -88,7 +88,7 @@ class _PolarQuestionMixin:
 
     def _configure(
         self, chat: ChatModel | None, template: str, known_reply: str, max_tokens: int,
-        top_logprobs: int, max_workers: int,
+        top_logprobs: int, max_workers: int, deadline: float | None,
     ) -> None:
         """Validate and keep the parameters both gates take."""
         if "{question}" not in template:
@@ -97,18 +97,19 @@ class _PolarQuestionMixin:
             raise ValueError(f"known_reply must be 'yes' or 'no', got {known_reply!r}")
         if max_tokens < 1 or top_logprobs < 0:
             raise ValueError(f"need max_tokens >= 1 and top_logprobs >= 0, got {max_tokens}, {top_logprobs}")
-        self._backend = ChatBackend(chat, max_workers=max_workers)
+        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
         self.template = template
         self.known_reply = known_reply
         self.max_tokens = max_tokens
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
+        self.deadline = deadline
 
     def _polar_params(self) -> dict[str, Any]:
         return {
             "template": self.template, "known_reply": self.known_reply, "max_tokens": self.max_tokens,
             "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
-            "fallback_retrieve": self.fallback_retrieve,  # type: ignore[attr-defined]
+            "deadline": self.deadline, "fallback_retrieve": self.fallback_retrieve,  # type: ignore[attr-defined]
         }
 
     def _default_threshold(self) -> float:
@@ -148,6 +149,8 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
         max_tokens: reply length cap (only the first word is read).
         top_logprobs: alternatives per token for the graded score (0: discrete).
         max_workers: concurrent requests for backends without batching.
+        deadline: seconds one decision (or batch) may wait on such a backend, all
+            requests and retries included (``None``: no limit); see ``ChatBackend``.
         fallback_retrieve: the decision taken when a question or the backend fails.
     """
 
@@ -162,10 +165,11 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
         max_tokens: int = 8,
         top_logprobs: int = 20,
         max_workers: int = 1,
+        deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers)
+        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers, deadline)
 
     @property
     def is_fitted(self) -> bool:
@@ -194,8 +198,8 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
     class for every question.
 
     Args:
-        chat, template, known_reply, max_tokens, top_logprobs, max_workers: as
-            ``SKRPromptGate``.
+        chat, template, known_reply, max_tokens, top_logprobs, max_workers, deadline:
+            as ``SKRPromptGate``.
         embedder: the sentence encoder of the memory (default: embedded MiniLM).
         n_demos: demonstrations per question (even; half from each class).
         demos: ``"nearest"`` or ``"fixed"``.
@@ -216,10 +220,11 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         max_tokens: int = 8,
         top_logprobs: int = 20,
         max_workers: int = 1,
+        deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(embedder, fallback_retrieve=fallback_retrieve)
-        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers)
+        self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers, deadline)
         if n_demos < 2 or n_demos % 2:
             raise ValueError(f"n_demos must be an even number >= 2, got {n_demos}")
         if demos not in ("nearest", "fixed"):

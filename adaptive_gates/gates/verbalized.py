@@ -29,7 +29,7 @@ from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
-from .chat_backed import ChatBackend, describe_failure
+from .chat_backed import DEFAULT_DEADLINE, ChatBackend, describe_failure, within_one_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class VerbalizedGate(Gate):
             either word; the fallback otherwise).
         top_logprobs: alternatives per token asked for the graded score (0: discrete).
         max_workers: concurrent requests for backends without batching (remote APIs).
+        deadline: seconds one decision (or batch) may wait on such a backend, all
+            requests and retries included (``None``: no limit); see ``ChatBackend``.
         fallback_retrieve: the decision taken when a question or the backend fails.
     """
 
@@ -86,6 +88,7 @@ class VerbalizedGate(Gate):
         unparseable: str = "fallback",
         top_logprobs: int = 20,
         max_workers: int = 1,
+        deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
@@ -99,7 +102,7 @@ class VerbalizedGate(Gate):
             raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
         if unparseable not in UNPARSEABLE:
             raise ValueError(f"unparseable must be one of {UNPARSEABLE}, got {unparseable!r}")
-        self._backend = ChatBackend(chat, max_workers=max_workers)
+        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
@@ -107,6 +110,7 @@ class VerbalizedGate(Gate):
         self.unparseable = unparseable
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
+        self.deadline = deadline
 
     @property
     def chat(self) -> ChatModel:
@@ -135,7 +139,7 @@ class VerbalizedGate(Gate):
         return {
             "strategy": self.strategy, "template": self.template, "max_tokens": self.max_tokens,
             "judge": self.judge, "unparseable": self.unparseable, "top_logprobs": self.top_logprobs,
-            "max_workers": self.max_workers, "fallback_retrieve": self.fallback_retrieve,
+            "max_workers": self.max_workers, "deadline": self.deadline, "fallback_retrieve": self.fallback_retrieve,
         }
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -150,6 +154,7 @@ class VerbalizedGate(Gate):
             conversations, max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
         )
 
+    @within_one_deadline
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         first_turns = [user(fill(self.prompt_template, question=q)) for q in questions]
         replies = self._ask(first_turns, self.reply_tokens)

@@ -9,10 +9,13 @@ LlamaIndex LLMs are adapted to it by the integration packages.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..errors import BackendUnavailableError
 
 if TYPE_CHECKING:
     from .local_lm import Generation, LocalCausalLM
@@ -50,7 +53,8 @@ class ChatModel(Protocol):
 
     ``temperature=0`` means greedy decoding. ``top_logprobs > 0`` asks for token
     log-probabilities with that many alternatives per position; backends that cannot
-    give them return ``tokens=None``. Failures raise ``BackendError``.
+    give them return ``tokens=None``. Failures raise ``BackendError``; a backend that
+    gives no answer at all (timeout, unreachable) raises ``BackendUnavailableError``.
     """
 
     @property
@@ -94,20 +98,118 @@ def chat_many(
     max_workers: int = 1,
     **options: object,
 ) -> list[ChatReply]:
-    """Replies to many conversations, in order.
+    """Replies to many conversations, in order; the first failure is raised.
 
     A backend with its own ``chat_batch`` (the local LM batches generation) gets the
-    whole list; otherwise conversations go out one by one, or over ``max_workers``
-    threads for a remote server.
+    whole list; otherwise conversations go out as ``chat_each`` sends them.
     """
     conversations = list(conversations)
     batch = getattr(model, "chat_batch", None)
     if callable(batch):
         return batch(conversations, **options)
-    if max_workers <= 1:
-        return [model.chat(c, **options) for c in conversations]
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        return list(pool.map(lambda c: model.chat(c, **options), conversations))
+    replies = chat_each(model, conversations, max_workers=max_workers, **options)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies  # type: ignore[return-value]  (no exceptions left)
+
+
+def chat_each(
+    model: ChatModel,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    max_workers: int = 1,
+    deadline: float | None = None,
+    **options: object,
+) -> list[ChatReply | Exception]:
+    """Replies to many conversations, in order, each sent on its own, with each
+    failure in its own slot instead of raised.
+
+    Conversations go out one by one, or over ``max_workers`` threads for a remote
+    server. Sending stops early, and the conversations without a reply get a
+    ``BackendUnavailableError`` saying why, when a request finds the backend
+    unavailable (timed out, unreachable: the next request would wait the same way), or
+    when ``deadline`` (a ``time.monotonic()`` instant) passes. A request still running
+    at the deadline is abandoned to its daemon thread, which the backend's own timeout
+    ends; its reply is dropped.
+    """
+    if max_workers < 1:
+        raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+    conversations = list(conversations)
+    dispatch = _Dispatch(lambda c: model.chat(c, **options), conversations, model.model_id)
+    if max_workers == 1 and deadline is None:
+        dispatch.work()  # nothing to wait for apart from the calls: stay in this thread
+    else:
+        for n in range(min(max_workers, len(conversations))):
+            threading.Thread(target=dispatch.work, name=f"chat-{n}", daemon=True).start()
+    return dispatch.wait(deadline)
+
+
+def _unavailable(result: ChatReply | Exception) -> bool:
+    """Whether a failure says the backend is not answering at all."""
+    return isinstance(result, (BackendUnavailableError, TimeoutError, ConnectionError))
+
+
+class _Dispatch:
+    """Conversations handed out one at a time to the threads that ask them, until all
+    are answered, the backend is found unavailable, or the caller stops waiting."""
+
+    def __init__(
+        self, ask: Callable[[Sequence[Message]], ChatReply], conversations: list[Sequence[Message]], model_id: str
+    ) -> None:
+        self._ask = ask
+        self._conversations = conversations
+        self._model_id = model_id
+        self._results: list[ChatReply | Exception | None] = [None] * len(conversations)
+        self._sent = 0
+        self._running = 0
+        self._stop: BackendUnavailableError | None = None  # why nothing more is sent
+        self._changed = threading.Condition()
+
+    def work(self) -> None:
+        """Ask conversations until none is left to send."""
+        while (i := self._take()) is not None:
+            try:
+                result: ChatReply | Exception = self._ask(self._conversations[i])
+            except Exception as exc:  # one failing request must not take the batch down
+                result = exc
+            self._put(i, result)
+
+    def wait(self, deadline: float | None) -> list[ChatReply | Exception]:
+        """The replies once every sent request has ended or ``deadline`` has passed."""
+        with self._changed:
+            late: BackendUnavailableError | None = None  # for requests abandoned at the deadline
+            while self._running or (self._stop is None and self._sent < len(self._conversations)):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    late = BackendUnavailableError(f"chat model {self._model_id!r} gave no reply before the deadline")
+                    self._stop = self._stop or late
+                    log.warning("%s; %d request(s) abandoned", late, self._running)
+                    break
+                self._changed.wait(remaining)
+            # Unfilled slots below ``_sent`` were still running at the deadline.
+            return [
+                result if result is not None else late if i < self._sent else self._stop
+                for i, result in enumerate(self._results)
+            ]  # type: ignore[misc]
+
+    def _take(self) -> int | None:
+        with self._changed:
+            if self._stop is not None or self._sent == len(self._conversations):
+                return None
+            self._sent += 1
+            self._running += 1
+            return self._sent - 1
+
+    def _put(self, i: int, result: ChatReply | Exception) -> None:
+        with self._changed:
+            self._running -= 1
+            self._results[i] = result
+            if self._stop is None and _unavailable(result):
+                self._stop = BackendUnavailableError(
+                    f"chat model {self._model_id!r} not asked after an earlier request found it unavailable: {result}"
+                )
+            self._changed.notify_all()
 
 
 class LocalChatModel:

@@ -4,7 +4,8 @@ OpenAI itself, or a server of one's own (vLLM, llama.cpp, Ollama) reached throug
 ``base_url``. Requests go through the official ``openai`` SDK, whose bounded retries with
 backoff cover timeouts, connection errors, rate limits and 5xx replies; whatever still
 fails, and any reply a gate cannot use, surfaces as ``BackendError`` so the gate can take
-its fallback decision.
+its fallback decision. A timeout or a connection failure is a ``BackendUnavailableError``:
+the server is down or hung, and the next request would wait the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError
+from ..errors import BackendError, BackendUnavailableError
 from .chat import ChatReply, Message, TokenLogprob, check_messages
 
 if TYPE_CHECKING:
@@ -193,7 +194,8 @@ class OpenAIChatModel:
 
     @contextlib.contextmanager
     def _failures(self, client: openai.OpenAI | openai.AsyncOpenAI) -> Iterator[None]:
-        """Turn what the SDK raises once its retries are spent into ``BackendError``.
+        """Turn what the SDK raises once its retries are spent into ``BackendError``
+        (``BackendUnavailableError`` for a timeout or a connection failure).
 
         ``ValueError`` covers a body that is not valid JSON, which the SDK lets through.
         """
@@ -201,10 +203,17 @@ class OpenAIChatModel:
 
         try:
             yield
+        except openai.APIConnectionError as exc:  # APITimeoutError is one too
+            raise self._error(client, _cause(exc), BackendUnavailableError) from exc
         except (openai.OpenAIError, ValueError) as exc:
             raise self._error(client, _cause(exc)) from exc
 
-    def _error(self, client: openai.OpenAI | openai.AsyncOpenAI, cause: str) -> BackendError:
+    def _error(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI,
+        cause: str,
+        kind: type[BackendError] = BackendError,
+    ) -> BackendError:
         if len(self._api_key) >= 8:  # a real secret, not a placeholder like "x"
             cause = cause.replace(self._api_key, "***")
         message = (
@@ -212,7 +221,7 @@ class OpenAIChatModel:
             f"(timeout {self.timeout:g} s, max_retries {self.max_retries}): {cause}"
         )
         log.debug(message)
-        return BackendError(message)
+        return kind(message)
 
 
 def _resolve_api_key(model: str, api_key: str | None, base_url: str | None) -> str:
