@@ -18,7 +18,7 @@ What to expect with the embedded SmolLM2-135M on BoolQ: the gate lands inside th
 random band. Without passages the model answers "No" to nearly every question, so
 whether retrieval helps depends on the gold answer, not on anything the model
 knows, and no gate in this package (SKR kNN/cls, Thrust on MiniLM or on SmolLM2's
-own hidden states, IAPEK-BM25) measurably beats chance on it. The demo shows how
+own hidden states, IAPEK-BM25, SKR-prompt) measurably beats chance on it. The demo shows how
 to tell; a stronger model behind ``LLMAnswerer`` is what gives a gate something
 to find.
 """
