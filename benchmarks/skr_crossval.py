@@ -37,7 +37,6 @@ from _common import (
     adarague_path,
     add_data_argument,
     markdown_table,
-    null_gap_captures,
     write_results,
 )
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, label_outcomes, load_outcomes, outcome_scores
@@ -45,6 +44,7 @@ from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation import (
     cross_fitted_scores,
     evaluate_scores,
+    null_gap_captures,
     threshold_outcome,
 )
 from adaptive_gates.gates.base import Gate

@@ -40,7 +40,6 @@ from _common import (
     adarague_path,
     add_data_argument,
     markdown_table,
-    null_gap_captures,
     write_results,
 )
 from adaptive_gates import (
@@ -54,7 +53,15 @@ from adaptive_gates import (
 )
 from adaptive_gates.calibration import threshold_for_rate
 from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.evaluation import cross_fitted_scores, decision_auroc, gap_capture, gate_curve, oracle_curve, random_auc
+from adaptive_gates.evaluation import (
+    cross_fitted_scores,
+    decision_auroc,
+    gap_capture,
+    gate_curve,
+    null_gap_captures,
+    oracle_curve,
+    random_auc,
+)
 from adaptive_gates.gates.thrust import LEVELS, FitPercentileGate
 from adaptive_gates.models.defaults import default_llm
 from adaptive_gates.models.local_lm import LocalCausalLM

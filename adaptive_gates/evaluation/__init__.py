@@ -5,6 +5,7 @@ from .curves import Curve, gate_curve, oracle_curve, random_auc
 from .plot import plot_reports
 from .live import evaluate_live
 from .offline import cross_fitted_scores, evaluate_offline, fit_calibrated
+from .random_band import RANDOM_DRAWS, null_accuracies, null_gap_captures, random_band
 from .report import decision_auroc, evaluate_scores, gap_capture, threshold_outcome
 
 __all__ = [
@@ -22,4 +23,8 @@ __all__ = [
     "cross_fitted_scores",
     "evaluate_offline",
     "fit_calibrated",
+    "RANDOM_DRAWS",
+    "null_accuracies",
+    "null_gap_captures",
+    "random_band",
 ]

@@ -10,7 +10,9 @@ from typing import Any
 def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
     """Plot one or more gates' curves with random, oracle, never and always.
 
-    The baselines come from the first report (all reports should share a test set).
+    The baselines come from the first report (all reports should share a test set),
+    as does the accuracy band of random gates when it holds a ``random_band``
+    (``random_band(a, b, retrieve)``).
     """
     import matplotlib
 
@@ -29,6 +31,13 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
         at = report.get("at_threshold") or {}
         if "retrieval_rate" in at:
             ax.scatter([at["retrieval_rate"]], [at["accuracy"]], zorder=3, marker="o", s=30)
+    band = base.get("random_band") or {}
+    if "accuracy" in band:
+        # Where 95% of random gates retrieving as often as the gate land.
+        low, high = band["accuracy"]
+        rate = band["retrieval_rate"]
+        ax.plot([rate, rate], [low, high], color="grey", linewidth=4, alpha=0.5, solid_capstyle="butt",
+                label=f"random gates at that rate ({band['level']:.0%})")
     rates, acc = zip(*base["oracle_curve"])
     ax.plot(rates, acc, color="black", linestyle=":", label="oracle")
     ax.plot([0, 1], [base["never"], base["always"]], color="grey", linestyle="--", label="random")
