@@ -27,8 +27,10 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
 
 install: $(STAMP)
 
+# One torch thread unless the caller says otherwise: the small embedded models run
+# faster on one thread of a 2-core machine than on two that contend.
 demo: $(STAMP)
-	$(PY) examples/selective_qa_demo.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) examples/selective_qa_demo.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests integrations/langchain/tests
