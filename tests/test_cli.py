@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import SKRKnnGate, load_outcomes
 from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 
@@ -15,10 +15,11 @@ REPORT_FIELDS = {"gate", "n", "metric", "never", "always", "oracle", "auc", "auc
 
 
 @pytest.fixture(scope="module")
-def split(nq_outcomes, tmp_path_factory):
+def split(outcome_records, tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    write_jsonl(root / "train.jsonl", [r.to_json() for r in nq_outcomes[:350]])
-    write_jsonl(root / "test.jsonl", [r.to_json() for r in nq_outcomes[350:]])
+    cut = len(outcome_records) * 7 // 10
+    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:cut]])
+    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[cut:]])
     return root
 
 
@@ -31,8 +32,9 @@ def test_eval_writes_the_report(split, tmp_path, gate, options):
     assert code == 0
     report = json.loads(out.read_text())
     assert REPORT_FIELDS <= set(report)
-    assert report["gate"] == gate and report["n"] == 150 and report["metric"] == "contains"
-    assert len(report["curve"]) == 151 and report["curve"][0] == [0.0, report["never"]]
+    n_test = len(load_outcomes(split / "test.jsonl"))
+    assert report["gate"] == gate and report["n"] == n_test and report["metric"] == "contains"
+    assert len(report["curve"]) == n_test + 1 and report["curve"][0] == [0.0, report["never"]]
     assert report["curve"][-1][1] == pytest.approx(report["always"])
     assert report["auc_random"] <= report["auc_oracle"] and report["never"] <= report["oracle"]
     at = report["at_threshold"]

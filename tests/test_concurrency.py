@@ -8,9 +8,10 @@ import numpy as np
 from adaptive_gates import SKRKnnGate
 
 
-def test_many_threads_decide_while_another_adds(nq_outcomes, embedder):
-    base, extra = nq_outcomes[:200], nq_outcomes[200:400]
-    probes = [r.question for r in nq_outcomes[400:460]]
+def test_many_threads_decide_while_another_adds(outcome_records, embedder):
+    n = len(outcome_records)
+    base, extra = outcome_records[: n * 2 // 5], outcome_records[n * 2 // 5 : n * 4 // 5]
+    probes = [r.question for r in outcome_records[n * 4 // 5 :]][:60]
     gate = SKRKnnGate(embedder, k=5).fit_outcomes(base)
     size_before = len(gate.memory_)
     from adaptive_gates import label_outcomes

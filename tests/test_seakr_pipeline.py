@@ -1,9 +1,10 @@
 """The SeaKR pipeline with the real SmolLM2, the real U estimator and a real BM25 index.
 
-The corpus is the shared Wikipedia paragraphs whose titles belong to the contexts of
-four HotpotQA dev questions (AdaRAGUE's split), so BM25 has the evidence and the
-distractors of those questions. Samples are few (k=3) and short to keep the file fast;
-the loop tests vary the threshold to make the gate always or never fire.
+The questions are four real ones and the corpus holds their evidence among distractors
+on the same topics (``qa_with_evidence``: HotpotQA with the shared Wikipedia paragraphs of
+their contexts, else BoolQ with the passages of their articles). Samples are few (k=3)
+and short to keep the file fast; the loop tests vary the threshold to make the gate
+always or never fire.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from adaptive_gates.seakr_prompts import (
     snippet_template,
 )
 
-N_QUESTIONS = 4
 DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
 FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
 
@@ -37,19 +37,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def hotpot(shared_data) -> list[dict]:
-    rows = [obj for _, obj in iter_jsonl(shared_data / "adarague" / "hotpotqa.train.jsonl")]
-    return rows[:N_QUESTIONS]
+def questions(qa_with_evidence) -> list[dict]:
+    return [{"id": r.id, "question": r.question, "answers": r.answers} for r in qa_with_evidence[0]]
 
 
 @pytest.fixture(scope="module")
-def corpus(shared_data, hotpot) -> list[CorpusRecord]:
-    titles = {c["title"] for row in hotpot for c in row["context"]}
-    return [
-        CorpusRecord(str(obj["id"]), obj["title"], obj["text"])
-        for _, obj in iter_jsonl(shared_data / "wiki_paragraph_corpus.jsonl")
-        if obj["title"] in titles
-    ]
+def corpus(qa_with_evidence) -> list[CorpusRecord]:
+    return qa_with_evidence[1]
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +164,9 @@ def test_bad_parameters_are_refused(retriever) -> None:
 
 
 # ------------------------------------------------------------ multi-hop loop
-def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot) -> None:
+def test_full_trace_with_reranking_and_selection(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_steps=1)
-    result = pipe.answer(hotpot[0]["question"])
+    result = pipe.answer(questions[0]["question"])
     check_trace(result)
     assert len(result.steps) == 1 and result.retrieval_calls == 1
     first = result.steps[0]
@@ -191,9 +185,9 @@ def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot)
     assert result.seconds > 0
 
 
-def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, hotpot) -> None:
+def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=2, rationale="append")
-    result = pipe.answer(hotpot[1]["question"])
+    result = pipe.answer(questions[1]["question"])
     check_trace(result)
     kept = [s for s in result.steps if s.text]
     assert kept and not result.documents  # the gate never fired: only the rationale route
@@ -224,9 +218,9 @@ def _expected_stop(result, limit_reason: str) -> str:
     return "answered" if extract_seakr_answer(last.text) is not None else limit_reason
 
 
-def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
+def test_loop_stops_at_max_steps(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=1, select=False)
-    results = _first_with(pipe, hotpot, "max_steps")
+    results = _first_with(pipe, questions, "max_steps")
     for result in results:
         assert len(result.steps) == 1
         if result.steps[0].pseudo:  # a gate that never fires: no search, no document
@@ -236,9 +230,9 @@ def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
     assert results[-1].answer  # forced with "So the answer is" when the loop gave none
 
 
-def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
+def test_loop_stops_at_max_docs(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_docs=1, rerank=False, select=False)
-    results = _first_with(pipe, hotpot, "max_docs")
+    results = _first_with(pipe, questions, "max_docs")
     for result in results:
         assert len(result.documents) <= 1
         if result.documents:
@@ -248,19 +242,19 @@ def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
     assert results[-1].stop_reason == "max_docs"
 
 
-def test_repeated_query_ends_the_loop(retriever, uncertainty, hotpot) -> None:
+def test_repeated_query_ends_the_loop(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, rerank=False, select=False)
     # The last question gets there first with SmolLM2; the others are tried if it does not.
-    results = _first_with(pipe, hotpot[::-1], "repeated_query")
+    results = _first_with(pipe, questions[::-1], "repeated_query")
     last = results[-1]
     assert last.stop_reason == "repeated_query"
     assert len(last.steps) < pipe.max_steps and last.retrieval_calls >= 1
 
 
 # ------------------------------------------------------- one-shot modes, runs
-def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, hotpot) -> None:
+def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, mode="simple")
-    question = hotpot[1]["question"]
+    question = questions[1]["question"]
     result = pipe.answer(question)
     (step,) = result.steps
     assert result.retrieval_calls == 1 and step.query == question and result.stop_reason == "single"
@@ -282,11 +276,11 @@ class _BrokenRetriever:
         raise BackendError("index unavailable")
 
 
-def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, tmp_path) -> None:
-    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(hotpot[0]["question"])
+def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, questions, tmp_path) -> None:
+    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(questions[0]["question"])
     assert "index unavailable" in broken.steps[0].error and broken.documents == []
 
-    records = [QARecord("good", hotpot[2]["question"], hotpot[2]["answers"]), QARecord("bad", "   ", ["x"])]
+    records = [QARecord("good", questions[2]["question"], questions[2]["answers"]), QARecord("bad", "   ", ["x"])]
     checkpoint = tmp_path / "rows.jsonl"
     report = run_pipeline(records, retriever, uncertainty=uncertainty, checkpoint=checkpoint, progress=False,
                           mode="single-retrieval", demos=DEMOS, answer_tokens=40)
@@ -301,9 +295,9 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, t
     assert len(list(iter_jsonl(checkpoint))) == 2
 
 
-def test_cli_seakr_writes_scores_and_traces(corpus, hotpot, tmp_path, capsys) -> None:
+def test_cli_seakr_writes_scores_and_traces(corpus, questions, tmp_path, capsys) -> None:
     test = tmp_path / "qa.jsonl"
-    write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot])
+    write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in questions])
     corpus_path = tmp_path / "corpus.jsonl"
     write_jsonl(corpus_path, [{"id": r.id, "title": r.title, "text": r.text} for r in corpus])
     out = tmp_path / "out" / "seakr.json"
