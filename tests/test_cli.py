@@ -34,7 +34,7 @@ def test_eval_writes_the_report(split, tmp_path, gate, options):
     assert REPORT_FIELDS <= set(report)
     n_test = len(load_outcomes(split / "test.jsonl"))
     assert report["gate"] == gate and report["n"] == n_test and report["metric"] == "contains"
-    assert len(report["curve"]) == n_test + 1 and report["curve"][0] == [0.0, report["never"]]
+    assert len(report["curve"]) == n_test + 1 and report["curve"][0] == pytest.approx([0.0, report["never"]], abs=1e-6)
     assert report["curve"][-1][1] == pytest.approx(report["always"])
     assert report["auc_random"] <= report["auc_oracle"] and report["never"] <= report["oracle"]
     at = report["at_threshold"]
