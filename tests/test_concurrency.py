@@ -19,8 +19,8 @@ def _thirds(records):
     return records[: n // 3], records[n // 3 : 2 * n // 3], records[2 * n // 3 :]
 
 
-def test_every_decision_is_consistent_while_others_add_and_recalibrate(nq_outcomes, embedder):
-    base, extra, rest = _thirds(nq_outcomes)
+def test_every_decision_is_consistent_while_others_add_and_recalibrate(outcome_records, embedder):
+    base, extra, rest = _thirds(outcome_records)
     probes = [r.question for r in rest]
     gate = SKRKnnGate(embedder, k=5).fit_outcomes(base)
     size_before = len(gate.memory_)

@@ -301,22 +301,21 @@ def test_selector_computes_u_from_prompts(lm: LocalCausalLM) -> None:
     assert pick.uncertainties[1] < pick.uncertainties[0]
 
 
-def test_live_eval_of_the_seakr_gate(shared_data, small_corpus, tmp_path) -> None:
+def test_live_eval_of_the_seakr_gate(qa_records, corpus_path, tmp_path) -> None:
     """`adaptive-gates eval --gate seakr --live`, calibrated on other questions."""
     import json
 
     from adaptive_gates.cli import main
-    from adaptive_gates.data import load_qa, write_jsonl
+    from adaptive_gates.data import write_jsonl
 
-    nq = load_qa(shared_data / "nq_open_dev.jsonl")
-    rows = [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in nq[:6]]
+    rows = [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in qa_records[:6]]
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
     write_jsonl(train, rows[:4])
     write_jsonl(test, rows[4:])
     out = tmp_path / "seakr.json"
     code = main([
         "eval", "--gate", "seakr", "--live", "--train", str(train), "--test", str(test),
-        "--corpus", str(small_corpus), "--target-rate", "0.5", "--json", str(out),
+        "--corpus", str(corpus_path), "--target-rate", "0.5", "--json", str(out),
         "--option", 'uncertainty={"k": 4, "max_new_tokens": 8}',
     ])
     assert code == 0

@@ -1,11 +1,12 @@
 """The SeaKR pipeline with the real SmolLM2, the real U estimator and a real BM25 index.
 
-The corpus is the shared Wikipedia paragraphs whose titles belong to the contexts of
-four HotpotQA dev questions (AdaRAGUE's split), so BM25 has the evidence and the
-distractors of those questions. Samples are few (k=3) and short to keep the file fast;
-the loop tests vary the threshold to make the gate always or never fire. Whatever the
-model writes, every trace is checked against the rules (``check_trace``): SPEC §4.2's
-gate, the reads, the queries and the reason the loop stopped.
+The questions are four real ones and the corpus holds their evidence among distractors
+on the same topics (``qa_with_evidence``: HotpotQA with the shared Wikipedia paragraphs of
+their contexts, else BoolQ with the passages of their articles). Samples are few (k=3)
+and short to keep the file fast; the loop tests vary the threshold to make the gate
+always or never fire. Whatever the model writes, every trace is checked against the
+rules (``check_trace``): SPEC §4.2's gate, the reads, the queries and the reason the
+loop stopped.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from adaptive_gates.seakr_prompts import (
     snippet_template,
 )
 
-N_QUESTIONS = 4
 DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
 FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
 
@@ -41,19 +41,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def hotpot(shared_data) -> list[dict]:
-    rows = [obj for _, obj in iter_jsonl(shared_data / "adarague" / "hotpotqa.train.jsonl")]
-    return rows[:N_QUESTIONS]
+def questions(qa_with_evidence) -> list[dict]:
+    return [{"id": r.id, "question": r.question, "answers": r.answers} for r in qa_with_evidence[0]]
 
 
 @pytest.fixture(scope="module")
-def corpus(shared_data, hotpot) -> list[CorpusRecord]:
-    titles = {c["title"] for row in hotpot for c in row["context"]}
-    return [
-        CorpusRecord(str(obj["id"]), obj["title"], obj["text"])
-        for _, obj in iter_jsonl(shared_data / "wiki_paragraph_corpus.jsonl")
-        if obj["title"] in titles
-    ]
+def corpus(qa_with_evidence) -> list[CorpusRecord]:
+    return qa_with_evidence[1]
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +199,9 @@ def test_bad_parameters_are_refused(retriever) -> None:
 
 
 # ------------------------------------------------------------ multi-hop loop
-def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot) -> None:
+def test_full_trace_with_reranking_and_selection(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_steps=1)
-    result = pipe.answer(hotpot[0]["question"])
+    result = pipe.answer(questions[0]["question"])
     check_trace(result, pipe)
     assert len(result.steps) == 1 and result.retrieval_calls == 1
     first = result.steps[0]
@@ -229,12 +223,15 @@ def test_full_trace_with_reranking_and_selection(retriever, uncertainty, hotpot)
     assert result.seconds > 0
 
 
-def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, hotpot) -> None:
+def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=2, rationale="append")
-    result = pipe.answer(hotpot[1]["question"])
+    # δ = inf never fires the gate, but an empty pseudo-step still retrieves (SPEC §4.2):
+    # the first question (from the second on) whose loop read nothing has only the rationale route.
+    runs = (pipe.answer(q["question"]) for q in questions[1:] + questions[:1])
+    result = next(r for r in runs if not r.documents)
     check_trace(result, pipe)
     kept = [s for s in result.steps if s.text]
-    assert kept and not result.documents  # the gate never fired: only the rationale route
+    assert kept
     (route,) = result.routes
     assert route.name == "rationale" and route.uncertainty == pytest.approx(
         sum(s.uncertainty for s in kept) / len(kept)
@@ -255,9 +252,9 @@ def _first_with(pipe: SeaKRPipeline, rows: list[dict], reason: str) -> list:
     return results
 
 
-def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
+def test_loop_stops_at_max_steps(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=math.inf, max_steps=1, select=False)
-    results = _first_with(pipe, hotpot, "max_steps")
+    results = _first_with(pipe, questions, "max_steps")
     for result in results:
         # δ = +inf: only an empty pseudo-step or an undefined U retrieves (check_trace).
         assert len(result.steps) == 1 and result.retrieval_calls == int(result.steps[0].retrieve)
@@ -266,9 +263,9 @@ def test_loop_stops_at_max_steps(retriever, uncertainty, hotpot) -> None:
     assert last.answer == pipe.unselected_answer(last.question, [last.steps[0].text], None)  # forced
 
 
-def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
+def test_loop_stops_at_max_docs(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, max_docs=1, rerank=False, select=False)
-    results = _first_with(pipe, hotpot, "max_docs")
+    results = _first_with(pipe, questions, "max_docs")
     for result in results:
         first = result.steps[0]
         assert first.retrieve and first.query  # δ = −inf: the gate always fires
@@ -278,24 +275,24 @@ def test_loop_stops_at_max_docs(retriever, uncertainty, hotpot) -> None:
     assert results[-1].stop_reason == "max_docs" and len(results[-1].steps) == 1
 
 
-def test_repeated_query_ends_the_loop(retriever, uncertainty, hotpot) -> None:
+def test_repeated_query_ends_the_loop(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, threshold=-math.inf, rerank=False, select=False)
     # The last question gets there first with SmolLM2; the others are tried if it does not.
-    results = _first_with(pipe, hotpot[::-1], "repeated_query")
+    results = _first_with(pipe, questions[::-1], "repeated_query")
     last = results[-1]
     assert last.stop_reason == "repeated_query"
     assert len(last.steps) < pipe.max_steps and last.retrieval_calls >= 1
 
 
 # ---------------------------------------------------------------- δ and its calibration
-def test_multihop_refuses_to_run_without_delta(retriever, hotpot, tmp_path) -> None:
+def test_multihop_refuses_to_run_without_delta(retriever, questions, tmp_path) -> None:
     # A model that cannot load: any work before the refusal would fail with another error.
     absent = LocalCausalLM(str(tmp_path / "no-model"))
     pipe = SeaKRPipeline(retriever, absent)
     assert pipe.threshold is None and pipe.calibration_ is None
     with pytest.raises(NotFittedError, match="threshold= or call calibrate"):
-        pipe.answer(hotpot[0]["question"])
-    records = [QARecord("q", hotpot[0]["question"], hotpot[0]["answers"])]
+        pipe.answer(questions[0]["question"])
+    records = [QARecord("q", questions[0]["question"], questions[0]["answers"])]
     checkpoint = tmp_path / "rows.jsonl"
     with pytest.raises(NotFittedError, match="no δ"):
         run_pipeline(records, retriever, lm=absent, checkpoint=checkpoint, progress=False)
@@ -308,8 +305,8 @@ def test_multihop_refuses_to_run_without_delta(retriever, hotpot, tmp_path) -> N
     assert not checkpoint.exists()
 
 
-def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, hotpot) -> None:
-    questions = [row["question"] for row in hotpot]
+def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, questions) -> None:
+    questions = [row["question"] for row in questions]
     pipe = make(retriever, uncertainty, max_steps=1, rerank=False, select=False).calibrate(questions, 0.5)
     cal = pipe.calibration_
     assert (cal.method, cal.n, cal.target_rate) == ("rate", len(questions), 0.5) and pipe.threshold == cal.threshold
@@ -326,9 +323,9 @@ def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, ho
 
 
 # ------------------------------------------------------- one-shot modes, runs
-def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, hotpot) -> None:
+def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, questions) -> None:
     pipe = make(retriever, uncertainty, mode="simple")
-    question = hotpot[1]["question"]
+    question = questions[1]["question"]
     result = pipe.answer(question)
     (step,) = result.steps
     assert result.retrieval_calls == 1 and step.query == question and result.stop_reason == "single"
@@ -350,11 +347,11 @@ class _BrokenRetriever:
         raise BackendError("index unavailable")
 
 
-def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, tmp_path) -> None:
-    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(hotpot[0]["question"])
+def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, questions, tmp_path) -> None:
+    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(questions[0]["question"])
     assert "index unavailable" in broken.steps[0].error and broken.documents == []
 
-    records = [QARecord("good", hotpot[2]["question"], hotpot[2]["answers"]), QARecord("bad", "   ", ["x"])]
+    records = [QARecord("good", questions[2]["question"], questions[2]["answers"]), QARecord("bad", "   ", ["x"])]
     checkpoint = tmp_path / "rows.jsonl"
     report = run_pipeline(records, retriever, uncertainty=uncertainty, checkpoint=checkpoint, progress=False,
                           mode="single-retrieval", demos=DEMOS, answer_tokens=40)
@@ -377,10 +374,10 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, hotpot, t
 
 
 @pytest.fixture
-def cli_files(corpus, hotpot, tmp_path):
+def cli_files(corpus, questions, tmp_path):
     """The QA records and the corpus as the files the command reads."""
     test = tmp_path / "qa.jsonl"
-    write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot])
+    write_jsonl(test, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in questions])
     corpus_path = tmp_path / "corpus.jsonl"
     write_jsonl(corpus_path, [{"id": r.id, "title": r.title, "text": r.text} for r in corpus])
     return test, corpus_path
@@ -418,10 +415,10 @@ def test_cli_seakr_multihop_with_a_threshold(cli_files, tmp_path, capsys) -> Non
     assert "δ=-1000" in capsys.readouterr().out
 
 
-def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, hotpot, tmp_path, capsys) -> None:
+def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, questions, tmp_path, capsys) -> None:
     test, corpus_path = cli_files
     train = tmp_path / "train.jsonl"  # two other real questions
-    write_jsonl(train, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in hotpot[1:3]])
+    write_jsonl(train, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in questions[1:3]])
     out = tmp_path / "seakr.json"
     assert main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--json", str(out),
                  "--target-rate", "0.5", "--train", str(train), *CLI_SMALL]) == 0

@@ -129,12 +129,13 @@ def test_real_neighbours_are_evidence(embedder):
     assert d.gate == "skr-knn" and d.latency_ms > 0 and d.error is None
 
 
-def test_real_data_gate_beats_nothing_worse_than_chance_bounds(nq_outcomes, embedder):
-    """Fit on 400 real NQ outcomes and check the score is a real, finite ranking."""
-    gate = SKRKnnGate(embedder, k=10, weighting="similarity").fit_outcomes(nq_outcomes[:400])
-    scores = gate.score([r.question for r in nq_outcomes[400:]])
-    assert scores.shape == (100,) and np.all((scores >= 0) & (scores <= 1))
-    assert len(np.unique(scores)) > 20  # graded, not a handful of values
+def test_real_data_gate_beats_nothing_worse_than_chance_bounds(outcome_records, embedder):
+    """Fit on 80% of the real outcomes and check the score is a real, finite ranking."""
+    cut = len(outcome_records) * 4 // 5
+    gate = SKRKnnGate(embedder, k=10, weighting="similarity").fit_outcomes(outcome_records[:cut])
+    scores = gate.score([r.question for r in outcome_records[cut:]])
+    assert scores.shape == (len(outcome_records) - cut,) and np.all((scores >= 0) & (scores <= 1))
+    assert len(np.unique(scores)) > len(scores) / 5  # graded, not a handful of values
 
 
 class MemoEmbedder:
@@ -152,21 +153,16 @@ class MemoEmbedder:
 
 
 @pytest.fixture(scope="module")
-def question_pool(shared_data):
-    """8,000 real unlabelled questions (NQ-open dev and HotpotQA dev), shuffled."""
-    from adaptive_gates import load_qa
-
-    pool = [r.question for r in load_qa(shared_data / "nq_open_dev.jsonl")]
-    pool += [r.question for r in load_qa(shared_data / "hotpotqa_dev_qa_only.jsonl")]
-    rng = np.random.default_rng(7)
-    return [pool[i] for i in rng.permutation(len(pool))[:8000]]
+def question_pool(unlabelled_questions):
+    """Up to 8,000 real unlabelled questions from more than one data set, shuffled."""
+    return unlabelled_questions[:8000]
 
 
-def test_calibration_hits_target_rate_on_held_out_questions(nq_outcomes, embedder, question_pool):
+def test_calibration_hits_target_rate_on_held_out_questions(outcome_records, embedder, question_pool):
     memo = MemoEmbedder(embedder)
-    dev, test = question_pool[:4000], question_pool[4000:]
+    dev, test = question_pool[: len(question_pool) // 2], question_pool[len(question_pool) // 2 :]
     for gate in (SKRKnnGate(memo, k=10, weighting="similarity"), SKRClassifierGate(memo)):
-        gate.fit_outcomes(nq_outcomes)
+        gate.fit_outcomes(outcome_records)
         for target in (0.1, 0.3, 0.7):
             gate.calibrate(dev, target_rate=target)
             assert gate.calibration_.realised_rate == pytest.approx(target, abs=1e-3)
@@ -174,15 +170,15 @@ def test_calibration_hits_target_rate_on_held_out_questions(nq_outcomes, embedde
             assert abs(rate - target) <= 0.02, (gate.name, target, rate)
 
 
-def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(nq_outcomes, embedder):
+def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(outcome_records, embedder):
     from adaptive_gates.evaluation import cross_fitted_scores, fit_calibrated
 
     make = lambda: SKRKnnGate(embedder, k=10, weighting="similarity")  # noqa: E731
-    gate = fit_calibrated(make, nq_outcomes, target_rate=0.3)
-    oof = cross_fitted_scores(make, nq_outcomes)
-    assert gate.calibration_.method == "rate" and gate.calibration_.n == len(nq_outcomes)
-    assert np.mean(oof > gate.threshold_) == pytest.approx(0.3, abs=0.01)
-    objective = fit_calibrated(make, nq_outcomes, objective=True, max_rate=0.2)
+    gate = fit_calibrated(make, outcome_records, target_rate=0.3)
+    oof = cross_fitted_scores(make, outcome_records)
+    assert gate.calibration_.method == "rate" and gate.calibration_.n == len(outcome_records)
+    assert np.mean(oof > gate.threshold_) == pytest.approx(0.3, abs=max(0.01, 1 / len(oof)))
+    objective = fit_calibrated(make, outcome_records, objective=True, max_rate=0.2)
     assert objective.calibration_.method == "objective" and objective.calibration_.realised_rate <= 0.2
 
 

