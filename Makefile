@@ -29,11 +29,13 @@ install: $(STAMP)
 
 # One torch thread unless the caller says otherwise: the small embedded models run
 # faster on one thread of a 2-core machine than on two that contend.
+ONE_THREAD := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
+
 demo: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) examples/selective_qa_demo.py
+	$(ONE_THREAD) $(PY) examples/selective_qa_demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests integrations/langchain/tests
+	$(ONE_THREAD) $(PY) -m pytest -q tests integrations/langchain/tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py
