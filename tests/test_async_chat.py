@@ -14,7 +14,7 @@ import pytest
 from openai_server import ChatCompletionsServer, Fault
 from test_chat_gate_logic import QUESTION, ScriptedChat
 
-from adaptive_gates import SKRPromptGate, VerbalizedGate, load_qa
+from adaptive_gates import SKRPromptGate, VerbalizedGate, listening, load_qa
 from adaptive_gates.errors import BackendUnavailableError
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, with_achat
 
@@ -63,6 +63,16 @@ class InFlight:
             return await self.model.achat(messages, **options)
         finally:
             self._leave()
+
+
+class Recorder:
+    """A listener keeping the LLM calls it is told of."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def on_llm_call(self, event) -> None:
+        self.calls.append(event)
 
 
 def same_decisions(left, right) -> None:
@@ -165,3 +175,20 @@ def test_no_request_follows_one_that_found_the_server_unavailable(openai_server,
     assert "timed out" in decisions[0].error
     assert all("not asked after an earlier request found it unavailable" in d.error for d in decisions[1:])
     assert openai_server.requests == 1
+
+
+def test_a_cancelled_decision_cancels_its_requests(openai_server, openai_base_url, questions) -> None:
+    gate = SKRPromptGate(remote(openai_server, timeout=5.0, max_retries=0), max_tokens=2, deadline=None)
+    recorder = Recorder()
+    openai_server.set_fault(Fault.HANG)
+
+    async def run() -> None:
+        with listening(recorder):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(gate.adecide(questions[0]), 0.5)
+        # Whatever the decision started has ended by now, one way or the other.
+        await asyncio.gather(*(asyncio.all_tasks() - {asyncio.current_task()}))
+
+    asyncio.run(run())
+    [event] = recorder.calls
+    assert event.error.startswith("CancelledError")  # not left to run into the client's timeout

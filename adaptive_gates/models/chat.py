@@ -217,9 +217,11 @@ async def achat_each(
     if not workers:
         return []
     timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-    _, late = await asyncio.wait(workers, timeout=timeout)
-    for worker in late:
-        worker.cancel()
+    try:
+        _, late = await asyncio.wait(workers, timeout=timeout)
+    finally:
+        for worker in workers:  # those still asking at the deadline, or all if the caller is cancelled
+            worker.cancel()
     if late:
         await asyncio.wait(late)  # let the cancelled requests close their connections
     return dispatch.results(past_deadline=bool(late))
