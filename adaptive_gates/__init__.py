@@ -28,6 +28,7 @@ from .gates import (
     VerbalizedGate,
     load_gate,
 )
+from .listeners import DecisionListener, LLMCallEvent, listening
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
 from .reasoning import AnswerCandidate, ReasoningSelector, Selection
 from .rerank import RankedSnippet, UncertaintyReranker
@@ -63,6 +64,9 @@ __all__ = [
     "EmbedderRepresenter",
     "CachedRepresenter",
     "load_gate",
+    "DecisionListener",
+    "LLMCallEvent",
+    "listening",
     "Calibration",
     "threshold_for_rate",
     "threshold_for_objective",

@@ -15,7 +15,7 @@ import pytest
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError
-from adaptive_gates.models.chat import ChatModel, ChatReply, Message, TokenLogprob
+from adaptive_gates.models.chat import ChatModel, ChatReply, Message, SyncChatModel, TokenLogprob, with_achat
 from adaptive_gates.prompts import CHALLENGE, JUDGEMENT, QA, SKR_ALTERNATIVES, SKR_PROMPT, STRATEGIES, fill
 
 Script = ChatReply | Exception | Callable[[str], ChatReply]
@@ -77,7 +77,9 @@ QUESTION = "What is the capital of France?"
 
 
 def test_scripted_chat_speaks_the_chat_protocol() -> None:
-    assert isinstance(ScriptedChat({}), ChatModel)
+    # It has only ``chat``: gates lend it an ``achat`` that asks it in a worker thread.
+    assert isinstance(ScriptedChat({}), SyncChatModel) and not isinstance(ScriptedChat({}), ChatModel)
+    assert isinstance(with_achat(ScriptedChat({})), ChatModel)
 
 
 # ----------------------------------------------------------------------------- verbalized

@@ -4,7 +4,8 @@ A subclass implements ``_score`` (need scores and per-question evidence for a
 batch of clean questions; see ``DRAFT_ANSWER`` and ``FALLBACK_REASON``),
 ``_default_threshold``, ``is_fitted`` and its own
 state I/O; it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
-``adecide_batch``, ``calibrate``, ``save`` and ``load``.
+``adecide_batch``, ``calibrate``, ``save``, ``load`` and the listeners. A gate that
+waits on a remote backend also implements ``_ascore``, the awaitable ``_score``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -24,6 +27,7 @@ from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
 from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
+from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, save_directory
 from ..validation import check_batch, check_question, check_questions
 
@@ -52,6 +56,10 @@ class Gate(ABC):
     #: Short name used in decisions, reports, saved configs and the CLI.
     name: ClassVar[str] = "gate"
     _registry: ClassVar[dict[str, type["Gate"]]] = {}
+    #: This gate's own listeners, replaced (never mutated) by ``add_listener`` and
+    #: ``remove_listener`` so a decision in progress keeps the tuple it read.
+    _listeners: tuple[Any, ...] = ()
+    _listeners_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -71,6 +79,11 @@ class Gate(ABC):
     @abstractmethod
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """Need scores and per-question evidence for validated questions."""
+
+    async def _ascore(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """``_score`` awaited; by default in a worker thread, so the event loop is never
+        blocked. Gates that wait on a remote backend await it natively instead."""
+        return await asyncio.to_thread(self._score, questions)
 
     @abstractmethod
     def _default_threshold(self) -> float:
@@ -188,7 +201,8 @@ class Gate(ABC):
         clean = check_questions(questions)
         if not clean:
             return np.zeros(0, dtype=np.float64)
-        scores, _ = self._score(clean)
+        with gate_asking(self.name, self._listeners):
+            scores, _ = self._score(clean)
         scores = np.asarray(scores, dtype=np.float64)
         if not np.all(np.isfinite(scores)):
             raise BackendError(f"{self.name}: the backend produced a non-finite score")
@@ -227,36 +241,67 @@ class Gate(ABC):
         A batch that is not a sequence of questions (a single string, ``None``)
         raises ``InvalidQuestionError``. The threshold is read once, before any
         scoring (a gate without one fails at once), and every decision of the
-        batch is taken and recorded with it.
+        batch is taken and recorded with it. Every decision goes to the listeners.
         """
+        batch = self._open_batch(questions)
+        with gate_asking(self.name, self._listeners):
+            try:
+                scored = self._score(batch.to_score) if batch.to_score else None
+            except Exception as exc:  # a failing backend must not take the chain down
+                scored = exc
+        return self._close_batch(batch, scored)
+
+    async def adecide(self, question: str) -> GateDecision:
+        """``decide`` awaited; see ``adecide_batch``."""
+        return (await self.adecide_batch([question]))[0]
+
+    async def adecide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
+        """``decide_batch`` awaited: the same decisions, scored by ``_ascore``, which
+        awaits a remote backend's replies and runs in-process work in a worker thread,
+        so the event loop is never blocked."""
+        batch = self._open_batch(questions)
+        with gate_asking(self.name, self._listeners):
+            try:
+                scored = await self._ascore(batch.to_score) if batch.to_score else None
+            except Exception as exc:  # a failing backend must not take the chain down
+                scored = exc
+        return self._close_batch(batch, scored)
+
+    def _open_batch(self, questions: Sequence[str]) -> _Batch:
+        """A batch checked and ready to score, with the threshold it is decided by."""
         questions = check_batch(questions)
         self._check_fitted()
-        threshold = self.threshold_
-        start = time.perf_counter()
-        clean: dict[int, str] = {}
-        problems: dict[int, str] = {}
+        batch = _Batch(questions, self.threshold_, time.perf_counter())
         for i, question in enumerate(questions):
             try:
-                clean[i] = check_question(question)
+                batch.clean[i] = check_question(question)
             except InvalidQuestionError as exc:
-                problems[i] = f"invalid question: {exc}"
+                batch.problems[i] = f"invalid question: {exc}"
+        return batch
+
+    def _close_batch(
+        self, batch: _Batch, scored: tuple[np.ndarray, list[dict[str, Any]]] | Exception | None
+    ) -> list[GateDecision]:
+        """The decisions of a batch from what scoring its clean questions gave (their
+        scores and evidence, or the exception it raised), sent to the listeners."""
+        problems = dict(batch.problems)
         scores: dict[int, float] = {}
         evidence: dict[int, dict[str, Any]] = {}
-        if clean:
-            try:
-                batch_scores, batch_details = self._score(list(clean.values()))
-                for i, s, d in zip(clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
-                    evidence[i] = d
-                    if math.isfinite(s):
-                        scores[i] = float(s)
-                    else:
-                        problems[i] = d.pop(FALLBACK_REASON, None) or "backend error: non-finite score"
-            except Exception as exc:  # a failing backend must not take the chain down
-                logger.exception("%s: scoring failed", self.name)
-                problems.update({i: f"backend error: {type(exc).__name__}: {exc}" for i in clean})
-        latency = (time.perf_counter() - start) * 1000 / max(len(questions), 1)
+        if isinstance(scored, Exception):
+            logger.error("%s: scoring failed", self.name, exc_info=scored)
+            problems.update({i: f"backend error: {type(scored).__name__}: {scored}" for i in batch.clean})
+        elif scored is not None:
+            batch_scores, batch_details = scored
+            for i, s, d in zip(batch.clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
+                evidence[i] = d
+                if math.isfinite(s):
+                    scores[i] = float(s)
+                else:
+                    problems[i] = d.pop(FALLBACK_REASON, None) or "backend error: non-finite score"
+        threshold = batch.threshold
+        latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
         retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values())), threshold))) if scores else {}
-        return [
+        decisions = [
             self._fallback(q, problems[i], threshold, latency, evidence.get(i))
             if i in problems
             else GateDecision(
@@ -265,20 +310,32 @@ class Gate(ABC):
                 threshold=threshold,
                 gate=self.name,
                 latency_ms=latency,
-                question=clean[i],
+                question=batch.clean[i],
                 details=evidence[i],
                 draft_answer=None if retrieve[i] else evidence[i].get(DRAFT_ANSWER),
             )
-            for i, q in enumerate(questions)
+            for i, q in enumerate(batch.questions)
         ]
+        notify_decisions(decisions, self._listeners)
+        return decisions
 
-    async def adecide(self, question: str) -> GateDecision:
-        """``decide`` in a worker thread, so the event loop is never blocked."""
-        return await asyncio.to_thread(self.decide, question)
+    # ----------------------------------------------------------------- listeners
+    def add_listener(self, listener: Any) -> None:
+        """Send every later decision of this gate, and every LLM call it makes, to
+        ``listener`` (an object with ``on_decision`` and/or ``on_llm_call``; see
+        ``adaptive_gates.listeners``)."""
+        check_listener(listener)
+        with self._listeners_lock:
+            self._listeners = (*self._listeners, listener)
 
-    async def adecide_batch(self, questions: Sequence[str]) -> list[GateDecision]:
-        """``decide_batch`` in a worker thread (the batch is checked before it goes there)."""
-        return await asyncio.to_thread(self.decide_batch, check_batch(questions))
+    def remove_listener(self, listener: Any) -> None:
+        """Stop sending to ``listener``; ``ValueError`` when it was not added."""
+        with self._listeners_lock:
+            if listener not in self._listeners:
+                raise ValueError(f"{listener!r} is not a listener of this {type(self).__name__}")
+            kept = list(self._listeners)
+            kept.remove(listener)
+            self._listeners = tuple(kept)
 
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
@@ -327,6 +384,22 @@ class Gate(ABC):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._json_params().items())
         return f"{type(self).__name__}({params})"
+
+
+@dataclass
+class _Batch:
+    """A batch being decided: the questions as given, the threshold read for it, when
+    it started, and its questions split into clean ones (to score) and refused ones."""
+
+    questions: list[object]
+    threshold: float
+    start: float
+    clean: dict[int, str] = field(default_factory=dict)
+    problems: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def to_score(self) -> list[str]:
+        return list(self.clean.values())
 
 
 def load_gate(path: str | Path, **backends: Any) -> Gate:

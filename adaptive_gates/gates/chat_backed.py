@@ -1,21 +1,27 @@
 """What the gates that question a chat model share: the backend, robust batch asking
-within a deadline, and the saved record of which model the threshold was fitted for."""
+within a deadline (blocking or awaited), the scoring written once as rounds of
+requests for both, the report of each request to the listeners, and the saved record
+of which model the threshold was fitted for."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+import numpy as np
 
 from ..errors import BackendUnavailableError, GateLoadError
-from ..models.chat import ChatModel, ChatReply, Message, chat_each
+from ..listeners import notify_llm_call
+from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
 
 logger = logging.getLogger(__name__)
 
@@ -27,14 +33,32 @@ DEFAULT_DEADLINE = 120.0
 #: The deadline (a ``time.monotonic()`` instant) shared by the requests of one scoring call.
 _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default=None)
 
-Score = TypeVar("Score", bound=Callable[..., Any])
+Replies = list[ChatReply | Exception]
+Scored = tuple[np.ndarray, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of requests a gate's scoring makes: conversations asked with the same
+    options, for one ``purpose`` (reported to the listeners)."""
+
+    conversations: list[list[dict[str, str]]]
+    purpose: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+#: A gate's scoring as rounds: it yields each ``Round``, is sent back its replies (or
+#: the exception of each failed request), and returns the need scores and evidence.
+#: Written once, it is driven by ``ChatBackend.run`` (blocking) and ``arun`` (awaited).
+Rounds = Generator[Round, Replies, Scored]
 
 
 class ChatBackend:
     """A gate's chat model (the embedded SmolLM2 unless one is given) and how to ask it.
 
-    ``ask`` never raises: a failing backend becomes the exception in that reply's slot,
-    so one bad request costs one fallback decision, not the batch. A backend that
+    ``ask`` (blocking) and ``aask`` (awaited) never raise: a failing backend becomes
+    the exception in that reply's slot, so one bad request costs one fallback
+    decision, not the batch; each request is reported to the listeners as it ends. A backend that
     answers conversation by conversation (a remote server) is asked within
     ``deadline`` seconds for the whole batch (``None``: no deadline); a request that
     finds it unavailable (timed out, unreachable) stops the asking. Either way the
@@ -43,7 +67,7 @@ class ChatBackend:
     """
 
     def __init__(
-        self, chat: ChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
+        self, chat: SyncChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
@@ -57,7 +81,7 @@ class ChatBackend:
         self.deadline = deadline
 
     @property
-    def model(self) -> ChatModel:
+    def model(self) -> SyncChatModel:
         with self._lock:
             if self._chat is None:
                 from ..models.chat import LocalChatModel
@@ -65,21 +89,58 @@ class ChatBackend:
                 self._chat = LocalChatModel()
             return self._chat
 
-    def ask(self, conversations: Sequence[Sequence[Message]], **options: Any) -> list[ChatReply | Exception]:
-        """Replies (or the exception each request raised), in order."""
+    def ask(self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Any) -> Replies:
+        """Replies (or the exception each request raised), in order; each request is
+        reported to the listeners under ``purpose``."""
         if not conversations:
             return []
-        model = self.model
-        batch = getattr(model, "chat_batch", None)
-        if not callable(batch):
-            return chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
+        model = _Reported(self.model, purpose)
+        if model.batches:
+            return self._ask_batched(model, conversations, options)
+        return chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
+
+    async def aask(
+        self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Any
+    ) -> Replies:
+        """``ask`` awaited: at most ``max_workers`` requests in flight, by the same
+        deadline and the same stop once the backend is found unavailable. A backend
+        that batches in-process generates in a worker thread."""
+        if not conversations:
+            return []
+        model = _Reported(self.model, purpose)
+        if model.batches:
+            return await asyncio.to_thread(self._ask_batched, model, conversations, options)
+        return await achat_each(
+            model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
+        )
+
+    @staticmethod
+    def _ask_batched(model: _Reported, conversations: Sequence[Sequence[Message]], options: dict[str, Any]) -> Replies:
         try:
-            return list(batch(conversations, **options))
+            return list(model.chat_batch(conversations, **options))
         except BackendUnavailableError as exc:  # the same wait again for each conversation
             return [exc] * len(conversations)
         except Exception:
             logger.warning("batched chat failed; asking one conversation at a time", exc_info=True)
         return chat_each(model, conversations, **options)
+
+    def run(self, rounds: Rounds) -> Scored:
+        """Drive a gate's scoring, asking each round; all rounds share one deadline."""
+        with self.shared_deadline():
+            step = _advance(rounds, None)
+            while isinstance(step, Round):
+                step = _advance(rounds, self.ask(step.conversations, purpose=step.purpose, **step.options))
+            return step
+
+    async def arun(self, rounds: Rounds) -> Scored:
+        """``run`` awaited: requests are awaited, and the gate's own work between them
+        (prompts, embeddings, parsing) runs in a worker thread."""
+        with self.shared_deadline():
+            step = await asyncio.to_thread(_advance, rounds, None)
+            while isinstance(step, Round):
+                replies = await self.aask(step.conversations, purpose=step.purpose, **step.options)
+                step = await asyncio.to_thread(_advance, rounds, replies)
+            return step
 
     @contextlib.contextmanager
     def shared_deadline(self) -> Iterator[None]:
@@ -125,16 +186,79 @@ class ChatBackend:
             )
 
 
-def within_one_deadline(score: Score) -> Score:
-    """Decorates a chat-backed gate's ``_score``: all the requests made to score one
-    batch, follow-up rounds included, share the backend's deadline."""
+class AsksInRounds:
+    """Mixin of a chat-backed gate: ``_score`` and ``_ascore`` both drive the gate's
+    ``_rounds``, so the blocking and the awaited scoring are one piece of logic."""
 
-    @functools.wraps(score)
-    def scoring(gate: Any, questions: list[str]) -> Any:
-        with gate._backend.shared_deadline():
-            return score(gate, questions)
+    _backend: ChatBackend
 
-    return scoring  # type: ignore[return-value]
+    def _rounds(self, questions: list[str]) -> Rounds:
+        """The scoring of validated questions, as rounds of requests."""
+        raise NotImplementedError
+
+    def _score(self, questions: list[str]) -> Scored:
+        return self._backend.run(self._rounds(questions))
+
+    async def _ascore(self, questions: list[str]) -> Scored:
+        return await self._backend.arun(self._rounds(questions))
+
+
+def _advance(rounds: Rounds, replies: Replies | None) -> Round | Scored:
+    """The next round of ``rounds`` after sending it ``replies`` (``None`` to start),
+    or its result once it is done. (A ``StopIteration`` cannot cross a future.)"""
+    try:
+        return next(rounds) if replies is None else rounds.send(replies)
+    except StopIteration as done:
+        return done.value
+
+
+class _Reported:
+    """A chat model whose every request is reported to the listeners as it ends."""
+
+    def __init__(self, model: SyncChatModel, purpose: str) -> None:
+        self.model = model
+        self.purpose = purpose
+        self.batches = callable(getattr(model, "chat_batch", None))
+
+    @property
+    def model_id(self) -> str:
+        return self.model.model_id
+
+    def chat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+        with self._reporting([messages]) as replies:
+            replies.append(self.model.chat(messages, **options))
+        return replies[0]
+
+    async def achat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+        with self._reporting([messages]) as replies:
+            replies.append(await with_achat(self.model).achat(messages, **options))
+        return replies[0]
+
+    def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Any) -> list[ChatReply]:
+        with self._reporting(conversations) as replies:
+            replies.extend(self.model.chat_batch(conversations, **options))  # type: ignore[attr-defined]
+        return replies
+
+    @contextlib.contextmanager
+    def _reporting(self, conversations: Sequence[Sequence[Message]]) -> Iterator[list[ChatReply]]:
+        """Times the requests of the block (which fills the list it is given with their
+        replies) and reports each, failed (cancelled included) or not; a batch's time is
+        shared by its conversations."""
+        replies: list[ChatReply] = []
+        start = time.perf_counter()
+        try:
+            yield replies
+        except BaseException as exc:
+            self._report(conversations, [exc] * len(conversations), start)
+            raise
+        self._report(conversations, replies, start)
+
+    def _report(
+        self, conversations: Sequence[Sequence[Message]], outcomes: Sequence[ChatReply | BaseException], start: float
+    ) -> None:
+        latency = (time.perf_counter() - start) * 1000 / max(len(conversations), 1)
+        for messages, outcome in zip(conversations, outcomes):
+            notify_llm_call(self.model_id, self.purpose, messages, outcome, latency)
 
 
 def describe_failure(exc: Exception) -> str:

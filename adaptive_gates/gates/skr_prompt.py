@@ -28,7 +28,7 @@ from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .base import FALLBACK_REASON, Gate
-from .chat_backed import DEFAULT_DEADLINE, ChatBackend, describe_failure
+from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
 from .skr import _SKRMemoryGate
 from .skr_memory import l2_normalise
 
@@ -78,8 +78,8 @@ def _polar_share(
     return None if position is None else word_share(tokens[position], (other,), (known_reply,))
 
 
-class _PolarQuestionMixin:
-    """Scoring shared by the two gates: ask each conversation, read the polar reply."""
+class _PolarQuestionMixin(AsksInRounds):
+    """Scoring shared by the two gates: ask each question's conversation, read the polar reply."""
 
     _backend: ChatBackend
     known_reply: str
@@ -115,19 +115,25 @@ class _PolarQuestionMixin:
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own yes/no decides
 
-    def _ask_polar(self, conversations: list[list[dict[str, str]]]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        replies = self._backend.ask(
-            conversations, max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
+    def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
+        """Each question's conversation, with the evidence known before asking it."""
+        raise NotImplementedError
+
+    def _rounds(self, questions: list[str]) -> Rounds:
+        prompts = self._prompts(questions)
+        replies = yield Round(
+            [conversation for conversation, _ in prompts], self.name,  # type: ignore[attr-defined]
+            dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
         )
         scores, details = [], []
-        for reply in replies:
+        for (_, known), reply in zip(prompts, replies):
             if isinstance(reply, Exception):
                 scores.append(math.nan)
-                details.append({FALLBACK_REASON: describe_failure(reply)})
+                details.append({FALLBACK_REASON: describe_failure(reply), **known})
             else:
                 score, evidence = polar_need(reply, self.known_reply)
                 scores.append(score)
-                details.append(evidence)
+                details.append({**evidence, **known})
         return np.array(scores, dtype=np.float64), details
 
 
@@ -184,8 +190,8 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         self._backend.check_state(directory, state)
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        return self._ask_polar([[{"role": "user", "content": fill(self.template, question=q)}] for q in questions])
+    def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
+        return [([{"role": "user", "content": fill(self.template, question=q)}], {}) for q in questions]
 
 
 class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
@@ -270,17 +276,13 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         sims = l2_normalise(self._embed(questions)) @ self.memory_.embeddings().T
         return [np.argsort(-row, kind="stable").tolist() for row in sims]
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        demonstrations = self._demonstrations(questions)
-        conversations = []
-        for question, demos in zip(questions, demonstrations):
+    def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
+        prompts = []
+        for question, demos in zip(questions, self._demonstrations(questions)):
             turns: list[dict[str, str]] = []
             for demo_question, label in demos:
                 turns.append({"role": "user", "content": fill(self.template, question=demo_question)})
                 turns.append({"role": "assistant", "content": self._demo_reply(label)})
             turns.append({"role": "user", "content": fill(self.template, question=question)})
-            conversations.append(turns)
-        scores, details = self._ask_polar(conversations)
-        for detail, demos in zip(details, demonstrations):
-            detail["demonstrations"] = [{"question": q, "label": int(label)} for q, label in demos]
-        return scores, details
+            prompts.append((turns, {"demonstrations": [{"question": q, "label": int(label)} for q, label in demos]}))
+        return prompts

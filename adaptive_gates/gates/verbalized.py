@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
-from .chat_backed import DEFAULT_DEADLINE, ChatBackend, describe_failure, within_one_deadline
+from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Replies, Round, Rounds, describe_failure
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ _LONG_STRATEGIES = ("explain", "punish+explain", "generate", "step-by-step")
 UNPARSEABLE = ("fallback", "first-token")
 
 
-class VerbalizedGate(Gate):
+class VerbalizedGate(AsksInRounds, Gate):
     """Retrieve when the LLM says it is uncertain of its own answer.
 
     Need score: 1 for "uncertain", 0 for "certain". When the backend gives token
@@ -149,15 +149,16 @@ class VerbalizedGate(Gate):
         self._backend.check_state(directory, state)
 
     # ------------------------------------------------------------------ scoring
-    def _ask(self, conversations: list[list[dict[str, str]]], max_tokens: int) -> list[ChatReply | Exception]:
-        return self._backend.ask(
-            conversations, max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs
+    def _round(self, conversations: list[list[dict[str, str]]], purpose: str, max_tokens: int) -> Round:
+        return Round(
+            conversations, purpose, dict(max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs)
         )
 
-    @within_one_deadline
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    def _rounds(self, questions: list[str]) -> Rounds:
         first_turns = [user(fill(self.prompt_template, question=q)) for q in questions]
-        replies = self._ask(first_turns, self.reply_tokens)
+        # Under "challenge" the first reply is only the answer; its certainty comes next.
+        purpose = "answer" if self.strategy == "challenge" else "answer+certainty"
+        replies = yield self._round(first_turns, purpose, self.reply_tokens)
         details: list[dict[str, Any]] = [{"strategy": self.strategy, "llm_calls": 1} for _ in questions]
         verdicts: list[_Verdict | None] = [None] * len(questions)
         answers: list[str] = [""] * len(questions)
@@ -172,13 +173,13 @@ class VerbalizedGate(Gate):
                 verdicts[i] = _Verdict.of(reply, "reply")
                 answers[i] = verdicts[i].parse.answer
         if self.strategy == "challenge":
-            self._follow_up(
+            yield from self._follow_up(
                 [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
                 lambda i: [*first_turns[i], {"role": "assistant", "content": replies[i].text}, user(CHALLENGE)[0]],
                 "challenge", details, verdicts,
             )
         if self.judge:
-            self._follow_up(
+            yield from self._follow_up(
                 [i for i, v in enumerate(verdicts) if v is not None and v.parse.certainty is None],
                 lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
                 "judgement", details, verdicts,
@@ -193,11 +194,11 @@ class VerbalizedGate(Gate):
         label: str,
         details: list[dict[str, Any]],
         verdicts: list[_Verdict | None],
-    ) -> None:
+    ) -> Generator[Round, Replies, None]:
         """Ask a second prompt for ``indices``; its reply's certainty replaces theirs."""
         if not indices:
             return
-        replies = self._ask([conversation(i) for i in indices], max_tokens=16)
+        replies = yield self._round([conversation(i) for i in indices], label, max_tokens=16)
         for i, reply in zip(indices, replies):
             details[i]["llm_calls"] += 1
             if isinstance(reply, Exception):

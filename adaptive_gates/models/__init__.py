@@ -5,7 +5,18 @@ Importing this package is cheap; torch, transformers and openai load on first mo
 """
 
 from .cache import cache_dir
-from .chat import ChatModel, ChatReply, LocalChatModel, TokenLogprob, chat_many
+from .chat import (
+    ChatModel,
+    ChatReply,
+    LocalChatModel,
+    SyncChatModel,
+    ThreadedAsyncChat,
+    TokenLogprob,
+    achat_each,
+    chat_each,
+    chat_many,
+    with_achat,
+)
 from .defaults import default_embedder, default_llm, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
 from .local_lm import Generation, LocalCausalLM, layer_module_path
@@ -21,12 +32,17 @@ __all__ = [
     "LocalChatModel",
     "OpenAIChatModel",
     "SentenceEmbedder",
+    "SyncChatModel",
+    "ThreadedAsyncChat",
     "TokenLogprob",
+    "achat_each",
     "cache_dir",
+    "chat_each",
     "chat_many",
     "default_embedder",
     "default_llm",
     "embedded_minilm_dir",
     "embedded_smollm2_gguf",
     "layer_module_path",
+    "with_achat",
 ]

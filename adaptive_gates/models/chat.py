@@ -1,17 +1,22 @@
 """The chat protocol that prompt-based gates talk to, and its local implementation.
 
-A gate that asks an LLM something (verbalized confidence, SKR prompt/icl) needs only
-``chat(messages) -> ChatReply``. The embedded SmolLM2 implements it here; any
-OpenAI-compatible server implements it in ``openai_chat``; LangChain chat models and
-LlamaIndex LLMs are adapted to it by the integration packages.
+A gate that asks an LLM something (verbalized confidence, SKR prompt/icl) needs
+``chat(messages) -> ChatReply`` and its awaitable twin ``achat``. The embedded SmolLM2
+implements them here (``achat`` in a worker thread); any OpenAI-compatible server
+implements them in ``openai_chat`` (``achat`` natively); LangChain chat models and
+LlamaIndex LLMs are adapted to them by the integration packages. An object with only
+``chat`` (a ``SyncChatModel``) still serves: ``with_achat`` lends it an ``achat``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -48,7 +53,7 @@ class ChatReply:
 
 
 @runtime_checkable
-class ChatModel(Protocol):
+class SyncChatModel(Protocol):
     """Anything that answers a conversation with one assistant reply.
 
     ``temperature=0`` means greedy decoding. ``top_logprobs > 0`` asks for token
@@ -69,6 +74,53 @@ class ChatModel(Protocol):
         top_logprobs: int = 0,
         stop: Sequence[str] | None = None,
     ) -> ChatReply: ...
+
+
+@runtime_checkable
+class ChatModel(SyncChatModel, Protocol):
+    """A ``SyncChatModel`` that can also be awaited: ``achat`` takes ``chat``'s arguments,
+    gives the same reply and raises the same errors, without blocking the event loop."""
+
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply: ...
+
+
+def with_achat(model: SyncChatModel) -> ChatModel:
+    """``model`` itself when it has an ``achat``; otherwise a ``ThreadedAsyncChat`` that
+    awaits its ``chat`` in a worker thread."""
+    if callable(getattr(model, "achat", None)):
+        return model  # type: ignore[return-value]  (it has both methods)
+    return ThreadedAsyncChat(model)
+
+
+class ThreadedAsyncChat:
+    """The chat protocol over an object that has only ``chat``: ``achat`` runs ``chat``
+    in a worker thread, so awaiting it never blocks the event loop."""
+
+    def __init__(self, model: SyncChatModel) -> None:
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+    @property
+    def model_id(self) -> str:
+        return self.model.model_id
+
+    def chat(self, messages: Sequence[Message], **options: object) -> ChatReply:
+        """The wrapped model's reply."""
+        return self.model.chat(messages, **options)  # type: ignore[arg-type]
+
+    async def achat(self, messages: Sequence[Message], **options: object) -> ChatReply:
+        """The wrapped model's reply, asked from a worker thread."""
+        return await asyncio.to_thread(self.model.chat, messages, **options)
 
 
 def check_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -92,7 +144,7 @@ def user(content: str) -> list[dict[str, str]]:
 
 
 def chat_many(
-    model: ChatModel,
+    model: SyncChatModel,
     conversations: Sequence[Sequence[Message]],
     *,
     max_workers: int = 1,
@@ -115,7 +167,7 @@ def chat_many(
 
 
 def chat_each(
-    model: ChatModel,
+    model: SyncChatModel,
     conversations: Sequence[Sequence[Message]],
     *,
     max_workers: int = 1,
@@ -133,16 +185,46 @@ def chat_each(
     at the deadline is abandoned to its daemon thread, which the backend's own timeout
     ends; its reply is dropped.
     """
-    if max_workers < 1:
-        raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-    conversations = list(conversations)
-    dispatch = _Dispatch(lambda c: model.chat(c, **options), conversations, model.model_id)
+    dispatch = _Dispatch(conversations, model.model_id, max_workers)
+    ask = functools.partial(model.chat, **options)
     if max_workers == 1 and deadline is None:
-        dispatch.work()  # nothing to wait for apart from the calls: stay in this thread
+        dispatch.work(ask)  # nothing to wait for apart from the calls: stay in this thread
     else:
-        for n in range(min(max_workers, len(conversations))):
-            threading.Thread(target=dispatch.work, name=f"chat-{n}", daemon=True).start()
+        for n in range(dispatch.workers):
+            # Each thread runs in a copy of the caller's context (as asyncio.to_thread
+            # does), so what the caller set there (listeners, deadlines) holds in it.
+            context = contextvars.copy_context()
+            threading.Thread(target=context.run, args=(dispatch.work, ask), name=f"chat-{n}", daemon=True).start()
     return dispatch.wait(deadline)
+
+
+async def achat_each(
+    model: SyncChatModel,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    max_workers: int = 1,
+    deadline: float | None = None,
+    **options: object,
+) -> list[ChatReply | Exception]:
+    """``chat_each`` awaited: at most ``max_workers`` requests in flight at once, by the
+    same rules (each failure in its slot, no more sending once the backend is found
+    unavailable or ``deadline`` passes). Requests still running at the deadline are
+    cancelled. A model without ``achat`` is asked in worker threads (``with_achat``).
+    """
+    dispatch = _Dispatch(conversations, model.model_id, max_workers)
+    ask = functools.partial(with_achat(model).achat, **options)
+    workers = [asyncio.ensure_future(dispatch.awork(ask)) for _ in range(dispatch.workers)]
+    if not workers:
+        return []
+    timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    try:
+        _, late = await asyncio.wait(workers, timeout=timeout)
+    finally:
+        for worker in workers:  # those still asking at the deadline, or all if the caller is cancelled
+            worker.cancel()
+    if late:
+        await asyncio.wait(late)  # let the cancelled requests close their connections
+    return dispatch.results(past_deadline=bool(late))
 
 
 def _unavailable(result: ChatReply | Exception) -> bool:
@@ -151,26 +233,37 @@ def _unavailable(result: ChatReply | Exception) -> bool:
 
 
 class _Dispatch:
-    """Conversations handed out one at a time to the threads that ask them, until all
-    are answered, the backend is found unavailable, or the caller stops waiting."""
+    """Conversations handed out one at a time to the workers (threads or tasks) that
+    ask them, until all are answered, the backend is found unavailable, or the caller
+    stops waiting."""
 
-    def __init__(
-        self, ask: Callable[[Sequence[Message]], ChatReply], conversations: list[Sequence[Message]], model_id: str
-    ) -> None:
-        self._ask = ask
-        self._conversations = conversations
+    def __init__(self, conversations: Sequence[Sequence[Message]], model_id: str, max_workers: int) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        self._conversations = list(conversations)
         self._model_id = model_id
-        self._results: list[ChatReply | Exception | None] = [None] * len(conversations)
+        self.workers = min(max_workers, len(self._conversations))
+        self._results: list[ChatReply | Exception | None] = [None] * len(self._conversations)
         self._sent = 0
         self._running = 0
         self._stop: BackendUnavailableError | None = None  # why nothing more is sent
+        self._late: BackendUnavailableError | None = None  # for requests abandoned at the deadline
         self._changed = threading.Condition()
 
-    def work(self) -> None:
+    def work(self, ask: Callable[[Sequence[Message]], ChatReply]) -> None:
         """Ask conversations until none is left to send."""
         while (i := self._take()) is not None:
             try:
-                result: ChatReply | Exception = self._ask(self._conversations[i])
+                result: ChatReply | Exception = ask(self._conversations[i])
+            except Exception as exc:  # one failing request must not take the batch down
+                result = exc
+            self._put(i, result)
+
+    async def awork(self, ask: Callable[[Sequence[Message]], Awaitable[ChatReply]]) -> None:
+        """``work`` for a task: ask conversations until none is left to send."""
+        while (i := self._take()) is not None:
+            try:
+                result: ChatReply | Exception = await ask(self._conversations[i])
             except Exception as exc:  # one failing request must not take the batch down
                 result = exc
             self._put(i, result)
@@ -178,18 +271,24 @@ class _Dispatch:
     def wait(self, deadline: float | None) -> list[ChatReply | Exception]:
         """The replies once every sent request has ended or ``deadline`` has passed."""
         with self._changed:
-            late: BackendUnavailableError | None = None  # for requests abandoned at the deadline
             while self._running or (self._stop is None and self._sent < len(self._conversations)):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    late = BackendUnavailableError(f"chat model {self._model_id!r} gave no reply before the deadline")
-                    self._stop = self._stop or late
-                    log.warning("%s; %d request(s) abandoned", late, self._running)
-                    break
+                    return self.results(past_deadline=True)
                 self._changed.wait(remaining)
+            return self.results(past_deadline=False)
+
+    def results(self, *, past_deadline: bool) -> list[ChatReply | Exception]:
+        """The replies so far; when the caller stopped waiting at the deadline, sending
+        stops and the requests still running are given up."""
+        with self._changed:
+            if past_deadline and self._late is None:
+                self._late = BackendUnavailableError(f"chat model {self._model_id!r} gave no reply before the deadline")
+                self._stop = self._stop or self._late
+                log.warning("%s; %d request(s) abandoned", self._late, self._running)
             # Unfilled slots below ``_sent`` were still running at the deadline.
             return [
-                result if result is not None else late if i < self._sent else self._stop
+                result if result is not None else self._late if i < self._sent else self._stop
                 for i, result in enumerate(self._results)
             ]  # type: ignore[misc]
 
@@ -253,6 +352,22 @@ class LocalChatModel:
             [messages], max_tokens=max_tokens, temperature=temperature,
             top_logprobs=top_logprobs, stop=stop,
         )[0]
+
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """``chat`` in a worker thread: generation is in-process work that would
+        otherwise hold the event loop."""
+        return await asyncio.to_thread(
+            self.chat, messages, max_tokens=max_tokens, temperature=temperature,
+            top_logprobs=top_logprobs, stop=stop,
+        )
 
     def chat_batch(
         self,
