@@ -10,14 +10,14 @@ import pytest
 from adaptive_gates import (
     BM25DifficultyGate,
     BackendError,
-    CachedRepresenter,
-    EmbedderRepresenter,
+    CachedEmbedder,
     GateLoadError,
     LMHiddenStateRepresenter,
     ThrustGate,
     load_gate,
 )
 from adaptive_gates.cli import main
+from adaptive_gates.models import default_embedder
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.gates.thrust import EPSILON, n_clusters
 
@@ -30,7 +30,7 @@ class PointRepresenter:
         self.model_id = model_id
         self.dimension = len(next(iter(self.points.values())))
 
-    def represent(self, texts):
+    def embed(self, texts):
         return np.stack([self.points[t] for t in texts])
 
 
@@ -83,7 +83,7 @@ def test_scores_match_a_plain_per_pair_loop():
     gate = ThrustGate(rep, random_state=1).fit(list(points), ["x", "y"] * 30)  # the same clusters
     centroids, sizes = gate.centroids_, gate.cluster_sizes_
     for name, decision in zip(probes, gate.decide_batch(list(probes))):
-        q = rep.represent([name])[0].astype(np.float64)
+        q = rep.embed([name])[0].astype(np.float64)
         total = np.zeros(8)
         for m, size in zip(centroids, sizes):
             d = m - q
@@ -236,8 +236,8 @@ def question_pool(shared_data):
     pool = [r.question for r in load_qa(shared_data / "nq_open_dev.jsonl")][:1400]
     pool += [r.question for r in load_qa(shared_data / "hotpotqa_dev_qa_only.jsonl")][:800]
     pool = list(dict.fromkeys(pool))
-    rep = CachedRepresenter(EmbedderRepresenter())
-    rep.represent(pool)
+    rep = CachedEmbedder(default_embedder())
+    rep.embed(pool)
     return pool, rep
 
 
@@ -382,7 +382,7 @@ def test_cli_fit_saves_a_thrust_gate_that_loads_alone(split, tmp_path):
                  "--representer", "embedder", "--option", "n_clusters_rule=floor"]) == 0
     gate = ThrustGate.load(out)
     assert gate.n_clusters_rule == "floor" and gate.n_clusters_ == [4]
-    assert isinstance(gate.representer, EmbedderRepresenter)
+    assert gate.representer is default_embedder()  # the embedded MiniLM, rebuilt from the saved settings
 
 
 @pytest.mark.parametrize(
