@@ -18,8 +18,11 @@ from .errors import (
 )
 from .gates import (
     BM25DifficultyGate,
+    ExactMemory,
+    FaissMemory,
     Gate,
     SKRClassifierGate,
+    SKRMemory,
     SKRIclGate,
     SKRKnnGate,
     SKRPromptGate,
@@ -32,6 +35,8 @@ from .listeners import DecisionListener, LLMCallEvent, listening
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
 from .reasoning import AnswerCandidate, ReasoningSelector, Selection
 from .rerank import RankedSnippet, UncertaintyReranker
+from .models.cached_embedder import CachedEmbedder
+from .models.protocols import Embedder
 from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
 from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate, eigen_score
@@ -63,6 +68,11 @@ __all__ = [
     "LMHiddenStateRepresenter",
     "EmbedderRepresenter",
     "CachedRepresenter",
+    "Embedder",
+    "CachedEmbedder",
+    "SKRMemory",
+    "FaissMemory",
+    "ExactMemory",
     "load_gate",
     "DecisionListener",
     "LLMCallEvent",

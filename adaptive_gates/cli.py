@@ -21,14 +21,10 @@ from .errors import AdaptiveGatesError, UsageError
 if TYPE_CHECKING:
     from .gates.base import Gate
     from .models.chat import ChatModel
-    from .representers import CachedRepresenter
+    from .models.cached_embedder import CachedEmbedder
+    from .models.protocols import Embedder
 
 logger = logging.getLogger("adaptive_gates.cli")
-
-#: Gate parameters that hold a model object, which no ``--option`` value can be: the chat
-#: model, embedder and representer come from their own flags.
-_BACKEND_PARAMETERS = frozenset({"chat", "embedder", "representer", "lm"})
-
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)."""
@@ -93,23 +89,26 @@ def _output_file(text: str) -> Path:
     return path
 
 
-def _representer(args: argparse.Namespace) -> CachedRepresenter:
+def _representer(args: argparse.Namespace) -> CachedEmbedder:
     """The representer of ``--representer`` (memoised: cross-fitting sees each question often)."""
-    from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter
+    from .models.cached_embedder import CachedEmbedder
+    from .representers import LMHiddenStateRepresenter
 
+    inner: Embedder
     if args.representer == "embedder":
         if args.layer is not None or args.pooling is not None:
             raise UsageError("--layer and --pooling go with --representer lm")
+        from .models.defaults import default_embedder
         from .models.embedder import SentenceEmbedder
 
-        inner = EmbedderRepresenter(SentenceEmbedder(args.embedder) if args.embedder else None)
+        inner = SentenceEmbedder(args.embedder) if args.embedder else default_embedder()
     else:
         if args.embedder:
             raise UsageError("--embedder goes with --representer embedder for this gate")
         inner = LMHiddenStateRepresenter(
             layer=-1 if args.layer is None else args.layer, pooling=args.pooling or "last_token"
         )
-    return CachedRepresenter(inner)
+    return CachedEmbedder(inner)
 
 
 def _backend_kwargs(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str, Any]:
@@ -146,9 +145,10 @@ def _chat_model(args: argparse.Namespace) -> ChatModel | None:
     return OpenAIChatModel(args.chat_model, base_url=args.base_url)
 
 
-def _gate_options(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str, Any]:
-    """The ``--option`` and ``--strategy`` parameters, each checked against the gate's own."""
-    parameters = [p for p in accepted if p not in _BACKEND_PARAMETERS]
+def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
+    """The ``--option`` and ``--strategy`` parameters, each checked against the gate's own
+    (its backends, model objects no ``--option`` value can be, come from their own flags)."""
+    parameters = [p for p in cls._param_names() if p not in cls._backend_params]
     options = dict(args.option or [])
     for key in options:
         if key not in parameters:
@@ -166,15 +166,12 @@ def _gate_options(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str
 def _gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
     """A factory of fresh gates as the command line describes them, tried once now so
     that a bad option fails before minutes of work."""
-    import inspect
-
     from .gates.base import Gate
 
     if args.gate not in Gate._registry:
         raise UsageError(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
     cls = Gate._registry[args.gate]
-    accepted = list(inspect.signature(cls).parameters)
-    kwargs = {**_gate_options(args, accepted), **_backend_kwargs(args, accepted)}
+    kwargs = {**_gate_options(args, cls), **_backend_kwargs(args, cls._param_names())}
 
     def factory() -> Gate:
         return cls(**kwargs)

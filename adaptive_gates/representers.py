@@ -1,49 +1,32 @@
 """Representers: what turns a query into the vector f(q) a representation gate works on.
 
 Thrust (SPEC §2) reads a hidden state of the LM that answers; for a black-box LLM the
-paper suggests a smaller open model or a sentence encoder instead. Both paths are here
-behind one small protocol, plus a memo for callers that represent the same questions
-several times (cross-fitting, sweeps).
+paper suggests a smaller open model or a sentence encoder instead. Both are an
+``Embedder`` (one protocol: ``model_id``, ``dimension``, ``embed``), so any embedder is a
+representer as it is; ``CachedEmbedder`` memoises either for callers that represent the
+same questions several times (cross-fitting, sweeps).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .errors import BackendError
+from .models.cached_embedder import CachedEmbedder
+from .models.protocols import Embedder
 
 if TYPE_CHECKING:
     from .models.local_lm import LocalCausalLM
-    from .models.protocols import Embedder
 
 Pooling = Literal["last_token", "mean"]
 _POOLINGS = ("last_token", "mean")
 
 
-@runtime_checkable
-class Representer(Protocol):
-    """Turns texts into fixed-size vectors f(x).
-
-    ``model_id`` and ``dimension`` are recorded with saved gates, so a gate is never
-    loaded against another representation. A representer may also offer
-    ``settings() -> dict`` (JSON values): what is needed to rebuild it; the built-in
-    ones do, so a gate saved with an embedded model loads without arguments.
-    """
-
-    @property
-    def model_id(self) -> str: ...
-
-    @property
-    def dimension(self) -> int: ...
-
-    def represent(self, texts: Sequence[str]) -> np.ndarray:
-        """A float32 array of shape ``(len(texts), dimension)``."""
-        ...
+#: Thrust's f(q) is any ``Embedder``: a sentence encoder or an LM's hidden state.
+Representer = Embedder
 
 
 class LMHiddenStateRepresenter:
@@ -126,7 +109,8 @@ class LMHiddenStateRepresenter:
             "chat_template": self.chat_template,
         }
 
-    def represent(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The pooled hidden states, float32 ``(len(texts), hidden size)``."""
         states = self.lm.hidden_states(
             list(texts),
             layers=[self.layer],
@@ -141,114 +125,19 @@ class LMHiddenStateRepresenter:
         return f"LMHiddenStateRepresenter(layer={self.layer}, pooling={self.pooling!r}, chat_template={self.chat_template})"
 
 
-class EmbedderRepresenter:
-    """A sentence embedding as f(q): the black-box path (the LLM's internals unseen).
+def EmbedderRepresenter(embedder: Embedder | None = None) -> Embedder:  # noqa: N802 (the former class's name)
+    """A sentence embedding as f(q), the black-box path: any ``Embedder`` is a
+    representer as it is, so this returns ``embedder`` (default: the embedded
+    all-MiniLM-L6-v2, loaded on first use)."""
+    if embedder is not None:
+        return embedder
+    from .models.defaults import default_embedder
 
-    Args:
-        embedder: any ``Embedder``; default: the embedded all-MiniLM-L6-v2.
-    """
-
-    def __init__(self, embedder: Embedder | None = None) -> None:
-        self._embedder = embedder
-        self._lock = threading.Lock()
-
-    @property
-    def embedder(self) -> Embedder:
-        with self._lock:
-            if self._embedder is None:
-                from .models.defaults import default_embedder
-
-                self._embedder = default_embedder()
-            return self._embedder
-
-    @property
-    def model_id(self) -> str:
-        return self.embedder.model_id
-
-    @property
-    def dimension(self) -> int:
-        return int(self.embedder.dimension)
-
-    def settings(self) -> dict[str, Any]:
-        return {"kind": "embedder", "embedder": self.embedder.model_id}
-
-    def represent(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embedder.embed(list(texts))
-
-    def __repr__(self) -> str:
-        return f"EmbedderRepresenter({self.model_id!r})"
+    return default_embedder()
 
 
-class CachedRepresenter:
-    """Memoises another representer's vectors by text (least recently used dropped first).
-
-    Representations are deterministic, so a question seen again (cross-fitting, a
-    sweep over gate settings, a repeated chatbot query) need not be run through the
-    model again. Thread-safe; ``store`` pre-fills vectors computed elsewhere.
-    """
-
-    def __init__(self, inner: Representer, *, max_entries: int = 100_000) -> None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
-        self.inner = inner
-        self.max_entries = max_entries
-        self._table: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def settings(self) -> dict[str, Any] | None:
-        settings = getattr(self.inner, "settings", None)
-        return settings() if callable(settings) else None
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def store(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Put precomputed vectors (one row per text) into the memo."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise ValueError(f"expected {len(texts)} rows of vectors, got shape {vectors.shape}")
-        with self._lock:
-            for text, vector in zip(texts, vectors):
-                self._table[text] = vector
-                self._table.move_to_end(text)
-            while len(self._table) > self.max_entries:
-                self._table.popitem(last=False)
-
-    def represent(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        with self._lock:
-            known = {t: self._table[t] for t in texts if t in self._table}
-            for text in known:
-                self._table.move_to_end(text)
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
-        if missing:
-            fresh = check_vectors(self.inner.represent(missing), len(missing), self.inner.model_id)
-            self.store(missing, fresh)
-            known.update(zip(missing, fresh))
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([known[t] for t in texts])
-
-    def __repr__(self) -> str:
-        return f"CachedRepresenter({self.inner!r}, max_entries={self.max_entries})"
-
-
-def check_vectors(vectors: Any, n: int, source: str) -> np.ndarray:
-    """``vectors`` as a finite float32 ``(n, d)`` array, or a ``BackendError`` saying what is wrong."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != n:
-        raise BackendError(f"representer {source!r} returned shape {vectors.shape} for {n} texts")
-    if not np.all(np.isfinite(vectors)):
-        raise BackendError(f"representer {source!r} returned NaN or inf")
-    return vectors
+#: The memo for representations is the embedders' memo.
+CachedRepresenter = CachedEmbedder
 
 
 def describe(representer: Representer) -> dict[str, Any]:

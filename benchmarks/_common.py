@@ -1,5 +1,4 @@
-"""Helpers shared by the benchmark scripts: data paths, an embedder that reuses
-vectors, and writing result tables."""
+"""Helpers shared by the benchmark scripts: data paths and writing result tables."""
 
 from __future__ import annotations
 
@@ -10,10 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from adaptive_gates.data import CorpusRecord, iter_jsonl
-from adaptive_gates.models.protocols import Embedder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -58,50 +54,6 @@ def hotpotqa_contexts(data: Path, corpus: Sequence[CorpusRecord]) -> list[Hotpot
             others = [r for r, gold in paragraphs if not gold and r is not None]
             found.append(HotpotContext(obj["question"], obj["answers"], supporting, others))
     return found
-
-
-class LookupEmbedder:
-    """An ``Embedder`` serving vectors from a table keyed by text.
-
-    Texts missing from the table are embedded by ``inner``; with ``memoise`` their
-    vectors are kept, so each text is embedded once however many gates share this
-    embedder. ``model_id`` and ``dimension`` are the inner embedder's.
-    """
-
-    def __init__(self, inner: Embedder, *, memoise: bool = True) -> None:
-        self.inner = inner
-        self.memoise = memoise
-        self._table: dict[str, np.ndarray] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def __contains__(self, text: object) -> bool:
-        return text in self._table
-
-    def store(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Put precomputed vectors (one row per text) into the table."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(texts), self.dimension):
-            raise ValueError(f"expected shape {(len(texts), self.dimension)}, got {vectors.shape}")
-        self._table.update(zip(texts, vectors))
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        missing = list(dict.fromkeys(t for t in texts if t not in self._table))
-        fresh: dict[str, np.ndarray] = {}
-        if missing:
-            fresh = dict(zip(missing, np.asarray(self.inner.embed(missing), dtype=np.float32)))
-            if self.memoise:
-                self._table.update(fresh)
-        return np.stack([self._table[t] if t in self._table else fresh[t] for t in texts])
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -33,7 +33,6 @@ from tqdm import tqdm
 from _common import (
     ADARAGUE_SPLITS,
     RESULTS,
-    LookupEmbedder,
     adarague_path,
     add_data_argument,
     markdown_table,
@@ -49,6 +48,7 @@ from adaptive_gates.evaluation import (
 )
 from adaptive_gates.gates.base import Gate
 from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
 from adaptive_gates.models.protocols import Embedder
 
@@ -324,7 +324,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    embedder = LookupEmbedder(default_embedder())
+    embedder = CachedEmbedder(default_embedder())
     gate_variants = variants(args.explore)
     results: dict[str, Any] = {"metric": args.metric, "folds": FOLDS, "seed": args.seed, "encoder": embedder.model_id, "datasets": {}}
     reports: dict[str, dict[str, dict[str, Any]]] = {}

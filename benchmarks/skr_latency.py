@@ -42,9 +42,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from _common import ADARAGUE_SPLITS, LookupEmbedder, adarague_path, add_data_argument, markdown_table, write_results
+from _common import ADARAGUE_SPLITS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import SKRKnnGate, load_outcomes, load_qa
 from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
 from adaptive_gates.models.protocols import Embedder
 
@@ -70,7 +71,7 @@ def real_questions(data: Path) -> list[str]:
 
 
 def build_gate(
-    questions: list[str], vectors: np.ndarray, embedder: LookupEmbedder, rng: np.random.Generator
+    questions: list[str], vectors: np.ndarray, embedder: CachedEmbedder, rng: np.random.Generator
 ) -> SKRKnnGate:
     """A kNN gate whose memory is ``questions`` plus perturbed copies, MEMORY_SIZE in all."""
     source = rng.integers(0, len(questions), MEMORY_SIZE - len(questions))
@@ -174,7 +175,7 @@ def decision_latency(
     return out
 
 
-def throughput(gate: SKRKnnGate, embedder: LookupEmbedder, questions: list[str], repeats: int) -> list[dict[str, Any]]:
+def throughput(gate: SKRKnnGate, embedder: CachedEmbedder, questions: list[str], repeats: int) -> list[dict[str, Any]]:
     """The embedder alone and ``gate.decide_batch`` (embedding live), interleaved
     batch by batch so both see the same machine load. Questions/s: the median over
     ``repeats`` passes; the gate's extra time: the median over paired batches."""
@@ -274,13 +275,13 @@ def main() -> None:
     live = questions[QUERIES : QUERIES + THROUGHPUT_QUESTIONS]
     memory_questions = questions[QUERIES + THROUGHPUT_QUESTIONS :]
 
-    embedder = LookupEmbedder(default_embedder(), memoise=False)
+    embedder = CachedEmbedder(default_embedder(), memoise=False)
     print(f"embedding {QUERIES + len(memory_questions):,} real questions once ...")
     vectors = embedder.inner.embed(queries + memory_questions)
     embedder.store(queries + memory_questions, vectors)
     gate = build_gate(memory_questions, vectors[QUERIES:], embedder, rng)
     index = faiss.IndexFlatIP(embedder.dimension)  # bare faiss on the same vectors, for comparison
-    index.add(gate.memory_.embeddings())
+    index.add(gate.memory_.entries()[0])
 
     checked = thread_check(
         embedder.inner, index, queries[:THREAD_CHECK_QUESTIONS], vectors[:THREAD_CHECK_QUESTIONS], defaults

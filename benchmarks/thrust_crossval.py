@@ -44,8 +44,7 @@ from _common import (
 )
 from adaptive_gates import (
     BM25DifficultyGate,
-    CachedRepresenter,
-    EmbedderRepresenter,
+    CachedEmbedder,
     LMHiddenStateRepresenter,
     ThrustGate,
     load_outcomes,
@@ -63,7 +62,7 @@ from adaptive_gates.evaluation import (
     random_auc,
 )
 from adaptive_gates.gates.thrust import LEVELS, FitPercentileGate
-from adaptive_gates.models.defaults import default_llm
+from adaptive_gates.models.defaults import default_embedder, default_llm
 from adaptive_gates.models.local_lm import LocalCausalLM
 
 FOLDS = 5
@@ -90,7 +89,7 @@ class Variant:
 class SplitRepresentations:
     """One split's questions represented once: SmolLM2 states of all layers per form, MiniLM."""
 
-    def __init__(self, lm: LocalCausalLM, minilm: CachedRepresenter, questions: list[str]) -> None:
+    def __init__(self, lm: LocalCausalLM, minilm: CachedEmbedder, questions: list[str]) -> None:
         self.lm, self.minilm, self.questions = lm, minilm, questions
         layers = list(range(lm.num_layers + 1))
         self.states = {
@@ -99,11 +98,11 @@ class SplitRepresentations:
             )
             for form in tqdm(FORMS, desc="SmolLM2 passes", leave=False)
         }
-        minilm.represent(questions)
+        minilm.embed(questions)
 
-    def layer(self, layer: int, pooling: str = "last_token", chat: bool = False) -> CachedRepresenter:
+    def layer(self, layer: int, pooling: str = "last_token", chat: bool = False) -> CachedEmbedder:
         """A representer serving one layer from memory (its id names the layer and form)."""
-        rep = CachedRepresenter(
+        rep = CachedEmbedder(
             LMHiddenStateRepresenter(self.lm, layer=layer, pooling=pooling, max_length=MAX_LENGTH, chat_template=chat)
         )
         rep.store(self.questions, self.states[(pooling, chat)][:, layer])
@@ -328,7 +327,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    lm, minilm = default_llm(), CachedRepresenter(EmbedderRepresenter())
+    lm, minilm = default_llm(), CachedEmbedder(default_embedder())
     results: dict[str, Any] = {"metric": args.metric, "folds": FOLDS, "seed": args.seed, "representers": {
         "lm": lm.model_id, "embedder": minilm.model_id}, "datasets": {}}
     rng = np.random.default_rng(args.seed)

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from _common import adarague_path, add_data_argument, markdown_table, write_results
-from adaptive_gates import EmbedderRepresenter, LMHiddenStateRepresenter, ThrustGate, load_outcomes
+from adaptive_gates import LMHiddenStateRepresenter, ThrustGate, load_outcomes
+from adaptive_gates.models import default_embedder
 
 QUERIES = 1000
 BATCH = 256
@@ -48,7 +49,7 @@ class TableRepresenter:
         self.model_id, self.dimension = "table", vectors.shape[1]
         self.table = {f"q{i}": v for i, v in enumerate(vectors)}
 
-    def represent(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self.table[t] for t in texts])
 
 
@@ -94,16 +95,16 @@ def representation_cost(questions: list[str]) -> dict[str, dict[str, float]]:
     """Milliseconds per question to compute f(q) live, at batch sizes 1 and 16."""
     reps = {
         "SmolLM2 hidden state (last layer)": LMHiddenStateRepresenter(),
-        "MiniLM embedding": EmbedderRepresenter(),
+        "MiniLM embedding": default_embedder(),
     }
     out = {}
     for name, rep in reps.items():
-        rep.represent(questions[:4])  # load and warm up
+        rep.embed(questions[:4])  # load and warm up
         row = {}
         for batch in (1, 16):
             chunks = [questions[i : i + batch] for i in range(0, len(questions), batch)]
             it = iter(chunks)
-            row[f"batch{batch}_ms_per_question"] = float(np.median(per_call_us(lambda: rep.represent(next(it)), len(chunks))) / batch / 1000)
+            row[f"batch{batch}_ms_per_question"] = float(np.median(per_call_us(lambda: rep.embed(next(it)), len(chunks))) / batch / 1000)
         out[name] = row
     return out
 

@@ -14,7 +14,7 @@ import pytest
 from openai_server import ChatCompletionsServer, Fault
 from test_chat_gate_logic import QUESTION, ScriptedChat
 
-from adaptive_gates import SKRPromptGate, VerbalizedGate, listening, load_qa
+from adaptive_gates import SKRPromptGate, VerbalizedGate, listening
 from adaptive_gates.errors import BackendUnavailableError
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, with_achat
 
@@ -22,9 +22,9 @@ FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def questions(shared_data) -> list[str]:
+def questions(qa_records) -> list[str]:
     """Four real NQ-open dev questions."""
-    return [r.question for r in load_qa(shared_data / "nq_open_dev.jsonl")[:4]]
+    return [r.question for r in qa_records[:4]]
 
 
 def remote(server: ChatCompletionsServer, **options: object) -> OpenAIChatModel:

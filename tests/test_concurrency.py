@@ -77,14 +77,13 @@ def test_every_decision_is_consistent_while_others_add_and_recalibrate(outcome_r
     # The threshold really moved while they decided, so the check above had teeth.
     assert len({d.threshold for d in decisions}) > 2
 
-    memory = gate.memory_
-    assert len(memory) == size_before + len(knowledge.questions)
-    assert sorted(zip(memory.questions, memory.labels.tolist())) == sorted(
+    stored, labels, questions = gate.memory_.entries()
+    assert len(gate.memory_) == len(questions) == size_before + len(knowledge.questions)
+    assert sorted(zip(questions, labels.tolist())) == sorted(
         [*zip(label_outcomes(base).questions, label_outcomes(base).labels), *zip(knowledge.questions, knowledge.labels)]
     )
     # Every stored vector still belongs to its question (cosine ~1; a one-off embedding
     # differs from a batched one by float32 padding noise only, ~1e-6).
-    stored = memory.embeddings()
-    fresh = embedder.embed(memory.questions)
+    fresh = embedder.embed(questions)
     fresh /= np.linalg.norm(fresh, axis=1, keepdims=True)
     assert np.all(np.sum(stored * fresh, axis=1) > 0.999)

@@ -19,7 +19,6 @@ from adaptive_gates import (
     SKRPromptGate,
     VerbalizedGate,
     listening,
-    load_qa,
 )
 from adaptive_gates.models import LocalChatModel, OpenAIChatModel
 
@@ -59,15 +58,15 @@ class OnlyDecisions:
 
 
 @pytest.fixture(scope="module")
-def questions(shared_data) -> list[str]:
+def questions(qa_records) -> list[str]:
     """Six real NQ-open dev questions."""
-    return [r.question for r in load_qa(shared_data / "nq_open_dev.jsonl")[:6]]
+    return [r.question for r in qa_records[:6]]
 
 
 @pytest.fixture(scope="module")
-def knn(nq_outcomes, embedder) -> SKRKnnGate:
+def knn(outcome_records, embedder) -> SKRKnnGate:
     """A kNN gate on 60 real outcome records."""
-    return SKRKnnGate(embedder, k=5).fit_outcomes(nq_outcomes[:60])
+    return SKRKnnGate(embedder, k=5).fit_outcomes(outcome_records[:60])
 
 
 def remote(server, **options) -> OpenAIChatModel:

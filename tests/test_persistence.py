@@ -259,4 +259,5 @@ def test_mismatched_encoder_is_refused(fitted, tmp_path):
 def test_default_encoder_is_used_when_none_given(fitted, tmp_path):
     path = _saved(fitted, tmp_path, "knn")
     loaded = SKRKnnGate.load(path)  # saved with the embedded MiniLM: no embedder needed
-    assert loaded.embedder.model_id == fitted["knn"].embedder.model_id
+    assert loaded.embedder is None  # the parameter stays as given: the default encoder
+    assert [d.details for d in loaded.decide_batch(PROBES)] == [d.details for d in fitted["knn"].decide_batch(PROBES)]

@@ -189,9 +189,9 @@ def test_gate_calibrates_saves_and_loads(lm: LocalCausalLM, tmp_path) -> None:
     assert gate.calibration_.realised_rate == 0.5
     gate.save(tmp_path / "seakr")
     loaded = load_gate(tmp_path / "seakr", lm=lm)
-    assert isinstance(loaded, SeaKRGate) and loaded.uncertainty.get_params() == gate.uncertainty.get_params()
+    assert isinstance(loaded, SeaKRGate) and loaded.estimator.get_params() == gate.estimator.get_params()
     assert (loaded.threshold_, loaded.calibration_) == (gate.threshold_, gate.calibration_)
-    assert (loaded.prompt_template, loaded.stop) == (gate.prompt_template, gate.stop)
+    assert (loaded.prompt_template, list(loaded.stop)) == (gate.prompt_template, list(gate.stop))
 
     # The loaded gate redraws the same samples, so it retrieves for the calibrated share.
     decisions = loaded.decide_batch(questions)

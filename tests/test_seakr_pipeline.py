@@ -187,7 +187,7 @@ def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:
     pipe = make(retriever, uncertainty)
     gate = pipe.gate
     assert fill(gate.prompt_template, question="Q?") == pipe._prompt("Q?") == build_prompt("Q?", demos=DEMOS)
-    assert (gate.stop, gate.step_tokens, gate.formatted) == (list(STEP_STOPS), pipe.step_tokens, True)
+    assert (list(gate.stop), gate.step_tokens, gate.formatted) == (list(STEP_STOPS), pipe.step_tokens, True)
     assert gate.uncertainty is uncertainty
 
 

@@ -10,8 +10,7 @@ import pytest
 from adaptive_gates import (
     BM25DifficultyGate,
     BackendError,
-    CachedRepresenter,
-    EmbedderRepresenter,
+    CachedEmbedder,
     GateLoadError,
     LMHiddenStateRepresenter,
     ThrustGate,
@@ -19,6 +18,7 @@ from adaptive_gates import (
 )
 from adaptive_gates.cli import main
 from adaptive_gates.data import load_outcomes, write_jsonl
+from adaptive_gates.models import default_embedder
 from adaptive_gates.gates.thrust import EPSILON, n_clusters
 
 
@@ -30,7 +30,7 @@ class PointRepresenter:
         self.model_id = model_id
         self.dimension = len(next(iter(self.points.values())))
 
-    def represent(self, texts):
+    def embed(self, texts):
         return np.stack([self.points[t] for t in texts])
 
 
@@ -83,7 +83,7 @@ def test_scores_match_a_plain_per_pair_loop():
     gate = ThrustGate(rep, random_state=1).fit(list(points), ["x", "y"] * 30)  # the same clusters
     centroids, sizes = gate.centroids_, gate.cluster_sizes_
     for name, decision in zip(probes, gate.decide_batch(list(probes))):
-        q = rep.represent([name])[0].astype(np.float64)
+        q = rep.embed([name])[0].astype(np.float64)
         total = np.zeros(8)
         for m, size in zip(centroids, sizes):
             d = m - q
@@ -232,8 +232,8 @@ def test_mismatched_representer_is_refused(tmp_path):
 def question_pool(unlabelled_questions):
     """2,200 real questions from more than one data set, embedded once with MiniLM."""
     pool = list(dict.fromkeys(unlabelled_questions[:2200]))
-    rep = CachedRepresenter(EmbedderRepresenter())
-    rep.represent(pool)
+    rep = CachedEmbedder(default_embedder())
+    rep.embed(pool)
     return pool, rep
 
 
@@ -383,7 +383,7 @@ def test_cli_fit_saves_a_thrust_gate_that_loads_alone(split, tmp_path):
     gate = ThrustGate.load(out)
     n_train = len(load_outcomes(split / "train.jsonl"))
     assert gate.n_clusters_rule == "floor" and gate.n_clusters_ == [n_clusters(n_train, "floor")]
-    assert isinstance(gate.representer, EmbedderRepresenter)
+    assert gate.representer is default_embedder()  # the embedded MiniLM, rebuilt from the saved settings
 
 
 @pytest.mark.parametrize(

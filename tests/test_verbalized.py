@@ -107,7 +107,7 @@ def test_draft_answers_are_reused_without_a_second_call(nq, corpus_path) -> None
     gate = VerbalizedGate(unparseable="first-token")
     # A threshold at the top score: every scored question is answered directly from its draft.
     gate.calibrate_scores(np.linspace(0.0, 1.0, 101), target_rate=0.0)
-    answerer = CountingAnswerer(LLMAnswerer(gate.chat, style="when-to-retrieve"))
+    answerer = CountingAnswerer(LLMAnswerer(gate.chat_model, style="when-to-retrieve"))
     report = evaluate_live(gate, nq[:4], BM25Retriever.from_jsonl(corpus_path), answerer, progress=False)
     rows = report["questions"]
     with_draft = [row for row in rows if not row["retrieve"] and row["details"].get("answer")]
@@ -206,8 +206,8 @@ def test_skr_prompt_with_yes_means_known_polarity(nq) -> None:
 def test_skr_icl_uses_the_nearest_demonstrations(outcome_records, nq, embedder, tmp_path) -> None:
     gate = SKRIclGate(embedder=embedder).fit_outcomes(outcome_records[:60])
     decisions = gate.decide_batch([r.question for r in nq[:2]])
-    memory = gate.memory_
-    vectors = embedder.embed(memory.questions)
+    _, labels, questions = gate.memory_.entries()
+    vectors = embedder.embed(questions)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for record, decision in zip(nq, decisions):
         check_decision(decision, "skr-icl")
@@ -215,7 +215,7 @@ def test_skr_icl_uses_the_nearest_demonstrations(outcome_records, nq, embedder, 
         assert [d["label"] for d in demos] == [KNOWN, UNKNOWN, KNOWN, UNKNOWN]
         query = embedder.embed([record.question])[0]
         sims = vectors @ (query / np.linalg.norm(query))
-        nearest_known = max((s, q) for s, q, lab in zip(sims, memory.questions, memory.labels) if lab == KNOWN)[1]
+        nearest_known = max((s, q) for s, q, lab in zip(sims, questions, labels) if lab == KNOWN)[1]
         assert demos[0]["question"] == nearest_known
     gate.save(tmp_path / "icl")
     loaded = load_gate(tmp_path / "icl", embedder=embedder)

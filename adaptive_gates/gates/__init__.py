@@ -3,10 +3,11 @@
 from .base import Gate, load_gate
 from .bm25_difficulty import BM25DifficultyGate
 from .skr import SKRClassifierGate, SKRKnnGate
+from .skr_memory import ExactMemory, FaissMemory, SKRMemory
 from .skr_prompt import SKRIclGate, SKRPromptGate
 from .seakr import SeaKRGate
 from .thrust import ThrustGate
 from .verbalized import VerbalizedGate
 
 __all__ = ["Gate", "load_gate", "SKRKnnGate", "SKRClassifierGate", "ThrustGate", "BM25DifficultyGate",
-           "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate"]
+           "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory", "FaissMemory", "ExactMemory"]

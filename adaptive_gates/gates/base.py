@@ -30,6 +30,7 @@ from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFitte
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, save_directory
 from ..validation import check_batch, check_question, check_questions
+from .params import GateParams
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ FALLBACK_REASON = "fallback_reason"
 G = TypeVar("G", bound="Gate")
 
 
-class Gate(ABC):
+class Gate(GateParams, ABC):
     """Base class of every adaptive retrieval gate.
 
     A gate maps questions to *need scores* (higher = more need for retrieval) and
@@ -89,9 +90,12 @@ class Gate(ABC):
     def _default_threshold(self) -> float:
         """The method's own threshold, used until the gate is calibrated."""
 
-    @abstractmethod
+    #: Constructor parameters that are backends (models): passed again at load, never saved.
+    _backend_params: ClassVar[frozenset[str]] = frozenset()
+
     def _json_params(self) -> dict[str, Any]:
-        """The constructor parameters to save (JSON values; no backends)."""
+        """The constructor parameters to save: all but the backends (JSON values)."""
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in self._backend_params}
 
     @abstractmethod
     def _save_state(self, directory: Path) -> dict[str, Any]:

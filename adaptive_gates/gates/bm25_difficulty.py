@@ -58,6 +58,7 @@ class BM25DifficultyGate(FitPercentileGate):
     """
 
     name = "bm25-difficulty"
+    _fitted_state = ("_fit_scores", "_index", "_queries")
 
     def __init__(self, *, top_k: int | None = 10, fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
@@ -65,10 +66,7 @@ class BM25DifficultyGate(FitPercentileGate):
             raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
         self.top_k = top_k
         self._index: BM25Retriever | None = None
-        self._queries: list[str] = []
-
-    def _json_params(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "fallback_retrieve": self.fallback_retrieve}
+        self._queries: list[str] | None = None
 
     @property
     def is_fitted(self) -> bool:

@@ -134,6 +134,7 @@ class SeaKRGate(Gate):
     """
 
     name = "seakr"
+    _backend_params = frozenset({"lm"})
 
     def __init__(
         self,
@@ -151,35 +152,37 @@ class SeaKRGate(Gate):
         if isinstance(uncertainty, SelfAwareUncertainty):
             if lm is not None:
                 raise ValueError("give lm= or an uncertainty estimator (which has its own lm), not both")
-            self.uncertainty = uncertainty
+            self._estimator = uncertainty
         elif uncertainty is None or isinstance(uncertainty, Mapping):
-            self.uncertainty = SelfAwareUncertainty(lm, **dict(uncertainty or {}))
+            self._estimator = SelfAwareUncertainty(lm, **dict(uncertainty or {}))
         else:
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty, a dict or None, got {type(uncertainty).__name__}")
-        self.prompt_template = check_template(prompt_template, "question")
-        self.stop = _check_stops(stop)
+        check_template(prompt_template, "question")
+        _check_stops(stop)
         if isinstance(step_tokens, bool) or not isinstance(step_tokens, int) or step_tokens < 1:
             raise ValueError(f"step_tokens must be a positive int, got {step_tokens!r}")
         if not isinstance(formatted, bool):
             raise ValueError(f"formatted must be a bool, got {formatted!r}")
-        self.step_tokens = step_tokens
-        self.formatted = formatted
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
         ):
             raise ValueError(f"threshold must be a finite number or None, got {threshold!r}")
-        self.threshold = None if threshold is None else float(threshold)
+        self.lm = lm
+        self.uncertainty = uncertainty
+        self.prompt_template = prompt_template
+        self.stop = stop
+        self.step_tokens = step_tokens
+        self.formatted = formatted
+        self.threshold = threshold
+
+    @property
+    def estimator(self) -> SelfAwareUncertainty:
+        """The estimator of U in use (``uncertainty`` itself, or built from its settings)."""
+        return self._estimator
 
     def _json_params(self) -> dict[str, Any]:
-        return {
-            "uncertainty": self.uncertainty.get_params(),
-            "prompt_template": self.prompt_template,
-            "stop": self.stop,
-            "step_tokens": self.step_tokens,
-            "formatted": self.formatted,
-            "threshold": self.threshold,
-            "fallback_retrieve": self.fallback_retrieve,
-        }
+        # The estimator's settings, whichever form ``uncertainty`` was given in.
+        return {**super()._json_params(), "uncertainty": self._estimator.get_params()}
 
     @property
     def is_fitted(self) -> bool:
@@ -192,13 +195,13 @@ class SeaKRGate(Gate):
                 "SeaKRGate has no threshold: δ depends on the model, layer, k and alpha, so "
                 "call calibrate(questions, target_rate=...) or pass threshold="
             )
-        return self.threshold
+        return float(self.threshold)
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         scores, details = [], []
         for question in questions:
             step = pseudo_step(
-                self.uncertainty.lm, self.uncertainty, fill(self.prompt_template, question=question),
+                self._estimator.lm, self._estimator, fill(self.prompt_template, question=question),
                 stop=self.stop, max_new_tokens=self.step_tokens, formatted=self.formatted,
             )
             evidence: dict[str, Any] = {"pseudo_step": step.text}
@@ -218,10 +221,10 @@ class SeaKRGate(Gate):
         return np.array(scores, dtype=np.float64), details
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        return {"model_id": self.uncertainty.lm.model_id}
+        return {"model_id": self._estimator.lm.model_id}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        saved, current = state.get("model_id"), self.uncertainty.lm.model_id
+        saved, current = state.get("model_id"), self._estimator.lm.model_id
         if saved != current:
             raise GateLoadError(
                 f"{directory}: field 'state.model_id' is {saved!r} but the given model is {current!r}; "

@@ -11,21 +11,22 @@ Both keep learning: ``add()`` puts newly labelled questions into the memory.
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from ..data import OutcomeRecord
-from ..errors import BackendError, GateLoadError, NotFittedError
-from ..models.protocols import Embedder
+from ..errors import GateLoadError, NotFittedError
+from ..models.protocols import Embedder, check_vectors
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
 from ..persistence import load_array, save_array
-from .skr_memory import SelfKnowledgeMemory, l2_normalise
+from .skr_memory import FaissMemory, SKRMemory, l2_normalise
 
 logger = logging.getLogger(__name__)
 
@@ -33,33 +34,51 @@ Vote = Literal["ratio", "majority"]
 Weighting = Literal["uniform", "similarity"]
 
 
-class _SKRMemoryGate(Gate):
-    """Shared machinery: the embedder, the memory, fit/add and their persistence."""
+MemoryFactory = Callable[[int], SKRMemory]
 
-    def __init__(self, embedder: Embedder | None = None, *, fallback_retrieve: bool = True) -> None:
+
+class _SKRMemoryGate(Gate):
+    """Shared machinery: the embedder, the memory, fit/add and their persistence.
+
+    ``memory`` makes the empty memory a fit fills, given the embedding dimension
+    (default ``FaissMemory``); any ``SKRMemory`` will do. A memory class with a
+    ``load`` classmethod can be loaded back from a saved gate.
+    """
+
+    _fitted_state = ("_memory",)
+    _backend_params = frozenset({"embedder", "memory"})
+
+    def __init__(
+        self, embedder: Embedder | None = None, *, memory: MemoryFactory | None = None, fallback_retrieve: bool = True
+    ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        self._embedder = embedder
+        if memory is not None and not callable(memory):
+            raise ValueError(f"memory must make an SKRMemory from a dimension (e.g. ExactMemory), got {memory!r}")
+        self.embedder = embedder
+        self.memory = memory
+        self._default_embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
-        self._memory: SelfKnowledgeMemory | None = None
+        self._memory: SKRMemory | None = None
 
     # ------------------------------------------------------------------ backend
-    @property
-    def embedder(self) -> Embedder:
-        """The sentence encoder; the embedded all-MiniLM-L6-v2 unless one was given."""
+    def _encoder(self) -> Embedder:
+        """The sentence encoder in use; the embedded all-MiniLM-L6-v2 unless one was given."""
+        if self.embedder is not None:
+            return self.embedder
         with self._embedder_lock:
-            if self._embedder is None:
+            if self._default_embedder is None:
                 from ..models.defaults import default_embedder
 
-                self._embedder = default_embedder()
-            return self._embedder
+                self._default_embedder = default_embedder()
+            return self._default_embedder
 
     def _embed(self, questions: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.embedder.embed(questions), dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(questions):
-            raise BackendError(f"embedder returned shape {vectors.shape} for {len(questions)} texts")
-        if not np.all(np.isfinite(vectors)):
-            raise BackendError("embedder returned NaN or inf")
-        return vectors
+        encoder = self._encoder()
+        return check_vectors(encoder.embed(questions), len(questions), encoder.model_id)
+
+    @property
+    def _memory_factory(self) -> MemoryFactory:
+        return FaissMemory if self.memory is None else self.memory
 
     # ------------------------------------------------------------------ fitting
     @property
@@ -67,7 +86,7 @@ class _SKRMemoryGate(Gate):
         return self._memory is not None
 
     @property
-    def memory_(self) -> SelfKnowledgeMemory:
+    def memory_(self) -> SKRMemory:
         """The self-knowledge memory (fitted state)."""
         if self._memory is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
@@ -80,8 +99,10 @@ class _SKRMemoryGate(Gate):
         if KNOWN not in labels or UNKNOWN not in labels:
             raise ValueError("SKR needs both known (0) and unknown (1) questions to fit")
         vectors = self._embed(clean)
-        memory = SelfKnowledgeMemory(vectors.shape[1])
-        memory.add(clean, labels, vectors)
+        memory = self._memory_factory(vectors.shape[1])
+        if not isinstance(memory, SKRMemory):
+            raise TypeError(f"memory={self.memory!r} made {type(memory).__name__}, which is no SKRMemory")
+        memory.add(vectors, labels, clean)
         self._memory = memory
         self._after_memory_change()
         logger.info("%s fitted on %d questions (m=%d known, n=%d unknown)", self.name, len(clean), *memory.counts)
@@ -99,7 +120,7 @@ class _SKRMemoryGate(Gate):
         clean = check_questions(questions)
         labels = check_labels(labels, len(clean))
         if clean:
-            self.memory_.add(clean, labels, self._embed(clean))
+            self.memory_.add(self._embed(clean), labels, clean)
             self._after_memory_change()
         return self
 
@@ -108,15 +129,23 @@ class _SKRMemoryGate(Gate):
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        state = self.memory_.save(directory)
-        state["encoder"] = {"id": self.embedder.model_id, "dimension": int(self.memory_.dimension)}
+        memory = self.memory_
+        try:
+            state = memory.save(directory)
+        except NotImplementedError as exc:
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot be saved: its memory {type(memory).__name__} "
+                f"cannot write itself to a directory ({exc or 'no save'})"
+            ) from exc
+        state["memory"] = memory.kind
+        state["encoder"] = {"id": self._encoder().model_id, "dimension": int(memory.dimension)}
         return state
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         encoder = state.get("encoder")
         if not isinstance(encoder, dict) or "id" not in encoder or "dimension" not in encoder:
             raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
-        if self._embedder is None:
+        if self.embedder is None:
             from ..models.defaults import MINILM_ID
 
             if encoder["id"] != MINILM_ID:
@@ -124,23 +153,38 @@ class _SKRMemoryGate(Gate):
                     f"{directory}: this gate was saved with encoder {encoder['id']!r}; "
                     "pass embedder= with that model to load it"
                 )
-        elif self._embedder.model_id != encoder["id"]:
+        elif self.embedder.model_id != encoder["id"]:
             raise GateLoadError(
                 f"{directory}: field 'state.encoder.id' is {encoder['id']!r} "
-                f"but the given embedder is {self._embedder.model_id!r}"
+                f"but the given embedder is {self.embedder.model_id!r}"
             )
-        if self._embedder is not None and self._embedder.dimension != encoder["dimension"]:
+        if self.embedder is not None and self.embedder.dimension != encoder["dimension"]:
             raise GateLoadError(
                 f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
-                f"but the given embedder has {self._embedder.dimension}"
+                f"but the given embedder has {self.embedder.dimension}"
             )
-        memory = SelfKnowledgeMemory.load(directory, state)
+        memory = self._load_memory(directory, state)
         if memory.dimension != encoder["dimension"]:
             raise GateLoadError(
                 f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
                 f"but the memory holds {memory.dimension}-d vectors"
             )
         self._memory = memory
+
+    def _load_memory(self, directory: Path, state: dict[str, Any]) -> SKRMemory:
+        """The saved memory, read by the kind of memory this gate makes."""
+        factory = self._memory_factory
+        saved = state.get("memory", FaissMemory.kind)  # saves before the memory kind was recorded are faiss
+        kind = getattr(factory, "kind", None)
+        if saved != kind:
+            raise GateLoadError(
+                f"{directory}: field 'state.memory' is {saved!r} but the given memory is {kind or factory!r}; "
+                "pass memory= with the kind of memory it was saved with"
+            )
+        load = getattr(factory, "load", None)
+        if not callable(load):
+            raise GateLoadError(f"{directory}: memory {factory!r} has no load() to read a saved memory")
+        return load(directory, state)
 
 
 class SKRKnnGate(_SKRMemoryGate):
@@ -157,6 +201,8 @@ class SKRKnnGate(_SKRMemoryGate):
             majority, a tie goes to the smaller class.
         weighting: ``"uniform"`` (paper) or ``"similarity"`` (weights = cosine
             similarity clipped at 0; gives graded scores for calibration).
+        memory: makes the memory from the embedding dimension (default
+            ``FaissMemory``; any ``SKRMemory``, e.g. ``ExactMemory`` or a vector store's).
         fallback_retrieve: the decision taken when a question or backend fails.
     """
 
@@ -169,9 +215,10 @@ class SKRKnnGate(_SKRMemoryGate):
         k: int = 10,
         vote: Vote = "ratio",
         weighting: Weighting = "uniform",
+        memory: MemoryFactory | None = None,
         fallback_retrieve: bool = True,
     ) -> None:
-        super().__init__(embedder, fallback_retrieve=fallback_retrieve)
+        super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         if vote not in ("ratio", "majority"):
@@ -181,9 +228,6 @@ class SKRKnnGate(_SKRMemoryGate):
         self.k = k
         self.vote = vote
         self.weighting = weighting
-
-    def _json_params(self) -> dict[str, Any]:
-        return {"k": self.k, "vote": self.vote, "weighting": self.weighting, "fallback_retrieve": self.fallback_retrieve}
 
     def _default_threshold(self) -> float:
         if self.vote == "majority":
@@ -240,10 +284,12 @@ class SKRClassifierGate(_SKRMemoryGate):
         embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
         C: inverse regularisation strength.
         class_weight: ``None`` or ``"balanced"`` (re-weights the rarer class).
+        memory: as ``SKRKnnGate`` (the head is trained on the memory's entries).
         fallback_retrieve: the decision taken when a question or backend fails.
     """
 
     name = "skr-cls"
+    _fitted_state = ("_coef", "_intercept")
 
     def __init__(
         self,
@@ -251,20 +297,18 @@ class SKRClassifierGate(_SKRMemoryGate):
         *,
         C: float = 1.0,
         class_weight: Literal["balanced"] | None = None,
+        memory: MemoryFactory | None = None,
         fallback_retrieve: bool = True,
     ) -> None:
-        super().__init__(embedder, fallback_retrieve=fallback_retrieve)
-        if not C > 0:
-            raise ValueError(f"C must be positive, got {C!r}")
+        super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
+        if isinstance(C, bool) or not isinstance(C, (int, float)) or not 0 < C < math.inf:
+            raise ValueError(f"C must be a positive number, got {C!r}")
         if class_weight not in (None, "balanced"):
             raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
-        self.C = float(C)
+        self.C = C
         self.class_weight = class_weight
         self._coef: np.ndarray | None = None
-        self._intercept = 0.0
-
-    def _json_params(self) -> dict[str, Any]:
-        return {"C": self.C, "class_weight": self.class_weight, "fallback_retrieve": self.fallback_retrieve}
+        self._intercept: float | None = None
 
     @property
     def is_fitted(self) -> bool:
@@ -277,7 +321,8 @@ class SKRClassifierGate(_SKRMemoryGate):
         from sklearn.linear_model import LogisticRegression
 
         head = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=2000)
-        head.fit(self.memory_.embeddings(), self.memory_.labels)
+        vectors, labels, _ = self.memory_.entries()
+        head.fit(vectors, labels)
         # Kept as plain arrays: scoring and persistence need no sklearn object.
         self._coef = head.coef_[0].astype(np.float64)
         self._intercept = float(head.intercept_[0])

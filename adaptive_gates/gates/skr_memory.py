@@ -1,4 +1,10 @@
-"""SKR's self-knowledge memory: labelled past questions, searchable by similarity."""
+"""SKR's self-knowledge memory: labelled past questions, searchable by similarity.
+
+``SKRMemory`` is the small protocol the SKR gates need from it, so any vector store
+(a LangChain or LlamaIndex one, through an adapter) can back them. ``FaissMemory``
+(faiss ``IndexFlatIP`` on L2-normalised vectors, SPEC §1.2) is the default;
+``ExactMemory`` is the same search in plain numpy.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -15,8 +21,51 @@ from ..persistence import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 
 _INDEX_FILE = "memory.faiss"
+_VECTORS_FILE = "vectors.npy"
 _LABELS_FILE = "labels.npy"
 _QUESTIONS_FILE = "questions.json"
+
+
+@runtime_checkable
+class SKRMemory(Protocol):
+    """Questions labelled KNOWN (D+) or UNKNOWN (D-) with their embeddings.
+
+    Similarity is cosine: an implementation normalises what it stores and what it is
+    asked. Adding while other threads search must be safe. A memory class may also
+    offer ``load(directory, state) -> memory`` (a classmethod) to read what ``save``
+    wrote; ``save`` of a memory that cannot persist raises ``NotImplementedError``.
+    """
+
+    #: Recorded with saved gates, so a memory is never read by another kind.
+    kind: ClassVar[str]
+
+    @property
+    def dimension(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """``(m, n)``: the number of KNOWN and UNKNOWN questions."""
+        ...
+
+    def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
+        """Append questions with their labels and (not yet normalised) embeddings."""
+        ...
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+        """The ``min(k, len)`` nearest stored questions of each query, nearest first:
+        similarities and labels of shape ``(queries, min(k, len))`` and the texts."""
+        ...
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Every stored item in insertion order: normalised vectors, labels, questions
+        (used to train SKR-cls and for fixed demonstrations)."""
+        ...
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        """Write the memory's files into ``directory``; return its JSON state."""
+        ...
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
@@ -28,9 +77,57 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-class SelfKnowledgeMemory:
-    """Questions labelled KNOWN / UNKNOWN with normalised embeddings in a faiss
-    ``IndexFlatIP``. Adding while other threads search is safe."""
+def _counts(labels: np.ndarray) -> tuple[int, int]:
+    n = int(labels.sum())
+    return len(labels) - n, n
+
+
+def _check_added(vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str], dimension: int) -> np.ndarray:
+    """The labels as int8, once the three parts of an ``add`` agree."""
+    if np.shape(vectors) != (len(questions), dimension):
+        raise ValueError(f"expected vectors of shape {(len(questions), dimension)}, got {np.shape(vectors)}")
+    new_labels = np.asarray(labels, dtype=np.int8)
+    if new_labels.shape != (len(questions),):
+        raise ValueError(f"expected {len(questions)} labels, got {new_labels.shape}")
+    return new_labels
+
+
+def _write_labelled(directory: Path, labels: np.ndarray, questions: list[str]) -> None:
+    save_array(directory, _LABELS_FILE, labels)
+    (directory / _QUESTIONS_FILE).write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
+
+
+def _read_labelled(directory: Path) -> tuple[np.ndarray, list[str]]:
+    labels = load_array(directory, _LABELS_FILE)
+    if not np.isin(labels, (KNOWN, UNKNOWN)).all():
+        raise GateLoadError(f"{directory}: file {_LABELS_FILE!r} holds labels other than 0/1")
+    try:
+        questions = json.loads((directory / _QUESTIONS_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} is unreadable ({exc})") from None
+    if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
+        raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} must hold a list of questions")
+    return labels.astype(np.int8), questions
+
+
+def _check_parts(directory: Path, state: dict[str, Any], vectors_file: str, n_vectors: int, labels, questions) -> None:
+    sizes = {"state.size": state.get("size"), vectors_file: n_vectors, _LABELS_FILE: len(labels), _QUESTIONS_FILE: len(questions)}
+    if len(set(sizes.values())) != 1:
+        raise GateLoadError(f"{directory}: memory parts disagree in size: {sizes}")
+
+
+def _dimension(directory: Path, state: dict[str, Any]) -> int:
+    dimension = state.get("dimension")
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise GateLoadError(f"{directory}: field 'state.dimension' must be a positive int, got {dimension!r}")
+    return dimension
+
+
+class FaissMemory:
+    """The default memory: a faiss ``IndexFlatIP`` over L2-normalised embeddings
+    (exact cosine search, as the SKR authors' code). Saved in faiss's own format."""
+
+    kind: ClassVar[str] = "faiss"
 
     def __init__(self, dimension: int) -> None:
         import faiss
@@ -46,43 +143,19 @@ class SelfKnowledgeMemory:
 
     @property
     def counts(self) -> tuple[int, int]:
-        """``(m, n)``: the number of KNOWN (D+) and UNKNOWN (D-) questions."""
         with self._lock:
-            n = int(self._labels.sum())
-            return len(self._labels) - n, n
+            return _counts(self._labels)
 
-    @property
-    def questions(self) -> list[str]:
+    def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
+        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        normalised = l2_normalise(vectors)
         with self._lock:
-            return list(self._questions)
-
-    @property
-    def labels(self) -> np.ndarray:
-        with self._lock:
-            return self._labels.copy()
-
-    def embeddings(self) -> np.ndarray:
-        """The stored (normalised) embeddings, shape ``(len, dimension)``."""
-        with self._lock:
-            return self._index.reconstruct_n(0, self._index.ntotal)
-
-    def add(self, questions: Sequence[str], labels: Sequence[int], embeddings: np.ndarray) -> None:
-        """Append labelled questions with their embeddings (normalised here)."""
-        if embeddings.shape != (len(questions), self.dimension):
-            raise ValueError(
-                f"expected embeddings of shape {(len(questions), self.dimension)}, got {embeddings.shape}"
-            )
-        vectors = l2_normalise(embeddings)
-        new_labels = np.asarray(labels, dtype=np.int8)
-        with self._lock:
-            self._index.add(vectors)
+            self._index.add(normalised)
             self._labels = np.concatenate([self._labels, new_labels])
             self._questions.extend(questions)
 
-    def search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
-        """The ``k`` nearest stored questions of each query: similarities, labels
-        and texts, each of shape ``(queries, min(k, len))``."""
-        queries = l2_normalise(embeddings)
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+        queries = l2_normalise(vectors)
         with self._lock:
             k = min(k, self._index.ntotal)
             sims, idx = self._index.search(queries, k)
@@ -90,43 +163,105 @@ class SelfKnowledgeMemory:
             texts = [[self._questions[j] for j in row] for row in idx]
         return sims, labels, texts
 
+    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        with self._lock:
+            return self._index.reconstruct_n(0, self._index.ntotal), self._labels.copy(), list(self._questions)
+
     def save(self, directory: Path) -> dict[str, Any]:
         """Write the index (faiss's own format), labels and questions."""
         import faiss
 
         with self._lock:
             faiss.write_index(self._index, str(directory / _INDEX_FILE))
-            save_array(directory, _LABELS_FILE, self._labels)
-            (directory / _QUESTIONS_FILE).write_text(json.dumps(self._questions, ensure_ascii=False), encoding="utf-8")
+            _write_labelled(directory, self._labels, self._questions)
             return {"size": len(self._questions), "dimension": self.dimension}
 
     @classmethod
-    def load(cls, directory: Path, state: dict[str, Any]) -> "SelfKnowledgeMemory":
+    def load(cls, directory: Path, state: dict[str, Any]) -> "FaissMemory":
         """Read a memory written by ``save``, checking the parts agree."""
         import faiss
 
-        memory = cls(int(state.get("dimension", 0)))
+        memory = cls(_dimension(directory, state))
         try:
             memory._index = faiss.read_index(str(directory / _INDEX_FILE))
         except RuntimeError as exc:
             raise GateLoadError(f"{directory}: file {_INDEX_FILE!r} is not a faiss index ({exc})") from None
-        memory._labels = load_array(directory, _LABELS_FILE).astype(np.int8)
-        try:
-            memory._questions = json.loads((directory / _QUESTIONS_FILE).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} is unreadable ({exc})") from None
-        sizes = {
-            "state.size": state.get("size"),
-            _INDEX_FILE: memory._index.ntotal,
-            _LABELS_FILE: len(memory._labels),
-            _QUESTIONS_FILE: len(memory._questions),
-        }
-        if len(set(sizes.values())) != 1:
-            raise GateLoadError(f"{directory}: memory parts disagree in size: {sizes}")
+        memory._labels, memory._questions = _read_labelled(directory)
+        _check_parts(directory, state, _INDEX_FILE, memory._index.ntotal, memory._labels, memory._questions)
         if memory._index.d != memory.dimension:
             raise GateLoadError(
                 f"{directory}: field 'state.dimension' is {memory.dimension} but the index has {memory._index.d}"
             )
-        if not np.isin(memory._labels, (KNOWN, UNKNOWN)).all():
-            raise GateLoadError(f"{directory}: file {_LABELS_FILE!r} holds labels other than 0/1")
+        return memory
+
+
+class ExactMemory:
+    """Brute-force cosine search in numpy: no faiss, the vectors in one array.
+
+    Ties in similarity go to the earlier stored question. Saved as ``.npy`` + JSON.
+    """
+
+    kind: ClassVar[str] = "exact"
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._vectors = np.zeros((0, dimension), dtype=np.float32)
+        self._labels = np.zeros(0, dtype=np.int8)
+        self._questions: list[str] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _normalise(vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms > 0, norms, 1.0)  # a zero vector stays zero
+
+    def __len__(self) -> int:
+        return len(self._questions)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return _counts(self._labels)
+
+    def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
+        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        normalised = self._normalise(vectors)
+        with self._lock:
+            # New arrays, never resized in place: a search holding the old ones is unaffected.
+            self._vectors = np.concatenate([self._vectors, normalised])
+            self._labels = np.concatenate([self._labels, new_labels])
+            self._questions = [*self._questions, *questions]
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+        queries = self._normalise(vectors)
+        with self._lock:
+            stored, labels, questions = self._vectors, self._labels, self._questions
+        sims = queries @ stored.T
+        k = min(k, len(questions))
+        idx = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(sims, idx, axis=1), labels[idx], [[questions[j] for j in row] for row in idx]
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        with self._lock:
+            return self._vectors.copy(), self._labels.copy(), list(self._questions)
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        vectors, labels, questions = self.entries()
+        save_array(directory, _VECTORS_FILE, vectors)
+        _write_labelled(directory, labels, questions)
+        return {"size": len(questions), "dimension": self.dimension}
+
+    @classmethod
+    def load(cls, directory: Path, state: dict[str, Any]) -> "ExactMemory":
+        memory = cls(_dimension(directory, state))
+        vectors = load_array(directory, _VECTORS_FILE)
+        if vectors.ndim != 2 or vectors.shape[1] != memory.dimension or not np.all(np.isfinite(vectors)):
+            raise GateLoadError(
+                f"{directory}: file {_VECTORS_FILE!r} has shape {vectors.shape}, "
+                f"expected (size, {memory.dimension}) finite values"
+            )
+        memory._labels, memory._questions = _read_labelled(directory)
+        _check_parts(directory, state, _VECTORS_FILE, len(vectors), memory._labels, memory._questions)
+        memory._vectors = vectors.astype(np.float32)
         return memory

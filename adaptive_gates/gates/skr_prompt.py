@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,14 @@ from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .base import FALLBACK_REASON, Gate
 from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
-from .skr import _SKRMemoryGate
-from .skr_memory import l2_normalise
+from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)
 
 _FIRST_WORD = re.compile(r"[^\W_]+")
 _POLAR = ("yes", "no")
+#: The first search for nearest demonstrations asks for this many per demonstration.
+_SEARCH_DEPTH = 4
 
 
 def polar_need(reply: ChatReply, known_reply: str) -> tuple[float, dict[str, Any]]:
@@ -78,10 +80,19 @@ def _polar_share(
     return None if position is None else word_share(tokens[position], (other,), (known_reply,))
 
 
+def _alternate(texts: Sequence[str], labels: Sequence[int], per_class: int) -> list[tuple[str, int]]:
+    """The first ``per_class`` known and unknown questions of a ranking, alternating
+    (known first); fewer when a class has fewer."""
+    known = [t for t, label in zip(texts, labels) if label == KNOWN][:per_class]
+    unknown = [t for t, label in zip(texts, labels) if label == UNKNOWN][:per_class]
+    return [demo for pair in zip([(q, KNOWN) for q in known], [(q, UNKNOWN) for q in unknown]) for demo in pair]
+
+
 class _PolarQuestionMixin(AsksInRounds):
     """Scoring shared by the two gates: ask each question's conversation, read the polar reply."""
 
     _backend: ChatBackend
+    _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
     known_reply: str
     max_tokens: int
     top_logprobs: int
@@ -98,19 +109,13 @@ class _PolarQuestionMixin(AsksInRounds):
         if max_tokens < 1 or top_logprobs < 0:
             raise ValueError(f"need max_tokens >= 1 and top_logprobs >= 0, got {max_tokens}, {top_logprobs}")
         self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
+        self.chat = chat
         self.template = template
         self.known_reply = known_reply
         self.max_tokens = max_tokens
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
         self.deadline = deadline
-
-    def _polar_params(self) -> dict[str, Any]:
-        return {
-            "template": self.template, "known_reply": self.known_reply, "max_tokens": self.max_tokens,
-            "top_logprobs": self.top_logprobs, "max_workers": self.max_workers,
-            "deadline": self.deadline, "fallback_retrieve": self.fallback_retrieve,  # type: ignore[attr-defined]
-        }
 
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own yes/no decides
@@ -161,6 +166,7 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     """
 
     name = "skr-prompt"
+    _backend_params = frozenset({"chat"})
 
     def __init__(
         self,
@@ -180,9 +186,6 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     @property
     def is_fitted(self) -> bool:
         return True
-
-    def _json_params(self) -> dict[str, Any]:
-        return self._polar_params()
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return self._backend.state()
@@ -209,10 +212,12 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         embedder: the sentence encoder of the memory (default: embedded MiniLM).
         n_demos: demonstrations per question (even; half from each class).
         demos: ``"nearest"`` or ``"fixed"``.
+        memory: as ``SKRKnnGate``.
         fallback_retrieve: the decision taken when a question or the backend fails.
     """
 
     name = "skr-icl"
+    _backend_params = frozenset({"chat", "embedder", "memory"})
 
     def __init__(
         self,
@@ -227,9 +232,10 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         top_logprobs: int = 20,
         max_workers: int = 1,
         deadline: float | None = DEFAULT_DEADLINE,
+        memory: MemoryFactory | None = None,
         fallback_retrieve: bool = True,
     ) -> None:
-        super().__init__(embedder, fallback_retrieve=fallback_retrieve)
+        super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
         self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers, deadline)
         if n_demos < 2 or n_demos % 2:
             raise ValueError(f"n_demos must be an even number >= 2, got {n_demos}")
@@ -237,9 +243,6 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
             raise ValueError(f"demos must be 'nearest' or 'fixed', got {demos!r}")
         self.n_demos = n_demos
         self.demos = demos
-
-    def _json_params(self) -> dict[str, Any]:
-        return {**self._polar_params(), "n_demos": self.n_demos, "demos": self.demos}
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {**super()._save_state(directory), **self._backend.state()}
@@ -256,25 +259,31 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
 
     def _demonstrations(self, questions: list[str]) -> list[list[tuple[str, int]]]:
         """``(question, label)`` demonstrations for each question, alternating classes."""
-        memory = self.memory_
-        texts, labels = memory.questions, memory.labels
         per_class = self.n_demos // 2
         if self.demos == "fixed":
-            order = [list(range(len(texts)))] * len(questions)
-        else:
-            order = self._nearest_order(questions)
-        chosen = []
-        for ranking in order:
-            known = [texts[j] for j in ranking if labels[j] == KNOWN][:per_class]
-            unknown = [texts[j] for j in ranking if labels[j] == UNKNOWN][:per_class]
-            pairs = [(q, KNOWN) for q in known], [(q, UNKNOWN) for q in unknown]
-            chosen.append([demo for pair in zip(*pairs) for demo in pair])
-        return chosen
+            _, labels, texts = self.memory_.entries()
+            return [_alternate(texts, labels, per_class)] * len(questions)
+        return self._nearest_demonstrations(self._embed(questions), per_class)
 
-    def _nearest_order(self, questions: list[str]) -> list[list[int]]:
-        """Memory indices by cosine similarity to each question (nearest first)."""
-        sims = l2_normalise(self._embed(questions)) @ self.memory_.embeddings().T
-        return [np.argsort(-row, kind="stable").tolist() for row in sims]
+    def _nearest_demonstrations(self, vectors: np.ndarray, per_class: int) -> list[list[tuple[str, int]]]:
+        """The ``per_class`` nearest known and unknown past questions of each query,
+        from searches of the memory widened until each class has enough (or all is seen)."""
+        memory = self.memory_
+        chosen: list[list[tuple[str, int]] | None] = [None] * len(vectors)
+        pending = np.arange(len(vectors))
+        k = _SEARCH_DEPTH * self.n_demos
+        while pending.size:
+            size = len(memory)
+            _, labels, texts = memory.search(vectors[pending], k)
+            short = []
+            for i, row_labels, row_texts in zip(pending, labels, texts):
+                demos = _alternate(row_texts, row_labels, per_class)
+                if len(demos) < 2 * per_class and k < size:
+                    short.append(i)
+                else:
+                    chosen[i] = demos
+            pending, k = np.array(short, dtype=int), 2 * k
+        return chosen  # type: ignore[return-value]
 
     def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
         prompts = []

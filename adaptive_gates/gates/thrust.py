@@ -31,7 +31,8 @@ from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..persistence import load_array, save_array
-from ..representers import Representer, check_vectors, describe, rebuild_embedded
+from ..models.protocols import check_vectors
+from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
 from .base import Gate
 
@@ -212,8 +213,8 @@ class ThrustGate(FitPercentileGate):
 
     Args:
         representer: what gives f(q); default: the last hidden layer of the embedded
-            SmolLM2 (last token, raw question). ``EmbedderRepresenter`` is the
-            black-box path.
+            SmolLM2 (last token, raw question). Any ``Embedder`` (a sentence
+            encoder) is the black-box path.
         n_clusters_rule: ``"ceil"`` (paper) or ``"floor"`` (authors' code) in
             ``max(·(|D|^(1/4)), 3)``.
         scale: ``"paper"`` (the 1/(N·K) factor) or ``"code"`` (no factor).
@@ -230,6 +231,8 @@ class ThrustGate(FitPercentileGate):
     """
 
     name = "thrust"
+    _backend_params = frozenset({"representer"})
+    _fitted_state = ("_fit_scores", "_clusters", "_class_names")
 
     def __init__(
         self,
@@ -253,7 +256,8 @@ class ThrustGate(FitPercentileGate):
             raise ValueError(f"n_init must be a positive int, got {n_init!r}")
         if isinstance(random_state, bool) or not isinstance(random_state, int):
             raise ValueError(f"random_state must be an int, got {random_state!r}")
-        self._representer = representer
+        self.representer = representer
+        self._default_representer: Representer | None = None
         self._representer_lock = threading.Lock()
         self.n_clusters_rule = n_clusters_rule
         self.scale = scale
@@ -261,32 +265,23 @@ class ThrustGate(FitPercentileGate):
         self.n_init = n_init
         self.random_state = random_state
         self._clusters: _Clusters | None = None
-        self._class_names: list[str] = []
-
-    def _json_params(self) -> dict[str, Any]:
-        return {
-            "n_clusters_rule": self.n_clusters_rule,
-            "scale": self.scale,
-            "fit_scores": self.fit_scores,
-            "n_init": self.n_init,
-            "random_state": self.random_state,
-            "fallback_retrieve": self.fallback_retrieve,
-        }
+        self._class_names: list[str] | None = None
 
     # ------------------------------------------------------------------ backend
-    @property
-    def representer(self) -> Representer:
-        """f(q); the embedded SmolLM2's last hidden layer unless one was given."""
+    def _representation(self) -> Representer:
+        """f(q) in use; the embedded SmolLM2's last hidden layer unless one was given."""
+        if self.representer is not None:
+            return self.representer
         with self._representer_lock:
-            if self._representer is None:
+            if self._default_representer is None:
                 from ..representers import LMHiddenStateRepresenter
 
-                self._representer = LMHiddenStateRepresenter()
-            return self._representer
+                self._default_representer = LMHiddenStateRepresenter()
+            return self._default_representer
 
     def _represent(self, questions: list[str]) -> np.ndarray:
-        rep = self.representer
-        return check_vectors(rep.represent(questions), len(questions), rep.model_id).astype(np.float64)
+        rep = self._representation()
+        return check_vectors(rep.embed(questions), len(questions), rep.model_id).astype(np.float64)
 
     # ------------------------------------------------------------------ fitted state
     @property
@@ -341,7 +336,7 @@ class ThrustGate(FitPercentileGate):
         self._clusters, self._class_names, self._fit_scores = clusters, names, fit_scores
         logger.info(
             "thrust fitted on %d questions: classes %s with %s clusters, representer %s",
-            len(clean), names, clusters.counts, self.representer.model_id,
+            len(clean), names, clusters.counts, self._representation().model_id,
         )
         return self
 
@@ -432,7 +427,7 @@ class ThrustGate(FitPercentileGate):
         save_array(directory, "sizes.npy", self.cluster_sizes_)
         save_array(directory, "fit_scores.npy", self.fit_scores_)
         return {
-            "representer": describe(self.representer),
+            "representer": describe(self._representation()),
             "class_names": self._class_names,
             "clusters_per_class": clusters.counts,
         }
@@ -464,9 +459,10 @@ class ThrustGate(FitPercentileGate):
         self._class_names = names
 
     def _use_saved_representer(self, directory: Path, record: dict[str, Any]) -> None:
-        """Rebuild the embedded representer the gate was saved with, or check that
-        the given one matches it."""
-        if self._representer is None:
+        """Rebuild the embedded representer the gate was saved with (it becomes the
+        ``representer`` parameter, so a clone represents alike), or check that the
+        given one matches it."""
+        if self.representer is None:
             try:
                 rebuilt = rebuild_embedded(record)
             except (KeyError, TypeError, ValueError) as exc:
@@ -476,8 +472,8 @@ class ThrustGate(FitPercentileGate):
                     f"{directory}: this gate was saved with representer {record['id']!r}; "
                     "pass representer= with that model to load it"
                 )
-            self._representer = rebuilt
-        rep = self._representer
+            self.representer = rebuilt
+        rep = self.representer
         if rep.model_id != record["id"]:
             raise GateLoadError(
                 f"{directory}: field 'state.representer.id' is {record['id']!r} "

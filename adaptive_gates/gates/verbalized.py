@@ -76,6 +76,8 @@ class VerbalizedGate(AsksInRounds, Gate):
     """
 
     name = "verbalized"
+    _backend_params = frozenset({"chat"})
+    _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         if unparseable not in UNPARSEABLE:
             raise ValueError(f"unparseable must be one of {UNPARSEABLE}, got {unparseable!r}")
         self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
+        self.chat = chat
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
@@ -113,8 +116,8 @@ class VerbalizedGate(AsksInRounds, Gate):
         self.deadline = deadline
 
     @property
-    def chat(self) -> ChatModel:
-        """The chat model asked."""
+    def chat_model(self) -> ChatModel:
+        """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
         return self._backend.model
 
     @property
@@ -134,13 +137,6 @@ class VerbalizedGate(AsksInRounds, Gate):
 
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own word decides
-
-    def _json_params(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy, "template": self.template, "max_tokens": self.max_tokens,
-            "judge": self.judge, "unparseable": self.unparseable, "top_logprobs": self.top_logprobs,
-            "max_workers": self.max_workers, "deadline": self.deadline, "fallback_retrieve": self.fallback_retrieve,
-        }
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return self._backend.state()

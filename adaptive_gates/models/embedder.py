@@ -59,6 +59,10 @@ class SentenceEmbedder:
             raise BackendError(f"{self.model_id} does not declare its embedding dimension")
         return int(dim)
 
+    def settings(self) -> dict[str, Any]:
+        """What a saved gate records to rebuild this embedder (see ``representers.rebuild_embedded``)."""
+        return {"kind": "embedder", "embedder": self.model_id}
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``(len(texts), dimension)``, L2-normalised when ``normalize=True``."""
         if isinstance(texts, str):

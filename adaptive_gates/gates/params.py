@@ -1,0 +1,111 @@
+"""scikit-learn's parameter conventions for gates: ``get_params``, ``set_params`` and
+``sklearn.base.clone``.
+
+A gate's ``__init__`` keeps every argument as-is under its own name, so the
+parameters are read back from its signature, as ``sklearn.base.BaseEstimator`` does.
+
+``set_params`` on a gate that holds fitted state (a memory, clusters, a calibrated
+threshold): that state was learned under the old parameters, so keeping it would
+silently mix two settings. Changing only the gate's *serving* parameters (what it
+does when a backend fails, how it waits on one: ``_serving_params``) keeps it; any
+other change returns the gate to its unfitted state, with a warning, and it must be
+fitted (or calibrated) again. A clone shares its backends (models hold no fitted
+state of the gate, and copying one would copy the model) and copies the rest.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from typing import Any, ClassVar, TypeVar
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P", bound="GateParams")
+
+#: Values a clone copies; anything else (a model, an embedder) is a backend it shares.
+_PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
+
+
+class GateParams:
+    """``get_params`` / ``set_params`` / ``__sklearn_clone__`` from the ``__init__`` signature.
+
+    A subclass lists in ``_fitted_state`` the attributes its ``fit``/``load`` learn
+    (the calibration is always one), and in ``_serving_params`` the parameters that
+    fitted state does not depend on.
+    """
+
+    _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration",)
+    _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """The ``__init__`` parameters, in signature order."""
+        signature = inspect.signature(cls.__init__)
+        for p in signature.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TypeError(f"{cls.__name__}.__init__ must not take *args or **kwargs (scikit-learn convention)")
+        return [name for name in signature.parameters if name != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters as given; with ``deep``, also those of parameters
+        that have ``get_params`` themselves, as ``name__param``."""
+        out: dict[str, Any] = {}
+        for name in self._param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{key}", sub) for key, sub in value.get_params().items())
+            out[name] = value
+        return out
+
+    def set_params(self: P, **params: Any) -> P:
+        """Set constructor parameters (``name__param`` reaches a nested one).
+
+        Every value is validated as the constructor does before anything changes.
+        Fitted state survives only a change of serving parameters; see the module
+        docstring.
+        """
+        if not params:
+            return self
+        names = self._param_names()
+        own: dict[str, Any] = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in names:
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid ones: {names}")
+            if sub:
+                nested = getattr(self, name)
+                if not callable(getattr(nested, "set_params", None)):
+                    raise ValueError(f"parameter {name!r} of {type(self).__name__} has no set_params for {key!r}")
+                nested.set_params(**{sub: value})
+            else:
+                own[name] = value
+        fresh = type(self)(**{**self.get_params(deep=False), **own})  # validates, unfitted
+        kept = {}
+        if set(own) <= self._serving_params:
+            kept = {name: self.__dict__[name] for name in self._all_fitted_state() if name in self.__dict__}
+        elif self._holds_fitted_state():
+            logger.warning(
+                "%s.set_params(%s): its fitted state and calibration belong to the old parameters and "
+                "were dropped; fit (or calibrate) it again", type(self).__name__, ", ".join(sorted(own)),
+            )
+        self.__dict__.update(fresh.__dict__)
+        self.__dict__.update(kept)
+        return self
+
+    @classmethod
+    def _all_fitted_state(cls) -> set[str]:
+        return {name for klass in cls.__mro__ for name in getattr(klass, "_fitted_state", ())}
+
+    def _holds_fitted_state(self) -> bool:
+        """Whether any fitted-state attribute holds something (unfitted: ``None``)."""
+        return any(self.__dict__.get(name) is not None for name in self._all_fitted_state())
+
+    def __sklearn_clone__(self: P) -> P:
+        """An unfitted gate with the same parameters (``sklearn.base.clone``)."""
+        params = {
+            name: copy.deepcopy(value) if isinstance(value, _PLAIN) else value
+            for name, value in self.get_params(deep=False).items()
+        }
+        return type(self)(**params)

@@ -1,0 +1,157 @@
+"""scikit-learn conventions on every gate: constructor arguments kept as given,
+get_params / set_params, and ``sklearn.base.clone``."""
+
+import inspect
+import logging
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from adaptive_gates import (
+    BM25DifficultyGate,
+    ExactMemory,
+    NotFittedError,
+    SeaKRGate,
+    SelfAwareUncertainty,
+    SKRClassifierGate,
+    SKRIclGate,
+    SKRKnnGate,
+    SKRPromptGate,
+    ThrustGate,
+    VerbalizedGate,
+)
+from adaptive_gates.models import LocalChatModel
+
+
+@pytest.fixture(scope="module")
+def chat():
+    return LocalChatModel()  # loads its model on first use only
+
+
+def _gates(embedder, chat):
+    """One gate of each type, every argument other than its default."""
+    return [
+        (SKRKnnGate, dict(embedder=embedder, k=4, vote="majority", weighting="similarity", memory=ExactMemory,
+                          fallback_retrieve=False)),
+        (SKRClassifierGate, dict(embedder=embedder, C=3, class_weight="balanced", memory=ExactMemory,
+                                 fallback_retrieve=False)),
+        (ThrustGate, dict(representer=embedder, n_clusters_rule="floor", scale="code", fit_scores="in_sample",
+                          n_init=3, random_state=7, fallback_retrieve=False)),
+        (BM25DifficultyGate, dict(top_k=None, fallback_retrieve=False)),
+        (VerbalizedGate, dict(chat=chat, strategy="punish", template="Q: {question}", max_tokens=9, judge=False,
+                              unparseable="first-token", top_logprobs=5, max_workers=2, deadline=30,
+                              fallback_retrieve=False)),
+        (SKRPromptGate, dict(chat=chat, template="{question} Can you answer?", known_reply="yes", max_tokens=4,
+                             top_logprobs=3, max_workers=2, deadline=None, fallback_retrieve=False)),
+        (SKRIclGate, dict(chat=chat, embedder=embedder, template="{question}?", known_reply="yes", n_demos=2,
+                          demos="fixed", max_tokens=4, top_logprobs=0, max_workers=3, deadline=10, memory=ExactMemory,
+                          fallback_retrieve=False)),
+        (SeaKRGate, dict(uncertainty={"k": 4, "max_new_tokens": 8}, prompt_template="Q: {question}\nA:", stop=["\n", "."],
+                         step_tokens=5, formatted=True, threshold=-6, fallback_retrieve=False)),
+    ]
+
+
+def test_every_argument_is_kept_as_given_under_its_name(embedder, chat):
+    for cls, args in _gates(embedder, chat):
+        gate = cls(**args)
+        params = gate.get_params(deep=False)
+        names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        assert list(params) == names, cls.__name__
+        for name in names:
+            expected = args.get(name, inspect.signature(cls.__init__).parameters[name].default)
+            assert params[name] is expected or (type(params[name]) is type(expected) and params[name] == expected), (
+                cls.__name__, name, params[name], expected,
+            )
+
+
+def test_clone_gives_an_unfitted_gate_with_equal_params(embedder, chat):
+    for cls, args in _gates(embedder, chat):
+        gate = cls(**args)
+        copy = clone(gate)
+        assert type(copy) is cls and copy is not gate
+        copied = copy.get_params(deep=False)
+        for name, value in gate.get_params(deep=False).items():
+            if name in cls._backend_params:
+                assert copied[name] is value, (cls.__name__, name)  # models are shared, not copied
+            else:
+                assert copied[name] == value and (copied[name] is not value or not isinstance(value, (list, dict)))
+        assert copy.calibration_ is None
+
+
+def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, embedder):
+    questions = [r.question for r in outcome_records]
+    fitted = [
+        SKRKnnGate(embedder, k=5).fit_outcomes(outcome_records),
+        SKRClassifierGate(embedder).fit_outcomes(outcome_records),
+        ThrustGate(embedder, fit_scores="in_sample").fit(questions),
+        BM25DifficultyGate().fit(questions),
+    ]
+    for gate in fitted:
+        gate.calibrate(questions[:40], target_rate=0.3)
+        copy = clone(gate)
+        assert gate.is_fitted and not copy.is_fitted and copy.calibration_ is None
+        with pytest.raises(NotFittedError):
+            copy.decide(questions[0])
+        # Refitting the clone on the same data reproduces the original's own decisions.
+        refit = copy.fit_outcomes(outcome_records) if isinstance(copy, (SKRKnnGate, SKRClassifierGate)) else copy.fit(questions)
+        gate.reset_threshold()
+        np.testing.assert_allclose(refit.score(questions[:30]), gate.score(questions[:30]))
+
+
+def test_clone_of_a_calibrated_chat_gate_drops_the_calibration(chat):
+    gate = VerbalizedGate(chat).calibrate_scores(np.linspace(0.0, 1.0, 30), 0.3)
+    assert gate.calibration_ is not None and clone(gate).calibration_ is None
+
+
+def test_set_params_round_trip_and_validation(embedder):
+    gate = SKRKnnGate(embedder)
+    other = SKRKnnGate(embedder, k=3, vote="majority", weighting="similarity", fallback_retrieve=False)
+    assert gate.set_params(**other.get_params()) is gate
+    assert gate.get_params() == other.get_params()
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        gate.set_params(vote="ratio", k=0)
+    assert gate.get_params() == other.get_params()  # a refused value changes nothing
+    with pytest.raises(ValueError, match="invalid parameter 'kk'"):
+        gate.set_params(kk=3)
+
+
+def test_set_params_keeps_fitted_state_for_serving_parameters_only(outcome_records, embedder, caplog):
+    questions = [r.question for r in outcome_records[:30]]
+    gate = SKRKnnGate(embedder, k=5).fit_outcomes(outcome_records).calibrate(questions, target_rate=0.4)
+    before = gate.decide_batch(questions)
+    gate.set_params(fallback_retrieve=False)  # what a failure does: fitted state still holds
+    assert gate.fallback_retrieve is False and gate.calibration_ is not None
+    assert [d.details for d in gate.decide_batch(questions)] == [d.details for d in before]
+    with caplog.at_level(logging.WARNING):
+        gate.set_params(k=7)  # the calibrated threshold belongs to k=5
+    assert "fitted state and calibration belong to the old parameters" in caplog.text
+    assert not gate.is_fitted and gate.calibration_ is None and gate.k == 7
+    with pytest.raises(NotFittedError):
+        gate.decide(questions[0])
+
+
+def test_set_params_of_a_chat_gate_reaches_its_backend(chat):
+    gate = SKRPromptGate(chat).calibrate_scores(np.linspace(0.0, 1.0, 30), 0.5)
+    gate.set_params(deadline=5.0, max_workers=4)
+    assert (gate._backend.deadline, gate._backend.max_workers) == (5.0, 4)
+    assert gate.calibration_ is not None  # how it waits on the backend is no part of the threshold
+    gate.set_params(known_reply="yes")
+    assert gate.calibration_ is None
+
+
+def test_nested_params_are_reported_deep(lm):
+    uncertainty = SelfAwareUncertainty(lm, k=3)
+    gate = SeaKRGate(uncertainty=uncertainty)
+    deep = gate.get_params(deep=True)
+    assert deep["uncertainty"] is uncertainty and deep["uncertainty__k"] == 3
+    assert "uncertainty__k" not in gate.get_params(deep=False)
+    with pytest.raises(ValueError, match="has no set_params"):
+        gate.set_params(uncertainty__k=4)
+
+
+def test_saved_params_are_the_params_without_backends(embedder, chat):
+    for cls, args in _gates(embedder, chat):
+        gate = cls(**args)
+        saved = gate._json_params()
+        assert set(saved) == set(gate.get_params(deep=False)) - cls._backend_params, cls.__name__
