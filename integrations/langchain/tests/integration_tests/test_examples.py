@@ -51,3 +51,24 @@ def test_router_example_prints_each_decision_and_the_calls_saved(tmp_path):
     again = _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--outcomes", str(outcomes))
     assert f"fitting on 10 outcome records from {outcomes}" in again
     assert [DECISION.search(b)[0] for b in _blocks(again)] == [d[0] for d in decisions]
+
+
+def test_chatbot_script_shows_each_turns_decision_and_evidence(tmp_path):
+    script = tmp_path / "turns.txt"
+    turns = ["Who wrote Hamlet?", "And when did he die?", "Is the Mona Lisa in the Louvre?"]
+    script.write_text("\n".join(turns) + "\n\n")
+    out = _run("chatbot.py", "--script", str(script), "--n-fit", "10", "--window", "2")
+    blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
+    assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
+    judged = []
+    for _, question, body, answer in blocks:
+        judged.append(re.search(r"^   gate judged: (.*)$", body, re.M)[1])
+        decision = DECISION.search(body)
+        assert decision, body
+        assert (decision[1] == "yes") == (float(decision[2]) > float(decision[3]))
+        # k=1: a retrieving turn shows the one passage it read, a direct turn none.
+        assert len(re.findall(r"^   evidence: ", body, re.M)) == (decision[1] == "yes")
+        assert answer.strip()
+    assert judged[0] == repr(turns[0])
+    # The follow-up is judged after the previous exchange, not alone.
+    assert judged[1].startswith(repr(turns[0])[:-1] + "\\n") and judged[1].endswith("\\nAnd when did he die?'")
