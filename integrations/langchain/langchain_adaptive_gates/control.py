@@ -5,6 +5,15 @@
     chain.invoke(q, config={"configurable": {"gate_threshold": 0.2}})   # stricter gate
     chain.invoke(q, config={"configurable": {"gate_retrieval": "always"}})  # force
     chain.invoke(q, config={"configurable": {"gate_name": "verbalized"}})   # pick a gate
+
+There is no per-request target retrieval rate. A rate is a share of many decisions; one
+request gets one decision, retrieve or not, and no threshold chosen for it alone can
+make it "30% retrieval". A rate is set for traffic: calibrate the gate on questions
+like the traffic's (``gate.calibrate(questions, target_rate=0.3)``). To serve requests
+at different budgets, register copies calibrated to each rate as ``alternatives`` of
+the ``GateRunnable`` and pick one per request with ``gate_name``; or give the
+threshold such a calibration found as ``gate_threshold``. ``gate_target_rate`` is
+refused with this advice rather than ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ THRESHOLD_KEY = "gate_threshold"
 RETRIEVAL_KEY = "gate_retrieval"
 #: ``configurable`` key: the name of a registered gate to decide with.
 GATE_KEY = "gate_name"
+#: Refused ``configurable`` key (see the module's doc: a rate needs many requests).
+TARGET_RATE_KEY = "gate_target_rate"
 
 RetrievalMode = Literal["auto", "always", "never"]
 _MODES = ("auto", "always", "never")
@@ -41,6 +52,12 @@ class RequestControl:
         """The control in ``config["configurable"]``; a bad value raises ``ValueError``
         naming the key."""
         configurable = (config or {}).get("configurable") or {}
+        if TARGET_RATE_KEY in configurable:
+            raise ValueError(
+                f"configurable {TARGET_RATE_KEY!r} is not supported: a retrieval rate is a share of many requests, "
+                "one request gets one decision; calibrate gates to rates (gate.calibrate(questions, target_rate=...)), "
+                f"register them as alternatives and pick one with {GATE_KEY!r}, or give {THRESHOLD_KEY!r}"
+            )
         threshold = configurable.get(THRESHOLD_KEY)
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)

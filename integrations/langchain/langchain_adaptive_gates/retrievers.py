@@ -9,7 +9,7 @@ from adaptive_gates import Gate, GateDecision
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from pydantic import ConfigDict, Field, field_validator
 
 from .gate_runnable import GateRunnable, decision_payload
@@ -36,7 +36,9 @@ class GatedRetriever(BaseRetriever):
       is a child of the retriever's), so callbacks and ``astream_events`` see it;
     - each returned document carries it under ``metadata["gate_decision"]``.
 
-    ``gate`` is a core gate or a configured ``GateRunnable``.
+    ``gate`` is a core gate or a configured ``GateRunnable``. Per-request control
+    comes from the call's ``configurable`` as for the router (``gate_threshold``,
+    ``gate_retrieval``, ``gate_name``), also inside a chain that passes its config on.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -74,15 +76,39 @@ class GatedRetriever(BaseRetriever):
         documents = await self.retriever.ainvoke(query, config) if decision.retrieve else []
         return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
 
+    # BaseRetriever hands _get_relevant_documents a run manager but not the config:
+    # the request's ``configurable`` is passed along as a keyword.
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        return super().invoke(input, config, configurable=_configurable(config), **kwargs)
+
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        return await super().ainvoke(input, config, configurable=_configurable(config), **kwargs)
+
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        configurable: dict[str, Any] | None = None,
     ) -> list[Document]:
-        return self._gated(query, {"callbacks": run_manager.get_child()}, k).documents
+        config: RunnableConfig = {"callbacks": run_manager.get_child(), "configurable": configurable or {}}
+        return self._gated(query, config, k).documents
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        configurable: dict[str, Any] | None = None,
     ) -> list[Document]:
-        return (await self._agated(query, {"callbacks": run_manager.get_child()}, k)).documents
+        config: RunnableConfig = {"callbacks": run_manager.get_child(), "configurable": configurable or {}}
+        return (await self._agated(query, config, k)).documents
+
+
+def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
+    return dict(ensure_config(config).get("configurable") or {})
 
 
 def _stamped(documents: list[Document], decision: GateDecision) -> list[Document]:

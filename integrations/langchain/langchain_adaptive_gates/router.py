@@ -64,11 +64,20 @@ def _routed_input(routed: Routed) -> Any:
     return routed.input
 
 
+async def _arouted_input(routed: Routed) -> Any:
+    return routed.input
+
+
 class _Route:
-    """The route step: the branch for a decision, tagged with it, fed the original input."""
+    """The route step: the branch for a decision, tagged with it, fed the original input.
+
+    The router's own steps have async twins, so ``ainvoke`` runs them on the event
+    loop instead of sending each to a worker thread (a thread hop costs more than
+    the step).
+    """
 
     def __init__(self, direct: Runnable, retrieval: Runnable, draft: Callable[[GateDecision], Any] | None) -> None:
-        unwrap = RunnableLambda(_routed_input, name="routed_input")
+        unwrap = RunnableLambda(_routed_input, afunc=_arouted_input, name="routed_input")
         self.direct = unwrap | direct
         self.retrieval = unwrap | retrieval
         self.draft = draft
@@ -79,7 +88,11 @@ class _Route:
             branch, label = self.retrieval, "retrieve"
         elif decision.draft_answer is not None and self.draft is not None:
             draft = self.draft
-            branch, label = RunnableLambda(lambda r: draft(r.decision), name="draft_answer"), "draft"
+
+            async def adraft(r: Routed) -> Any:
+                return draft(r.decision)
+
+            branch, label = RunnableLambda(lambda r: draft(r.decision), afunc=adraft, name="draft_answer"), "draft"
         else:
             branch, label = self.direct, "direct"
         return branch.with_config(
@@ -87,6 +100,10 @@ class _Route:
             tags=[TAG_PREFIX + label, f"{TAG_PREFIX}gate:{decision.gate}"],
             metadata={METADATA_KEY: decision_payload(decision)},
         )
+
+    async def aroute(self, routed: Routed) -> Runnable:
+        """``__call__`` for the async path."""
+        return self(routed)
 
 
 def draft_text(decision: GateDecision) -> str:
@@ -120,7 +137,7 @@ def gated_router(
     if gate_options and isinstance(gate, GateRunnable):
         raise ValueError("gate options apply to a bare gate; configure the GateRunnable itself")
     route = _Route(_coerce(direct, "direct"), _coerce(retrieval, "retrieval"), draft)
-    return RunnableSequence(_Decide(gate=gate_runnable), RunnableLambda(route, name="route"), name="gated_router")
+    return RunnableSequence(_Decide(gate=gate_runnable), RunnableLambda(route, afunc=route.aroute, name="route"), name="gated_router")
 
 
 def _coerce(branch: Runnable | Callable[..., Any], name: str) -> Runnable:

@@ -1,10 +1,15 @@
-"""langchain-tests' standard suites for the chat model and the gated retriever."""
+"""langchain-tests' standard suites for the chat model, the embeddings and the gated
+retriever."""
 
 from __future__ import annotations
 
 import pytest
 from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_tests.integration_tests import ChatModelIntegrationTests, RetrieversIntegrationTests
+from langchain_tests.integration_tests import (
+    ChatModelIntegrationTests,
+    EmbeddingsIntegrationTests,
+    RetrieversIntegrationTests,
+)
 from langchain_tests.unit_tests import ChatModelUnitTests
 
 from langchain_adaptive_gates import AdaptiveGatesChatModel, AdaptiveGatesEmbeddings, GatedRetriever
@@ -36,6 +41,18 @@ class TestAdaptiveGatesChatModelIntegration(ChatModelIntegrationTests):
     @property
     def returns_usage_metadata(self) -> bool:
         return False  # the core's ChatReply carries no token counts
+
+
+class TestAdaptiveGatesEmbeddingsIntegration(EmbeddingsIntegrationTests):
+    @property
+    def embeddings_class(self) -> type[AdaptiveGatesEmbeddings]:
+        return AdaptiveGatesEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        from adaptive_gates.models import default_embedder
+
+        return {"embedder": default_embedder()}  # the embedded MiniLM, loaded once
 
 
 def _gated_retriever(**kwargs) -> GatedRetriever:

@@ -46,3 +46,8 @@ def test_forced_decisions_say_so():
     decision = RequestControl(retrieval="always").forced("q", "skr-knn")
     assert decision.retrieve is True and decision.details == {"forced": "always"} and decision.gate == "skr-knn"
     assert RequestControl(retrieval="never").forced("q", "skr-knn").retrieve is False
+
+
+def test_a_per_request_target_rate_is_refused_with_the_alternatives():
+    with pytest.raises(ValueError, match="gate_target_rate.*share of many requests.*gate_name.*gate_threshold"):
+        RequestControl.from_config({"configurable": {"gate_target_rate": 0.3}})

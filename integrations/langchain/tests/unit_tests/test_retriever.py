@@ -57,3 +57,17 @@ def test_decision_is_an_event_inside_a_rag_chain(store, knn_gate):
         assert [e["data"]["retrieve"] for e in custom] == [retrieve]
         retriever_end = next(e for e in collected if e["event"] == "on_retriever_end")
         assert bool(retriever_end["data"]["output"]) is retrieve
+
+
+def test_per_request_control_through_configurable(store, knn_gate):
+    retriever = GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 1}), gate=knn_gate)
+    forced = retriever.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}})
+    assert len(forced) == 1 and forced[0].metadata[DOCUMENT_DECISION_KEY]["details"] == {"forced": "always"}
+    assert asyncio.run(retriever.ainvoke(UNKNOWN_Q, {"configurable": {"gate_retrieval": "never"}})) == []
+    # k=1 votes 0 or 1: a threshold of 1 answers the unknown question directly.
+    assert retriever.invoke(UNKNOWN_Q, {"configurable": {"gate_threshold": 1.0}}) == []
+    assert retriever.batch([KNOWN_Q, KNOWN_Q], [{}, {"configurable": {"gate_retrieval": "always"}}])[0] == []
+    # Inside a chain, the chain's config reaches the gate.
+    chain = RunnableLambda(lambda q: q) | retriever
+    assert len(chain.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}})) == 1
+    assert retriever.retrieve(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}).decision.retrieve is True

@@ -1,6 +1,7 @@
 """gated_router in every invocation mode, over a real SKR-kNN gate (embedded MiniLM)."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from adaptive_gates import VerbalizedGate
 from langchain_core.callbacks import BaseCallbackHandler
@@ -103,3 +104,36 @@ def test_dict_inputs_reach_the_branches_unchanged(knn_gate):
     router = gated_router(knn_gate, direct=RunnableLambda(lambda x: x), retrieval=RunnableLambda(lambda x: x))
     value = {"question": UNKNOWN_Q, "language": "en"}
     assert router.invoke(value) == value
+
+
+class _CountingExecutor(ThreadPoolExecutor):
+    """The event loop's default executor, counting the calls sent to a worker thread."""
+
+    def __init__(self):
+        super().__init__(max_workers=2)
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_async_routing_adds_no_thread_hop_to_the_gates(knn_gate):
+    """On the async path only the gate's model work leaves the event loop: the
+    router's own steps (pairing, routing, unwrapping) run on it."""
+
+    async def echo(q):
+        return q
+
+    router = gated_router(knn_gate, direct=RunnableLambda(echo), retrieval=RunnableLambda(echo))
+
+    async def hops():
+        executor = _CountingExecutor()
+        asyncio.get_running_loop().set_default_executor(executor)
+        await knn_gate.adecide(KNOWN_Q)
+        by_gate, executor.submitted = executor.submitted, 0
+        assert await router.ainvoke(KNOWN_Q) == KNOWN_Q
+        return by_gate, executor.submitted
+
+    by_gate, by_router = asyncio.run(hops())
+    assert by_gate >= 1 and by_router == by_gate

@@ -1,0 +1,226 @@
+"""What ``gated_router`` costs on top of the gate it wraps.
+
+An ``SKRKnnGate`` (k=10) is fitted on the NQ outcome records of AdaRAGUE (500 real
+questions, MiniLM); the queries are 200 held-out SQuAD questions. Every question's
+embedding is computed once up front and served from a table (``LookupEmbedder``), so
+the gate's own work (a table lookup and a faiss search over 500 vectors) is small and
+stable, and what is left is LangChain's part.
+
+1. Overhead, sync and async: per question, interleaved, order rotated each round,
+   ``--repeats`` rounds over the 200 questions:
+   - ``gate.decide(q)`` / ``await gate.adecide(q)``: the gate alone;
+   - ``GateRunnable.invoke`` / ``ainvoke``: the gate as a runnable (config, callback
+     managers, the decision's custom event);
+   - ``router.invoke`` / ``ainvoke``: the whole router with trivial branches
+     (``RunnableLambda`` returning the question, with an async twin).
+   The router's overhead is the paired difference router - gate of each question in
+   each round; its median and p90 are reported (goal: under 1 ms).
+2. Throughput: the same router over the 200 questions by ``abatch``, by ``batch``
+   and by a sequential loop of ``invoke``, rotated, ``--repeats`` rounds; once with
+   the cached embeddings and once with MiniLM embedding live (where deciding a batch
+   in one ``decide_batch`` call pays off most).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/langchain_overhead.py [--data DIR] [--repeats 20]
+
+Needs ``langchain-adaptive-gates`` (integrations/langchain) importable. Writes
+benchmarks/results/langchain_overhead.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import platform
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import langchain_core
+import numpy as np
+import torch
+
+from _common import LookupEmbedder, adarague_path, add_data_argument, markdown_table, write_results
+from adaptive_gates import SKRKnnGate, load_outcomes
+from adaptive_gates.models import default_embedder
+from langchain_adaptive_gates import GateRunnable, gated_router
+from langchain_core.runnables import Runnable, RunnableLambda
+
+K = 10
+QUERIES = 200
+GOAL_MS = 1.0
+
+
+def build(data: Any) -> tuple[SKRKnnGate, SKRKnnGate, list[str]]:
+    """Two gates fitted on the same memory: one whose embedder already holds every
+    query's vector (lookups only), one that embeds the queries with MiniLM live."""
+    memory = load_outcomes(adarague_path(data, "nq"))
+    queries = list(dict.fromkeys(r.question for r in load_outcomes(adarague_path(data, "squad"))))[:QUERIES]
+    inner = default_embedder()
+    memory_questions = [r.question for r in memory]
+    memory_vectors, query_vectors = inner.embed(memory_questions), inner.embed(queries)
+    cached, live = LookupEmbedder(inner), LookupEmbedder(inner, memoise=False)
+    cached.store(memory_questions + queries, np.vstack([memory_vectors, query_vectors]))
+    live.store(memory_questions, memory_vectors)
+    return SKRKnnGate(cached, k=K).fit_outcomes(memory), SKRKnnGate(live, k=K).fit_outcomes(memory), queries
+
+
+def identity(question: str) -> str:
+    return question
+
+
+async def aidentity(question: str) -> str:
+    return question
+
+
+def router_of(gate: SKRKnnGate) -> Runnable:
+    """The router with trivial branches, native on both paths (the overhead measured
+    includes running them)."""
+    branch = RunnableLambda(identity, afunc=aidentity)
+    return gated_router(gate, direct=branch, retrieval=branch)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """Median and p90, in milliseconds."""
+    ms = np.asarray(values) * 1000
+    return {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)), "n": len(values)}
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+async def _atimed(call: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await call()
+    return time.perf_counter() - start
+
+
+def overhead_sync(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of the gate, its runnable and the router, interleaved."""
+    runnable, router = GateRunnable(gate), router_of(gate)
+    calls = {"gate": gate.decide, "gate_runnable": runnable.invoke, "router": router.invoke}
+    for q in queries[:5]:  # warm-up: lazy imports and first-call caches
+        for call in calls.values():
+            call(q)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for round_ in range(repeats):
+        for i, q in enumerate(queries):
+            shift = (round_ + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                times[name].append(_timed(lambda: calls[name](q)))
+    return times
+
+
+async def overhead_async(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
+    """``overhead_sync`` through ``adecide`` / ``ainvoke`` inside one event loop."""
+    runnable, router = GateRunnable(gate), router_of(gate)
+    calls = {"gate": gate.adecide, "gate_runnable": runnable.ainvoke, "router": router.ainvoke}
+    for q in queries[:5]:
+        for call in calls.values():
+            await call(q)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for round_ in range(repeats):
+        for i, q in enumerate(queries):
+            shift = (round_ + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                times[name].append(await _atimed(lambda: calls[name](q)))
+    return times
+
+
+def summarise(times: dict[str, list[float]]) -> dict[str, Any]:
+    """Each variant's median/p90 and the router's paired overhead over the gate."""
+    out = {name: percentiles(values) for name, values in times.items()}
+    gate = np.asarray(times["gate"])
+    out["runnable_overhead"] = percentiles(list(np.asarray(times["gate_runnable"]) - gate))
+    out["router_overhead"] = percentiles(list(np.asarray(times["router"]) - gate))
+    return out
+
+
+def throughput(router: Runnable, queries: list[str], repeats: int) -> dict[str, dict[str, float]]:
+    """Questions per second of ``abatch``, ``batch`` and a sequential ``invoke`` loop."""
+    modes: dict[str, Callable[[], Any]] = {
+        "abatch": lambda: asyncio.run(router.abatch(queries)),
+        "batch": lambda: router.batch(queries),
+        "sequential invoke": lambda: [router.invoke(q) for q in queries],
+    }
+    modes["abatch"]()  # warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in modes}
+    names = list(modes)
+    for round_ in range(repeats):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            seconds[name].append(_timed(modes[name]))
+    return {
+        name: {"median_s": float(np.median(s)), "questions_per_s": len(queries) / float(np.median(s)), "rounds": len(s)}
+        for name, s in seconds.items()
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    """The results as markdown."""
+    rows = []
+    for mode in ("sync", "async"):
+        r = result[mode]
+        for name, label in (("gate", "gate alone (decide / adecide)"), ("gate_runnable", "GateRunnable (invoke / ainvoke)"),
+                            ("router", "gated_router (invoke / ainvoke)"),
+                            ("runnable_overhead", "GateRunnable - gate (paired)"),
+                            ("router_overhead", "**router - gate (paired)**")):
+            rows.append([mode, label, r[name]["median_ms"], r[name]["p90_ms"]])
+    tput = []
+    for embedding in ("cached", "live"):
+        for name, t in result["throughput"][embedding].items():
+            tput.append([embedding, name, t["median_s"], t["questions_per_s"]])
+    s, a = result["sync"]["router_overhead"], result["async"]["router_overhead"]
+    return "\n".join([
+        "# gated_router overhead",
+        "",
+        f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions, every embedding"
+        f" precomputed; {result['repeats']} rounds, calls interleaved and rotated. torch threads {result['threads']},"
+        f" langchain-core {result['langchain_core']}, Python {result['python']}. Milliseconds per call.",
+        "",
+        markdown_table(["mode", "call", "median ms", "p90 ms"], rows),
+        "",
+        f"The router adds {s['median_ms']:.3f} ms (median; p90 {s['p90_ms']:.3f}) to a synchronous invocation and"
+        f" {a['median_ms']:.3f} ms (p90 {a['p90_ms']:.3f}) to an asynchronous one, beyond the gate's own work"
+        f" (goal: under {GOAL_MS:g} ms).",
+        "",
+        f"## Throughput over {QUERIES} questions (trivial branches)",
+        "",
+        markdown_table(["embeddings", "mode", "median s", "questions/s"], tput),
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_data_argument(parser)
+    parser.add_argument("--repeats", type=int, default=20, help="rounds over the questions (overhead)")
+    parser.add_argument("--throughput-repeats", type=int, default=5, help="rounds of each throughput mode")
+    args = parser.parse_args()
+    if args.repeats < 1 or args.throughput_repeats < 1:
+        parser.error("--repeats and --throughput-repeats must be at least 1")
+    logging.basicConfig(level=logging.WARNING)
+
+    gate, live_gate, queries = build(args.data)
+    sync = summarise(overhead_sync(gate, queries, args.repeats))
+    async_ = summarise(asyncio.run(overhead_async(gate, queries, args.repeats)))
+    cached = throughput(router_of(gate), queries, args.throughput_repeats)
+    live = throughput(router_of(live_gate), queries, args.throughput_repeats)
+    result = {
+        "gate": f"SKRKnnGate(k={K})", "memory": len(gate.memory_), "queries": len(queries), "repeats": args.repeats,
+        "threads": torch.get_num_threads(), "langchain_core": langchain_core.__version__,
+        "python": platform.python_version(), "sync": sync, "async": async_,
+        "throughput": {"cached": cached, "live": live},
+    }
+    markdown = report(result)
+    print(markdown)
+    md, js = write_results("langchain_overhead", markdown, result)
+    print(f"\nwrote {md} and {js}")
+
+
+if __name__ == "__main__":
+    main()

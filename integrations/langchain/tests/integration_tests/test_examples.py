@@ -1,0 +1,74 @@
+"""The LangChain examples run offline at a small size, with the embedded models and
+BoolQ, and print what they promise."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \(skr-knn\)$", re.M)
+
+
+def _run(script: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _blocks(out: str) -> list[str]:
+    """Each routed question's printout, from its ``Q:`` line to its answer."""
+    return re.findall(r"^Q: .*?^   answer: .*?$", out, re.M | re.S)
+
+
+def test_router_example_prints_each_decision_and_the_calls_saved(tmp_path):
+    outcomes = tmp_path / "outcomes.jsonl"
+    out = _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--save-outcomes", str(outcomes))
+    records = [json.loads(line) for line in outcomes.read_text().splitlines()]
+    assert len(records) == 10 and all(r["pred_no_retrieval"] and r["pred_one_retrieval"] for r in records)
+    blocks = _blocks(out)
+    assert len(blocks) == 3
+    decisions = [DECISION.search(b) for b in blocks]
+    assert all(decisions), out
+    for block, decision in zip(blocks, decisions):
+        score, threshold = float(decision[2]), float(decision[3])
+        assert (decision[1] == "yes") == (score > threshold)
+        # The evidence: the nearest labelled questions, which are among the collected ones.
+        neighbours = re.findall(r"^     neighbour \S+ \[\s*(known|unknown)\] (.*)$", block, re.M)
+        assert neighbours and all(q in {r["question"] for r in records} for _, q in neighbours)
+    retrieved = sum(d[1] == "yes" for d in decisions)
+    assert f"retrieval calls: {retrieved} of 3 questions ({3 - retrieved} saved against the RAG chain alone)" in out
+
+    # Fitted on the saved records instead, the gate takes the same decisions.
+    again = _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--outcomes", str(outcomes))
+    assert f"fitting on 10 outcome records from {outcomes}" in again
+    assert [DECISION.search(b)[0] for b in _blocks(again)] == [d[0] for d in decisions]
+
+
+def test_chatbot_script_shows_each_turns_decision_and_evidence(tmp_path):
+    script = tmp_path / "turns.txt"
+    turns = ["Who wrote Hamlet?", "And when did he die?", "Is the Mona Lisa in the Louvre?"]
+    script.write_text("\n".join(turns) + "\n\n")
+    out = _run("chatbot.py", "--script", str(script), "--n-fit", "10", "--window", "2")
+    blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
+    assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
+    judged = []
+    for _, question, body, answer in blocks:
+        judged.append(re.search(r"^   gate judged: (.*)$", body, re.M)[1])
+        decision = DECISION.search(body)
+        assert decision, body
+        assert (decision[1] == "yes") == (float(decision[2]) > float(decision[3]))
+        # k=1: a retrieving turn shows the one passage it read, a direct turn none.
+        assert len(re.findall(r"^   evidence: ", body, re.M)) == (decision[1] == "yes")
+        assert answer.strip()
+    assert judged[0] == repr(turns[0])
+    # The follow-up is judged after the previous exchange, not alone.
+    assert judged[1].startswith(repr(turns[0])[:-1] + "\\n") and judged[1].endswith("\\nAnd when did he die?'")
