@@ -2,7 +2,7 @@
 
 An ``SKRKnnGate`` (k=10) is fitted on the NQ outcome records of AdaRAGUE (500 real
 questions, MiniLM); the queries are 200 held-out SQuAD questions. Every question's
-embedding is computed once up front and served from a table (``LookupEmbedder``), so
+embedding is computed once up front and served from a table (``CachedEmbedder``), so
 the gate's own work (a table lookup and a faiss search over 500 vectors) is small and
 stable, and what is left is LangChain's part.
 
@@ -40,8 +40,8 @@ import langchain_core
 import numpy as np
 import torch
 
-from _common import LookupEmbedder, adarague_path, add_data_argument, markdown_table, write_results
-from adaptive_gates import SKRKnnGate, load_outcomes
+from _common import adarague_path, add_data_argument, markdown_table, write_results
+from adaptive_gates import CachedEmbedder, SKRKnnGate, load_outcomes
 from adaptive_gates.models import default_embedder
 from langchain_adaptive_gates import GateRunnable, gated_router
 from langchain_core.runnables import Runnable, RunnableLambda
@@ -59,7 +59,7 @@ def build(data: Any) -> tuple[SKRKnnGate, SKRKnnGate, list[str]]:
     inner = default_embedder()
     memory_questions = [r.question for r in memory]
     memory_vectors, query_vectors = inner.embed(memory_questions), inner.embed(queries)
-    cached, live = LookupEmbedder(inner), LookupEmbedder(inner, memoise=False)
+    cached, live = CachedEmbedder(inner), CachedEmbedder(inner, memoise=False)
     cached.store(memory_questions + queries, np.vstack([memory_vectors, query_vectors]))
     live.store(memory_questions, memory_vectors)
     return SKRKnnGate(cached, k=K).fit_outcomes(memory), SKRKnnGate(live, k=K).fit_outcomes(memory), queries
