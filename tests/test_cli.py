@@ -168,11 +168,11 @@ def test_seakr_answers_qa_records(qa_file, corpus_path, tmp_path, capsys):
     out = tmp_path / "seakr.json"
     assert main(["seakr", "--test", str(qa_file), "--corpus", str(corpus_path), "--json", str(out),
                  "--limit", "2", "--mode", "simple", "--samples", "2", "--max-docs", "1", "--no-rerank",
-                 "--no-select", "--threshold", "3.5"]) == 0
+                 "--no-select"]) == 0
     report = json.loads(out.read_text())
     qa = [json.loads(line) for line in qa_file.read_text().splitlines()]
     corpus_ids = {r.id for r in load_corpus(corpus_path)}
-    assert report["n"] == 2 and report["mode"] == "simple" and report["settings"]["threshold"] == 3.5
+    assert report["n"] == 2 and report["mode"] == "simple" and report["settings"]["threshold"] is None
     rows = report["results"]
     assert [r["id"] for r in rows] == [q["id"] for q in qa[:2]]
     for row in rows:
