@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from .models.local_lm import LocalCausalLM
 
 DEFAULT_INSTRUCTION = "Answer the following question with one or few words."
+#: Where a short answer ends: the answerer's stop strings, and those of the SeaKR
+#: samples measured against its answers.
+ANSWER_STOP: tuple[str, ...] = ("\n",)
 
 
 @runtime_checkable
@@ -119,7 +122,7 @@ class LLMAnswerer:
         conversations = [
             user(self.prompt(q, passages[i] if passages is not None else None)) for i, q in enumerate(questions)
         ]
-        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=["\n"])
+        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP))
         return [clean_answer(r.text) for r in replies]
 
 

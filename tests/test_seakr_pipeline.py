@@ -21,11 +21,11 @@ from adaptive_gates.errors import BackendError, NotFittedError
 from adaptive_gates.metrics import extract_seakr_answer
 from adaptive_gates.models import LocalCausalLM
 from adaptive_gates.prompts import fill
-from adaptive_gates.query_generation import FUNCTION_WORDS, build_query, is_content_word, token_spans
-from adaptive_gates.reasoning import is_usable
+from adaptive_gates.seakr.queries import FUNCTION_WORDS, build_query, is_content_word, token_spans
+from adaptive_gates.seakr.reasoning import is_usable
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.seakr_pipeline import SeaKRPipeline, run_pipeline
-from adaptive_gates.seakr_prompts import (
+from adaptive_gates.seakr import SeaKRPipeline, run_pipeline
+from adaptive_gates.seakr.prompts import (
     DEFAULT_DEMOS,
     STEP_STOPS,
     build_prompt,
@@ -63,7 +63,7 @@ def retriever(corpus) -> BM25Retriever:
 
 @pytest.fixture(scope="module")
 def uncertainty(lm):
-    from adaptive_gates.uncertainty import SelfAwareUncertainty
+    from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
     return SelfAwareUncertainty(lm, k=3, max_new_tokens=12)
 

@@ -1,12 +1,12 @@
 """SeaKR's self-aware retrieval gate (Yao et al., 2024; SPEC §4.2), simple-QA form.
 
 SPEC §4.2 for a context c: pseudo-generate the next step greedily; retrieve iff U(c) > δ
-or that text is empty. U(c) is the self-aware uncertainty of ``adaptive_gates.uncertainty``
+or that text is empty. U(c) is the self-aware uncertainty of ``adaptive_gates.seakr.uncertainty``
 measured on the context itself: k sampled continuations of c (cut by the greedy call's
 stop strings), and how much the model's internal states disagree across them. The
 greedy step only says whether the model has anything to go on; when it is empty U is
 not computed. ``pseudo_step`` is that test, shared with the multi-hop pipeline
-(``adaptive_gates.seakr_pipeline``), which runs it on every reasoning step; here the
+(``adaptive_gates.seakr.pipeline``), which runs it on every reasoning step; here the
 context is the plain answer prompt, and the need score is U itself.
 
 The threshold. The paper retrieves when U > −6 for LLaMA-2-7B, just above its floor
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..answering import build_prompt
+from ..answering import ANSWER_STOP, build_prompt
 from ..errors import GateLoadError, NotFittedError
 from ..models.local_lm import _check_stops
-from ..prompts import fill
-from ..uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+from ..prompts import check_template, fill
+from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 from .base import FALLBACK_REASON, Gate
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 #: The project's plain-QA answer prompt (``answering.build_prompt``) with a slot.
 DEFAULT_PROMPT_TEMPLATE = build_prompt("{question}")
 #: The answerer's stop string: U is measured on answers cut like the greedy one.
-DEFAULT_STOP = ("\n",)
+DEFAULT_STOP = ANSWER_STOP
 #: The greedy step's budget: the answerer's (``LLMAnswerer.max_new_tokens``).
 DEFAULT_STEP_TOKENS = 24
 #: Sample texts shown in a decision's details.
@@ -228,11 +228,3 @@ class SeaKRGate(Gate):
                 "U (and so the threshold) belongs to the model it was calibrated with"
             )
 
-
-def check_template(template: object, slot: str) -> str:
-    """``template`` if it is a string with a ``{slot}`` for ``prompts.fill``."""
-    if not isinstance(template, str):
-        raise ValueError(f"prompt template must be a str, got {type(template).__name__}")
-    if "{" + slot + "}" not in template:
-        raise ValueError(f"prompt template must contain {{{slot}}}, got {template!r}")
-    return template

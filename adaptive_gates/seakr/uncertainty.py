@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .models.local_lm import _check_sampling
+from ..models.local_lm import _check_sampling
 
 if TYPE_CHECKING:
-    from .models.local_lm import LocalCausalLM, ProbedSample
+    from ..models.local_lm import LocalCausalLM, ProbedSample
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class SelfAwareUncertainty:
     def lm(self) -> LocalCausalLM:
         """The probed model (the embedded default unless one was given)."""
         if self._lm is None:
-            from .models.defaults import default_llm
+            from ..models.defaults import default_llm
 
             self._lm = default_llm()
         return self._lm
@@ -204,7 +204,7 @@ class SelfAwareUncertainty:
     @property
     def module_path(self) -> str:
         """The sub-module whose output is read at the closing EOS."""
-        from .models.local_lm import layer_module_path
+        from ..models.local_lm import layer_module_path
 
         return layer_module_path(self.layer_, "mlp" if self.site == "mlp_output" else None)
 

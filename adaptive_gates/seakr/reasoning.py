@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .metrics import normalize_answer
-from .models.local_lm import _check_stops
+from ..metrics import normalize_answer
+from ..models.local_lm import _check_stops
 from .uncertainty import SelfAwareUncertainty
 
 #: Normalised answers that count as no answer (SeaKR's "unknown").

@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .answering import DEFAULT_INSTRUCTION
-from .gates.seakr import DEFAULT_STOP, check_template
-from .models.local_lm import _check_stops
-from .prompts import fill
+from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
+from ..models.local_lm import _check_stops
+from ..prompts import check_template, fill
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
@@ -64,7 +63,7 @@ class UncertaintyReranker:
         uncertainty: SelfAwareUncertainty | None = None,
         *,
         prompt_template: str = DEFAULT_RERANK_TEMPLATE,
-        stop: Sequence[str] | None = DEFAULT_STOP,
+        stop: Sequence[str] | None = ANSWER_STOP,
         formatted: bool = False,
     ) -> None:
         if uncertainty is not None and not isinstance(uncertainty, SelfAwareUncertainty):
