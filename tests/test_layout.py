@@ -80,6 +80,19 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
+def test_models_have_no_import_cycle() -> None:
+    graph = _graph("models")
+    assert "adaptive_gates.models.local_lm" in graph
+    assert _cycle(graph) is None, f"import cycle in adaptive_gates.models: {_cycle(graph)}"
+
+
+def test_each_models_module_imports_alone() -> None:
+    modules = [_module_name(f) for f in sorted((PACKAGE / "models").glob("*.py")) if f.name != "__init__.py"]
+    for module in modules:
+        done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
+        assert done.returncode == 0, f"{module}: {done.stderr}"
+
+
 def test_seakr_building_blocks_do_not_import_the_gates() -> None:
     graph = _graph("seakr")
     blocks = {"uncertainty", "rerank", "reasoning", "prompts", "queries", "trace"}

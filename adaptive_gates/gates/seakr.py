@@ -40,13 +40,14 @@ import numpy as np
 
 from ..answering import ANSWER_STOP, build_prompt
 from ..errors import GateLoadError, NotFittedError
-from ..models.local_lm import _check_stops
 from ..prompts import check_template, fill
 from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+from ..validation import check_stops
 from .base import FALLBACK_REASON, Gate
 
 if TYPE_CHECKING:
-    from ..models.local_lm import Generation, LocalCausalLM
+    from ..models.generation import Generation
+    from ..models.local_lm import LocalCausalLM
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def pseudo_step(
 
     ``formatted``: ``prompt`` is the full model input, not a chat user message.
     """
-    stops = _check_stops(stop)
+    stops = check_stops(stop)
     generation = lm.generate(prompt, max_new_tokens=max_new_tokens, stop=stops, formatted=formatted)[0]
     if not generation.text.strip():
         return PseudoStep(generation, None)
@@ -157,7 +158,7 @@ class SeaKRGate(Gate):
         else:
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty, a dict or None, got {type(uncertainty).__name__}")
         self.prompt_template = check_template(prompt_template, "question")
-        self.stop = _check_stops(stop)
+        self.stop = check_stops(stop)
         if isinstance(step_tokens, bool) or not isinstance(step_tokens, int) or step_tokens < 1:
             raise ValueError(f"step_tokens must be a positive int, got {step_tokens!r}")
         if not isinstance(formatted, bool):

@@ -6,9 +6,11 @@ Importing this package is cheap; torch, transformers and openai load on first mo
 
 from .cache import cache_dir
 from .chat import ChatModel, ChatReply, LocalChatModel, TokenLogprob, chat_many
-from .defaults import default_embedder, default_llm, embedded_minilm_dir, embedded_smollm2_gguf
+from .defaults import default_embedder, default_llm
+from .embedded import embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
-from .local_lm import Generation, LocalCausalLM, layer_module_path
+from .generation import Generation
+from .local_lm import LocalCausalLM, layer_module_path
 from .openai_chat import OpenAIChatModel
 from .protocols import Embedder
 

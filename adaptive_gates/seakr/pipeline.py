@@ -62,7 +62,8 @@ from .queries import build_query
 from .trace import Candidate, Route, SeaKRResult, Step
 
 if TYPE_CHECKING:
-    from ..models.local_lm import Generation, LocalCausalLM
+    from ..models.generation import Generation
+    from ..models.local_lm import LocalCausalLM
     from .reasoning import AnswerCandidate, ReasoningSelector
     from .rerank import UncertaintyReranker
     from .uncertainty import SelfAwareUncertainty

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
-from ..models.local_lm import _check_stops
 from ..prompts import check_template, fill
+from ..validation import check_stops
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
@@ -70,7 +70,7 @@ class UncertaintyReranker:
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty or None, got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty or SelfAwareUncertainty()
         self.prompt_template = check_template(prompt_template, "snippet")
-        self.stop = _check_stops(stop)
+        self.stop = check_stops(stop)
         self.formatted = formatted
 
     def rerank(self, question: str, snippets: Sequence[Any], *, reasoning: str = "") -> list[RankedSnippet]:

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..models.local_lm import _check_sampling
+from ..validation import check_sampling
 
 if TYPE_CHECKING:
-    from ..models.local_lm import LocalCausalLM, ProbedSample
+    from ..models.local_lm import LocalCausalLM
+    from ..models.probe import ProbedSample
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class SelfAwareUncertainty:
         log_base: LogBase = "e",
         variant: Variant = "seakr",
     ) -> None:
-        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
+        check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         _check_int(seed, "seed", None)
         if layer is not None:
             _check_int(layer, "layer", 0)
