@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .metrics import first_line
+
 if TYPE_CHECKING:
     from .models.chat import ChatModel
     from .models.local_lm import LocalCausalLM
@@ -48,11 +50,7 @@ def build_prompt(
 
 def clean_answer(text: str) -> str:
     """The first non-empty line of a reply, without an ``Answer:`` prefix."""
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if line:
-            return line.removeprefix("Answer:").strip()
-    return ""
+    return first_line(text, lambda line: line.strip().removeprefix("Answer:").strip())
 
 
 class LLMAnswerer:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from ..errors import BackendUnavailableError, GateLoadError
 from ..models.chat import ChatModel, ChatReply, Message, chat_each
+from ..persistence import check_saved_backend
 
 logger = logging.getLogger(__name__)
 
@@ -114,15 +115,9 @@ class ChatBackend:
         if self._chat is None:
             from ..models.defaults import SMOLLM2_ID
 
-            if saved != SMOLLM2_ID:
-                raise GateLoadError(
-                    f"{directory}: this gate was saved with chat model {saved!r}; pass chat= with that model"
-                )
-        elif self._chat.model_id != saved:
-            raise GateLoadError(
-                f"{directory}: field 'state.chat_model' is {saved!r} but the given chat model is "
-                f"{self._chat.model_id!r}"
-            )
+            check_saved_backend(directory, "state.chat_model", saved, SMOLLM2_ID, "chat model", pass_argument="chat")
+        else:
+            check_saved_backend(directory, "state.chat_model", saved, self._chat.model_id, "chat model")
 
 
 def within_one_deadline(score: Score) -> Score:

@@ -13,6 +13,7 @@ import numpy as np
 from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
+from ..folds import fold_splits
 from ..persistence import load_array
 from .base import Gate
 
@@ -29,10 +30,9 @@ CV_FOLDS = 20
 def cross_fit(n: int, seed: int, score_fold: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Scores of ``n`` fitting queries, ``CV_FOLDS`` seeded folds at a time:
     ``score_fold(kept, held_out)`` scores the held-out indices with a model of the kept ones."""
-    order = np.random.default_rng(seed).permutation(n)
     scores = np.empty(n, dtype=np.float64)
-    for held_out in np.array_split(order, min(CV_FOLDS, n)):
-        scores[held_out] = score_fold(np.setdiff1d(order, held_out), held_out)
+    for kept, held_out in fold_splits(n, min(CV_FOLDS, n), seed):
+        scores[held_out] = score_fold(kept, held_out)
     return scores
 
 

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..answering import ANSWER_STOP, build_prompt
-from ..errors import GateLoadError, NotFittedError
+from ..errors import NotFittedError
+from ..persistence import check_saved_backend
 from ..prompts import check_template, fill
 from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 from ..validation import check_stops
@@ -222,10 +223,8 @@ class SeaKRGate(Gate):
         return {"model_id": self.uncertainty.lm.model_id}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        saved, current = state.get("model_id"), self.uncertainty.lm.model_id
-        if saved != current:
-            raise GateLoadError(
-                f"{directory}: field 'state.model_id' is {saved!r} but the given model is {current!r}; "
-                "U (and so the threshold) belongs to the model it was calibrated with"
-            )
+        check_saved_backend(
+            directory, "state.model_id", state.get("model_id"), self.uncertainty.lm.model_id, "model",
+            why="U (and so the threshold) belongs to the model it was calibrated with",
+        )
 

@@ -24,7 +24,7 @@ from ..models.protocols import Embedder
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
-from ..persistence import load_array, save_array
+from ..persistence import check_saved_backend, load_array, save_array
 from .skr_memory import SelfKnowledgeMemory, l2_normalise
 
 logger = logging.getLogger(__name__)
@@ -119,21 +119,12 @@ class _SKRMemoryGate(Gate):
         if self._embedder is None:
             from ..models.defaults import MINILM_ID
 
-            if encoder["id"] != MINILM_ID:
-                raise GateLoadError(
-                    f"{directory}: this gate was saved with encoder {encoder['id']!r}; "
-                    "pass embedder= with that model to load it"
-                )
-        elif self._embedder.model_id != encoder["id"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.encoder.id' is {encoder['id']!r} "
-                f"but the given embedder is {self._embedder.model_id!r}"
-            )
-        if self._embedder is not None and self._embedder.dimension != encoder["dimension"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
-                f"but the given embedder has {self._embedder.dimension}"
-            )
+            check_saved_backend(directory, "state.encoder.id", encoder["id"], MINILM_ID, "encoder",
+                                pass_argument="embedder")
+        else:
+            check_saved_backend(directory, "state.encoder.id", encoder["id"], self._embedder.model_id, "embedder")
+            check_saved_backend(directory, "state.encoder.dimension", encoder["dimension"],
+                                self._embedder.dimension, "embedder's dimension")
         memory = SelfKnowledgeMemory.load(directory, state)
         if memory.dimension != encoder["dimension"]:
             raise GateLoadError(

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import GateLoadError, NotFittedError
-from ..persistence import load_array, save_array
+from ..persistence import check_saved_backend, load_array, save_array
 from ..representers import Representer, check_vectors, describe, rebuild_embedded
 from ..validation import check_questions
 from .fit_percentile import FitPercentileGate, cross_fit
@@ -406,13 +406,7 @@ class ThrustGate(FitPercentileGate):
                 )
             self._representer = rebuilt
         rep = self._representer
-        if rep.model_id != record["id"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.representer.id' is {record['id']!r} "
-                f"but the given representer is {rep.model_id!r}"
-            )
-        if rep.dimension != record["dimension"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.representer.dimension' is {record['dimension']} "
-                f"but the given representer has {rep.dimension}"
-            )
+        check_saved_backend(directory, "state.representer.id", record["id"], rep.model_id, "representer")
+        check_saved_backend(
+            directory, "state.representer.dimension", record["dimension"], rep.dimension, "representer's dimension"
+        )

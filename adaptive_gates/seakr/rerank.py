@@ -18,13 +18,12 @@ from typing import Any
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
 from ..prompts import check_template, fill
 from ..validation import check_stops
+from .prompts import snippet_template
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
 #: project's short-answer instruction, then the question and the answer so far.
-DEFAULT_RERANK_TEMPLATE = (
-    "Context: [1] {snippet}\n" + DEFAULT_INSTRUCTION + "\nQuestion: {question}\nAnswer:{reasoning}"
-)
+DEFAULT_RERANK_TEMPLATE = snippet_template(demos=(), instruction=DEFAULT_INSTRUCTION + "\n")
 
 
 @dataclass(frozen=True)
