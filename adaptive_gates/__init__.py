@@ -33,13 +33,20 @@ from .gates import (
 )
 from .listeners import DecisionListener, LLMCallEvent, listening
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
-from .reasoning import AnswerCandidate, ReasoningSelector, Selection
-from .rerank import RankedSnippet, UncertaintyReranker
 from .models.cached_embedder import CachedEmbedder
 from .models.protocols import Embedder
 from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
+from .seakr import (
+    AnswerCandidate,
+    RankedSnippet,
+    ReasoningSelector,
+    SelfAwareUncertainty,
+    Selection,
+    UncertaintyEstimate,
+    UncertaintyReranker,
+    eigen_score,
+)
 from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
-from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate, eigen_score
 
 __version__ = "0.1.0"
 
@@ -105,7 +112,7 @@ __all__ = [
 def __getattr__(name: str):
     # The SeaKR pipeline pulls in scikit-learn's stop words: imported on first use only.
     if name in ("SeaKRPipeline", "run_pipeline"):
-        from . import seakr_pipeline
+        from . import seakr
 
-        return getattr(seakr_pipeline, name)
+        return getattr(seakr, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

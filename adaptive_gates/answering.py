@@ -10,11 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .metrics import first_line
+
 if TYPE_CHECKING:
     from .models.chat import ChatModel
     from .models.local_lm import LocalCausalLM
 
 DEFAULT_INSTRUCTION = "Answer the following question with one or few words."
+#: Where a short answer ends: the answerer's stop strings, and those of the SeaKR
+#: samples measured against its answers.
+ANSWER_STOP: tuple[str, ...] = ("\n",)
 
 
 @runtime_checkable
@@ -45,11 +50,7 @@ def build_prompt(
 
 def clean_answer(text: str) -> str:
     """The first non-empty line of a reply, without an ``Answer:`` prefix."""
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if line:
-            return line.removeprefix("Answer:").strip()
-    return ""
+    return first_line(text, lambda line: line.strip().removeprefix("Answer:").strip())
 
 
 class LLMAnswerer:
@@ -119,7 +120,7 @@ class LLMAnswerer:
         conversations = [
             user(self.prompt(q, passages[i] if passages is not None else None)) for i, q in enumerate(questions)
         ]
-        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=["\n"])
+        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP))
         return [clean_answer(r.text) for r in replies]
 
 

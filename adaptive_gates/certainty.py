@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .metrics import first_line
 from .word_choice import word_share, word_start_token
 
 if TYPE_CHECKING:
@@ -151,11 +152,11 @@ def _last_word(text: str) -> re.Match[str] | None:
 def clean_reply_answer(text: str) -> str:
     """The first non-empty line of ``text`` without numbering, an "Answer:" prefix or
     trailing punctuation."""
-    for line in text.splitlines():
-        line = _ANSWER_PREFIX.sub("", _NUMBERING.sub("", line)).strip().strip("\"'“” ").rstrip(".,;:!")
-        if line:
-            return line.strip()
-    return ""
+    return first_line(text, _clean_reply_line).strip()
+
+
+def _clean_reply_line(line: str) -> str:
+    return _ANSWER_PREFIX.sub("", _NUMBERING.sub("", line)).strip().strip("\"'“” ").rstrip(".,;:!")
 
 
 def parse_certainty(reply: str) -> CertaintyParse:

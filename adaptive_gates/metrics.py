@@ -22,6 +22,7 @@ __all__ = [
     "get_metric",
     "METRICS",
     "extract_after_answer_is",
+    "first_line",
     "extract_seakr_answer",
 ]
 
@@ -108,12 +109,21 @@ _SEAKR_ANSWER = re.compile(r"the answer is(?:\s*:\s*)?(.*?)[,.]")
 _SEAKR_IS_THE_ANSWER = re.compile(r"(.*) is the answer")
 
 
+def first_line(text: str, clean: Callable[[str], str] = str.strip) -> str:
+    """The first line of ``text`` that ``clean`` leaves non-empty, cleaned; empty when
+    there is none. Every answer cleaner of the package reads a reply this way."""
+    for line in text.splitlines():
+        line = clean(line)
+        if line:
+            return line
+    return ""
+
+
 def extract_after_answer_is(text: str) -> str:
     """The text after the last "answer is" (the whole text when absent), first line only."""
     matches = list(_ANSWER_IS.finditer(text))
     tail = matches[-1].group(1) if matches else text
-    lines = tail.strip().splitlines()
-    return lines[0].strip().rstrip(".") if lines else ""
+    return first_line(tail).rstrip(".")
 
 
 def extract_seakr_answer(text: str) -> str | None:

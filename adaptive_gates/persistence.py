@@ -224,6 +224,32 @@ def config_field(config: dict[str, Any], name: str, kind: type | tuple[type, ...
     return value
 
 
+def check_saved_backend(
+    directory: Path,
+    field: str,
+    saved: object,
+    current: object,
+    what: str,
+    *,
+    pass_argument: str | None = None,
+    why: str | None = None,
+) -> None:
+    """Refuse to load a gate whose saved backend (``field`` of its state: a model id or
+    a dimension) is not ``current``, that of the ``what`` it would run with.
+
+    ``pass_argument``: no backend was given, so ``current`` is the embedded default's;
+    the message then says which constructor argument takes the saved one. ``why``
+    says what would go wrong with another backend.
+    """
+    if saved == current:
+        return
+    if pass_argument is not None:
+        message = f"this gate was saved with {what} {saved!r}; pass {pass_argument}= with that model to load it"
+    else:
+        message = f"field {field!r} is {saved!r} but the given {what} is {current!r}"
+    raise GateLoadError(f"{directory}: {message}" + (f"; {why}" if why else ""))
+
+
 def save_array(directory: Path, name: str, array: np.ndarray) -> None:
     """Write one array as ``.npy`` (pickle disabled)."""
     np.save(directory / name, np.ascontiguousarray(array), allow_pickle=False)

@@ -78,4 +78,13 @@ def fill(template: str, **slots: str) -> str:
     return _SLOT.sub(lambda m: slots.get(m.group(1), m.group(0)), template)
 
 
+def check_template(template: object, slot: str) -> str:
+    """``template`` if it is a string with a ``{slot}`` for ``fill``."""
+    if not isinstance(template, str):
+        raise ValueError(f"prompt template must be a str, got {type(template).__name__}")
+    if "{" + slot + "}" not in template:
+        raise ValueError(f"prompt template must contain {{{slot}}}, got {template!r}")
+    return template
+
+
 _SLOT = re.compile(r"\{(\w+)\}")

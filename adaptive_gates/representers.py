@@ -152,7 +152,7 @@ def rebuild_embedded(record: dict[str, Any]) -> Representer | None:
     """The built-in representer on an *embedded* model described by ``record``, or
     ``None`` when it names another model (which the caller must then pass in).
     Raises ``KeyError``/``ValueError`` for malformed settings."""
-    from .models.defaults import MINILM_ID, SMOLLM2_ID
+    from .models.embedded import MINILM_ID, SMOLLM2_ID
 
     settings = record.get("settings")
     if not isinstance(settings, dict):

@@ -1,4 +1,4 @@
-"""Input checks shared by every gate."""
+"""Input checks shared by the gates and the model backends."""
 
 from __future__ import annotations
 
@@ -62,3 +62,39 @@ def check_labels(labels: Sequence[object], n: int) -> list[int]:
         else:
             raise ValueError(f"label {i} must be 0/1 or bool, got {label!r}")
     return out
+
+
+def check_text(text: object, what: str) -> None:
+    """Raise ``ValueError`` unless ``text`` is a non-blank string (``what`` names it)."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a str, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError(f"{what} must not be empty or whitespace")
+
+
+def check_positive(value: object, name: str) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int >= 1."""
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def check_stops(stop: str | Sequence[str] | None) -> list[str]:
+    """Stop strings as a list (``None`` = none; one string = that one), each non-empty."""
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    if any(not isinstance(s, str) or not s for s in stops):
+        raise ValueError(f"stop strings must be non-empty strings, got {stops!r}")
+    return stops
+
+
+def check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_new_tokens: int) -> None:
+    """Raise ``ValueError`` for sampling settings a causal LM cannot draw with."""
+    check_positive(k, "k")
+    check_positive(max_new_tokens, "max_new_tokens")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")

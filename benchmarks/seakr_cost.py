@@ -35,7 +35,7 @@ import numpy as np
 from _common import DEFAULT_DATA, markdown_table, write_results
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.models import LocalCausalLM, default_llm
-from adaptive_gates.uncertainty import SelfAwareUncertainty, eigen_score
+from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty, eigen_score
 
 K = 20
 BUDGETS = (100, 24)

@@ -59,7 +59,8 @@ from _common import RESULTS, add_data_argument, hotpotqa_contexts, markdown_tabl
 from adaptive_gates.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.evaluation import evaluate_scores, null_gap_captures
 from adaptive_gates.metrics import exact_match, token_f1
-from adaptive_gates.seakr_pipeline import SeaKRPipeline, run_pipeline, summarize
+from adaptive_gates.seakr.pipeline import SeaKRPipeline
+from adaptive_gates.seakr.runner import run_pipeline, summarize
 
 VARIANTS = ("no-retrieval", "single-retrieval", "seakr", "seakr-no-rerank", "seakr-no-select")
 _OPTIONS = {
@@ -142,7 +143,7 @@ def run_variants(args: argparse.Namespace, records: list[QARecord], checkpoints:
     """Run (or resume) every requested variant on ``records``; its report by variant."""
     from adaptive_gates.models.defaults import default_llm
     from adaptive_gates.retrieval import BM25Retriever
-    from adaptive_gates.uncertainty import SelfAwareUncertainty
+    from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
     print(f"{len(records)} questions; indexing the corpus")
     retriever = BM25Retriever.from_jsonl(args.data / "wiki_paragraph_corpus.jsonl")

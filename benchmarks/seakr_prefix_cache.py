@@ -31,8 +31,8 @@ from seakr_hotpotqa import RECORDED_THRESHOLD
 from adaptive_gates.data import load_qa
 from adaptive_gates.models.defaults import default_llm
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.seakr_pipeline import SeaKRPipeline
-from adaptive_gates.uncertainty import SelfAwareUncertainty
+from adaptive_gates.seakr.pipeline import SeaKRPipeline
+from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
 CACHE_SIZE = 4
 TOLERANCE = 1e-4

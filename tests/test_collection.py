@@ -50,6 +50,8 @@ def test_prompt_layout_follows_skr():
     ]
     assert "Here are some passages" not in build_prompt("Who wrote Hamlet?")
     assert clean_answer("\n Answer: Paris\nmore text") == "Paris"
+    assert clean_answer("Answer:\n Paris") == "Paris"  # a bare prefix is no answer: read on
+    assert clean_answer(" \n ") == ""
 
 
 def test_collection_resumes_where_it_stopped(tmp_path):

@@ -5,6 +5,8 @@ import pytest
 
 from adaptive_gates.calibration import threshold_for_objective, threshold_for_rate
 from adaptive_gates.evaluation import evaluate_scores, gate_curve, oracle_curve, plot_reports, random_auc
+from adaptive_gates.folds import fold_splits
+from adaptive_gates.gates.fit_percentile import CV_FOLDS, cross_fit
 
 # Four questions: retrieval helps q0, hurts q1, changes nothing for q2 (both right) and q3 (both wrong).
 A = np.array([0, 1, 1, 0])
@@ -96,3 +98,28 @@ def test_plot_writes_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError):
         plot_reports([], tmp_path / "x.png")
+
+
+def test_fold_splits_partition_the_items_by_seed():
+    splits = list(fold_splits(10, 3, seed=7))
+    held = [set(h.tolist()) for _, h in splits]
+    assert sorted(len(h) for h in held) == [3, 3, 4]
+    assert set().union(*held) == set(range(10))
+    for kept, held_out in splits:
+        assert kept.tolist() == sorted(set(range(10)) - set(held_out.tolist()))
+    again = [h.tolist() for _, h in fold_splits(10, 3, seed=7)]
+    assert again == [h.tolist() for _, h in splits]
+    assert again != [h.tolist() for _, h in fold_splits(10, 3, seed=8)]
+    with pytest.raises(ValueError, match="folds"):
+        list(fold_splits(3, 4, seed=0))
+
+
+def test_gate_cross_fitting_holds_out_the_folds_evaluation_uses():
+    seen = []
+
+    def score_fold(kept, held_out):
+        seen.append((kept.tolist(), held_out.tolist()))
+        return np.zeros(len(held_out))
+
+    cross_fit(30, 5, score_fold)
+    assert seen == [(k.tolist(), h.tolist()) for k, h in fold_splits(30, min(CV_FOLDS, 30), 5)]

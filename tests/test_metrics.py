@@ -4,6 +4,7 @@ from adaptive_gates.metrics import (
     contains_answer,
     exact_match,
     extract_after_answer_is,
+    first_line,
     extract_seakr_answer,
     get_metric,
     normalize_answer,
@@ -65,6 +66,12 @@ def test_get_metric():
     assert get_metric("em") is exact_match
     with pytest.raises(ValueError, match="unknown metric"):
         get_metric("bleu")
+
+
+def test_first_line_is_the_first_line_left_non_empty_by_the_cleaner():
+    assert first_line("\n  \n Paris \nRome") == "Paris"
+    assert first_line("1.\nRome", lambda line: line.strip().removesuffix("1.")) == "Rome"
+    assert first_line("") == "" and first_line(" \n\t") == ""
 
 
 def test_answer_extraction_helpers():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import GateLoadError, SKRClassifierGate, SKRKnnGate, load_gate
-from adaptive_gates.persistence import with_checksums
+from adaptive_gates.persistence import check_saved_backend, with_checksums
 
 QUESTIONS = [
     "who wrote the play hamlet", "what is the capital city of france", "when did the second world war end",
@@ -261,3 +261,13 @@ def test_default_encoder_is_used_when_none_given(fitted, tmp_path):
     loaded = SKRKnnGate.load(path)  # saved with the embedded MiniLM: no embedder needed
     assert loaded.embedder is None  # the parameter stays as given: the default encoder
     assert [d.details for d in loaded.decide_batch(PROBES)] == [d.details for d in fitted["knn"].decide_batch(PROBES)]
+
+
+def test_saved_backend_check_names_the_field_or_the_argument(tmp_path):
+    check_saved_backend(tmp_path, "state.encoder.id", "mini", "mini", "embedder")  # the same: no error
+    with pytest.raises(GateLoadError, match=r"field 'state.encoder.id' is 'mini' but the given embedder is 'big'"):
+        check_saved_backend(tmp_path, "state.encoder.id", "mini", "big", "embedder")
+    with pytest.raises(GateLoadError, match=r"saved with encoder 'mini'; pass embedder= with that model"):
+        check_saved_backend(tmp_path, "state.encoder.id", "mini", "default", "encoder", pass_argument="embedder")
+    with pytest.raises(GateLoadError, match=r"is 384 but the given embedder's dimension is 768; vectors differ"):
+        check_saved_backend(tmp_path, "state.encoder.dimension", 384, 768, "embedder's dimension", why="vectors differ")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates.models import LocalCausalLM, layer_module_path
-from adaptive_gates.seakr_prompts import DEFAULT_DEMOS, STEP_STOPS, build_prompt, snippet_template
+from adaptive_gates.seakr.prompts import DEFAULT_DEMOS, STEP_STOPS, build_prompt, snippet_template
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

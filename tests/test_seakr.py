@@ -26,8 +26,8 @@ from adaptive_gates.answering import build_prompt
 from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
 from adaptive_gates.gates.seakr import PseudoStep
 from adaptive_gates.models import LocalCausalLM, layer_module_path
-from adaptive_gates.models.local_lm import Generation
-from adaptive_gates.uncertainty import UNDEFINED, UncertaintyEstimate
+from adaptive_gates.models.generation import Generation
+from adaptive_gates.seakr.uncertainty import UNDEFINED, UncertaintyEstimate
 
 KNOWN = "What is the capital of France?"  # SmolLM2 answers "Paris" in most samples
 UNKNOWN = "who played the mother in the black stallion"  # every sample a different name

@@ -22,18 +22,19 @@ from adaptive_gates.errors import BackendError, NotFittedError
 from adaptive_gates.metrics import extract_seakr_answer
 from adaptive_gates.models import LocalCausalLM
 from adaptive_gates.prompts import fill
-from adaptive_gates.query_generation import FUNCTION_WORDS, build_query, is_content_word, token_spans
-from adaptive_gates.reasoning import is_usable
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.seakr_pipeline import SeaKRPipeline, run_pipeline
-from adaptive_gates.seakr_trace import Step
-from adaptive_gates.seakr_prompts import (
+from adaptive_gates.seakr import SeaKRPipeline, run_pipeline
+from adaptive_gates.seakr.trace import Step
+from adaptive_gates.seakr.prompts import (
     DEFAULT_DEMOS,
     STEP_STOPS,
     build_prompt,
     clip_passage,
     snippet_template,
 )
+from adaptive_gates.seakr.queries import FUNCTION_WORDS, build_query, is_content_word, token_spans
+from adaptive_gates.seakr.reasoning import is_usable
+from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
 
 DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
 FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
@@ -58,7 +59,7 @@ def retriever(corpus) -> BM25Retriever:
 
 @pytest.fixture(scope="module")
 def uncertainty(lm):
-    from adaptive_gates.uncertainty import SelfAwareUncertainty
+    from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
     return SelfAwareUncertainty(lm, k=3, max_new_tokens=12)
 
@@ -180,6 +181,11 @@ def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
     assert fill(snippet_template(DEMOS), snippet=snippet, question="Q?", reasoning=" s.") == build_prompt(
         "Q?", ["s."], ["T: a  long text"], demos=DEMOS, max_doc_chars=8
     )
+
+
+def test_the_reranker_default_is_the_snippet_prompt_with_the_short_answer_instruction() -> None:
+    prompt = fill(DEFAULT_RERANK_TEMPLATE, snippet="A doc.", question="Q?", reasoning="")
+    assert prompt == "Context: [1] A doc.\nAnswer the following question with one or few words.\nQuestion: Q?\nAnswer:"
 
 
 def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:

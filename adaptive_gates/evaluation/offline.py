@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..data import OutcomeRecord
+from ..folds import fold_splits
 from ..gates.base import Gate
 from ..selfknowledge import outcome_scores
 from .report import evaluate_scores
@@ -39,12 +40,9 @@ def cross_fitted_scores(
     """Need scores of each record from a gate fitted on the other folds."""
     if folds < 2 or folds > len(records):
         raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
-    order = np.random.default_rng(seed).permutation(len(records))
     scores = np.empty(len(records), dtype=np.float64)
-    for held_out in np.array_split(order, folds):
-        mask = np.ones(len(records), dtype=bool)
-        mask[held_out] = False
-        gate = _fit(factory, [r for r, keep in zip(records, mask) if keep], metric)
+    for kept, held_out in fold_splits(len(records), folds, seed):
+        gate = _fit(factory, [records[i] for i in kept], metric)
         scores[held_out] = gate.score([records[i].question for i in held_out])
     return scores
 

@@ -31,7 +31,7 @@ from ..data import CorpusRecord
 from ..errors import GateLoadError, NotFittedError
 from ..persistence import read_json_object, save_array
 from ..validation import check_questions
-from .thrust import FitPercentileGate, cross_fit
+from .fit_percentile import FitPercentileGate, cross_fit
 
 if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
     from ..retrieval.base import Hit

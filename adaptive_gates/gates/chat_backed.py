@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import BackendUnavailableError, GateLoadError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
+from ..persistence import check_saved_backend
 
 logger = logging.getLogger(__name__)
 
@@ -175,15 +176,9 @@ class ChatBackend:
         if self._chat is None:
             from ..models.defaults import SMOLLM2_ID
 
-            if saved != SMOLLM2_ID:
-                raise GateLoadError(
-                    f"{directory}: this gate was saved with chat model {saved!r}; pass chat= with that model"
-                )
-        elif self._chat.model_id != saved:
-            raise GateLoadError(
-                f"{directory}: field 'state.chat_model' is {saved!r} but the given chat model is "
-                f"{self._chat.model_id!r}"
-            )
+            check_saved_backend(directory, "state.chat_model", saved, SMOLLM2_ID, "chat model", pass_argument="chat")
+        else:
+            check_saved_backend(directory, "state.chat_model", saved, self._chat.model_id, "chat model")
 
 
 class AsksInRounds:

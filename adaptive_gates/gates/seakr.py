@@ -1,12 +1,12 @@
 """SeaKR's self-aware retrieval gate (Yao et al., 2024; SPEC §4.2), simple-QA form.
 
 SPEC §4.2 for a context c: pseudo-generate the next step greedily; retrieve iff U(c) > δ
-or that text is empty. U(c) is the self-aware uncertainty of ``adaptive_gates.uncertainty``
+or that text is empty. U(c) is the self-aware uncertainty of ``adaptive_gates.seakr.uncertainty``
 measured on the context itself: k sampled continuations of c (cut by the greedy call's
 stop strings), and how much the model's internal states disagree across them. The
 greedy step only says whether the model has anything to go on; when it is empty U is
 not computed. ``pseudo_step`` is that test, shared with the multi-hop pipeline
-(``adaptive_gates.seakr_pipeline``), which runs it on every reasoning step; here the
+(``adaptive_gates.seakr.pipeline``), which runs it on every reasoning step; here the
 context is the plain answer prompt, and the need score is U itself.
 
 The threshold. The paper retrieves when U > −6 for LLaMA-2-7B, just above its floor
@@ -38,22 +38,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..answering import build_prompt
-from ..errors import GateLoadError, NotFittedError
-from ..models.local_lm import _check_stops
-from ..prompts import fill
-from ..uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+from ..answering import ANSWER_STOP, build_prompt
+from ..errors import NotFittedError
+from ..persistence import check_saved_backend
+from ..prompts import check_template, fill
+from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+from ..validation import check_stops
 from .base import FALLBACK_REASON, Gate
 
 if TYPE_CHECKING:
-    from ..models.local_lm import Generation, LocalCausalLM
+    from ..models.generation import Generation
+    from ..models.local_lm import LocalCausalLM
 
 logger = logging.getLogger(__name__)
 
 #: The project's plain-QA answer prompt (``answering.build_prompt``) with a slot.
 DEFAULT_PROMPT_TEMPLATE = build_prompt("{question}")
 #: The answerer's stop string: U is measured on answers cut like the greedy one.
-DEFAULT_STOP = ("\n",)
+DEFAULT_STOP = ANSWER_STOP
 #: The greedy step's budget: the answerer's (``LLMAnswerer.max_new_tokens``).
 DEFAULT_STEP_TOKENS = 24
 #: Sample texts shown in a decision's details.
@@ -106,7 +108,7 @@ def pseudo_step(
 
     ``formatted``: ``prompt`` is the full model input, not a chat user message.
     """
-    stops = _check_stops(stop)
+    stops = check_stops(stop)
     generation = lm.generate(prompt, max_new_tokens=max_new_tokens, stop=stops, formatted=formatted)[0]
     if not generation.text.strip():
         return PseudoStep(generation, None)
@@ -158,7 +160,7 @@ class SeaKRGate(Gate):
         else:
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty, a dict or None, got {type(uncertainty).__name__}")
         check_template(prompt_template, "question")
-        _check_stops(stop)
+        check_stops(stop)
         if isinstance(step_tokens, bool) or not isinstance(step_tokens, int) or step_tokens < 1:
             raise ValueError(f"step_tokens must be a positive int, got {step_tokens!r}")
         if not isinstance(formatted, bool):
@@ -224,18 +226,8 @@ class SeaKRGate(Gate):
         return {"model_id": self._estimator.lm.model_id}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        saved, current = state.get("model_id"), self._estimator.lm.model_id
-        if saved != current:
-            raise GateLoadError(
-                f"{directory}: field 'state.model_id' is {saved!r} but the given model is {current!r}; "
-                "U (and so the threshold) belongs to the model it was calibrated with"
-            )
+        check_saved_backend(
+            directory, "state.model_id", state.get("model_id"), self._estimator.lm.model_id, "model",
+            why="U (and so the threshold) belongs to the model it was calibrated with",
+        )
 
-
-def check_template(template: object, slot: str) -> str:
-    """``template`` if it is a string with a ``{slot}`` for ``prompts.fill``."""
-    if not isinstance(template, str):
-        raise ValueError(f"prompt template must be a str, got {type(template).__name__}")
-    if "{" + slot + "}" not in template:
-        raise ValueError(f"prompt template must contain {{{slot}}}, got {template!r}")
-    return template

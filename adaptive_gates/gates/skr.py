@@ -25,7 +25,7 @@ from ..models.protocols import Embedder, check_vectors
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
-from ..persistence import load_array, save_array
+from ..persistence import check_saved_backend, load_array, save_array
 from .skr_memory import FaissMemory, SKRMemory, l2_normalise
 
 logger = logging.getLogger(__name__)
@@ -148,21 +148,12 @@ class _SKRMemoryGate(Gate):
         if self.embedder is None:
             from ..models.defaults import MINILM_ID
 
-            if encoder["id"] != MINILM_ID:
-                raise GateLoadError(
-                    f"{directory}: this gate was saved with encoder {encoder['id']!r}; "
-                    "pass embedder= with that model to load it"
-                )
-        elif self.embedder.model_id != encoder["id"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.encoder.id' is {encoder['id']!r} "
-                f"but the given embedder is {self.embedder.model_id!r}"
-            )
-        if self.embedder is not None and self.embedder.dimension != encoder["dimension"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
-                f"but the given embedder has {self.embedder.dimension}"
-            )
+            check_saved_backend(directory, "state.encoder.id", encoder["id"], MINILM_ID, "encoder",
+                                pass_argument="embedder")
+        else:
+            check_saved_backend(directory, "state.encoder.id", encoder["id"], self.embedder.model_id, "embedder")
+            check_saved_backend(directory, "state.encoder.dimension", encoder["dimension"],
+                                self.embedder.dimension, "embedder's dimension")
         memory = self._load_memory(directory, state)
         if memory.dimension != encoder["dimension"]:
             raise GateLoadError(

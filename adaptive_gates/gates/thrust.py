@@ -19,42 +19,32 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from ..calibration import threshold_for_rate
-from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..persistence import load_array, save_array
+from ..persistence import check_saved_backend, load_array, save_array
 from ..models.protocols import check_vectors
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
-from .base import Gate
+from .fit_percentile import FitPercentileGate, cross_fit
 
 logger = logging.getLogger(__name__)
 
 ClusterRule = Literal["ceil", "floor"]
 Scale = Literal["paper", "code"]
-Level = Literal["scarce", "medium", "abundant"]
 FitScores = Literal["cross_fitted", "in_sample"]
 
-#: The paper's knowledge-need levels: the share of fitting queries that retrieve.
-LEVELS: dict[str, float] = {"scarce": 0.25, "medium": 0.5, "abundant": 0.75}
 #: Distances below this count as this (absolute, in representation units; hidden
 #: states have norms of tens to hundreds, unit-norm embeddings of 1). A query on a
 #: centroid gets the finite pull |C|/EPSILON² from it.
 EPSILON = 1e-6
 #: The dummy class of generation/QA tasks (N = 1).
 SINGLE_CLASS = "all"
-#: Folds of the cross-fitted fitting scores: each fold model sees 95% of the queries.
-#: Fewer folds bias the levels (fold models on 80% of 200 MiniLM-embedded queries
-#: let 2-4 points fewer new queries retrieve than stated; 95%: under 1 point).
-CV_FOLDS = 20
 #: Query-centroid pairs closer than sqrt(NEAR) of their norms are computed from their
 #: difference: the fast expanded form would lose up to ~1e-16/NEAR of its precision.
 NEAR = 1e-6
@@ -127,68 +117,6 @@ def thrust_vectors(
         np.add.at(vectors, (rows, class_of), weight[rows, cols, None] * exact)
         np.add.at(vectors, (rows, class_of, 0), np.where(r[rows, cols] == 0.0, pull[rows, cols], 0.0))
     return vectors, r
-
-
-def cross_fit(n: int, seed: int, score_fold: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Scores of ``n`` fitting queries, ``CV_FOLDS`` seeded folds at a time:
-    ``score_fold(kept, held_out)`` scores the held-out indices with a model of the kept ones."""
-    order = np.random.default_rng(seed).permutation(n)
-    scores = np.empty(n, dtype=np.float64)
-    for held_out in np.array_split(order, min(CV_FOLDS, n)):
-        scores[held_out] = score_fold(np.setdiff1d(order, held_out), held_out)
-    return scores
-
-
-class FitPercentileGate(Gate):
-    """A gate thresholded the paper's way (IAPEK, shared by Thrust and its BM25
-    baseline): λ is a percentile of the fitting queries' own scores.
-
-    The default threshold lets the "medium" 50% of fitting queries retrieve;
-    ``set_level`` picks another level (or any rate) and records it as a calibration.
-    """
-
-    def __init__(self, *, fallback_retrieve: bool = True) -> None:
-        super().__init__(fallback_retrieve=fallback_retrieve)
-        self._fit_scores: np.ndarray | None = None
-
-    @property
-    def is_fitted(self) -> bool:
-        return self._fit_scores is not None
-
-    @property
-    def fit_scores_(self) -> np.ndarray:
-        """Need scores of the fitting queries, from which the levels are taken."""
-        if self._fit_scores is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
-        return self._fit_scores
-
-    def _default_threshold(self) -> float:
-        return threshold_for_rate(self.fit_scores_, LEVELS["medium"]).threshold
-
-    def set_level(self, level: Level | float) -> "FitPercentileGate":
-        """Threshold so that this share of the fitting queries retrieves: a level name
-        (scarce 25%, medium 50%, abundant 75%) or a rate in [0, 1]."""
-        if isinstance(level, str):
-            if level not in LEVELS:
-                raise ValueError(f"level must be one of {sorted(LEVELS)} or a rate, got {level!r}")
-            level = LEVELS[level]
-        return self.calibrate_scores(self.fit_scores_, float(level))
-
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "FitPercentileGate":
-        """Fit on the records' questions; no answers are needed (``metric`` is unused)."""
-        return self.fit([r.question for r in records])
-
-    @abstractmethod
-    def fit(self, questions: Sequence[str]) -> "FitPercentileGate":
-        """Learn from fitting queries alone and keep their need scores."""
-
-    def _load_fit_scores(self, directory: Path, n: int) -> np.ndarray:
-        scores = load_array(directory, "fit_scores.npy").astype(np.float64)
-        if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
-            raise GateLoadError(f"{directory}: file 'fit_scores.npy' must hold finite scores, got shape {scores.shape}")
-        if scores.size != n:
-            raise GateLoadError(f"{directory}: file 'fit_scores.npy' holds {scores.size} scores for {n} fitting queries")
-        return scores
 
 
 @dataclass(frozen=True)
@@ -474,13 +402,7 @@ class ThrustGate(FitPercentileGate):
                 )
             self.representer = rebuilt
         rep = self.representer
-        if rep.model_id != record["id"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.representer.id' is {record['id']!r} "
-                f"but the given representer is {rep.model_id!r}"
-            )
-        if rep.dimension != record["dimension"]:
-            raise GateLoadError(
-                f"{directory}: field 'state.representer.dimension' is {record['dimension']} "
-                f"but the given representer has {rep.dimension}"
-            )
+        check_saved_backend(directory, "state.representer.id", record["id"], rep.model_id, "representer")
+        check_saved_backend(
+            directory, "state.representer.dimension", record["dimension"], rep.dimension, "representer's dimension"
+        )

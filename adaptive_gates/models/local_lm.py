@@ -3,26 +3,27 @@
 It offers what the gates need: batched greedy generation, k samples sharing one prompt
 prefill, pooled hidden states, activation capture, and token log-probabilities; and,
 opt-in, a cache of recent prompts' KV states so that prompts sharing a long start (a
-few-shot block) do not recompute it.
+few-shot block) do not recompute it. SeaKR's probe (``sample_with_states``) lives in
+``models.probe``, the prefix cache in ``models.prefix_cache``.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import copy
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import BackendError
-from . import defaults
+from ..validation import check_positive, check_sampling, check_stops, check_text
+from . import embedded, probe
+from .generation import Generation, first_stop
+from .prefix_cache import PromptPrefixes
 
 if TYPE_CHECKING:
     import torch
@@ -31,42 +32,6 @@ log = logging.getLogger(__name__)
 
 _DTYPES = ("float32", "float16", "bfloat16")
 _POOLINGS = ("last_token", "mean")
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated continuation.
-
-    ``token_ids`` are the generated tokens, including the one that ended generation (EOS,
-    or the token completing a stop string). ``token_logprobs`` are their log-probabilities
-    under the model's own next-token distribution (raw logits, temperature 1, no top-k /
-    top-p), for greedy and sampled tokens alike. ``finish_reason`` is ``"stop"``,
-    ``"eos"`` or ``"length"``.
-    """
-
-    text: str
-    token_ids: list[int]
-    token_logprobs: list[float]
-    finish_reason: str
-    prompt_tokens: int
-    #: Per generated token, the most likely alternatives as ``(token_id, logprob)``, best
-    #: first; empty unless ``generate(top_logprobs=n)`` asked for them.
-    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ProbedSample:
-    """A sampled continuation and what was read from the model while drawing it.
-
-    ``state`` is the output of the probed sub-module at the EOS that closes the sample
-    (float32, ``(hidden_size,)``; see ``LocalCausalLM.sample_with_states``).
-    ``token_energies`` are ``-logsumexp`` of the raw next-token logits at the step of each
-    generated token, aligned with ``generation.token_ids``.
-    """
-
-    generation: Generation
-    state: np.ndarray
-    token_energies: list[float]
 
 
 def layer_module_path(index: int, site: str | None = "mlp") -> str:
@@ -117,7 +82,7 @@ class LocalCausalLM:
         self._tokenizer: Any = None
         self._model: Any = None
         self._prefix_scopes: list[int] = []  # the sizes of the open prefix_cache() blocks
-        self._prefixes = _PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
+        self._prefixes = PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
 
     # ----------------------------------------------------------------- loading
     @property
@@ -128,7 +93,7 @@ class LocalCausalLM:
     @property
     def model_id(self) -> str:
         """Stable identifier recorded with results: the HF id/path, or the embedded model's name."""
-        return defaults.SMOLLM2_ID if self._name is None else self._name
+        return embedded.SMOLLM2_ID if self._name is None else self._name
 
     @property
     def tokenizer(self) -> Any:
@@ -171,7 +136,7 @@ class LocalCausalLM:
 
             dtype = getattr(torch, self.torch_dtype)
             if self._name is None:
-                tokenizer, model = defaults.load_embedded_smollm2()
+                tokenizer, model = embedded.load_embedded_smollm2()
             else:
                 tokenizer = AutoTokenizer.from_pretrained(self._name)
                 model = AutoModelForCausalLM.from_pretrained(self._name, dtype=dtype)
@@ -192,7 +157,7 @@ class LocalCausalLM:
         class docstring), for a caller that does not own this instance. Open blocks, from
         any thread, share one cache of the largest size asked (or ``prefix_cache_size``);
         what exceeds ``prefix_cache_size`` is freed when the last block closes."""
-        _check_positive(size, "size")
+        check_positive(size, "size")
         with self._lock:
             self._prefix_scopes.append(size)
             self._resize_prefixes()
@@ -208,33 +173,20 @@ class LocalCausalLM:
         if not size:
             self._prefixes = None
         elif self._prefixes is None:
-            self._prefixes = _PromptPrefixes(size)
+            self._prefixes = PromptPrefixes(size)
         else:
             self._prefixes.resize(size)
 
     def _remembered_kv(self, ids: torch.Tensor) -> Any:
-        """KV cache of all tokens of a one-row prompt but the last, built on the longest
-        token prefix it shares with a kept prompt, then kept itself; ``None`` when the
-        prefix cache is off, for a batch, or for a one-token prompt. The caller owns the
-        returned cache (``generate`` extends it in place)."""
-        if self._prefixes is None or ids.shape[0] != 1 or ids.shape[1] < 2:
-            return None
-        head = ids[0, :-1].tolist()
-        cache, shared = self._prefixes.longest(head)
-        if shared < len(head):
-            # The base model skips the LM head: the prefix logits are not needed.
-            cache = self.model.base_model(
-                input_ids=ids[:, shared:-1], past_key_values=cache, use_cache=True
-            ).past_key_values
-        self._prefixes.add(head, cache)
-        return cache
+        """``PromptPrefixes.remember`` on this model; ``None`` when the prefix cache is off."""
+        return None if self._prefixes is None else self._prefixes.remember(self.model.base_model, ids)
 
     # ----------------------------------------------------------------- prompts
     def format_prompt(self, prompt: str | list[dict], system: str | None = None) -> str:
         """A user message (or a messages list) as the chat-templated string ending with the
         assistant's generation prompt; the raw text when ``use_chat_template=False`` or no template exists."""
         if isinstance(prompt, str):
-            _check_text(prompt, "prompt")
+            check_text(prompt, "prompt")
             messages = [{"role": "user", "content": prompt}]
         else:
             messages = list(prompt)
@@ -255,7 +207,7 @@ class LocalCausalLM:
         if not texts:
             raise ValueError("expected at least one prompt, got an empty list")
         for i, text in enumerate(texts):
-            _check_text(text, f"prompt {i}")
+            check_text(text, f"prompt {i}")
         return texts if formatted else [self.format_prompt(t) for t in texts]
 
     def _encode(self, texts: list[str], padding_side: str, max_length: int | None = None) -> Any:
@@ -294,8 +246,8 @@ class LocalCausalLM:
         import torch
 
         texts = self._prepare(prompts, formatted)
-        _check_positive(max_new_tokens, "max_new_tokens")
-        stops = _check_stops(stop)
+        check_positive(max_new_tokens, "max_new_tokens")
+        stops = check_stops(stop)
         if not isinstance(top_logprobs, int) or top_logprobs < 0:
             raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
         with self._lock, torch.inference_mode():
@@ -335,8 +287,8 @@ class LocalCausalLM:
         if not isinstance(prompt, str):
             raise ValueError(f"sample() takes one prompt string, got {type(prompt).__name__}")
         text = self._prepare(prompt, formatted)[0]
-        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
-        stops = _check_stops(stop)
+        check_sampling(k, temperature, top_k, top_p, max_new_tokens)
+        stops = check_stops(stop)
         kwargs = dict(
             do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p,
             max_new_tokens=max_new_tokens, **self._gen_kwargs(stops),
@@ -358,84 +310,8 @@ class LocalCausalLM:
                 )
             return self._collect(out, ids.shape[1], [ids.shape[1]] * k, stops)
 
-    def sample_with_states(
-        self,
-        prompt: str,
-        k: int = 20,
-        *,
-        module_path: str,
-        temperature: float = 1.0,
-        top_k: int = 50,
-        top_p: float = 0.9,
-        max_new_tokens: int = 100,
-        seed: int = 0,
-        stop: Sequence[str] | None = None,
-        formatted: bool = False,
-    ) -> list[ProbedSample]:
-        """``k`` sampled continuations of one prompt, each with the output of sub-module
-        ``module_path`` at an EOS that closes it: SeaKR's probe (SPEC §4.1). EOS replaces
-        the token that completed a stop string, an emitted EOS is kept, and an EOS is
-        appended after the length cap.
-
-        The draws follow ``sample``'s distribution (temperature, top-k, top-p as in
-        transformers) from one decoding loop built for this probe: the prompt is prefilled
-        once and its first next-token distribution serves all ``k`` samples; a finished
-        sample is fed its EOS in the next step, where its state is read, and then leaves
-        the batch. So no step is spent on finished rows and no second pass over prompt +
-        samples is needed (on CPU that pass cost as much as the sampling itself).
-        Reproducible for a ``seed``, but not the same draws as ``sample``.
-        """
-        import torch
-
-        if not isinstance(prompt, str):
-            raise ValueError(f"sample_with_states() takes one prompt string, got {type(prompt).__name__}")
-        text = self._prepare(prompt, formatted)[0]
-        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
-        stops = _check_stops(stop)
-        draw = _Sampler(temperature, top_k, top_p, seed, self.device)
-        eos_ids, eos = self._eos_ids(), self.eos_token_id
-        drafts = [_Draft() for _ in range(k)]
-        with self.capture(module_path) as captured, torch.inference_mode():
-            ids = self._encode([text], "left").input_ids
-            cache = self._remembered_kv(ids)
-            out = self.model(
-                input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
-                use_cache=True, logits_to_keep=1,
-            )
-            cache = out.past_key_values
-            if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
-                raise BackendError(f"{self.model_id}: its KV cache cannot be repeated and sliced per sample")
-            cache.batch_repeat_interleave(k)
-            logits, states = out.logits[:, -1].float().expand(k, -1), None
-            rows = list(range(k))  # the draft index of each batch row
-            while True:
-                sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
-                picks = draw(logits[sampling]) if sampling else []
-                drawn = dict(zip(sampling, picks))
-                keep, feed = [], []
-                for i, r in enumerate(rows):
-                    draft = drafts[r]
-                    if draft.mode == "close":
-                        draft.state = states[i].numpy().copy()
-                        continue
-                    if draft.mode == "last":  # the capped sample's last token is in: close it
-                        draft.mode, token = "close", eos
-                    else:
-                        token = draft.add(*drawn[i], eos_ids, eos, stops, max_new_tokens, self._decode)
-                    keep.append(i)
-                    feed.append(token)
-                if not keep:
-                    break
-                if len(keep) < len(rows):
-                    cache.batch_select_indices(torch.tensor(keep, device=self.device))
-                rows = [rows[i] for i in keep]
-                captured.clear()
-                out = self.model(
-                    input_ids=torch.tensor(feed, device=self.device, dtype=ids.dtype)[:, None],
-                    past_key_values=cache, use_cache=True, logits_to_keep=1,
-                )
-                cache, logits, states = out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
-        return [d.result(ids.shape[1], stops, self._decode) for d in drafts]
+    #: SeaKR's probe, written in ``models.probe`` and bound here as a method.
+    sample_with_states = probe.sample_with_states
 
     def _shared_prefix_cache(self, ids: torch.Tensor, k: int) -> Any:
         """KV cache of all prompt tokens but the last, repeated ``k`` times along the batch
@@ -508,12 +384,12 @@ class LocalCausalLM:
         end = next((i for i, tok in enumerate(row) if tok in eos_ids), None)
         body = row if end is None else row[:end]
         text = self._decode(body)
-        cut = _first_stop(text, stops)
+        cut = first_stop(text, stops)
         if cut is not None:
             # Fewest tokens whose text contains a stop string: the stopping token is the last.
             n = 1 + bisect.bisect_left(
                 range(1, len(body) + 1), True,
-                key=lambda m: _first_stop(self._decode(body[:m]), stops) is not None,
+                key=lambda m: first_stop(self._decode(body[:m]), stops) is not None,
             )
             return Generation(text[:cut], row[:n], lps[:n], "stop", n_prompt, top[:n])
         if end is not None:
@@ -553,8 +429,8 @@ class LocalCausalLM:
         prepared = self._prepare(texts, formatted)
         if pooling not in _POOLINGS:
             raise ValueError(f"pooling must be one of {_POOLINGS}, got {pooling!r}")
-        _check_positive(batch_size, "batch_size")
-        _check_positive(max_length, "max_length")
+        check_positive(batch_size, "batch_size")
+        check_positive(max_length, "max_length")
         selected = [-1] if layers is None else list(layers)
         n_states = self.num_layers + 1
         if not selected or any(not -n_states <= i < n_states for i in selected):
@@ -639,163 +515,3 @@ def _pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tenso
     return states[torch.arange(states.shape[0], device=states.device), :, last]
 
 
-def _first_stop(text: str, stops: list[str]) -> int | None:
-    """Index in ``text`` where the earliest stop string starts, or ``None``."""
-    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(hits) if hits else None
-
-
-def _check_text(text: object, what: str) -> None:
-    if not isinstance(text, str):
-        raise ValueError(f"{what} must be a str, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError(f"{what} must not be empty or whitespace")
-
-
-def _check_positive(value: int, name: str) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _check_stops(stop: Sequence[str] | None) -> list[str]:
-    if stop is None:
-        return []
-    stops = [stop] if isinstance(stop, str) else list(stop)
-    if any(not isinstance(s, str) or not s for s in stops):
-        raise ValueError(f"stop strings must be non-empty strings, got {stops!r}")
-    return stops
-
-
-def _check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_new_tokens: int) -> None:
-    _check_positive(k, "k")
-    _check_positive(max_new_tokens, "max_new_tokens")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading items ``a`` and ``b`` share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-class _PromptPrefixes:
-    """The KV caches of the last ``size`` prompts, keyed by their token ids (least recently
-    used dropped first). Entries are private deep copies, and so is every cache handed
-    out: ``generate`` and the sampling loops extend and slice the caches they are given."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-
-    def resize(self, size: int) -> None:
-        """Keep at most ``size`` entries from now on, dropping the least recently used."""
-        self.size = size
-        while len(self._entries) > size:
-            self._entries.popitem(last=False)
-
-    def longest(self, ids: list[int]) -> tuple[Any, int]:
-        """A copy of the cache of the longest kept token prefix of ``ids`` and its length;
-        ``(None, 0)`` when no kept prompt starts like ``ids``."""
-        key, shared = max(((k, _common_prefix(k, ids)) for k in self._entries),
-                          key=lambda entry: entry[1], default=((), 0))
-        if not shared:
-            return None, 0
-        self._entries.move_to_end(key)
-        cache = copy.deepcopy(self._entries[key])
-        cache.crop(shared - len(key))  # a negative count drops that many tokens
-        return cache, shared
-
-    def add(self, ids: list[int], cache: Any) -> None:
-        """Keep a copy of ``cache``, the KV states of ``ids``; a cache that cannot be cut
-        back to a shorter prefix (sliding-window or recurrent layers) is not kept."""
-        key = tuple(ids)
-        if key not in self._entries:
-            if not getattr(cache, "is_croppable", False):
-                return
-            self._entries[key] = copy.deepcopy(cache)
-        self._entries.move_to_end(key)
-        self.resize(self.size)
-
-
-class _Sampler:
-    """Draws one token per row like ``generate(do_sample=True, ...)``: temperature, then
-    top-k, then top-p. The top-k candidates are gathered first, so the top-p sort and the
-    draw run over ``top_k`` values instead of the whole vocabulary (same distribution)."""
-
-    def __init__(self, temperature: float, top_k: int, top_p: float, seed: int, device: str) -> None:
-        import torch
-        from transformers.generation.logits_process import (
-            LogitsProcessorList,
-            TemperatureLogitsWarper,
-            TopPLogitsWarper,
-        )
-
-        self.top_k = top_k
-        self.warp = LogitsProcessorList()
-        if temperature != 1.0:
-            self.warp.append(TemperatureLogitsWarper(temperature))
-        if top_p < 1.0:
-            self.warp.append(TopPLogitsWarper(top_p))
-        self.generator = torch.Generator(device=device).manual_seed(seed)
-
-    def __call__(self, logits: torch.Tensor) -> list[tuple[int, float, float]]:
-        """``(token, logprob, energy)`` per row of raw logits: the drawn token, its
-        log-probability under the raw distribution and ``-logsumexp`` of the logits."""
-        import torch
-
-        if self.top_k and self.top_k < logits.shape[-1]:
-            candidates, index = logits.topk(self.top_k, dim=-1)
-        else:
-            candidates, index = logits, None
-        probs = torch.softmax(self.warp(None, candidates), dim=-1)
-        picks = torch.multinomial(probs, 1, generator=self.generator)
-        tokens = picks if index is None else index.gather(1, picks)
-        norm = torch.logsumexp(logits, dim=-1)
-        logprobs = logits.gather(1, tokens).squeeze(1) - norm
-        return list(zip(tokens.squeeze(1).tolist(), logprobs.tolist(), (-norm).tolist()))
-
-
-class _Draft:
-    """One sample being drawn by ``sample_with_states``.
-
-    ``mode`` is what its row is fed next: ``"sample"`` its latest token (then it draws
-    another), ``"last"`` its latest token after the length cap (then EOS), ``"close"``
-    its closing EOS (whose state is read; then it leaves the batch).
-    """
-
-    def __init__(self) -> None:
-        self.mode = "sample"
-        self.reason = ""
-        self.tokens: list[int] = []
-        self.logprobs: list[float] = []
-        self.energies: list[float] = []
-        self.state = np.empty(0, dtype=np.float32)  # set when its closing EOS is read
-
-    def add(
-        self, token: int, logprob: float, energy: float, eos_ids: set[int], eos: int,
-        stops: list[str], max_new_tokens: int, decode: Callable[[list[int]], str],
-    ) -> int:
-        """Record a drawn token and return the token its row is fed next."""
-        self.tokens.append(token)
-        self.logprobs.append(logprob)
-        self.energies.append(energy)
-        if token in eos_ids:  # an emitted EOS is kept
-            self.mode, self.reason = "close", "eos"
-        elif stops and _first_stop(decode(self.tokens), stops) is not None:
-            self.mode, self.reason, token = "close", "stop", eos  # EOS replaces the stop token
-        elif len(self.tokens) == max_new_tokens:
-            self.mode, self.reason = "last", "length"
-        return token
-
-    def result(self, n_prompt: int, stops: list[str], decode: Callable[[list[int]], str]) -> ProbedSample:
-        """The finished sample, its text cut like ``generate``'s."""
-        body = self.tokens[:-1] if self.reason == "eos" else self.tokens
-        text = decode(body)
-        if self.reason == "stop":
-            text = text[: _first_stop(text, stops)]
-        generation = Generation(text, self.tokens, self.logprobs, self.reason, n_prompt)
-        return ProbedSample(generation, self.state, self.energies)

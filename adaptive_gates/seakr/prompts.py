@@ -116,11 +116,12 @@ def build_prompt(
     )
 
 
-def snippet_template(demos: Sequence[Demo] = DEFAULT_DEMOS) -> str:
+def snippet_template(demos: Sequence[Demo] = DEFAULT_DEMOS, instruction: str = _INSTRUCTION) -> str:
     """``build_prompt`` with one document as a ``prompts.fill`` template: slots
     ``{snippet}``, ``{question}`` and ``{reasoning}`` (the steps, led by a space), the
-    form ``UncertaintyReranker`` takes."""
-    return _demo_block(demos) + f"Context: [1] {{snippet}}\n{_INSTRUCTION}Question: {{question}}\nAnswer:{{reasoning}}"
+    form ``UncertaintyReranker`` takes. ``instruction`` (ending with its line break)
+    stands between the document and the question."""
+    return _demo_block(demos) + f"Context: [1] {{snippet}}\n{instruction}Question: {{question}}\nAnswer:{{reasoning}}"
 
 
 def _demo_block(demos: Sequence[Demo]) -> str:

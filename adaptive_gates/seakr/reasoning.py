@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .metrics import normalize_answer
-from .models.local_lm import _check_stops
+from ..metrics import normalize_answer
+from ..validation import check_stops
 from .uncertainty import SelfAwareUncertainty
 
 #: Normalised answers that count as no answer (SeaKR's "unknown").
@@ -87,7 +87,7 @@ class ReasoningSelector:
         if uncertainty is not None and not isinstance(uncertainty, SelfAwareUncertainty):
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty or None, got {type(uncertainty).__name__}")
         self._uncertainty = uncertainty
-        self.stop = _check_stops(stop)
+        self.stop = check_stops(stop)
         self.formatted = formatted
 
     @property

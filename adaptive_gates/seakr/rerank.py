@@ -15,17 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .answering import DEFAULT_INSTRUCTION
-from .gates.seakr import DEFAULT_STOP, check_template
-from .models.local_lm import _check_stops
-from .prompts import fill
+from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
+from ..prompts import check_template, fill
+from ..validation import check_stops
+from .prompts import snippet_template
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
 #: project's short-answer instruction, then the question and the answer so far.
-DEFAULT_RERANK_TEMPLATE = (
-    "Context: [1] {snippet}\n" + DEFAULT_INSTRUCTION + "\nQuestion: {question}\nAnswer:{reasoning}"
-)
+DEFAULT_RERANK_TEMPLATE = snippet_template(demos=(), instruction=DEFAULT_INSTRUCTION + "\n")
 
 
 @dataclass(frozen=True)
@@ -64,14 +62,14 @@ class UncertaintyReranker:
         uncertainty: SelfAwareUncertainty | None = None,
         *,
         prompt_template: str = DEFAULT_RERANK_TEMPLATE,
-        stop: Sequence[str] | None = DEFAULT_STOP,
+        stop: Sequence[str] | None = ANSWER_STOP,
         formatted: bool = False,
     ) -> None:
         if uncertainty is not None and not isinstance(uncertainty, SelfAwareUncertainty):
             raise ValueError(f"uncertainty must be a SelfAwareUncertainty or None, got {type(uncertainty).__name__}")
         self.uncertainty = uncertainty or SelfAwareUncertainty()
         self.prompt_template = check_template(prompt_template, "snippet")
-        self.stop = _check_stops(stop)
+        self.stop = check_stops(stop)
         self.formatted = formatted
 
     def rerank(self, question: str, snippets: Sequence[Any], *, reasoning: str = "") -> list[RankedSnippet]:

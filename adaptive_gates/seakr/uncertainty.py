@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .models.local_lm import _check_sampling
+from ..validation import check_sampling
 
 if TYPE_CHECKING:
-    from .models.local_lm import LocalCausalLM, ProbedSample
+    from ..models.local_lm import LocalCausalLM
+    from ..models.probe import ProbedSample
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class SelfAwareUncertainty:
         log_base: LogBase = "e",
         variant: Variant = "seakr",
     ) -> None:
-        _check_sampling(k, temperature, top_k, top_p, max_new_tokens)
+        check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         _check_int(seed, "seed", None)
         if layer is not None:
             _check_int(layer, "layer", 0)
@@ -187,7 +188,7 @@ class SelfAwareUncertainty:
     def lm(self) -> LocalCausalLM:
         """The probed model (the embedded default unless one was given)."""
         if self._lm is None:
-            from .models.defaults import default_llm
+            from ..models.defaults import default_llm
 
             self._lm = default_llm()
         return self._lm
@@ -204,7 +205,7 @@ class SelfAwareUncertainty:
     @property
     def module_path(self) -> str:
         """The sub-module whose output is read at the closing EOS."""
-        from .models.local_lm import layer_module_path
+        from ..models.local_lm import layer_module_path
 
         return layer_module_path(self.layer_, "mlp" if self.site == "mlp_output" else None)
 

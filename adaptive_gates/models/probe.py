@@ -1,0 +1,198 @@
+"""SeaKR's probe (SPEC §4.1) on a ``LocalCausalLM``: sampled continuations, each with
+the output of one sub-module at the EOS that closes it, from one decoding loop.
+
+``LocalCausalLM.sample_with_states`` calls ``sample_with_states`` here; the loop drives
+the LM's own tokenizer, prefix cache and activation capture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import BackendError
+from ..validation import check_sampling, check_stops
+from .generation import Generation, first_stop
+
+if TYPE_CHECKING:
+    import torch
+
+    from .local_lm import LocalCausalLM
+
+
+@dataclass(frozen=True)
+class ProbedSample:
+    """A sampled continuation and what was read from the model while drawing it.
+
+    ``state`` is the output of the probed sub-module at the EOS that closes the sample
+    (float32, ``(hidden_size,)``; see ``LocalCausalLM.sample_with_states``).
+    ``token_energies`` are ``-logsumexp`` of the raw next-token logits at the step of each
+    generated token, aligned with ``generation.token_ids``.
+    """
+
+    generation: Generation
+    state: np.ndarray
+    token_energies: list[float]
+
+
+def sample_with_states(
+    lm: LocalCausalLM,
+    prompt: str,
+    k: int = 20,
+    *,
+    module_path: str,
+    temperature: float = 1.0,
+    top_k: int = 50,
+    top_p: float = 0.9,
+    max_new_tokens: int = 100,
+    seed: int = 0,
+    stop: Sequence[str] | None = None,
+    formatted: bool = False,
+) -> list[ProbedSample]:
+    """``k`` sampled continuations of one prompt, each with the output of sub-module
+    ``module_path`` at an EOS that closes it: SeaKR's probe (SPEC §4.1). EOS replaces
+    the token that completed a stop string, an emitted EOS is kept, and an EOS is
+    appended after the length cap.
+
+    The draws follow ``lm.sample``'s distribution (temperature, top-k, top-p as in
+    transformers) from one decoding loop built for this probe: the prompt is prefilled
+    once and its first next-token distribution serves all ``k`` samples; a finished
+    sample is fed its EOS in the next step, where its state is read, and then leaves
+    the batch. So no step is spent on finished rows and no second pass over prompt +
+    samples is needed (on CPU that pass cost as much as the sampling itself).
+    Reproducible for a ``seed``, but not the same draws as ``lm.sample``.
+    """
+    import torch
+
+    if not isinstance(prompt, str):
+        raise ValueError(f"sample_with_states() takes one prompt string, got {type(prompt).__name__}")
+    text = lm._prepare(prompt, formatted)[0]
+    check_sampling(k, temperature, top_k, top_p, max_new_tokens)
+    stops = check_stops(stop)
+    draw = _Sampler(temperature, top_k, top_p, seed, lm.device)
+    eos_ids, eos = lm._eos_ids(), lm.eos_token_id
+    drafts = [_Draft() for _ in range(k)]
+    with lm.capture(module_path) as captured, torch.inference_mode():
+        ids = lm._encode([text], "left").input_ids
+        cache = lm._remembered_kv(ids)
+        out = lm.model(
+            input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
+            use_cache=True, logits_to_keep=1,
+        )
+        cache = out.past_key_values
+        if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
+            raise BackendError(f"{lm.model_id}: its KV cache cannot be repeated and sliced per sample")
+        cache.batch_repeat_interleave(k)
+        logits, states = out.logits[:, -1].float().expand(k, -1), None
+        rows = list(range(k))  # the draft index of each batch row
+        while True:
+            sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
+            picks = draw(logits[sampling]) if sampling else []
+            drawn = dict(zip(sampling, picks))
+            keep, feed = [], []
+            for i, r in enumerate(rows):
+                draft = drafts[r]
+                if draft.mode == "close":
+                    draft.state = states[i].numpy().copy()
+                    continue
+                if draft.mode == "last":  # the capped sample's last token is in: close it
+                    draft.mode, token = "close", eos
+                else:
+                    token = draft.add(*drawn[i], eos_ids, eos, stops, max_new_tokens, lm._decode)
+                keep.append(i)
+                feed.append(token)
+            if not keep:
+                break
+            if len(keep) < len(rows):
+                cache.batch_select_indices(torch.tensor(keep, device=lm.device))
+            rows = [rows[i] for i in keep]
+            captured.clear()
+            out = lm.model(
+                input_ids=torch.tensor(feed, device=lm.device, dtype=ids.dtype)[:, None],
+                past_key_values=cache, use_cache=True, logits_to_keep=1,
+            )
+            cache, logits, states = out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
+    return [d.result(ids.shape[1], stops, lm._decode) for d in drafts]
+
+
+class _Sampler:
+    """Draws one token per row like ``generate(do_sample=True, ...)``: temperature, then
+    top-k, then top-p. The top-k candidates are gathered first, so the top-p sort and the
+    draw run over ``top_k`` values instead of the whole vocabulary (same distribution)."""
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, seed: int, device: str) -> None:
+        import torch
+        from transformers.generation.logits_process import (
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        self.top_k = top_k
+        self.warp = LogitsProcessorList()
+        if temperature != 1.0:
+            self.warp.append(TemperatureLogitsWarper(temperature))
+        if top_p < 1.0:
+            self.warp.append(TopPLogitsWarper(top_p))
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor) -> list[tuple[int, float, float]]:
+        """``(token, logprob, energy)`` per row of raw logits: the drawn token, its
+        log-probability under the raw distribution and ``-logsumexp`` of the logits."""
+        import torch
+
+        if self.top_k and self.top_k < logits.shape[-1]:
+            candidates, index = logits.topk(self.top_k, dim=-1)
+        else:
+            candidates, index = logits, None
+        probs = torch.softmax(self.warp(None, candidates), dim=-1)
+        picks = torch.multinomial(probs, 1, generator=self.generator)
+        tokens = picks if index is None else index.gather(1, picks)
+        norm = torch.logsumexp(logits, dim=-1)
+        logprobs = logits.gather(1, tokens).squeeze(1) - norm
+        return list(zip(tokens.squeeze(1).tolist(), logprobs.tolist(), (-norm).tolist()))
+
+
+class _Draft:
+    """One sample being drawn by ``sample_with_states``.
+
+    ``mode`` is what its row is fed next: ``"sample"`` its latest token (then it draws
+    another), ``"last"`` its latest token after the length cap (then EOS), ``"close"``
+    its closing EOS (whose state is read; then it leaves the batch).
+    """
+
+    def __init__(self) -> None:
+        self.mode = "sample"
+        self.reason = ""
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.energies: list[float] = []
+        self.state = np.empty(0, dtype=np.float32)  # set when its closing EOS is read
+
+    def add(
+        self, token: int, logprob: float, energy: float, eos_ids: set[int], eos: int,
+        stops: list[str], max_new_tokens: int, decode: Callable[[list[int]], str],
+    ) -> int:
+        """Record a drawn token and return the token its row is fed next."""
+        self.tokens.append(token)
+        self.logprobs.append(logprob)
+        self.energies.append(energy)
+        if token in eos_ids:  # an emitted EOS is kept
+            self.mode, self.reason = "close", "eos"
+        elif stops and first_stop(decode(self.tokens), stops) is not None:
+            self.mode, self.reason, token = "close", "stop", eos  # EOS replaces the stop token
+        elif len(self.tokens) == max_new_tokens:
+            self.mode, self.reason = "last", "length"
+        return token
+
+    def result(self, n_prompt: int, stops: list[str], decode: Callable[[list[int]], str]) -> ProbedSample:
+        """The finished sample, its text cut like ``generate``'s."""
+        body = self.tokens[:-1] if self.reason == "eos" else self.tokens
+        text = decode(body)
+        if self.reason == "stop":
+            text = text[: first_stop(text, stops)]
+        generation = Generation(text, self.tokens, self.logprobs, self.reason, n_prompt)
+        return ProbedSample(generation, self.state, self.energies)
