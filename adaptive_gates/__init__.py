@@ -5,12 +5,13 @@ thresholds to your budget, and evaluate them with ``adaptive_gates.evaluation``.
 Heavy backends (torch, transformers, sentence-transformers) load lazily.
 """
 
-from .calibration import Calibration, threshold_for_objective, threshold_for_rate
+from .calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
 from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcomes, load_qa
 from .decision import GateDecision
 from .errors import (
     AdaptiveGatesError,
     BackendError,
+    BackendUnavailableError,
     DataFormatError,
     GateLoadError,
     InvalidQuestionError,
@@ -106,6 +107,8 @@ __all__ = [
     "DataFormatError",
     "GateLoadError",
     "BackendError",
+    "BackendUnavailableError",
+    "CalibrationWarning",
 ]
 
 
