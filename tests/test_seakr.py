@@ -12,6 +12,7 @@ import string
 
 import numpy as np
 import pytest
+from langchain_core.documents import Document
 
 from adaptive_gates import (
     AnswerCandidate,
@@ -27,6 +28,7 @@ from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
 from adaptive_gates.gates.seakr import PseudoStep
 from adaptive_gates.models import LocalCausalLM, layer_module_path
 from adaptive_gates.models.generation import Generation
+from adaptive_gates.seakr import snippet_text
 from adaptive_gates.seakr.uncertainty import UNDEFINED, UncertaintyEstimate
 
 KNOWN = "What is the capital of France?"  # SmolLM2 answers "Paris" in most samples
@@ -246,19 +248,43 @@ def test_gate_retrieves_on_an_empty_greedy_step(lm: LocalCausalLM) -> None:
 
 
 # ------------------------------------------------------------ the re-ranker
-def test_reranker_puts_the_relevant_snippet_first(lm: LocalCausalLM) -> None:
-    class Doc:  # any object with a text attribute
-        def __init__(self, text: str) -> None:
-            self.text = text
+class _Node:
+    """A LlamaIndex-style node: its text comes from ``get_content()``."""
 
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def get_content(self) -> str:
+        return self._text
+
+
+class _Texted:
+    def __init__(self, text: object) -> None:
+        self.text = text
+
+
+def test_snippet_text_reads_each_framework_accessor() -> None:
+    assert snippet_text("plain") == "plain"
+    assert snippet_text(Document(page_content="from langchain", metadata={"id": 3})) == "from langchain"
+    assert snippet_text(_Node("from llama-index")) == "from llama-index"
+    assert snippet_text(_Texted("from text")) == "from text"
+    with pytest.raises(TypeError, match="page_content, get_content\\(\\) or text; got object"):
+        snippet_text(object())
+    with pytest.raises(TypeError, match="text must be a str, got int"):
+        snippet_text(_Texted(7))
+
+
+def test_reranker_puts_the_relevant_snippet_first(lm: LocalCausalLM) -> None:
+    # A LlamaIndex-style node, a real LangChain Document and a string, as retrievers give them.
     snippets = [
-        "Mount Kilimanjaro is a dormant volcano in Tanzania and the highest mountain in Africa.",
-        Doc("The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."),
+        _Node("Mount Kilimanjaro is a dormant volcano in Tanzania and the highest mountain in Africa."),
+        Document(page_content="The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."),
         "The violin is a wooden string instrument with four strings, usually played with a bow.",
     ]
     ranked = UncertaintyReranker(SelfAwareUncertainty(lm, **FAST)).rerank("In which city is the Eiffel Tower?", snippets)
     assert [r.index for r in ranked][0] == 1
     assert ranked[0].item is snippets[1] and ranked[0].text.startswith("The Eiffel Tower")
+    assert {id(r.item) for r in ranked} == {id(s) for s in snippets}  # each result carries its own object back
     assert ranked[0].uncertainty < min(r.uncertainty for r in ranked[1:]) - 0.5
     assert all(r.estimate.defined for r in ranked)
 
@@ -269,8 +295,10 @@ def test_reranker_puts_empty_output_last(lm: LocalCausalLM) -> None:
     )
     ranked = reranker.rerank(KNOWN, ["Paris is the capital of France."])
     assert ranked[0].uncertainty == math.inf and not ranked[0].estimate.defined
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="snippet 0"):
         reranker.rerank(KNOWN, [object()])
+    with pytest.raises(ValueError, match="snippet 0 is empty"):
+        reranker.rerank(KNOWN, [Document(page_content=" ")])
 
 
 # ------------------------------------------------------------- the selector

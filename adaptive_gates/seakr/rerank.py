@@ -19,6 +19,7 @@ from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
 from ..prompts import check_template, fill
 from ..validation import check_stops
 from .prompts import snippet_template
+from .snippets import snippet_text
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
@@ -35,7 +36,8 @@ class RankedSnippet:
         text: the snippet text put in the context.
         uncertainty: U after reading it; ``math.inf`` when U is undefined.
         estimate: the full estimate (sample count, samples, ablation signals).
-        item: the candidate as given (a string or the caller's object).
+        item: the candidate as given (a string or the caller's object), so an adapter
+            maps results back without a table of its own.
     """
 
     index: int
@@ -73,8 +75,16 @@ class UncertaintyReranker:
         self.formatted = formatted
 
     def rerank(self, question: str, snippets: Sequence[Any], *, reasoning: str = "") -> list[RankedSnippet]:
-        """``snippets`` (strings, or objects with a ``text`` attribute) from lowest to
-        highest U; ties keep the given order."""
+        """``snippets`` from lowest to highest U; ties keep the given order.
+
+        A snippet is a string or any object with a text accessor (see
+        :func:`~adaptive_gates.seakr.snippets.snippet_text`): a LangChain ``Document``,
+        a LlamaIndex node, anything with ``text``.
+
+        Raises:
+            TypeError: a snippet has no text accessor.
+            ValueError: an empty question or snippet.
+        """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
         if not isinstance(reasoning, str):
@@ -93,9 +103,10 @@ class UncertaintyReranker:
 
 
 def _snippet_text(item: Any, index: int) -> str:
-    text = item if isinstance(item, str) else getattr(item, "text", None)
-    if not isinstance(text, str):
-        raise ValueError(f"snippet {index} must be a str or have a str 'text' attribute, got {type(item).__name__}")
+    try:
+        text = snippet_text(item)
+    except TypeError as exc:
+        raise TypeError(f"snippet {index}: {exc}") from None
     if not text.strip():
         raise ValueError(f"snippet {index} is empty")
     return " ".join(text.split())
