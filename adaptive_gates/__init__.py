@@ -35,7 +35,7 @@ from .gates import (
 from .listeners import DecisionListener, LLMCallEvent, listening
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
 from .models.cached_embedder import CachedEmbedder
-from .models.protocols import Embedder
+from .models.protocols import Embedder, ProbingLM
 from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
 from .seakr import (
     AnswerCandidate,
@@ -77,6 +77,7 @@ __all__ = [
     "EmbedderRepresenter",
     "CachedRepresenter",
     "Embedder",
+    "ProbingLM",
     "CachedEmbedder",
     "SKRMemory",
     "FaissMemory",

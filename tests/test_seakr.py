@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 
 from adaptive_gates import (
     AnswerCandidate,
+    ProbingLM,
     ReasoningSelector,
     SeaKRGate,
     SelfAwareUncertainty,
@@ -144,6 +145,28 @@ def test_probe_reads_the_closing_eos(lm: LocalCausalLM, prompt: str, stop, site,
         np.testing.assert_allclose(g.token_logprobs, lps.numpy(), atol=1e-3)
         np.testing.assert_allclose(p.token_energies, (-torch.logsumexp(step_logits, -1)).numpy(), atol=1e-3)
         assert (g.token_ids[-1] == lm.eos_token_id) == (g.finish_reason == "eos")
+
+
+def test_local_lm_is_a_probing_lm(lm: LocalCausalLM) -> None:
+    assert isinstance(lm, ProbingLM)
+    unloaded = LocalCausalLM()
+    SeaKRGate(unloaded)  # checked without reading the properties that load the model
+    assert unloaded._model is None
+    assert not isinstance(object(), ProbingLM)
+
+
+def test_a_non_probing_lm_is_refused_by_name() -> None:
+    class ChatOnly:  # a chat model: generates, but has no probe
+        model_id = "chat"
+
+        def generate(self, prompts, **kwargs):
+            return []
+
+    with pytest.raises(TypeError, match="SelfAwareUncertainty needs a probing LM.*ChatOnly lacks "
+                                        "num_layers, prefix_cache, sample_with_states, tokenizer"):
+        SelfAwareUncertainty(ChatOnly())
+    with pytest.raises(TypeError, match="SeaKRGate needs a probing LM"):
+        SeaKRGate(ChatOnly())
 
 
 def test_probe_is_seeded(lm: LocalCausalLM) -> None:

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..answering import ANSWER_STOP, build_prompt
 from ..errors import NotFittedError
+from ..models.protocols import check_probing_lm
 from ..persistence import check_saved_backend
 from ..prompts import check_template, fill
 from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
@@ -48,7 +49,7 @@ from .base import FALLBACK_REASON, Gate
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
-    from ..models.local_lm import LocalCausalLM
+    from ..models.protocols import ProbingLM
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class PseudoStep:
 
 
 def pseudo_step(
-    lm: LocalCausalLM,
+    lm: ProbingLM,
     uncertainty: SelfAwareUncertainty,
     prompt: str,
     *,
@@ -120,7 +121,8 @@ class SeaKRGate(Gate):
     about the question's context exceeds δ.
 
     Args:
-        lm: the model answering the questions; ``None`` = the embedded default.
+        lm: the model answering the questions, a ``ProbingLM`` such as
+            ``LocalCausalLM``; ``None`` = the embedded default.
         uncertainty: an estimator, or its settings as a dict (see
             ``SelfAwareUncertainty``; e.g. ``SelfAwareUncertainty.inside(lm)``);
             ``None`` = SeaKR's settings on ``lm``. Give ``lm`` or an estimator, not both.
@@ -140,7 +142,7 @@ class SeaKRGate(Gate):
 
     def __init__(
         self,
-        lm: LocalCausalLM | None = None,
+        lm: ProbingLM | None = None,
         *,
         uncertainty: SelfAwareUncertainty | Mapping[str, Any] | None = None,
         prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
@@ -151,6 +153,8 @@ class SeaKRGate(Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
+        if lm is not None:
+            check_probing_lm(lm, "SeaKRGate")
         if isinstance(uncertainty, SelfAwareUncertainty):
             if lm is not None:
                 raise ValueError("give lm= or an uncertainty estimator (which has its own lm), not both")

@@ -23,7 +23,7 @@ from .embedder import SentenceEmbedder
 from .generation import Generation
 from .local_lm import LocalCausalLM, layer_module_path
 from .openai_chat import OpenAIChatModel
-from .protocols import Embedder
+from .protocols import Embedder, ProbingLM
 
 __all__ = [
     "ChatModel",
@@ -33,6 +33,7 @@ __all__ = [
     "LocalCausalLM",
     "LocalChatModel",
     "OpenAIChatModel",
+    "ProbingLM",
     "SentenceEmbedder",
     "SyncChatModel",
     "ThreadedAsyncChat",

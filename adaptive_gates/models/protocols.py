@@ -6,12 +6,18 @@ LangChain or LlamaIndex adapter) can stand behind a gate.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import BackendError
+
+if TYPE_CHECKING:
+    from .generation import Generation
+    from .probe import ProbedSample
 
 
 @runtime_checkable
@@ -34,6 +40,66 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """A float32 array of shape ``(len(texts), dimension)``."""
         ...
+
+
+@runtime_checkable
+class ProbingLM(Protocol):
+    """What SeaKR needs from its LM (SPEC §4): sampled answers with the hidden state at
+    the EOS closing each, greedy steps with their token log-probs, and the tokenizer
+    that maps those tokens back to text. ``LocalCausalLM`` is one.
+
+    On Python < 3.12 ``isinstance`` reads the properties, which may load the model;
+    ``check_probing_lm`` checks without reading them.
+    """
+
+    @property
+    def model_id(self) -> str:
+        """Recorded with saved gates and results."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """``decode(token_ids, skip_special_tokens=True)`` of the tokens ``generate`` reports."""
+        ...
+
+    @property
+    def num_layers(self) -> int:
+        """Decoder layers; the probe reads ``layer_module_path(i, ...)`` for ``i`` below it."""
+        ...
+
+    def generate(
+        self, prompts: str | Sequence[str], *, max_new_tokens: int = 32, stop: Sequence[str] | None = None,
+        formatted: bool = False,
+    ) -> list[Generation]:
+        """Greedy continuations, cut before the first stop string, with token ids and log-probs."""
+        ...
+
+    def sample_with_states(
+        self, prompt: str, k: int = 20, *, module_path: str, temperature: float = 1.0, top_k: int = 50,
+        top_p: float = 0.9, max_new_tokens: int = 100, seed: int = 0, stop: Sequence[str] | None = None,
+        formatted: bool = False,
+    ) -> list[ProbedSample]:
+        """``k`` seeded samples, each with the output of ``module_path`` at its closing EOS."""
+        ...
+
+    def prefix_cache(self, size: int = 4) -> AbstractContextManager[None]:
+        """A block inside which the KV caches of the ``size`` latest prompts are reused."""
+        ...
+
+
+def check_probing_lm(lm: Any, owner: str) -> None:
+    """Raise a ``TypeError`` naming what ``lm`` lacks of ``ProbingLM``, without reading
+    its properties (they may load a model)."""
+    members = sorted(name for name in vars(ProbingLM) if not name.startswith("_"))
+    missing = [name for name in members if inspect.getattr_static(lm, name, _MISSING) is _MISSING]
+    if missing:
+        raise TypeError(
+            f"{owner} needs a probing LM (adaptive_gates.ProbingLM, e.g. LocalCausalLM); "
+            f"{type(lm).__name__} lacks {', '.join(missing)}"
+        )
+
+
+_MISSING = object()
 
 
 def check_vectors(vectors: Any, n: int, source: str) -> np.ndarray:

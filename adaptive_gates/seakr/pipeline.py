@@ -46,6 +46,7 @@ from ..calibration import Calibration
 from ..errors import NotFittedError
 from ..gates.seakr import SeaKRGate, pseudo_step
 from ..metrics import extract_seakr_answer
+from ..models.protocols import check_probing_lm
 from ..retrieval.base import Hit, Retriever
 from ..validation import check_question
 from .prompts import (
@@ -63,7 +64,7 @@ from .trace import Candidate, Route, SeaKRResult, Step
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
-    from ..models.local_lm import LocalCausalLM
+    from ..models.protocols import ProbingLM
     from .reasoning import AnswerCandidate, ReasoningSelector
     from .rerank import UncertaintyReranker
     from .uncertainty import SelfAwareUncertainty
@@ -89,8 +90,8 @@ class SeaKRPipeline:
 
     Args:
         retriever: anything with ``search(query, k) -> list[Hit]`` (BM25 in the paper).
-        lm: a ``LocalCausalLM``; ``None``: the estimator's model when one is given, else
-            the embedded SmolLM2. Its greedy generations and token log-probabilities
+        lm: a ``ProbingLM`` (e.g. ``LocalCausalLM``); ``None``: the estimator's model
+            when one is given, else the embedded SmolLM2. Its greedy generations and token log-probabilities
             drive the steps and the queries.
         uncertainty: the ``SelfAwareUncertainty`` estimator of U; ``None``: SeaKR's
             settings on ``lm``.
@@ -119,7 +120,7 @@ class SeaKRPipeline:
     def __init__(
         self,
         retriever: Retriever,
-        lm: LocalCausalLM | None = None,
+        lm: ProbingLM | None = None,
         *,
         uncertainty: SelfAwareUncertainty | None = None,
         threshold: float | None = None,
@@ -154,6 +155,8 @@ class SeaKRPipeline:
             raise ValueError(f"prefix_cache must be an int >= 0 (0 = off), got {prefix_cache!r}")
         if not 0 <= theta < 1:
             raise ValueError(f"theta must be in [0, 1), got {theta!r}")
+        if lm is not None:
+            check_probing_lm(lm, "SeaKRPipeline")
         self.retriever = retriever
         self._lm = lm
         self._uncertainty = uncertainty
@@ -177,7 +180,7 @@ class SeaKRPipeline:
         self._gate: SeaKRGate | None = None
 
     @property
-    def lm(self) -> LocalCausalLM:
+    def lm(self) -> ProbingLM:
         """The language model: the one given, else the estimator's, else the embedded one."""
         if self._lm is None:
             if self._uncertainty is not None:

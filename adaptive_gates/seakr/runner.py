@@ -16,7 +16,7 @@ from ..retrieval.base import Retriever
 from .pipeline import SeaKRPipeline
 
 if TYPE_CHECKING:
-    from ..models.local_lm import LocalCausalLM
+    from ..models.protocols import ProbingLM
     from .uncertainty import SelfAwareUncertainty
 
 __all__ = ["run_pipeline", "summarize"]
@@ -28,7 +28,7 @@ def run_pipeline(
     records: Sequence[QARecord],
     retriever: Retriever,
     *,
-    lm: LocalCausalLM | None = None,
+    lm: ProbingLM | None = None,
     uncertainty: SelfAwareUncertainty | None = None,
     target_rate: float | None = None,
     calibration_questions: Sequence[str] | None = None,

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..models.protocols import check_probing_lm
 from ..validation import check_sampling
 
 if TYPE_CHECKING:
-    from ..models.local_lm import LocalCausalLM
+    from ..models.protocols import ProbingLM
     from ..models.probe import ProbedSample
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ class SelfAwareUncertainty:
     """The self-aware uncertainty U of an LLM for a context (SPEC §4.1).
 
     Args:
-        lm: the model to probe; ``None`` = the embedded default (``default_llm()``).
+        lm: the model to probe, a ``ProbingLM`` such as ``LocalCausalLM``; ``None`` =
+            the embedded default (``default_llm()``).
         k, temperature, top_k, top_p, max_new_tokens, seed: how the answers are sampled.
         layer: 0-based decoder layer read; ``None`` = the middle one, ``num_layers // 2``
             (SmolLM2-135M: 15 of 30; SeaKR read 0-based layer 15 of LLaMA-2-7B's 32).
@@ -140,7 +142,7 @@ class SelfAwareUncertainty:
 
     def __init__(
         self,
-        lm: LocalCausalLM | None = None,
+        lm: ProbingLM | None = None,
         *,
         k: int = 20,
         temperature: float = 1.0,
@@ -162,6 +164,8 @@ class SelfAwareUncertainty:
         _check_choice(site, _SITES, "site")
         _check_choice(log_base, _LOG_BASES, "log_base")
         _check_choice(variant, _VARIANTS, "variant")
+        if lm is not None:
+            check_probing_lm(lm, "SelfAwareUncertainty")
         self._lm = lm
         self.k = k
         self.temperature = float(temperature)
@@ -176,7 +180,7 @@ class SelfAwareUncertainty:
         self.variant = variant
 
     @classmethod
-    def inside(cls, lm: LocalCausalLM | None = None, **overrides: Any) -> SelfAwareUncertainty:
+    def inside(cls, lm: ProbingLM | None = None, **overrides: Any) -> SelfAwareUncertainty:
         """INSIDE's EigenScore settings (SPEC §4.1): residual stream, ``torch.cov``,
         log10, k=10, T=0.5; any of them can be overridden."""
         settings: dict[str, Any] = {
@@ -185,7 +189,7 @@ class SelfAwareUncertainty:
         return cls(lm, **{**settings, **overrides})
 
     @property
-    def lm(self) -> LocalCausalLM:
+    def lm(self) -> ProbingLM:
         """The probed model (the embedded default unless one was given)."""
         if self._lm is None:
             from ..models.defaults import default_llm
