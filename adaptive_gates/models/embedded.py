@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import BackendError
 from .cache import cache_dir
+from .optional import require
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ def load_embedded_smollm2() -> tuple[Any, Any]:
     """``(tokenizer, fp32 model)`` of the embedded SmolLM2, from the dequantized cache when
     it is usable, else dequantized from the GGUF (and cached for next time)."""
     use_offline_hub()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    transformers = require("transformers")
+    AutoModelForCausalLM, AutoTokenizer = transformers.AutoModelForCausalLM, transformers.AutoTokenizer
 
     target = cache_dir() / _SMOLLM2_CACHE
     if target.exists():
@@ -80,6 +82,7 @@ def load_embedded_smollm2() -> tuple[Any, Any]:
             log.warning("dequantized cache %s is unusable (%s); rebuilding it", target, exc)
             _discard(target)
 
+    require("gguf")  # transformers reads the GGUF file with it
     gguf = embedded_smollm2_gguf()
     log.info("dequantizing %s (one-time, ~20 s)", gguf)
     start = time.perf_counter()

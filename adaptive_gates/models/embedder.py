@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import BackendError
 from . import embedded
+from .optional import require
 
 log = logging.getLogger(__name__)
 
@@ -105,15 +106,14 @@ class SentenceEmbedder:
 
     def _load(self) -> Any:
         start = time.perf_counter()
+        sentence_transformers = require("sentence_transformers")  # outside the try: not a load failure
         try:
             if self._name is None:
                 embedded.use_offline_hub()
                 path = str(embedded.embedded_minilm_dir())
             else:
                 path = self._name
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(path, device=self.device)
+            model = sentence_transformers.SentenceTransformer(path, device=self.device)
         except Exception as exc:
             raise BackendError(f"could not load embedding model {self.model_id!r}: {exc}") from exc
         log.info("loaded %s on %s in %.1f s", self.model_id, self.device,

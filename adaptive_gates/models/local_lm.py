@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import BackendError, MissingExtraError
 from ..validation import check_positive, check_sampling, check_stops, check_text
 from . import embedded, probe
 from .generation import Generation, first_stop
+from .optional import require
 from .prefix_cache import PromptPrefixes
 
 if TYPE_CHECKING:
@@ -130,17 +131,18 @@ class LocalCausalLM:
 
     def _load(self) -> None:
         start = time.perf_counter()
+        torch = require("torch")  # outside the try: a missing extra is not a load failure
+        transformers = require("transformers")
         try:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
             dtype = getattr(torch, self.torch_dtype)
             if self._name is None:
                 tokenizer, model = embedded.load_embedded_smollm2()
             else:
-                tokenizer = AutoTokenizer.from_pretrained(self._name)
-                model = AutoModelForCausalLM.from_pretrained(self._name, dtype=dtype)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(self._name)
+                model = transformers.AutoModelForCausalLM.from_pretrained(self._name, dtype=dtype)
             model.to(device=self.device, dtype=dtype).eval()
+        except MissingExtraError:
+            raise  # gguf, needed only to build the embedded model's first copy
         except Exception as exc:
             raise BackendError(f"could not load language model {self.model_id!r}: {exc}") from exc
         if tokenizer.pad_token_id is None:
@@ -243,7 +245,7 @@ class LocalCausalLM:
         ``format_prompt``. Text is cut before the first stop string. ``top_logprobs > 0``
         also records that many most likely tokens at every generated position.
         """
-        import torch
+        torch = require("torch")
 
         texts = self._prepare(prompts, formatted)
         check_positive(max_new_tokens, "max_new_tokens")
@@ -282,7 +284,7 @@ class LocalCausalLM:
         The prompt is prefilled once and its KV cache repeated ``k`` times, so a long prompt
         costs one forward pass instead of ``k``. The global torch RNG is left untouched.
         """
-        import torch
+        torch = require("torch")
 
         if not isinstance(prompt, str):
             raise ValueError(f"sample() takes one prompt string, got {type(prompt).__name__}")
@@ -353,7 +355,7 @@ class LocalCausalLM:
         top_logprobs: int = 0,
     ) -> list[Generation]:
         """Turn a ``generate`` output into ``Generation``s (cut at EOS / stop strings)."""
-        import torch
+        torch = require("torch")
 
         new = out.sequences[:, prompt_width:]
         steps = [torch.log_softmax(step.float(), dim=-1) for step in out.logits]
@@ -424,7 +426,7 @@ class LocalCausalLM:
         (last non-pad token) or ``"mean"`` (over non-pad tokens). Texts are used raw unless
         ``formatted=False`` (then chat-templated) and truncated to ``max_length`` tokens.
         """
-        import torch
+        torch = require("torch")
 
         prepared = self._prepare(texts, formatted)
         if pooling not in _POOLINGS:
@@ -474,7 +476,7 @@ class LocalCausalLM:
     def forward(self, input_ids: Any, attention_mask: Any = None) -> torch.Tensor:
         """Logits ``(batch, seq, vocab)`` of one plain forward pass over token ids
         (a 1-D or 2-D tensor/list; pad on the right so positions stay correct)."""
-        import torch
+        torch = require("torch")
 
         with self._lock, torch.inference_mode():
             ids = torch.as_tensor(input_ids, device=self.device)
@@ -489,7 +491,7 @@ class LocalCausalLM:
         """Log-probability of each token of ``continuation`` given ``prompt`` (raw unless
         ``formatted=False``). Prompt and continuation are tokenized separately, so the
         split between them is exactly where the caller put it."""
-        import torch
+        torch = require("torch")
 
         text = self._prepare(prompt, formatted)[0]
         if not isinstance(continuation, str):
@@ -506,7 +508,7 @@ class LocalCausalLM:
 
 def _pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """``(B, layers, T, H)`` -> ``(B, layers, H)``, ignoring padding on either side."""
-    import torch
+    torch = require("torch")
 
     if pooling == "mean":
         weights = mask.to(states.dtype)[:, None, :, None]

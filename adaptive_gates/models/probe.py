@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import BackendError
 from ..validation import check_sampling, check_stops
 from .generation import Generation, first_stop
+from .optional import require
 
 if TYPE_CHECKING:
     import torch
@@ -65,7 +66,7 @@ def sample_with_states(
     samples is needed (on CPU that pass cost as much as the sampling itself).
     Reproducible for a ``seed``, but not the same draws as ``lm.sample``.
     """
-    import torch
+    torch = require("torch")
 
     if not isinstance(prompt, str):
         raise ValueError(f"sample_with_states() takes one prompt string, got {type(prompt).__name__}")
@@ -124,25 +125,21 @@ class _Sampler:
     draw run over ``top_k`` values instead of the whole vocabulary (same distribution)."""
 
     def __init__(self, temperature: float, top_k: int, top_p: float, seed: int, device: str) -> None:
-        import torch
-        from transformers.generation.logits_process import (
-            LogitsProcessorList,
-            TemperatureLogitsWarper,
-            TopPLogitsWarper,
-        )
+        torch = require("torch")
+        processors = require("transformers.generation.logits_process")
 
         self.top_k = top_k
-        self.warp = LogitsProcessorList()
+        self.warp = processors.LogitsProcessorList()
         if temperature != 1.0:
-            self.warp.append(TemperatureLogitsWarper(temperature))
+            self.warp.append(processors.TemperatureLogitsWarper(temperature))
         if top_p < 1.0:
-            self.warp.append(TopPLogitsWarper(top_p))
+            self.warp.append(processors.TopPLogitsWarper(top_p))
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
     def __call__(self, logits: torch.Tensor) -> list[tuple[int, float, float]]:
         """``(token, logprob, energy)`` per row of raw logits: the drawn token, its
         log-probability under the raw distribution and ``-logsumexp`` of the logits."""
-        import torch
+        torch = require("torch")
 
         if self.top_k and self.top_k < logits.shape[-1]:
             candidates, index = logits.topk(self.top_k, dim=-1)

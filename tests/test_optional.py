@@ -1,0 +1,69 @@
+"""The light core: the local models' packages come with the ``local`` extra, and a
+default that needs them says so when they are missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from adaptive_gates.errors import MissingExtraError
+from adaptive_gates.models.optional import require
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_require_imports_what_is_installed() -> None:
+    assert require("json") is json
+    assert require("os.path") is os.path
+
+
+def test_require_names_the_extra_for_a_missing_module() -> None:
+    with pytest.raises(ImportError, match=r"adaptive_gates_absent is not installed .*pip install 'adaptive-gates\[local\]'"):
+        require("adaptive_gates_absent.sub")
+    with pytest.raises(MissingExtraError, match=r"pip install 'adaptive-gates\[gpu\]'"):
+        require("adaptive_gates_absent", extra="gpu")
+
+
+# A fresh interpreter where the local extra's packages cannot be imported.
+_WITHOUT_LOCAL = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class Absent(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"}:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Absent())
+    import adaptive_gates
+    from adaptive_gates import SelfAwareUncertainty
+    from adaptive_gates.models import LocalCausalLM, SentenceEmbedder
+
+    for build in (lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]),
+                  lambda: SelfAwareUncertainty().estimate("a question")):
+        try:
+            build()
+        except ImportError as exc:
+            print(type(exc).__name__, exc)
+        else:
+            print("loaded")
+    print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))
+""")
+
+
+def test_core_imports_without_the_local_extra_and_its_defaults_name_it() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", _WITHOUT_LOCAL], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-1] == "[]"  # nothing of the extra was imported
+    assert len(lines) == 4
+    for line in lines[:3]:
+        assert line.startswith("MissingExtraError ") and "pip install 'adaptive-gates[local]'" in line, line
+    assert "torch is not installed" in lines[0] and "sentence_transformers is not installed" in lines[1]
