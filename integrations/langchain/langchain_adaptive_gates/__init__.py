@@ -18,6 +18,7 @@ from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
+from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
 from .selection import AnswerSelector
@@ -36,6 +37,7 @@ __all__ = [
     "GatedDocuments",
     "GatedRetriever",
     "LABEL_KEY",
+    "LLM_CALL_EVENT",
     "LangChainChatModel",
     "LangChainEmbedder",
     "METADATA_KEY",
@@ -52,5 +54,6 @@ __all__ = [
     "decision_payload",
     "gate_node",
     "gated_router",
+    "llm_call_payload",
     "route_on_decision",
 ]
