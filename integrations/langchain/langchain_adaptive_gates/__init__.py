@@ -4,6 +4,7 @@
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
+- ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
   in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` (LangChain's models
   behind the core's gates).
@@ -17,9 +18,11 @@ from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
+from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
 from .selection import AnswerSelector
+from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
 __version__ = "0.1.0"
 
@@ -33,6 +36,8 @@ __all__ = [
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",
+    "LABEL_KEY",
+    "LLM_CALL_EVENT",
     "LangChainChatModel",
     "LangChainEmbedder",
     "METADATA_KEY",
@@ -44,9 +49,11 @@ __all__ = [
     "TAG_PREFIX",
     "THRESHOLD_KEY",
     "UNCERTAINTY_KEY",
+    "VectorStoreMemory",
     "condense_question_chain",
     "decision_payload",
     "gate_node",
     "gated_router",
+    "llm_call_payload",
     "route_on_decision",
 ]

