@@ -202,15 +202,24 @@ def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
 
 
 @pytest.fixture(scope="session")
-def openai_server():
-    """A real OpenAI-compatible HTTP server on 127.0.0.1 answering with the embedded
-    SmolLM2 (see ``openai_server.py``), started once per test session."""
+def served_chat_model():
+    """The embedded SmolLM2 as the chat model the test servers answer with, loaded once."""
     from adaptive_gates.models import LocalChatModel
-    from openai_server import ChatCompletionsServer
 
     chat_model = LocalChatModel()
     chat_model.lm.model  # load before serving, so the first request is not a slow one
-    server = ChatCompletionsServer(chat_model).start()
+    return chat_model
+
+
+@pytest.fixture
+def openai_server(served_chat_model):
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 answering with the embedded
+    SmolLM2 (see ``openai_server.py``). Each test gets its own: a request another test
+    gave up on (a client still retrying past a deadline) must not reach this test's
+    server and be counted as one of its requests."""
+    from openai_server import ChatCompletionsServer
+
+    server = ChatCompletionsServer(served_chat_model).start()
     yield server
     server.close()
 
