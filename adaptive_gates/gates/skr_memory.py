@@ -123,17 +123,12 @@ def _dimension(directory: Path, state: dict[str, Any]) -> int:
     return dimension
 
 
-class FaissMemory:
-    """The default memory: a faiss ``IndexFlatIP`` over L2-normalised embeddings
-    (exact cosine search, as the SKR authors' code). Saved in faiss's own format."""
-
-    kind: ClassVar[str] = "faiss"
+class _LabelledMemory:
+    """What both memories keep beside their vectors: the labels and question texts in
+    the order added, under one lock, and the counts read from them."""
 
     def __init__(self, dimension: int) -> None:
-        import faiss
-
         self.dimension = dimension
-        self._index = faiss.IndexFlatIP(dimension)
         self._labels = np.zeros(0, dtype=np.int8)
         self._questions: list[str] = []
         self._lock = threading.Lock()
@@ -145,6 +140,19 @@ class FaissMemory:
     def counts(self) -> tuple[int, int]:
         with self._lock:
             return _counts(self._labels)
+
+
+class FaissMemory(_LabelledMemory):
+    """The default memory: a faiss ``IndexFlatIP`` over L2-normalised embeddings
+    (exact cosine search, as the SKR authors' code). Saved in faiss's own format."""
+
+    kind: ClassVar[str] = "faiss"
+
+    def __init__(self, dimension: int) -> None:
+        import faiss
+
+        super().__init__(dimension)
+        self._index = faiss.IndexFlatIP(dimension)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         new_labels = _check_added(vectors, labels, questions, self.dimension)
@@ -195,7 +203,7 @@ class FaissMemory:
         return memory
 
 
-class ExactMemory:
+class ExactMemory(_LabelledMemory):
     """Brute-force cosine search in numpy: no faiss, the vectors in one array.
 
     Ties in similarity go to the earlier stored question. Saved as ``.npy`` + JSON.
@@ -204,25 +212,14 @@ class ExactMemory:
     kind: ClassVar[str] = "exact"
 
     def __init__(self, dimension: int) -> None:
-        self.dimension = dimension
+        super().__init__(dimension)
         self._vectors = np.zeros((0, dimension), dtype=np.float32)
-        self._labels = np.zeros(0, dtype=np.int8)
-        self._questions: list[str] = []
-        self._lock = threading.Lock()
 
     @staticmethod
     def _normalise(vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms > 0, norms, 1.0)  # a zero vector stays zero
-
-    def __len__(self) -> int:
-        return len(self._questions)
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        with self._lock:
-            return _counts(self._labels)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         new_labels = _check_added(vectors, labels, questions, self.dimension)
