@@ -42,8 +42,9 @@ class GateDecision:
         return self.error is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (NaN score becomes ``None``)."""
+        """A JSON-ready dict (a non-finite score or threshold becomes ``None``)."""
         out = asdict(self)
-        if isinstance(out["score"], float) and not math.isfinite(out["score"]):
-            out["score"] = None
+        for key in ("score", "threshold"):
+            if isinstance(out[key], float) and not math.isfinite(out[key]):
+                out[key] = None
         return out
