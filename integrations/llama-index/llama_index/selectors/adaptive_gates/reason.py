@@ -22,9 +22,10 @@ DECISION_PREFIX = "gate decision: "
 METADATA_KEY = "selector_result"
 
 
-def selection_reason(route: str, decision: GateDecision) -> str:
+def selection_reason(route: str, decision: GateDecision, payload: dict[str, Any] | None = None) -> str:
     """The reason of a selection: what was chosen and why, then the decision as JSON
-    (one line: ``json.dumps`` escapes any newline of the question)."""
+    (one line: ``json.dumps`` escapes any newline of the question). ``payload`` is
+    ``decision.to_dict()`` when the caller already made it."""
     if decision.is_fallback:
         why = f"{decision.gate} fell back to {'retrieval' if decision.retrieve else 'no retrieval'} ({decision.error})"
     else:
@@ -32,7 +33,7 @@ def selection_reason(route: str, decision: GateDecision) -> str:
         why = f"{decision.gate} scored {decision.score:.4g} {comparison} threshold {decision.threshold:.4g}"
         if decision.draft_answer is not None:
             why += " and drafted an answer"
-    return f"{route}: {why}\n{DECISION_PREFIX}{json.dumps(decision.to_dict())}"
+    return f"{route}: {why}\n{DECISION_PREFIX}{json.dumps(decision.to_dict() if payload is None else payload)}"
 
 
 def decision_of(source: Any) -> GateDecision | None:

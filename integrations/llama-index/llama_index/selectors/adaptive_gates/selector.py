@@ -123,9 +123,10 @@ class GateSelector(BaseSelector):
         return self._selection(query.query_str, decision, targets)
 
     def _selection(self, query: str, decision: GateDecision, targets: Mapping[str, int]) -> SelectorResult:
-        fire_decision(query, decision, on=dispatcher)
-        route = route_of(decision)
-        return SelectorResult(selections=[SingleSelection(index=targets[route], reason=selection_reason(route, decision))])
+        route, payload = route_of(decision), decision.to_dict()
+        reason = selection_reason(route, decision, payload)
+        fire_decision(query, decision, on=dispatcher, payload=payload)
+        return SelectorResult(selections=[SingleSelection(index=targets[route], reason=reason)])
 
     def _unexpected(self, query: str, exc: Exception) -> GateDecision:
         logger.exception("%s raised while deciding; taking its fallback", self._gate.name)
