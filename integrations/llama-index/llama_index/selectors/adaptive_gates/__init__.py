@@ -1,5 +1,17 @@
 """A gate as a LlamaIndex selector, and the gates' instrumentation events."""
 
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
+from .reason import decision_of
+from .selector import DEFAULT_ROUTES, ROUTES, GateSelector, route_of
 
-__all__ = ["GateDecisionEvent", "GateLLMCallEvent", "fire_decision", "forwarding_llm_calls"]
+__all__ = [
+    "DEFAULT_ROUTES",
+    "ROUTES",
+    "GateDecisionEvent",
+    "GateLLMCallEvent",
+    "GateSelector",
+    "decision_of",
+    "fire_decision",
+    "forwarding_llm_calls",
+    "route_of",
+]

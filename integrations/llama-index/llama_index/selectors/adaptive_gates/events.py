@@ -55,14 +55,18 @@ class GateLLMCallEvent(BaseEvent):
         return "GateLLMCallEvent"
 
 
-def decision_event(query: str, decision: GateDecision) -> GateDecisionEvent:
-    """The event for one decision."""
-    return GateDecisionEvent(query=query, decision=decision.to_dict())
+def decision_event(query: str, decision: GateDecision, payload: dict[str, Any] | None = None) -> GateDecisionEvent:
+    """The event for one decision (``payload``: its ``to_dict()`` when the caller
+    already made it, as copying a decision's evidence is the costly part)."""
+    return GateDecisionEvent(query=query, decision=decision.to_dict() if payload is None else payload)
 
 
-def fire_decision(query: str, decision: GateDecision, on: Dispatcher | None = None) -> None:
-    """Fire the decision event from the caller's current span."""
-    (on or dispatcher).event(decision_event(query, decision))
+def fire_decision(
+    query: str, decision: GateDecision, on: Dispatcher | None = None, *, payload: dict[str, Any] | None = None
+) -> None:
+    """Fire the decision event from the caller's current span (``payload``: see
+    ``decision_event``)."""
+    (on or dispatcher).event(decision_event(query, decision, payload))
 
 
 class _ForwardLLMCalls(DecisionListener):

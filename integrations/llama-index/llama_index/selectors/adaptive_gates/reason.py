@@ -1,0 +1,85 @@
+"""The selection's reason: a readable sentence and the gate's decision as JSON, and
+``decision_of`` to read the decision back.
+
+``RouterQueryEngine`` keeps the ``SelectorResult`` in ``response.metadata
+["selector_result"]``, so a caller reads the decision behind an answer with
+``decision_of(response)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from adaptive_gates import GateDecision
+from llama_index.core.base.base_selector import MultiSelection, SingleSelection
+
+#: Starts the reason's last line; the rest of that line is ``GateDecision.to_dict`` as JSON.
+DECISION_PREFIX = "gate decision: "
+#: Where ``RouterQueryEngine`` puts the selector's result in a response's metadata.
+METADATA_KEY = "selector_result"
+
+
+def selection_reason(route: str, decision: GateDecision, payload: dict[str, Any] | None = None) -> str:
+    """The reason of a selection: what was chosen and why, then the decision as JSON
+    (one line: ``json.dumps`` escapes any newline of the question). ``payload`` is
+    ``decision.to_dict()`` when the caller already made it."""
+    if decision.is_fallback:
+        why = f"{decision.gate} fell back to {'retrieval' if decision.retrieve else 'no retrieval'} ({decision.error})"
+    else:
+        comparison = ">" if decision.retrieve else "<="
+        why = f"{decision.gate} scored {decision.score:.4g} {comparison} threshold {decision.threshold:.4g}"
+        if decision.draft_answer is not None:
+            why += " and drafted an answer"
+    return f"{route}: {why}\n{DECISION_PREFIX}{json.dumps(decision.to_dict() if payload is None else payload)}"
+
+
+def decision_of(source: Any) -> GateDecision | None:
+    """The gate decision carried by a selection's reason.
+
+    Args:
+        source: a query response (its ``metadata``), a response's metadata dict, a
+            ``SelectorResult`` / ``MultiSelection``, a ``SingleSelection`` or the reason
+            string itself.
+
+    Returns:
+        The decision (a non-finite score or threshold comes back as NaN), or ``None``
+        when the selection was not made by a ``GateSelector``.
+
+    Raises:
+        ValueError: the reason has the decision line but its JSON is not a decision.
+    """
+    for reason in _reasons(source):
+        head, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
+        if found:
+            return _decision(payload)
+    return None
+
+
+def _reasons(source: Any) -> list[str]:
+    if isinstance(source, str):
+        return [source]
+    if isinstance(source, SingleSelection):
+        return [source.reason]
+    if isinstance(source, MultiSelection):
+        return source.reasons
+    metadata = source if isinstance(source, Mapping) else getattr(source, "metadata", None)
+    if isinstance(metadata, Mapping) and metadata.get(METADATA_KEY) is not None:
+        return _reasons(metadata[METADATA_KEY])
+    return []
+
+
+def _decision(payload: str) -> GateDecision:
+    try:
+        fields = json.loads(payload)
+        for key in ("score", "threshold"):
+            if fields[key] is None:
+                fields[key] = math.nan
+        return GateDecision(**fields)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"the selection's {DECISION_PREFIX.strip()!r} line is not a GateDecision: {exc}") from None
+
+
+__all__ = ["DECISION_PREFIX", "METADATA_KEY", "decision_of", "selection_reason"]

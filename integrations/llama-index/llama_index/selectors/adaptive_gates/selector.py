@@ -1,0 +1,182 @@
+"""``GateSelector``: a gate choosing, per query, among a router's choices."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adaptive_gates import Gate, GateDecision
+from llama_index.core.base.base_selector import BaseSelector, SelectorResult, SingleSelection
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import QueryBundle
+from llama_index.core.tools.types import ToolMetadata
+
+from .events import fire_decision, forwarding_llm_calls
+from .reason import selection_reason
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+#: The decision's route: retrieve; answer directly; or answer directly when the gate
+#: already drafted an answer (a confident verbalized reply).
+RETRIEVE, DIRECT, DRAFT = "retrieve", "direct", "draft"
+ROUTES = (RETRIEVE, DIRECT, DRAFT)
+#: With two choices and no ``routes``: choice 0 answers directly, choice 1 retrieves.
+DEFAULT_ROUTES: Mapping[str, int] = {DIRECT: 0, RETRIEVE: 1}
+
+
+def route_of(decision: GateDecision) -> str:
+    """The route a decision takes: ``retrieve``, ``draft`` (no retrieval, and the gate
+    drafted an answer) or ``direct``."""
+    if decision.retrieve:
+        return RETRIEVE
+    return DRAFT if decision.draft_answer is not None else DIRECT
+
+
+class GateSelector(BaseSelector):
+    """Any core gate as the selector of a ``RouterQueryEngine`` or ``RouterRetriever``.
+
+    The gate judges the query's ``query_str``; the selector picks the choice its
+    decision routes to. By default there are two choices, in this order::
+
+        RouterQueryEngine(
+            selector=GateSelector(gate),
+            query_engine_tools=[
+                QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm),
+                                              description="answers from the LLM alone"),
+                QueryEngineTool.from_defaults(index.as_query_engine(llm=llm),
+                                              description="answers from the documents"),
+            ],
+        )
+
+    (``EmptyIndex().as_query_engine`` is LlamaIndex's own LLM-only engine; in a
+    ``RouterRetriever`` the direct choice is ``EmptyIndex().as_retriever()``, which
+    returns no nodes.) Other orders, and more than two choices, take ``routes``.
+
+    The selection's ``reason`` is a readable line followed by the decision as JSON;
+    ``decision_of(response)`` reads the ``GateDecision`` back from a router's response
+    (``response.metadata["selector_result"]``). Each decision is also fired as a
+    ``GateDecisionEvent`` inside the selector's span, after a ``GateLLMCallEvent`` for
+    every request the gate sent its LLM.
+
+    Selecting never fails because of the gate: a gate whose model fails returns its
+    fallback decision (``GateDecision.error`` set; retrieve unless the gate was built
+    with ``fallback_retrieve=False``) and the selector follows it; a gate that raises
+    (e.g. one not fitted) is treated the same way, with the gate's
+    ``fallback_retrieve`` and the exception recorded as the error. A ``routes`` entry
+    that names no choice raises ``ValueError``: that is a configuration mistake.
+
+    Args:
+        gate: any fitted core gate.
+        routes: the choice of each route, as an index or as a choice's name (or, when
+            no name matches, its description): ``"retrieve"`` and ``"direct"`` are
+            required, ``"draft"`` defaults to the direct choice. Default:
+            ``DEFAULT_ROUTES`` (two choices: 0 direct, 1 retrieve).
+    """
+
+    def __init__(self, gate: Gate, routes: Mapping[str, int | str] | None = None) -> None:
+        if not isinstance(gate, Gate):
+            raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
+        self._gate = gate
+        self._explicit_routes = routes is not None
+        self._routes = _checked_routes(DEFAULT_ROUTES if routes is None else routes)
+
+    @property
+    def gate(self) -> Gate:
+        """The gate deciding."""
+        return self._gate
+
+    @property
+    def routes(self) -> dict[str, int | str]:
+        """Each route's choice (index or name), ``draft`` included."""
+        return dict(self._routes)
+
+    # ----------------------------------------------------------------- prompts: none
+    def _get_prompts(self) -> PromptDictType:
+        return {}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        """A gate's prompts belong to the gate; nothing to update here."""
+
+    # ----------------------------------------------------------------- selection
+    @dispatcher.span
+    def _select(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
+        targets = self._targets(choices)
+        with forwarding_llm_calls(dispatcher):
+            try:
+                decision = self._gate.decide(query.query_str)
+            except Exception as exc:  # a broken gate must not take the query down
+                decision = self._unexpected(query.query_str, exc)
+        return self._selection(query.query_str, decision, targets)
+
+    @dispatcher.span
+    async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
+        targets = self._targets(choices)
+        with forwarding_llm_calls(dispatcher):
+            try:
+                decision = await self._gate.adecide(query.query_str)
+            except Exception as exc:  # a broken gate must not take the query down
+                decision = self._unexpected(query.query_str, exc)
+        return self._selection(query.query_str, decision, targets)
+
+    def _selection(self, query: str, decision: GateDecision, targets: Mapping[str, int]) -> SelectorResult:
+        route, payload = route_of(decision), decision.to_dict()
+        reason = selection_reason(route, decision, payload)
+        fire_decision(query, decision, on=dispatcher, payload=payload)
+        return SelectorResult(selections=[SingleSelection(index=targets[route], reason=reason)])
+
+    def _unexpected(self, query: str, exc: Exception) -> GateDecision:
+        logger.exception("%s raised while deciding; taking its fallback", self._gate.name)
+        return GateDecision(
+            retrieve=self._gate.fallback_retrieve,
+            score=math.nan,
+            threshold=math.nan,
+            gate=self._gate.name,
+            question=query,
+            error=f"gate raised {type(exc).__name__}: {exc}",
+        )
+
+    def _targets(self, choices: Sequence[ToolMetadata]) -> dict[str, int]:
+        """Each route's choice index among ``choices``."""
+        if not self._explicit_routes and len(choices) != 2:
+            raise ValueError(
+                f"GateSelector got {len(choices)} choices; without routes= it takes exactly two"
+                " (0: direct, 1: retrieve). Map the routes 'retrieve' and 'direct' (and optionally"
+                " 'draft') to choice indices or names."
+            )
+        return {route: _index_of(target, choices, route) for route, target in self._routes.items()}
+
+
+def _checked_routes(routes: Mapping[str, int | str]) -> dict[str, int | str]:
+    unknown = set(routes) - set(ROUTES)
+    if unknown:
+        raise ValueError(f"unknown routes {sorted(unknown)}; the routes are {list(ROUTES)}")
+    missing = {RETRIEVE, DIRECT} - set(routes)
+    if missing:
+        raise ValueError(f"routes must map {sorted(missing)} to a choice")
+    for route, target in routes.items():
+        valid_index = isinstance(target, int) and not isinstance(target, bool) and target >= 0
+        if not valid_index and not (isinstance(target, str) and target):
+            raise ValueError(f"route {route!r} must map to a choice index (>= 0) or name, got {target!r}")
+    return {DRAFT: routes[DIRECT], **routes}
+
+
+def _index_of(target: int | str, choices: Sequence[ToolMetadata], route: str) -> int:
+    if isinstance(target, int):
+        if target >= len(choices):
+            raise ValueError(f"route {route!r} maps to choice {target}, but there are only {len(choices)} choices")
+        return target
+    for field in ("name", "description"):
+        found = [i for i, choice in enumerate(choices) if getattr(choice, field) == target]
+        if len(found) > 1:
+            raise ValueError(f"route {route!r} maps to {target!r}, which is the {field} of choices {found}")
+        if found:
+            return found[0]
+    names = [choice.name for choice in choices]
+    raise ValueError(f"route {route!r} maps to {target!r}, which names no choice (names: {names})")
+
+
+__all__ = ["DEFAULT_ROUTES", "DIRECT", "DRAFT", "RETRIEVE", "ROUTES", "GateSelector", "route_of"]
