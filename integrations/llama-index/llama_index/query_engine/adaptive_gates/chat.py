@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
-
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.base.response.schema import RESPONSE_TYPE
@@ -94,7 +92,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         memory: BaseMemory | None = None,
         llm: LLM | None = None,
         history_window: int | None = None,
-        **kwargs: Any,
+        callback_manager: CallbackManager | None = None,
     ) -> "AdaptiveChatEngine":
         """A chat engine over ``query_engine``.
 
@@ -108,7 +106,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             llm: condenses the questions (default: the query engine's LLM).
             history_window: ask the last ``history_window`` messages and the message
                 instead of condensing (``None``: condense).
-            kwargs: ``callback_manager``.
+            callback_manager: LlamaIndex's legacy callbacks (default: ``Settings``').
         """
         llm = llm or query_engine.llm
         memory = memory or ChatMemoryBuffer.from_defaults(chat_history=chat_history or [], llm=llm)
@@ -118,7 +116,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             memory,
             llm,
             history_window=history_window,
-            callback_manager=kwargs.get("callback_manager") or Settings.callback_manager,
+            callback_manager=callback_manager or Settings.callback_manager,
         )
 
     @property

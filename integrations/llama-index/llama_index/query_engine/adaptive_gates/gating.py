@@ -32,7 +32,9 @@ def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecisi
     """The decision taken when ``gate`` raised: retrieve, with the exception as ``error``."""
     error = f"the gate raised {type(exc).__name__}: {exc}"
     logger.warning("%s: %s; retrieving", gate.name, error)
-    return GateDecision(retrieve=True, score=math.nan, threshold=math.nan, gate=gate.name, question=question, error=error)
+    return GateDecision(
+        retrieve=True, score=math.nan, threshold=math.nan, gate=gate.name, question=question, error=error
+    )
 
 
 def decide(gate: Gate, question: str, on: Dispatcher) -> GateDecision:
