@@ -1,0 +1,219 @@
+"""A query engine that retrieves only when its gate says the LLM needs it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from adaptive_gates import Gate
+from adaptive_gates.prompts import QA
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.llms.llm import LLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
+from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.settings import Settings
+
+from .gating import adecide, decide, decision_metadata, route_of
+
+dispatcher = get_dispatcher(__name__)
+
+#: The direct-answer prompt: the plain QA prompt of When-to-Retrieve (SPEC §3), the
+#: one a verbalized gate's draft answers, so direct and draft answers read alike.
+DEFAULT_DIRECT_PROMPT = PromptTemplate(QA, template_var_mappings={"query_str": "question"})
+
+
+class AdaptiveQueryEngine(BaseQueryEngine):
+    """Answers each query from the LLM's own knowledge or from retrieved nodes, as a
+    gate decides.
+
+    Per query the gate judges ``query_str``:
+
+    - retrieve: the retriever's nodes, through the ``node_postprocessors``, are
+      synthesised by the response synthesizer (as ``RetrieverQueryEngine`` does);
+      the response's ``source_nodes`` are those nodes.
+    - answer directly: the LLM answers ``direct_prompt`` alone; when the gate already
+      produced an answer (a confident ``VerbalizedGate``) and ``reuse_draft`` is on,
+      that draft is the response and no further LLM call is made.
+
+    Every response's ``metadata`` holds the decision under ``"gate_decision"``
+    (``GateDecision.to_dict()``) and the route taken under ``"gate_route"``
+    (``"retrieve"``, ``"direct"`` or ``"draft"``). The decision is fired as a
+    ``GateDecisionEvent`` inside this engine's ``_query`` / ``_aquery`` span, after a
+    ``GateLLMCallEvent`` for each request the gate sent its LLM. A gate whose LLM fails
+    gives its fallback decision (``error`` set) and the engine follows it; a gate that
+    raises makes the engine retrieve, with the exception recorded as the decision's
+    ``error``. The async path awaits the gate, retriever, synthesizer and LLM natively
+    or in worker threads: the event loop is never blocked.
+
+    Args:
+        gate: any gate of the core.
+        retriever: the retriever asked when the gate says retrieve.
+        llm: the LLM answering (default ``Settings.llm``).
+        response_synthesizer: synthesises retrieved nodes (default:
+            ``get_response_synthesizer(llm=llm, streaming=streaming)``).
+        node_postprocessors: applied to retrieved nodes before synthesis.
+        direct_prompt: the direct-answer prompt (``{query_str}`` is the slot);
+            also ``update_prompts({"direct_prompt": ...})``.
+        reuse_draft: answer with the gate's draft answer when it has one.
+        streaming: return ``StreamingResponse`` (``AsyncStreamingResponse`` from
+            ``aquery``); a given ``response_synthesizer`` must stream alike.
+        callback_manager: LlamaIndex's legacy callbacks.
+    """
+
+    def __init__(
+        self,
+        gate: Gate,
+        retriever: BaseRetriever,
+        llm: LLM | None = None,
+        response_synthesizer: BaseSynthesizer | None = None,
+        node_postprocessors: Sequence[BaseNodePostprocessor] | None = None,
+        direct_prompt: BasePromptTemplate | None = None,
+        reuse_draft: bool = True,
+        streaming: bool = False,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        if not isinstance(gate, Gate):
+            raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
+        if not isinstance(retriever, BaseRetriever):
+            raise TypeError(f"retriever must be a LlamaIndex BaseRetriever, got {type(retriever).__name__}")
+        self._gate = gate
+        self._retriever = retriever
+        self._llm = llm or Settings.llm
+        self._streaming = streaming
+        self._response_synthesizer = response_synthesizer or get_response_synthesizer(
+            llm=self._llm, streaming=streaming, callback_manager=callback_manager or Settings.callback_manager
+        )
+        self._node_postprocessors = list(node_postprocessors or [])
+        self._direct_prompt = direct_prompt or DEFAULT_DIRECT_PROMPT
+        self._reuse_draft = reuse_draft
+        callback_manager = callback_manager or self._response_synthesizer.callback_manager
+        for postprocessor in self._node_postprocessors:
+            postprocessor.callback_manager = callback_manager
+        super().__init__(callback_manager=callback_manager)
+
+    @classmethod
+    def from_index(
+        cls,
+        index: BaseIndex,
+        gate: Gate,
+        *,
+        llm: LLM | None = None,
+        similarity_top_k: int | None = None,
+        **kwargs: Any,
+    ) -> "AdaptiveQueryEngine":
+        """An engine over ``index.as_retriever()`` (``similarity_top_k`` nodes when
+        given); ``kwargs`` go to the constructor."""
+        retriever_kwargs = {} if similarity_top_k is None else {"similarity_top_k": similarity_top_k}
+        return cls(gate, index.as_retriever(**retriever_kwargs), llm=llm, **kwargs)
+
+    @property
+    def gate(self) -> Gate:
+        """The gate deciding each query."""
+        return self._gate
+
+    @property
+    def retriever(self) -> BaseRetriever:
+        """The retriever asked when the gate says retrieve."""
+        return self._retriever
+
+    @property
+    def llm(self) -> LLM:
+        """The LLM answering."""
+        return self._llm
+
+    @property
+    def streaming(self) -> bool:
+        """True when responses stream."""
+        return self._streaming
+
+    # ----------------------------------------------------------------- prompts
+    def _get_prompts(self) -> PromptDictType:
+        return {"direct_prompt": self._direct_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "direct_prompt" in prompts:
+            self._direct_prompt = prompts["direct_prompt"]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {"response_synthesizer": self._response_synthesizer}
+
+    # ----------------------------------------------------------------- retrieval
+    def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The retriever's nodes for the query, post-processed."""
+        nodes = self._retriever.retrieve(query_bundle)
+        for postprocessor in self._node_postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
+
+    async def aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """``retrieve`` awaited."""
+        nodes = await self._retriever.aretrieve(query_bundle)
+        for postprocessor in self._node_postprocessors:
+            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
+
+    # ----------------------------------------------------------------- answering
+    @dispatcher.span
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str
+        with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:
+            decision = decide(self._gate, question, dispatcher)
+            route = route_of(decision, self._reuse_draft)
+            if route == "retrieve":
+                response = self._response_synthesizer.synthesize(query=query_bundle, nodes=self.retrieve(query_bundle))
+            elif route == "draft":
+                response = self._draft(decision.draft_answer or "", sync=True)
+            elif self._streaming:
+                response = StreamingResponse(self._llm.stream(self._direct_prompt, query_str=question))
+            else:
+                response = Response(self._llm.predict(self._direct_prompt, query_str=question))
+            response.metadata = {**(response.metadata or {}), **decision_metadata(decision, route)}
+            event.on_end(payload={EventPayload.RESPONSE: response})
+        return response
+
+    @dispatcher.span
+    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str
+        with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:
+            decision = await adecide(self._gate, question, dispatcher)
+            route = route_of(decision, self._reuse_draft)
+            if route == "retrieve":
+                nodes = await self.aretrieve(query_bundle)
+                response = await self._response_synthesizer.asynthesize(query=query_bundle, nodes=nodes)
+            elif route == "draft":
+                response = self._draft(decision.draft_answer or "", sync=False)
+            elif self._streaming:
+                response = AsyncStreamingResponse(await self._llm.astream(self._direct_prompt, query_str=question))
+            else:
+                response = Response(await self._llm.apredict(self._direct_prompt, query_str=question))
+            response.metadata = {**(response.metadata or {}), **decision_metadata(decision, route)}
+            event.on_end(payload={EventPayload.RESPONSE: response})
+        return response
+
+    def _draft(self, answer: str, sync: bool) -> RESPONSE_TYPE:
+        """The gate's draft answer as the response (one chunk when streaming)."""
+        if not self._streaming:
+            return Response(answer)
+        return StreamingResponse(_one(answer)) if sync else AsyncStreamingResponse(_aone(answer))
+
+
+def _one(text: str) -> Iterator[str]:
+    yield text
+
+
+async def _aone(text: str) -> AsyncIterator[str]:
+    yield text

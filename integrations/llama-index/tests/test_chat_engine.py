@@ -1,0 +1,155 @@
+"""The adaptive chat engine: the gate judges the conversation's standalone question.
+
+SmolLM2-135M condenses poorly, so the mechanism is pinned down with a scripted core chat
+model behind the real LlamaIndex LLM adapter as the condenser (the answers still come
+from the embedded model), and one real-model run checks what holds whatever the model
+writes: the gate judged exactly the question the model condensed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from adaptive_gates import BackendError
+from adaptive_gates.models.chat import ChatReply, with_achat
+from llama_index.core.base.llms.generic_utils import messages_to_history_str
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
+from llama_index.core.chat_engine.types import BaseChatEngine
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
+from llama_index.query_engine.adaptive_gates import (
+    CONDENSE_ERROR_KEY,
+    METADATA_KEY,
+    QUESTION_KEY,
+    ROUTE_KEY,
+    AdaptiveChatEngine,
+    AdaptiveQueryEngine,
+)
+from llama_index.selectors.adaptive_gates import GateDecisionEvent
+
+from .conftest import KNOWN, UNKNOWN
+from .test_query_engine import ScriptedChat, recorder  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+FIRST = "Who wrote Hamlet?"
+FOLLOW_UP = "When did he die?"
+
+
+@pytest.fixture(scope="module")
+def engine(index, knn_gate, llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2)
+
+
+def scripted_condenser(reply: ChatReply | Exception) -> tuple[AdaptiveGatesLLM, ScriptedChat]:
+    """A LlamaIndex LLM (the real adapter) whose core chat model condenses by script."""
+    chat = ScriptedChat(reply)
+    return AdaptiveGatesLLM(chat_model=with_achat(chat)), chat
+
+
+def _turns(chat: BaseChatEngine) -> list[tuple[MessageRole, str]]:
+    return [(m.role, m.content) for m in chat.chat_history]
+
+
+def test_the_gate_judges_the_condensed_follow_up(engine, recorder):
+    condense_llm, condenser = scripted_condenser(ChatReply(f" {KNOWN[3]}\n"))  # "When did William Shakespeare die?"
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    assert isinstance(chat, BaseChatEngine)
+    first = chat.chat(FIRST)
+    assert condenser.calls == [], "a first message needs no condensing"
+    assert first.metadata[QUESTION_KEY] == first.metadata[METADATA_KEY]["question"] == FIRST
+
+    second = chat.chat(FOLLOW_UP)
+    (conversation,) = condenser.calls
+    prompt = conversation[-1]["content"]
+    assert FIRST in prompt and first.response in prompt and FOLLOW_UP in prompt
+    decision = second.metadata[METADATA_KEY]
+    assert second.metadata[QUESTION_KEY] == decision["question"] == KNOWN[3]
+    assert decision["retrieve"] is False and second.metadata[ROUTE_KEY] == "direct" and second.source_nodes == []
+    assert second.sources[0].raw_output.metadata[METADATA_KEY] == decision
+    assert [e.query for e in recorder.of(GateDecisionEvent)] == [FIRST, KNOWN[3]]
+    assert _turns(chat) == [
+        (MessageRole.USER, FIRST),
+        (MessageRole.ASSISTANT, first.response),
+        (MessageRole.USER, FOLLOW_UP),
+        (MessageRole.ASSISTANT, second.response),
+    ]
+    chat.reset()
+    assert chat.chat_history == []
+
+
+async def test_achat_retrieves_for_a_condensed_question_that_needs_it(engine):
+    condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))  # the Tuvalu census question
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    await chat.achat(FIRST)
+    reply = await chat.achat("And what about its population?")
+    decision = reply.metadata[METADATA_KEY]
+    assert decision["question"] == UNKNOWN[0] and decision["retrieve"] is True
+    assert reply.metadata[ROUTE_KEY] == "retrieve" and len(reply.source_nodes) == 2
+    assert reply.source_nodes == reply.sources[0].raw_output.source_nodes
+    assert len(chat.chat_history) == 4
+
+
+def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, llm):
+    chat = AdaptiveChatEngine.from_defaults(engine)  # the engine's LLM condenses too
+    first = chat.chat(FIRST)
+    history = list(chat.chat_history)
+    second = chat.chat(FOLLOW_UP)
+    # Whatever the model wrote, the gate judged it and the engine answered it.
+    condensed = llm.predict(DEFAULT_PROMPT, question=FOLLOW_UP, chat_history=messages_to_history_str(history)).strip()
+    assert CONDENSE_ERROR_KEY not in second.metadata
+    assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == (condensed or FOLLOW_UP)
+    assert second.metadata[ROUTE_KEY] == ("retrieve" if second.metadata[METADATA_KEY]["retrieve"] else "direct")
+    assert bool(second.source_nodes) == second.metadata[METADATA_KEY]["retrieve"]
+    assert first.response.strip() and second.response.strip()
+
+
+async def test_streams_are_the_answer_as_one_chunk(engine):
+    condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    first = chat.stream_chat(FIRST)
+    assert list(first.response_gen) == [first.response] and first.response.strip()
+    assert first.sources[0].raw_output.metadata[METADATA_KEY]["question"] == FIRST
+    second = await chat.astream_chat(FOLLOW_UP)
+    assert [chunk async for chunk in second.async_response_gen()] == [second.response]
+    assert second.sources[0].raw_output.metadata[METADATA_KEY]["question"] == KNOWN[3]
+    assert _turns(chat) == [
+        (MessageRole.USER, FIRST),
+        (MessageRole.ASSISTANT, first.response),
+        (MessageRole.USER, FOLLOW_UP),
+        (MessageRole.ASSISTANT, second.response),
+    ]
+
+
+@pytest.mark.parametrize("failure", [BackendError("the chat server is down"), ChatReply("  ")])
+def test_a_failing_condenser_asks_the_message_itself(engine, failure):
+    condense_llm, _ = scripted_condenser(failure)
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat.chat(FIRST)
+    reply = chat.chat(FOLLOW_UP)
+    assert reply.metadata[QUESTION_KEY] == reply.metadata[METADATA_KEY]["question"] == FOLLOW_UP
+    expected = "the chat server is down" if isinstance(failure, Exception) else "no text"
+    assert expected in reply.metadata[CONDENSE_ERROR_KEY]
+    assert reply.response.strip()
+
+
+def test_a_history_window_instead_of_condensing(engine):
+    condense_llm, condenser = scripted_condenser(ChatReply(KNOWN[3]))
+    history = [
+        ChatMessage(role=MessageRole.USER, content=FIRST),
+        ChatMessage(role=MessageRole.ASSISTANT, content="Shakespeare."),
+    ]
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm, chat_history=history, history_window=2)
+    reply = chat.chat(FOLLOW_UP)
+    asked = f"user: {FIRST}\nassistant: Shakespeare.\n{FOLLOW_UP}"
+    assert reply.metadata[QUESTION_KEY] == reply.metadata[METADATA_KEY]["question"] == asked
+    assert condenser.calls == []
+    alone = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm, chat_history=history, history_window=0)
+    assert alone.chat(FOLLOW_UP).metadata[METADATA_KEY]["question"] == FOLLOW_UP
+
+
+def test_refuses_a_streaming_query_engine_and_a_bad_window(index, knn_gate, llm, engine):
+    streaming = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, streaming=True)
+    with pytest.raises(ValueError, match="must not stream"):
+        AdaptiveChatEngine.from_defaults(streaming)
+    with pytest.raises(ValueError, match="history_window must be >= 0"):
+        AdaptiveChatEngine.from_defaults(engine, history_window=-1)

@@ -1,0 +1,255 @@
+"""The adaptive query engine over a real VectorStoreIndex, the embedded LLM and real gates.
+
+The kNN gate is deterministic on its own memory (KNOWN questions answer directly,
+UNKNOWN ones retrieve), so each route is driven on purpose. The draft route is pinned
+down with a scripted core chat model behind a real ``VerbalizedGate``, and one
+real-model run checks what holds whatever the 135M model says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+
+import pytest
+from pydantic import Field
+from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates.models.chat import ChatReply, Message
+from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+from llama_index.core.postprocessor import SimilarityPostprocessor
+from llama_index.core.prompts import PromptTemplate
+from llama_index.query_engine.adaptive_gates import (
+    DEFAULT_DIRECT_PROMPT,
+    METADATA_KEY,
+    ROUTE_KEY,
+    AdaptiveQueryEngine,
+)
+from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent
+
+from .conftest import KNOWN, UNKNOWN
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+KNOWN_Q = KNOWN[0]  # "Who wrote Hamlet?": its own neighbour in the memory, labelled known
+UNKNOWN_Q = UNKNOWN[0]  # the Tuvalu census question, labelled unknown
+
+
+class Recorder(BaseEventHandler):
+    """A real event handler keeping every event it sees."""
+
+    events: list[BaseEvent] = Field(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Recorder"
+
+    def handle(self, event: BaseEvent, **kwargs) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[BaseEvent]) -> list[BaseEvent]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+@pytest.fixture
+def recorder() -> Iterator[Recorder]:
+    """A recorder on the root dispatcher, removed afterwards."""
+    root = get_dispatcher()
+    recorder = Recorder()
+    root.add_event_handler(recorder)
+    yield recorder
+    root.event_handlers.remove(recorder)
+
+
+@pytest.fixture
+def spans() -> Iterator[SimpleSpanHandler]:
+    """A span handler on the root dispatcher, removed afterwards."""
+    root = get_dispatcher()
+    handler = SimpleSpanHandler()
+    root.add_span_handler(handler)
+    yield handler
+    root.span_handlers.remove(handler)
+
+
+class ScriptedChat:
+    """A core chat model with one fixed reply (or exception) for every request."""
+
+    model_id = "scripted-chat"
+
+    def __init__(self, reply: ChatReply | Exception) -> None:
+        self.reply = reply
+        self.calls: list[list[dict[str, str]]] = []
+
+    def chat(self, messages: Sequence[Message], **options) -> ChatReply:
+        self.calls.append([dict(m) for m in messages])
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+@pytest.fixture(scope="module")
+def engine(index, knn_gate, llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2)
+
+
+def _ids(nodes) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+def test_a_known_question_is_answered_by_the_llm_alone(engine, llm, recorder):
+    response = engine.query(KNOWN_Q)
+    assert isinstance(response, Response) and response.source_nodes == []
+    decision = response.metadata[METADATA_KEY]
+    assert decision["retrieve"] is False and decision["gate"] == "skr-knn" and decision["question"] == KNOWN_Q
+    assert response.metadata[ROUTE_KEY] == "direct"
+    assert response.response == llm.predict(DEFAULT_DIRECT_PROMPT, query_str=KNOWN_Q)
+    assert "shakespeare" in response.response.lower()
+
+
+def test_an_unknown_question_is_synthesised_over_the_retrieved_nodes(engine, index):
+    response = engine.query(UNKNOWN_Q)
+    decision = response.metadata[METADATA_KEY]
+    assert decision["retrieve"] is True and decision["error"] is None
+    assert response.metadata[ROUTE_KEY] == "retrieve"
+    assert _ids(response.source_nodes) == _ids(index.as_retriever(similarity_top_k=2).retrieve(UNKNOWN_Q))
+    assert response.response.strip() and response.response != "Empty Response"
+
+
+def test_retrieved_nodes_go_through_the_node_postprocessors(index, knn_gate, llm):
+    retrieved = index.as_retriever(similarity_top_k=3).retrieve(UNKNOWN_Q)
+    cutoff = SimilarityPostprocessor(similarity_cutoff=retrieved[1].score)  # keeps the best two
+    engine = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=3, node_postprocessors=[cutoff])
+    response = engine.query(UNKNOWN_Q)
+    assert _ids(response.source_nodes) == _ids(retrieved[:2])
+
+
+async def test_aquery_takes_the_same_routes_without_blocking_the_loop(engine):
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    direct, retrieved = await engine.aquery(KNOWN_Q), await engine.aquery(UNKNOWN_Q)
+    task.cancel()
+    assert ticks > 0, "the event loop was blocked while the engine worked"
+    assert direct.metadata[ROUTE_KEY] == "direct" and retrieved.metadata[ROUTE_KEY] == "retrieve"
+    assert direct.response == engine.query(KNOWN_Q).response
+    sync = engine.query(UNKNOWN_Q)
+    assert retrieved.response == sync.response and _ids(retrieved.source_nodes) == _ids(sync.source_nodes)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_decision_event_fires_inside_the_engine_span(engine, recorder, spans, mode):
+    if mode == "sync":
+        response = engine.query(KNOWN_Q)
+    else:
+        response = await engine.aquery(KNOWN_Q)
+    (event,) = recorder.of(GateDecisionEvent)
+    assert event.query == KNOWN_Q and event.decision == response.metadata[METADATA_KEY]
+    method = "_query" if mode == "sync" else "_aquery"
+    assert event.span_id.startswith(f"AdaptiveQueryEngine.{method}-")
+    parents = {s.id_: s.parent_id for s in spans.completed_spans}
+    # the engine's span sits inside LlamaIndex's own query span
+    assert parents[event.span_id].startswith(f"AdaptiveQueryEngine.{method.lstrip('_')}-")
+
+
+def test_a_confident_draft_is_the_answer_without_another_llm_call(index, llm, recorder):
+    chat = ScriptedChat(ChatReply("Paris, certain."))
+    engine = AdaptiveQueryEngine.from_index(index, VerbalizedGate(chat), llm=llm)
+    response = engine.query("What is the capital of France?")
+    assert response.response == "Paris" and response.metadata[ROUTE_KEY] == "draft"
+    assert response.metadata[METADATA_KEY]["draft_answer"] == "Paris" and response.source_nodes == []
+    assert len(chat.calls) == 1 and recorder.of(LLMChatStartEvent) == []
+    (call,) = recorder.of(GateLLMCallEvent)  # the gate's own request, inside the engine's span
+    assert call.call["reply"] == "Paris, certain." and call.span_id.startswith("AdaptiveQueryEngine._query-")
+
+
+def test_reuse_draft_off_asks_the_llm(index, llm, recorder):
+    gate = VerbalizedGate(ScriptedChat(ChatReply("Paris, certain.")))
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, reuse_draft=False)
+    response = engine.query("What is the capital of France?")
+    assert response.metadata[ROUTE_KEY] == "direct" and response.metadata[METADATA_KEY]["draft_answer"] == "Paris"
+    assert len(recorder.of(LLMChatStartEvent)) == 1
+    assert response.response == llm.predict(DEFAULT_DIRECT_PROMPT, query_str="What is the capital of France?")
+
+
+def test_an_uncertain_reply_retrieves(index, llm):
+    engine = AdaptiveQueryEngine.from_index(index, VerbalizedGate(ScriptedChat(ChatReply("Lyon (uncertain)"))), llm=llm)
+    response = engine.query("What is the capital of France?")
+    assert response.metadata[ROUTE_KEY] == "retrieve" and response.source_nodes
+    assert response.metadata[METADATA_KEY]["draft_answer"] is None
+
+
+def test_the_real_verbalized_gate_either_drafts_or_retrieves(index, llm, recorder):
+    # SmolLM2-135M rarely states a certainty; with the judgement's first-token
+    # probabilities it decides this one (a draft here), but any verdict must be followed.
+    engine = AdaptiveQueryEngine.from_index(index, VerbalizedGate(unparseable="first-token"), llm=llm)
+    response = engine.query("How many legs does a spider have?")
+    decision = response.metadata[METADATA_KEY]
+    calls = recorder.of(GateLLMCallEvent)
+    assert len(calls) == decision["details"]["llm_calls"] >= 1
+    assert all(c.span_id.startswith("AdaptiveQueryEngine._query-") for c in calls)
+    if decision["retrieve"]:
+        assert response.metadata[ROUTE_KEY] == "retrieve" and response.source_nodes
+    else:
+        assert response.metadata[ROUTE_KEY] == "draft" and response.response == decision["draft_answer"]
+        assert recorder.of(LLMChatStartEvent) == [], "the draft was answered again"
+
+
+async def test_a_failing_gate_llm_ends_in_its_fallback_and_the_query_still_answers(index, llm, recorder):
+    gate = VerbalizedGate(ScriptedChat(BackendError("the chat server is down")))
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=2)
+    for response in (engine.query(UNKNOWN_Q), await engine.aquery(UNKNOWN_Q)):
+        decision = response.metadata[METADATA_KEY]
+        assert decision["retrieve"] is True and "the chat server is down" in decision["error"]
+        assert response.metadata[ROUTE_KEY] == "retrieve" and len(response.source_nodes) == 2
+        assert response.response.strip()
+    assert [e.decision["error"] for e in recorder.of(GateDecisionEvent)] == [decision["error"]] * 2
+    assert all("the chat server is down" in c.call["error"] for c in recorder.of(GateLLMCallEvent))
+
+
+async def test_a_gate_that_raises_makes_the_engine_retrieve(index, core_embedder, llm):
+    unfitted = SKRKnnGate(core_embedder, k=1)  # decide() raises NotFittedError
+    engine = AdaptiveQueryEngine.from_index(index, unfitted, llm=llm, similarity_top_k=1)
+    for response in (engine.query(KNOWN_Q), await engine.aquery(KNOWN_Q)):
+        decision = response.metadata[METADATA_KEY]
+        assert decision["retrieve"] is True and decision["error"].startswith("the gate raised NotFittedError")
+        assert decision["question"] == KNOWN_Q and decision["score"] is None
+        assert response.metadata[ROUTE_KEY] == "retrieve" and len(response.source_nodes) == 1
+
+
+def test_the_direct_prompt_is_a_prompt_of_the_engine(index, knn_gate, llm):
+    engine = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm)
+    prompts = engine.get_prompts()
+    assert prompts["direct_prompt"].format(query_str=KNOWN_Q) == DEFAULT_DIRECT_PROMPT.format(query_str=KNOWN_Q)
+    assert "response_synthesizer:text_qa_template" in prompts
+    terse = PromptTemplate("Name the author in one word. {query_str}")
+    engine.update_prompts({"direct_prompt": terse})
+    assert engine.query(KNOWN_Q).response == llm.predict(terse, query_str=KNOWN_Q)
+
+
+async def test_streaming_responses(index, knn_gate, llm, engine):
+    streaming = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
+    direct = streaming.query(KNOWN_Q)
+    assert isinstance(direct, StreamingResponse) and direct.metadata[ROUTE_KEY] == "direct"
+    assert "".join(direct.response_gen) == engine.query(KNOWN_Q).response
+    retrieved = await streaming.aquery(UNKNOWN_Q)
+    assert isinstance(retrieved, AsyncStreamingResponse) and retrieved.metadata[ROUTE_KEY] == "retrieve"
+    assert "".join([t async for t in retrieved.async_response_gen()]) == engine.query(UNKNOWN_Q).response
+    drafting = AdaptiveQueryEngine.from_index(
+        index, VerbalizedGate(ScriptedChat(ChatReply("Paris, certain."))), llm=llm, streaming=True
+    )
+    assert list(drafting.query("What is the capital of France?").response_gen) == ["Paris"]
+
+
+def test_refuses_what_is_not_a_gate(index):
+    with pytest.raises(TypeError, match="gate must be an adaptive_gates Gate"):
+        AdaptiveQueryEngine.from_index(index, "skr-knn")
