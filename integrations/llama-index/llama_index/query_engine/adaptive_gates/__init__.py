@@ -1,9 +1,10 @@
 """An adaptive query engine (a gate, a retriever and an LLM in one object) and its chat
 engine variant, which gates on the conversation's standalone question."""
 
-from .base import DEFAULT_DIRECT_PROMPT, AdaptiveQueryEngine
+from llama_index.selectors.adaptive_gates.gating import ROUTES
+
+from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryEngine
 from .chat import CONDENSE_ERROR_KEY, QUESTION_KEY, AdaptiveChatEngine
-from .gating import METADATA_KEY, ROUTE_KEY, ROUTES
 
 __all__ = [
     "CONDENSE_ERROR_KEY",

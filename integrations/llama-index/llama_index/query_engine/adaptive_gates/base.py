@@ -27,7 +27,13 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
-from .gating import adecide, decide, decision_metadata, route_of
+from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, route_of
+
+#: Key of a response's ``metadata`` holding the decision (``GateDecision.to_dict()``).
+METADATA_KEY = "gate_decision"
+#: Key of a response's ``metadata`` naming how it was answered: one of ``ROUTES``
+#: (``llama_index.selectors.adaptive_gates.ROUTES``).
+ROUTE_KEY = "gate_route"
 
 dispatcher = get_dispatcher(__name__)
 
@@ -171,17 +177,17 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         question = query_bundle.query_str
         with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:
-            decision = decide(self._gate, question, dispatcher)
+            decision, payload = decide(self._gate, question, dispatcher)
             route = route_of(decision, self._reuse_draft)
-            if route == "retrieve":
+            if route == RETRIEVE:
                 response = self._response_synthesizer.synthesize(query=query_bundle, nodes=self.retrieve(query_bundle))
-            elif route == "draft":
+            elif route == DRAFT:
                 response = self._draft(decision.draft_answer or "", sync=True)
             elif self._streaming:
                 response = StreamingResponse(self._llm.stream(self._direct_prompt, query_str=question))
             else:
                 response = Response(self._llm.predict(self._direct_prompt, query_str=question))
-            response.metadata = {**(response.metadata or {}), **decision_metadata(decision, route)}
+            response.metadata = {**(response.metadata or {}), METADATA_KEY: payload, ROUTE_KEY: route}
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 
@@ -189,18 +195,18 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         question = query_bundle.query_str
         with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:
-            decision = await adecide(self._gate, question, dispatcher)
+            decision, payload = await adecide(self._gate, question, dispatcher)
             route = route_of(decision, self._reuse_draft)
-            if route == "retrieve":
+            if route == RETRIEVE:
                 nodes = await self.aretrieve(query_bundle)
                 response = await self._response_synthesizer.asynthesize(query=query_bundle, nodes=nodes)
-            elif route == "draft":
+            elif route == DRAFT:
                 response = self._draft(decision.draft_answer or "", sync=False)
             elif self._streaming:
                 response = AsyncStreamingResponse(await self._llm.astream(self._direct_prompt, query_str=question))
             else:
                 response = Response(await self._llm.apredict(self._direct_prompt, query_str=question))
-            response.metadata = {**(response.metadata or {}), **decision_metadata(decision, route)}
+            response.metadata = {**(response.metadata or {}), METADATA_KEY: payload, ROUTE_KEY: route}
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 

@@ -2,10 +2,14 @@
 
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
 from .reason import decision_of
-from .selector import DEFAULT_ROUTES, ROUTES, GateSelector, route_of
+from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, route_of
+from .selector import DEFAULT_ROUTES, GateSelector
 
 __all__ = [
     "DEFAULT_ROUTES",
+    "DIRECT",
+    "DRAFT",
+    "RETRIEVE",
     "ROUTES",
     "GateDecisionEvent",
     "GateLLMCallEvent",

@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-import logging
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates import Gate, GateDecision
+from adaptive_gates import Gate
 from llama_index.core.base.base_selector import BaseSelector, SelectorResult, SingleSelection
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
 
-from .events import fire_decision, forwarding_llm_calls
+from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, Decided, adecide, decide, route_of
 from .reason import selection_reason
 
-logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-#: The decision's route: retrieve; answer directly; or answer directly when the gate
-#: already drafted an answer (a confident verbalized reply).
-RETRIEVE, DIRECT, DRAFT = "retrieve", "direct", "draft"
-ROUTES = (RETRIEVE, DIRECT, DRAFT)
 #: With two choices and no ``routes``: choice 0 answers directly, choice 1 retrieves.
 DEFAULT_ROUTES: Mapping[str, int] = {DIRECT: 0, RETRIEVE: 1}
-
-
-def route_of(decision: GateDecision) -> str:
-    """The route a decision takes: ``retrieve``, ``draft`` (no retrieval, and the gate
-    drafted an answer) or ``direct``."""
-    if decision.retrieve:
-        return RETRIEVE
-    return DRAFT if decision.draft_answer is not None else DIRECT
 
 
 class GateSelector(BaseSelector):
@@ -105,39 +90,17 @@ class GateSelector(BaseSelector):
     @dispatcher.span
     def _select(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        with forwarding_llm_calls(dispatcher):
-            try:
-                decision = self._gate.decide(query.query_str)
-            except Exception as exc:  # a broken gate must not take the query down
-                decision = self._unexpected(query.query_str, exc)
-        return self._selection(query.query_str, decision, targets)
+        return self._selection(decide(self._gate, query.query_str, dispatcher), targets)
 
     @dispatcher.span
     async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        with forwarding_llm_calls(dispatcher):
-            try:
-                decision = await self._gate.adecide(query.query_str)
-            except Exception as exc:  # a broken gate must not take the query down
-                decision = self._unexpected(query.query_str, exc)
-        return self._selection(query.query_str, decision, targets)
+        return self._selection(await adecide(self._gate, query.query_str, dispatcher), targets)
 
-    def _selection(self, query: str, decision: GateDecision, targets: Mapping[str, int]) -> SelectorResult:
-        route, payload = route_of(decision), decision.to_dict()
-        reason = selection_reason(route, decision, payload)
-        fire_decision(query, decision, on=dispatcher, payload=payload)
+    def _selection(self, decided: Decided, targets: Mapping[str, int]) -> SelectorResult:
+        route = route_of(decided.decision)
+        reason = selection_reason(route, decided.decision, decided.payload)
         return SelectorResult(selections=[SingleSelection(index=targets[route], reason=reason)])
-
-    def _unexpected(self, query: str, exc: Exception) -> GateDecision:
-        logger.exception("%s raised while deciding; taking its fallback", self._gate.name)
-        return GateDecision(
-            retrieve=self._gate.fallback_retrieve,
-            score=math.nan,
-            threshold=math.nan,
-            gate=self._gate.name,
-            question=query,
-            error=f"gate raised {type(exc).__name__}: {exc}",
-        )
 
     def _targets(self, choices: Sequence[ToolMetadata]) -> dict[str, int]:
         """Each route's choice index among ``choices``."""
@@ -179,4 +142,4 @@ def _index_of(target: int | str, choices: Sequence[ToolMetadata], route: str) ->
     raise ValueError(f"route {route!r} maps to {target!r}, which names no choice (names: {names})")
 
 
-__all__ = ["DEFAULT_ROUTES", "DIRECT", "DRAFT", "RETRIEVE", "ROUTES", "GateSelector", "route_of"]
+__all__ = ["DEFAULT_ROUTES", "GateSelector"]

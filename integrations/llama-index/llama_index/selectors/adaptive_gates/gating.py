@@ -1,0 +1,83 @@
+"""One gate decision per query, as the selector and the engines take it: never an
+exception, always observable.
+
+The gate's own failures (a bad question, a failing LLM) already come back as its
+fallback decision with ``error`` set. A gate that raises anyway (an unfitted gate, a
+bug in a custom gate) must not take the user's query down either: the decision is
+then the gate's fallback (retrieve unless it was built with ``fallback_retrieve=False``)
+with the exception recorded as its ``error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, NamedTuple
+
+from adaptive_gates import Gate, GateDecision
+from llama_index.core.instrumentation.dispatcher import Dispatcher
+
+from .events import fire_decision, forwarding_llm_calls
+
+logger = logging.getLogger(__name__)
+
+#: How a query is answered after a decision: ``"retrieve"`` (over retrieved nodes),
+#: ``"direct"`` (the LLM alone) or ``"draft"`` (the gate's own draft answer, with no
+#: further LLM call).
+RETRIEVE, DIRECT, DRAFT = "retrieve", "direct", "draft"
+ROUTES = (RETRIEVE, DIRECT, DRAFT)
+
+
+class Decided(NamedTuple):
+    """A decision and its JSON-ready dict (made once: events, reasons and response
+    metadata all carry it)."""
+
+    decision: GateDecision
+    payload: dict[str, Any]
+
+
+def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecision:
+    """The decision taken when ``gate`` raised: its fallback, with the exception as ``error``."""
+    error = f"the gate raised {type(exc).__name__}: {exc}"
+    logger.warning("%s: %s; taking its fallback", gate.name, error)
+    return GateDecision(
+        retrieve=gate.fallback_retrieve, score=math.nan, threshold=math.nan, gate=gate.name, question=question, error=error
+    )
+
+
+def _fired(question: str, decision: GateDecision, on: Dispatcher) -> Decided:
+    payload = decision.to_dict()
+    fire_decision(question, decision, on, payload=payload)
+    return Decided(decision, payload)
+
+
+def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
+    """``gate``'s decision on ``question``, fired as a ``GateDecisionEvent`` on ``on``
+    from the caller's span (after a ``GateLLMCallEvent`` per request the gate sent its
+    LLM)."""
+    with forwarding_llm_calls(on):
+        try:
+            decision = gate.decide(question)
+        except Exception as exc:  # a gate must not take the query down
+            decision = raised_decision(gate, question, exc)
+    return _fired(question, decision, on)
+
+
+async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
+    """``decide`` awaited: the gate's ``adecide`` (worker thread or native async)."""
+    with forwarding_llm_calls(on):
+        try:
+            decision = await gate.adecide(question)
+        except Exception as exc:  # a gate must not take the query down
+            decision = raised_decision(gate, question, exc)
+    return _fired(question, decision, on)
+
+
+def route_of(decision: GateDecision, reuse_draft: bool = True) -> str:
+    """How to answer after ``decision`` (one of ``ROUTES``): ``draft`` when the gate did
+    not retrieve, drafted a non-blank answer and drafts are reused."""
+    if decision.retrieve:
+        return RETRIEVE
+    if reuse_draft and decision.draft_answer and decision.draft_answer.strip():
+        return DRAFT
+    return DIRECT
