@@ -227,6 +227,14 @@ async def test_a_failing_llm_ends_in_the_recorded_fallback(gate_type, recorder):
         awaited = await gate.adecide("Who wrote Hamlet?")
     for d in (decision, awaited):
         assert d.is_fallback and d.retrieve is True and math.isnan(d.score)
-        assert "BackendError" in d.error and "ConnectionError: LLM service unreachable" in d.error
+        assert "BackendUnavailableError: down-llm failed: ConnectionError: LLM service unreachable" in d.error
     calls = [e.call for e in recorder.events if isinstance(e, GateLLMCallEvent)]
     assert len(calls) == 2 and all(c["reply"] is None and "unreachable" in c["error"] for c in calls)
+
+
+def test_an_unreachable_llm_is_not_asked_the_rest_of_a_batch(recorder):
+    questions = ["Who wrote Hamlet?", "Who painted the Mona Lisa?", "When did Shakespeare die?"]
+    with forwarding_llm_calls():
+        decisions = SKRPromptGate(LlamaIndexChatModel(DownLLM())).decide_batch(questions)
+    assert all(d.is_fallback and d.retrieve for d in decisions)
+    assert len([e for e in recorder.events if isinstance(e, GateLLMCallEvent)]) == 1

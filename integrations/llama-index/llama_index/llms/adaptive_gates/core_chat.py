@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates import BackendError
+from adaptive_gates import BackendError, BackendUnavailableError
 from adaptive_gates.models import ChatReply, TokenLogprob
 from adaptive_gates.models.generation import first_stop
 from adaptive_gates.validation import check_stops
@@ -44,6 +44,10 @@ class LlamaIndexChatModel:
     Async calls use the LLM's own ``achat``. A ``CustomLLM`` that does not override it
     would answer ``achat`` by running its blocking ``chat`` on the event loop, so for
     one ``chat`` runs in a worker thread instead.
+
+    A failing LLM raises ``BackendError``; one that times out or cannot be reached
+    (``TimeoutError``, ``ConnectionError``) raises ``BackendUnavailableError``, so a
+    gate stops sending it the rest of a batch.
 
     Args:
         llm: the LlamaIndex LLM.
@@ -131,6 +135,9 @@ class LlamaIndexChatModel:
 
     def _failure(self, exc: Exception, options: dict[str, Any]) -> BackendError:
         message = f"{self.model_id} failed: {type(exc).__name__}: {exc}"
+        if isinstance(exc, (TimeoutError, ConnectionError)):
+            # Not answering at all: the gates then stop sending the rest of a batch.
+            return BackendUnavailableError(message)
         if isinstance(exc, TypeError) and options:
             # The usual reason a LlamaIndex LLM raises TypeError on a call: a keyword it does not take.
             message += (
