@@ -126,6 +126,8 @@ def test_stop_strings_cut_the_reply(adapted):
     assert len("".join(t.token for t in cut.tokens)) >= len(cut.text) and len(cut.tokens) < len(whole.tokens)
     with pytest.raises(ValueError, match="stop strings"):
         adapted.chat(messages, stop=[""])
+    with pytest.raises(ValueError, match="role must be one of"):  # the caller's mistake, not the LLM's
+        adapted.chat([{"role": "tool", "content": "42"}])
 
 
 def test_logprob_lists_convert_chosen_first_alternatives_best_first():

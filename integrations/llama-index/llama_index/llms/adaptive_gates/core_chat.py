@@ -10,6 +10,7 @@ from typing import Any
 
 from adaptive_gates import BackendError, BackendUnavailableError
 from adaptive_gates.models import ChatReply, TokenLogprob
+from adaptive_gates.models.chat import check_messages
 from adaptive_gates.models.generation import first_stop
 from adaptive_gates.validation import check_stops
 from llama_index.core.base.llms.base import BaseLLM
@@ -101,11 +102,12 @@ class LlamaIndexChatModel:
         top_logprobs: int = 0,
         stop: Sequence[str] | None = None,
     ) -> ChatReply:
-        """One assistant reply; a failing LLM raises ``BackendError``."""
-        stops = check_stops(stop)
+        """One assistant reply; a failing LLM raises ``BackendError``, malformed
+        ``messages`` or ``stop`` a ``ValueError``."""
+        stops, turns = check_stops(stop), from_core_messages(check_messages(messages))
         options = self._call_options(max_tokens, temperature, top_logprobs)
         try:
-            response = self.llm.chat(from_core_messages(messages), **options)
+            response = self.llm.chat(turns, **options)
         except Exception as exc:
             raise self._failure(exc, options) from exc
         return to_chat_reply(response, top_logprobs, stops)
@@ -125,10 +127,10 @@ class LlamaIndexChatModel:
             return await asyncio.to_thread(
                 self.chat, messages, max_tokens=max_tokens, temperature=temperature, top_logprobs=top_logprobs, stop=stop
             )
-        stops = check_stops(stop)
+        stops, turns = check_stops(stop), from_core_messages(check_messages(messages))
         options = self._call_options(max_tokens, temperature, top_logprobs)
         try:
-            response = await self.llm.achat(from_core_messages(messages), **options)
+            response = await self.llm.achat(turns, **options)
         except Exception as exc:
             raise self._failure(exc, options) from exc
         return to_chat_reply(response, top_logprobs, stops)
