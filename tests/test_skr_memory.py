@@ -92,6 +92,9 @@ def test_memories_satisfy_the_protocol_and_count(memory, embedder):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     with pytest.raises(ValueError, match="shape"):
         store.add(embedder.embed(questions[:1]), [KNOWN], questions)
+    with pytest.raises(ValueError, match=r"labels of 0 \(known\) or 1"):
+        store.add(embedder.embed(questions[:1]), [2], questions[:1])
+    assert len(store) == 3 and store.counts == (1, 2)
 
 
 def test_a_factory_that_makes_no_memory_is_refused(embedder):

