@@ -61,8 +61,8 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     ``GateDecisionEvent`` inside this engine's ``_query`` / ``_aquery`` span, after a
     ``GateLLMCallEvent`` for each request the gate sent its LLM. A gate whose LLM fails
     gives its fallback decision (``error`` set) and the engine follows it; a gate that
-    raises makes the engine retrieve, with the exception recorded as the decision's
-    ``error``. The async path awaits the gate, retriever, synthesizer and LLM natively
+    raises is treated the same way (its ``fallback_retrieve``, retrieve by default),
+    with the exception recorded as the decision's ``error``. The async path awaits the gate, retriever, synthesizer and LLM natively
     or in worker threads: the event loop is never blocked.
 
     Args:
