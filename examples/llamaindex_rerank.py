@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptive_gates import OutcomeRecord, QARecord, SelfAwareUncertainty, SKRKnnGate, UncertaintyReranker, load_outcomes, load_qa
+from adaptive_gates import (
+    OutcomeRecord, QARecord, SelfAwareUncertainty, SKRKnnGate, UncertaintyReranker, load_outcomes, load_qa,
+)
 from adaptive_gates.data import CorpusRecord, iter_jsonl
 from adaptive_gates.datasets import packaged_corpus, packaged_qa
 from adaptive_gates.models import default_embedder
@@ -89,7 +91,9 @@ def questions_and_paragraphs(data: Path, n: int, passages: int) -> tuple[list[QA
     return rest, asked, list(unique.values())
 
 
-def fitted_gate(args: argparse.Namespace, labelled: list[QARecord], index: VectorStoreIndex, llm: AdaptiveGatesLLM) -> SKRKnnGate:
+def fitted_gate(
+    args: argparse.Namespace, labelled: list[QARecord], index: VectorStoreIndex, llm: AdaptiveGatesLLM
+) -> SKRKnnGate:
     """An SKR-kNN gate on MiniLM, fitted on outcome records from a file when there is
     one, else on outcomes of ``labelled`` questions answered without and with the index."""
     path = args.outcomes or args.data / "adarague" / "nq.train.jsonl"
