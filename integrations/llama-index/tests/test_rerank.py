@@ -1,0 +1,205 @@
+"""SeaKR's re-ranker as a node postprocessor, on the embedded SmolLM2 over a real index."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+
+import pytest
+from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
+from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.adaptive_gates import ERROR_KEY, UNCERTAINTY_KEY, SeaKRRerank
+from pydantic import ValidationError
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TOP_K = 3
+
+
+class _Events(BaseEventHandler):
+    """Every instrumentation event, as the root dispatcher hands them out."""
+
+    events: list[BaseEvent] = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "_Events"
+
+    def handle(self, event: BaseEvent, **kwargs) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[BaseEvent]) -> list[BaseEvent]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+@pytest.fixture
+def events():
+    root = get_dispatcher()
+    handler = _Events(events=[])
+    root.add_event_handler(handler)
+    yield handler
+    root.event_handlers.remove(handler)
+
+
+@pytest.fixture(scope="module")
+def small_uncertainty() -> SelfAwareUncertainty:
+    """SeaKR's U on the embedded SmolLM2 with few, short samples, so tests stay quick."""
+    return SelfAwareUncertainty(k=4, max_new_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def question(boolq_questions) -> str:
+    return boolq_questions[0].question
+
+
+@pytest.fixture(scope="module")
+def retrieved(index, question) -> list[NodeWithScore]:
+    """The index's top nodes for the question, as the query engine retrieves them."""
+    return index.as_retriever(similarity_top_k=TOP_K).retrieve(question)
+
+
+@pytest.fixture(scope="module")
+def measured(retrieved, question, small_uncertainty):
+    """The core re-ranker's own U for the retrieved nodes, lowest first."""
+    return UncertaintyReranker(small_uncertainty).rerank(question, [n.node.get_content() for n in retrieved])
+
+
+def _uncertainties(nodes: list[NodeWithScore]) -> list[float]:
+    return [n.node.metadata[UNCERTAINTY_KEY] for n in nodes]
+
+
+def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured, small_uncertainty, events):
+    debug = LlamaDebugHandler()
+    rerank = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
+    # as_query_engine() cannot take a callback manager of its own; from_args() is what it calls
+    engine = RetrieverQueryEngine.from_args(index.as_retriever(similarity_top_k=TOP_K), llm=llm,
+                                            node_postprocessors=[rerank], callback_manager=CallbackManager([debug]))
+    response = engine.query(question)
+
+    assert response.response.strip()
+    nodes = response.source_nodes
+    assert [n.node.node_id for n in nodes] == [retrieved[r.index].node.node_id for r in measured[:2]]
+    assert _uncertainties(nodes) == pytest.approx([r.uncertainty for r in measured[:2]])
+    assert [n.score for n in nodes] == pytest.approx([-u for u in _uncertainties(nodes)])
+    assert all(n.node.metadata["title"] for n in nodes)  # the node's own metadata is kept
+
+    start, end = events.of(ReRankStartEvent), events.of(ReRankEndEvent)
+    assert len(start) == len(end) == 1
+    assert start[0].query.query_str == question and start[0].top_n == 2 and "SmolLM2" in start[0].model_name
+    assert [n.node.node_id for n in start[0].nodes] == [n.node.node_id for n in retrieved]
+    assert [n.node.node_id for n in end[0].nodes] == [n.node.node_id for n in nodes]
+    assert start[0].span_id == end[0].span_id and start[0].span_id.startswith("SeaKRRerank._postprocess_nodes-")
+
+    # the LLM reads the re-ranked passages, without the U bookkeeping
+    prompt = "\n".join(str(m.content) for e in events.of(LLMChatStartEvent) for m in e.messages)
+    assert nodes[0].node.get_content()[:60] in prompt and UNCERTAINTY_KEY not in prompt
+
+    (pair,) = debug.get_event_pairs(CBEventType.RERANKING)
+    assert [n.node.node_id for n in pair[1].payload["nodes"]] == [n.node.node_id for n in nodes]
+
+
+async def test_async_query_reranks_off_the_event_loop(index, llm, question, measured, small_uncertainty, events):
+    threads: list[int] = []
+
+    class ThreadRecording(SelfAwareUncertainty):
+        def estimate(self, prompt, **kwargs):
+            threads.append(threading.get_ident())
+            return super().estimate(prompt, **kwargs)
+
+    uncertainty = ThreadRecording(small_uncertainty.lm, k=small_uncertainty.k,
+                                  max_new_tokens=small_uncertainty.max_new_tokens)
+    rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=2)
+    engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=llm)
+    response = await engine.aquery(question)
+
+    assert response.response.strip()
+    assert _uncertainties(response.source_nodes) == pytest.approx([r.uncertainty for r in measured[:2]])
+    assert len(threads) == TOP_K and threading.get_ident() not in threads
+    start, end = events.of(ReRankStartEvent), events.of(ReRankEndEvent)
+    assert len(start) == len(end) == 1 and start[0].span_id.startswith("SeaKRRerank.")
+
+
+def test_top_n_and_the_uncertainty_cut_off(retrieved, question, measured, small_uncertainty):
+    reranker = UncertaintyReranker(small_uncertainty)
+    by_u = [retrieved[r.index].node.node_id for r in measured]
+    middle = measured[1].uncertainty
+    kept = SeaKRRerank(reranker=reranker, top_n=None, max_uncertainty=middle).postprocess_nodes(
+        retrieved, query_str=question)
+    assert [n.node.node_id for n in kept] == [i for i, r in zip(by_u, measured) if r.uncertainty <= middle]
+    assert all(u <= middle for u in _uncertainties(kept))
+    (best,) = SeaKRRerank(reranker=reranker, top_n=1).postprocess_nodes(retrieved, query_bundle=QueryBundle(question))
+    assert best.node.node_id == by_u[0]
+
+
+def test_answering_passage_against_unrelated_ones(boolq_questions, paragraphs, small_uncertainty):
+    """The ordering rule on U the model computed: lowest first, ties in the given order,
+    an empty node last. (Which passage SmolLM2-135M is surest after is not asserted:
+    with 4 short samples it often is not the one that answers.)"""
+    record = boolq_questions[2]
+    own = next(p for p in paragraphs if p.text == record.context)
+    unrelated = [p for p in paragraphs if p.text != record.context][-2:]
+    nodes = [NodeWithScore(node=TextNode(text=own.text, id_="own", metadata={"title": own.metadata["title"]}), score=0.9)]
+    nodes += [NodeWithScore(node=TextNode(text=p.text, id_=f"other-{i}"), score=0.5) for i, p in enumerate(unrelated)]
+    nodes += [NodeWithScore(node=TextNode(text=unrelated[0].text, id_="twin"), score=0.4),
+              NodeWithScore(node=TextNode(text="   ", id_="empty"), score=0.3)]
+
+    out = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=None).postprocess_nodes(
+        nodes, query_str=record.question)
+
+    ids, us = [n.node.node_id for n in out], _uncertainties(out)
+    assert sorted(ids) == sorted(n.node.node_id for n in nodes)
+    assert us == sorted(us) and ids[-1] == "empty" and us[-1] == math.inf and out[-1].score == -math.inf
+    assert all(math.isfinite(u) for u in us[:-1])
+    assert ids.index("other-0") < ids.index("twin")  # the same text ties: the given order stays
+    expected = UncertaintyReranker(small_uncertainty).rerank(record.question, [n.node.text for n in nodes[:3]])
+    assert dict(zip(ids, us))["own"] == pytest.approx(next(r.uncertainty for r in expected if r.index == 0))
+    assert all(UNCERTAINTY_KEY not in n.node.metadata for n in nodes)  # the caller's nodes are left as they were
+
+
+def test_a_failing_estimator_ranks_that_node_last_and_the_query_answers(
+    index, llm, question, retrieved, small_uncertainty, caplog
+):
+    failing_text = retrieved[0].node.get_content()[:80]
+
+    class FailingOnOne(SelfAwareUncertainty):
+        def estimate(self, prompt, **kwargs):
+            if failing_text in prompt:
+                raise BackendError("the probing model ran out of memory")
+            return super().estimate(prompt, **kwargs)
+
+    uncertainty = FailingOnOne(small_uncertainty.lm, k=small_uncertainty.k,
+                               max_new_tokens=small_uncertainty.max_new_tokens)
+    rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=None)
+    engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=llm)
+    with caplog.at_level(logging.WARNING, logger="llama_index.postprocessor.adaptive_gates"):
+        response = engine.query(question)
+
+    assert response.response.strip()
+    last = response.source_nodes[-1]
+    assert last.node.node_id == retrieved[0].node.node_id and last.score == -math.inf
+    assert last.node.metadata[UNCERTAINTY_KEY] == math.inf
+    assert last.node.metadata[ERROR_KEY] == "BackendError: the probing model ran out of memory"
+    assert all(math.isfinite(u) and ERROR_KEY not in n.node.metadata
+               for n, u in zip(response.source_nodes[:-1], _uncertainties(response.source_nodes[:-1])))
+    assert any(retrieved[0].node.node_id in r.getMessage() for r in caplog.records)
+
+
+def test_needs_a_query_and_a_core_reranker(retrieved):
+    rerank = SeaKRRerank(top_n=1)
+    with pytest.raises(ValueError, match="needs the query"):
+        rerank.postprocess_nodes(retrieved)
+    with pytest.raises(ValueError, match="needs the query"):
+        rerank.postprocess_nodes(retrieved, query_str="  ")
+    assert rerank.postprocess_nodes([], query_str="Who wrote Hamlet?") == []
+    with pytest.raises(ValidationError, match="UncertaintyReranker"):
+        SeaKRRerank(reranker=SelfAwareUncertainty())
+    with pytest.raises(ValidationError, match="max_uncertainty"):
+        SeaKRRerank(max_uncertainty=math.nan)
