@@ -68,9 +68,12 @@ def test_empty_documents_rank_last(small_uncertainty):
     from langchain_core.documents import Document
 
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=None)
-    out = compressor.compress_documents([Document(page_content="  "), Document(page_content="Paris is the capital of France.")],
-                                        "What is the capital of France?")
-    assert out[0].page_content.startswith("Paris") and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
+    given = [Document(page_content="  ", id="empty"), Document(page_content="Paris is the capital of France.",
+                                                               id="paris", metadata={"title": "France"})]
+    out = compressor.compress_documents(given, "What is the capital of France?")
+    assert [d.id for d in out] == ["paris", "empty"] and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
+    assert out[0].metadata["title"] == "France" and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
+    assert given[1].metadata == {"title": "France"}  # the caller's documents are left as they were
 
 
 def test_answer_selector_runnable(small_uncertainty):
