@@ -20,7 +20,7 @@ from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
-from .router import METADATA_KEY, TAG_PREFIX, Routed, gated_router
+from .router import METADATA_KEY, TAG_PREFIX, gated_router
 from .selection import AnswerSelector
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
@@ -44,7 +44,6 @@ __all__ = [
     "RETRIEVAL_KEY",
     "RequestControl",
     "STATE_DECISION_KEY",
-    "Routed",
     "SeaKRCompressor",
     "TAG_PREFIX",
     "THRESHOLD_KEY",

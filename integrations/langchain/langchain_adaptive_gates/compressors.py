@@ -18,8 +18,9 @@ UNCERTAINTY_KEY = "seakr_uncertainty"
 
 class SeaKRCompressor(BaseDocumentCompressor):
     """Orders documents by the LLM's self-aware uncertainty U after reading each one
-    (lowest first) and keeps the ``top_n``; U is in each document's metadata under
-    ``UNCERTAINTY_KEY`` (``inf`` when U is undefined or the document is empty).
+    (lowest first, ties in the given order, empty documents last) and keeps the
+    ``top_n``; U is in each document's metadata under ``UNCERTAINTY_KEY`` (``inf`` when
+    U is undefined or the document is empty).
 
     Drops into langchain-classic's ``ContextualCompressionRetriever``:
 
@@ -54,23 +55,14 @@ class SeaKRCompressor(BaseDocumentCompressor):
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        """The ``top_n`` documents the LLM is surest after, with their U."""
-        documents = list(documents)
-        readable = [i for i, d in enumerate(documents) if d.page_content.strip()]
-        scores = dict.fromkeys(range(len(documents)), math.inf)
-        if readable:
-            ranked = self.uncertainty_reranker.rerank(query, [documents[i].page_content for i in readable])
-            scores.update({readable[r.index]: r.uncertainty for r in ranked})
-        order = sorted(range(len(documents)), key=lambda i: scores[i])  # stable: ties keep the given order
-        kept = order if self.top_n is None else order[: self.top_n]
-        return [
-            Document(
-                page_content=documents[i].page_content,
-                metadata={**documents[i].metadata, UNCERTAINTY_KEY: scores[i]},
-                id=documents[i].id,
-            )
-            for i in kept
-        ]
+        """The ``top_n`` documents the LLM is surest after, with their U; empty
+        documents come last (the re-ranker cannot read them)."""
+        readable = [d for d in documents if d.page_content.strip()]
+        ranked = self.uncertainty_reranker.rerank(query, readable) if readable else []
+        scored = [(r.item, r.uncertainty) for r in ranked]
+        scored += [(d, math.inf) for d in documents if not d.page_content.strip()]
+        kept = scored if self.top_n is None else scored[: self.top_n]
+        return [d.model_copy(update={"metadata": {**d.metadata, UNCERTAINTY_KEY: u}}) for d, u in kept]
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

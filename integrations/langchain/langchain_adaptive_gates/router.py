@@ -1,23 +1,23 @@
 """``gated_router``: a gate choosing, per input, between a direct and a retrieval chain.
 
-It builds LangChain's recommended routing form, a runnable that returns the runnable to
-run: ``decide | RunnableLambda(route)``. So every mode works as LangChain's own
-(``invoke``, ``batch``, ``ainvoke``, ``abatch``, ``stream``, ``astream``,
-``astream_events``), a batch is decided in one ``decide_batch`` call, and the chosen
-branch streams.
+It is LangChain's recommended routing form, a runnable that returns the runnable to
+run: one ``RunnableLambda`` whose function decides and returns the chosen branch, which
+LangChain then runs on the same input. So every mode works as LangChain's own
+(``invoke``, ``ainvoke``, ``stream``, ``astream``, ``astream_events``) and the chosen
+branch streams; ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call. A
+call makes three runs: the router's, the gate's and the chosen branch's.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from adaptive_gates import Gate, GateDecision
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
-from langchain_core.runnables.base import RunnableSequence
-from langchain_core.runnables.config import get_config_list
-from pydantic import ConfigDict
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import get_executor_for_config
+from langchain_core.runnables.utils import gather_with_concurrency
 
 from .gate_runnable import GateRunnable, decision_payload
 
@@ -27,72 +27,33 @@ TAG_PREFIX = "adaptive-gates:"
 METADATA_KEY = "gate_decision"
 
 
-@dataclass(frozen=True)
-class Routed:
-    """An input with the gate's decision on it (what the route step receives)."""
+class _GatedRouter(RunnableLambda):
+    """Decides, then returns the branch for the decision, tagged with it.
 
-    input: Any
-    decision: GateDecision
-
-
-class _Decide(RunnableSerializable[Any, Routed]):
-    """Pairs each input with its decision; the gate runnable's runs are its trace."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    gate: GateRunnable
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Routed:
-        return Routed(input, self.gate.invoke(input, config))
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Routed:
-        return Routed(input, await self.gate.ainvoke(input, config))
-
-    def batch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
-        decisions = self.gate.batch(inputs, get_config_list(config, len(inputs)), return_exceptions=return_exceptions)
-        return [d if isinstance(d, Exception) else Routed(x, d) for x, d in zip(inputs, decisions)]
-
-    async def abatch(
-        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
-    ) -> list[Any]:
-        configs = get_config_list(config, len(inputs))
-        decisions = await self.gate.abatch(inputs, configs, return_exceptions=return_exceptions)
-        return [d if isinstance(d, Exception) else Routed(x, d) for x, d in zip(inputs, decisions)]
-
-
-def _routed_input(routed: Routed) -> Any:
-    return routed.input
-
-
-async def _arouted_input(routed: Routed) -> Any:
-    return routed.input
-
-
-class _Route:
-    """The route step: the branch for a decision, tagged with it, fed the original input.
-
-    The router's own steps have async twins, so ``ainvoke`` runs them on the event
-    loop instead of sending each to a worker thread (a thread hop costs more than
-    the step).
+    Its function and every branch it builds have async twins, so ``ainvoke`` keeps the
+    router's own work on the event loop (a thread hop costs more than the work).
     """
 
-    def __init__(self, direct: Runnable, retrieval: Runnable, draft: Callable[[GateDecision], Any] | None) -> None:
-        unwrap = RunnableLambda(_routed_input, afunc=_arouted_input, name="routed_input")
-        self.direct = unwrap | direct
-        self.retrieval = unwrap | retrieval
+    def __init__(
+        self, gate: GateRunnable, direct: Runnable, retrieval: Runnable, draft: Callable[[GateDecision], Any] | None
+    ) -> None:
+        super().__init__(self._choose, afunc=self._achoose, name="gated_router")
+        self.gate = gate
+        self.direct = direct
+        self.retrieval = retrieval
         self.draft = draft
 
-    def __call__(self, routed: Routed) -> Runnable:
-        decision = routed.decision
+    def _choose(self, input: Any, config: RunnableConfig) -> Runnable:
+        return self._branch_for(self.gate.invoke(input, config))
+
+    async def _achoose(self, input: Any, config: RunnableConfig) -> Runnable:
+        return self._branch_for(await self.gate.ainvoke(input, config))
+
+    def _branch_for(self, decision: GateDecision) -> Runnable:
         if decision.retrieve:
             branch, label = self.retrieval, "retrieve"
         elif decision.draft_answer is not None and self.draft is not None:
-            draft = self.draft
-
-            async def adraft(r: Routed) -> Any:
-                return draft(r.decision)
-
-            branch, label = RunnableLambda(lambda r: draft(r.decision), afunc=adraft, name="draft_answer"), "draft"
+            branch, label = _draft_branch(self.draft, decision), "draft"
         else:
             branch, label = self.direct, "direct"
         return branch.with_config(
@@ -101,9 +62,79 @@ class _Route:
             metadata={METADATA_KEY: decision_payload(decision)},
         )
 
-    async def aroute(self, routed: Routed) -> Runnable:
-        """``__call__`` for the async path."""
-        return self(routed)
+    def batch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        run = functools.partial(self._route_all, return_exceptions=return_exceptions)
+        return self._batch_with_config(run, list(inputs), config, return_exceptions=return_exceptions, run_type="chain")
+
+    async def abatch(
+        self,
+        inputs: list[Any],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        run = functools.partial(self._aroute_all, return_exceptions=return_exceptions)
+        return await self._abatch_with_config(
+            run, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+        )
+
+    def _route_all(self, inputs: list[Any], config: list[RunnableConfig], *, return_exceptions: bool) -> list[Any]:
+        """One ``decide_batch`` for all inputs, then each chosen branch, concurrently."""
+        decisions = self.gate.batch(inputs, config, return_exceptions=return_exceptions)
+
+        def run(value: Any, decision: GateDecision | Exception, cfg: RunnableConfig) -> Any:
+            if isinstance(decision, Exception):
+                return decision
+            try:
+                return self._branch_for(decision).invoke(value, cfg)
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        if len(inputs) == 1:
+            return [run(inputs[0], decisions[0], config[0])]
+        with get_executor_for_config(config[0]) as executor:
+            return list(executor.map(run, inputs, decisions, config))
+
+    async def _aroute_all(
+        self, inputs: list[Any], config: list[RunnableConfig], *, return_exceptions: bool
+    ) -> list[Any]:
+        """``_route_all`` on the event loop."""
+        decisions = await self.gate.abatch(inputs, config, return_exceptions=return_exceptions)
+
+        async def run(value: Any, decision: GateDecision | Exception, cfg: RunnableConfig) -> Any:
+            if isinstance(decision, Exception):
+                return decision
+            try:
+                return await self._branch_for(decision).ainvoke(value, cfg)
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        runs = (run(x, d, c) for x, d, c in zip(inputs, decisions, config))
+        return await gather_with_concurrency(config[0].get("max_concurrency"), *runs)
+
+
+def _draft_branch(draft: Callable[[GateDecision], Any], decision: GateDecision) -> Runnable:
+    """A branch answering ``draft(decision)`` whatever its input."""
+
+    def answer(_: Any) -> Any:
+        return draft(decision)
+
+    async def aanswer(_: Any) -> Any:
+        return draft(decision)
+
+    return RunnableLambda(answer, afunc=aanswer, name="draft_answer")
 
 
 def draft_text(decision: GateDecision) -> str:
@@ -136,8 +167,7 @@ def gated_router(
     gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate, **gate_options)
     if gate_options and isinstance(gate, GateRunnable):
         raise ValueError("gate options apply to a bare gate; configure the GateRunnable itself")
-    route = _Route(_coerce(direct, "direct"), _coerce(retrieval, "retrieval"), draft)
-    return RunnableSequence(_Decide(gate=gate_runnable), RunnableLambda(route, afunc=route.aroute, name="route"), name="gated_router")
+    return _GatedRouter(gate_runnable, _coerce(direct, "direct"), _coerce(retrieval, "retrieval"), draft)
 
 
 def _coerce(branch: Runnable | Callable[..., Any], name: str) -> Runnable:

@@ -44,6 +44,16 @@ class VectorStoreMemory:
             it, right for stores that score by cosine similarity (``InMemoryVectorStore``
             does); a store that returns cosine distance needs ``lambda d: 1 - d``.
 
+    langchain-community's ``FAISS`` returns raw faiss scores, so build it empty over an
+    index of the embeddings' width and pick one of two forms:
+
+    - inner product: ``FAISS(embeddings, faiss.IndexFlatIP(d), InMemoryDocstore(), {},
+      distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)``; the score is cosine
+      similarity when the embeddings are L2-normalised (the embedded MiniLM's are).
+    - FAISS's default squared L2: ``FAISS(embeddings, faiss.IndexFlatL2(d),
+      InMemoryDocstore(), {}, normalize_L2=True)`` with ``similarity=lambda d: 1 - d / 2``
+      (for unit vectors the squared distance is ``2 - 2 cos``); right for any embeddings.
+
     Counts and length are those of the questions added through this memory. The store
     encodes the questions itself (``add_texts``), so ``add`` checks it stored vectors of
     ``dimension``. ``entries`` needs the stored vectors, which only an

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from .stores import faiss_store
+
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
 #: questions about figures that change or that no model carries; and follow-ups whose
 #: referent is missing, which nothing but the conversation can answer.
@@ -86,6 +88,29 @@ def knn_gate(core_embedder):
     from adaptive_gates import SKRKnnGate
 
     return SKRKnnGate(core_embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+
+
+@pytest.fixture(scope="session")
+def passage_store(boolq, core_embedder):
+    """``passage_store(kind)``: the 12 BoolQ passages (title in the metadata) in an
+    ``InMemoryVectorStore`` (``"in-memory"``) or a FAISS store (``"faiss"``), encoded
+    by the embedded MiniLM."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_adaptive_gates import AdaptiveGatesEmbeddings
+
+    stores = {}
+
+    def make(kind: str):
+        if kind not in stores:
+            embeddings = AdaptiveGatesEmbeddings(core_embedder)
+            store = (InMemoryVectorStore(embeddings) if kind == "in-memory"
+                     else faiss_store(embeddings, core_embedder.dimension))
+            store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
+            stores[kind] = store
+        return stores[kind]
+
+    return make
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
-from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_adaptive_gates import (
     UNCERTAINTY_KEY,
-    AdaptiveGatesEmbeddings,
     AnswerSelector,
     SeaKRCompressor,
     gated_router,
@@ -30,14 +28,9 @@ class _Prompts(BaseCallbackHandler):
         self.prompts.extend(m.text for batch in messages for m in batch)
 
 
-@pytest.fixture(scope="module")
-def store(boolq, core_embedder):
-    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
-    store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
-    return store
-
-
-def test_router_over_a_real_rag_chain(store, knn_gate, chat_llm, boolq):
+@pytest.mark.parametrize("kind", ["in-memory", "faiss"])
+def test_router_over_a_real_rag_chain(kind, passage_store, knn_gate, chat_llm, boolq):
+    store = passage_store(kind)
     rag_prompt = ChatPromptTemplate.from_messages([("human", "Context: {context}\nAnswer yes or no: {question}")])
     rag = ({"context": store.as_retriever(search_kwargs={"k": 1}), "question": RunnablePassthrough()}
            | rag_prompt | chat_llm | StrOutputParser())
@@ -54,7 +47,8 @@ def test_router_over_a_real_rag_chain(store, knn_gate, chat_llm, boolq):
     assert asyncio.run(router.ainvoke(question)).strip()
 
 
-def test_seakr_compressor_in_contextual_compression(store, small_uncertainty, boolq):
+def test_seakr_compressor_in_contextual_compression(passage_store, small_uncertainty, boolq):
+    store = passage_store("in-memory")
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
     retriever = ContextualCompressionRetriever(base_compressor=compressor,
                                                base_retriever=store.as_retriever(search_kwargs={"k": 3}))
@@ -74,9 +68,12 @@ def test_empty_documents_rank_last(small_uncertainty):
     from langchain_core.documents import Document
 
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=None)
-    out = compressor.compress_documents([Document(page_content="  "), Document(page_content="Paris is the capital of France.")],
-                                        "What is the capital of France?")
-    assert out[0].page_content.startswith("Paris") and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
+    given = [Document(page_content="  ", id="empty"), Document(page_content="Paris is the capital of France.",
+                                                               id="paris", metadata={"title": "France"})]
+    out = compressor.compress_documents(given, "What is the capital of France?")
+    assert [d.id for d in out] == ["paris", "empty"] and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
+    assert out[0].metadata["title"] == "France" and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
+    assert given[1].metadata == {"title": "France"}  # the caller's documents are left as they were
 
 
 def test_answer_selector_runnable(small_uncertainty):

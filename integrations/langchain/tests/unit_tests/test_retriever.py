@@ -1,16 +1,15 @@
-"""GatedRetriever over a real InMemoryVectorStore encoded by the embedded MiniLM."""
+"""GatedRetriever over real vector stores (InMemoryVectorStore and FAISS) of BoolQ
+passages, encoded by the embedded MiniLM."""
 
 import asyncio
 
 import pytest
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
-from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_adaptive_gates import (
     DECISION_EVENT,
     DOCUMENT_DECISION_KEY,
-    AdaptiveGatesEmbeddings,
     GatedRetriever,
 )
 
@@ -18,11 +17,9 @@ KNOWN_Q = "Who wrote Macbeth?"
 UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
 
 
-@pytest.fixture(scope="module")
-def store(boolq, core_embedder):
-    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
-    store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
-    return store
+@pytest.fixture(scope="module", params=["in-memory", "faiss"])
+def store(request, passage_store):
+    return passage_store(request.param)
 
 
 def test_retrieves_only_when_the_gate_says_so(store, knn_gate):

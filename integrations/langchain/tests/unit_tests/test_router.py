@@ -23,9 +23,16 @@ def _router(gate, **kwargs):
 class _Runs(BaseCallbackHandler):
     def __init__(self):
         self.starts = []
+        self.parents = {}  # run id -> (name, parent run id)
 
-    def on_chain_start(self, serialized, inputs, *, tags=None, metadata=None, **kwargs):
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, tags=None, metadata=None, **kwargs):
         self.starts.append((kwargs.get("name"), tags or [], metadata or {}))
+        self.parents[run_id] = (kwargs.get("name"), parent_run_id)
+
+    def tree(self):
+        """Each run as (its name, its parent's name), sorted."""
+        return sorted((name, self.parents[parent][0] if parent in self.parents else None)
+                      for name, parent in self.parents.values())
 
 
 def test_invoke_and_batch_route_each_input(knn_gate):
@@ -71,6 +78,39 @@ def test_decision_in_events_metadata_and_tags(knn_gate):
     router.invoke(KNOWN_Q, {"callbacks": [runs]})
     direct = next(r for r in runs.starts if r[0] == "direct_branch")
     assert "adaptive-gates:direct" in direct[1] and direct[2][METADATA_KEY]["retrieve"] is False
+
+
+def test_a_call_is_three_runs_router_gate_and_branch(knn_gate):
+    """The router's own steps add no runs: a call traces the router, the gate under it
+    and the chosen branch under it (each run costs LangChain ~0.1 ms)."""
+    router = _router(knn_gate)
+    runs = _Runs()
+    router.invoke(UNKNOWN_Q, {"callbacks": [runs]})
+    assert runs.tree() == [("gate:skr-knn", "gated_router"), ("gated_router", None), ("retrieve_branch", "gated_router")]
+    runs = _Runs()
+    asyncio.run(router.ainvoke(KNOWN_Q, {"callbacks": [runs]}))
+    assert runs.tree() == [("direct_branch", "gated_router"), ("gate:skr-knn", "gated_router"), ("gated_router", None)]
+
+
+def test_a_batch_is_decided_in_one_decide_batch(knn_gate, monkeypatch):
+    calls = []
+    decide_batch, adecide_batch = knn_gate.decide_batch, knn_gate.adecide_batch
+
+    async def adecide_spy(questions):
+        calls.append(list(questions))
+        return await adecide_batch(questions)
+
+    monkeypatch.setattr(knn_gate, "decide_batch", lambda qs: calls.append(list(qs)) or decide_batch(qs))
+    monkeypatch.setattr(knn_gate, "adecide_batch", adecide_spy)
+    router = _router(knn_gate)
+    runs = _Runs()
+    assert router.batch([KNOWN_Q, UNKNOWN_Q], {"callbacks": [runs]}) == [f"direct: {KNOWN_Q}", f"rag: {UNKNOWN_Q}"]
+    assert asyncio.run(router.abatch([UNKNOWN_Q, KNOWN_Q])) == [f"rag: {UNKNOWN_Q}", f"direct: {KNOWN_Q}"]
+    assert calls == [[KNOWN_Q, UNKNOWN_Q], [UNKNOWN_Q, KNOWN_Q]]
+    # Each input still has its own router run with its gate and branch under it.
+    assert runs.tree() == [("direct_branch", "gated_router"), ("gate:skr-knn", "gated_router"),
+                           ("gate:skr-knn", "gated_router"), ("gated_router", None), ("gated_router", None),
+                           ("retrieve_branch", "gated_router")]
 
 
 def test_draft_answer_skips_the_direct_llm():

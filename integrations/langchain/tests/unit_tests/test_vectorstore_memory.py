@@ -1,5 +1,10 @@
-"""VectorStoreMemory: the SKR memory in a real InMemoryVectorStore, encoded by the
-embedded MiniLM, decides as the faiss memory does on the same real data."""
+"""VectorStoreMemory: the SKR memory in real LangChain vector stores (InMemoryVectorStore,
+langchain-community's FAISS by inner product and by squared L2), encoded by the
+embedded MiniLM, decides as the core's faiss memory does on the same real data."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,7 +15,18 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_adaptive_gates import AdaptiveGatesEmbeddings, VectorStoreMemory
 
+from ..stores import faiss_store
+
 N_MEMORY = 200  # questions in the memory; the next ones are asked
+
+#: Each store with what turns its score into cosine similarity (None: it is one).
+#: FAISS's default squared L2 distance d of normalised vectors is 2 - 2 cos.
+STORES = {
+    "in-memory": (lambda embeddings, dimension: InMemoryVectorStore(embeddings), None),
+    "faiss-inner-product": (faiss_store, None),
+    "faiss-l2": (lambda embeddings, dimension: faiss_store(embeddings, dimension, inner_product=False),
+                 lambda d: 1 - d / 2),
+}
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +36,19 @@ def split(labelled_questions):
     return (questions[:N_MEMORY], labels[:N_MEMORY]), questions[N_MEMORY : N_MEMORY + 40]
 
 
-def _store_memory(core_embedder):
-    return VectorStoreMemory.factory(lambda: InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder)))
+def _store_memory(core_embedder, kind="in-memory"):
+    make_store, similarity = STORES[kind]
+    embeddings = AdaptiveGatesEmbeddings(core_embedder)
+    options = {} if similarity is None else {"similarity": similarity}
+    return VectorStoreMemory.factory(lambda: make_store(embeddings, core_embedder.dimension), **options)
 
 
-def test_decides_as_the_faiss_memory_on_real_data(split, core_embedder):
+@pytest.mark.parametrize("kind", list(STORES))
+def test_decides_as_the_faiss_memory_on_real_data(kind, split, core_embedder):
     (questions, labels), asked = split
     options = {"k": 10, "weighting": "similarity"}  # graded scores, so they are compared too
     faiss_gate = SKRKnnGate(core_embedder, **options).fit(questions, labels)
-    store_gate = SKRKnnGate(core_embedder, memory=_store_memory(core_embedder), **options).fit(questions, labels)
+    store_gate = SKRKnnGate(core_embedder, memory=_store_memory(core_embedder, kind), **options).fit(questions, labels)
     assert isinstance(faiss_gate.memory_, FaissMemory) and isinstance(store_gate.memory_, VectorStoreMemory)
     assert store_gate.memory_.counts == faiss_gate.memory_.counts
 
@@ -37,8 +57,8 @@ def test_decides_as_the_faiss_memory_on_real_data(split, core_embedder):
     assert any(d.retrieve for d in expected) and not all(d.retrieve for d in expected)
     np.testing.assert_allclose([d.score for d in got], [d.score for d in expected], atol=1e-6)
     for g, e in zip(got, expected):
-        # The store's relevance score is cosine similarity: faiss's inner product of
-        # L2-normalised vectors, neighbour by neighbour.
+        # The store's score, turned into cosine similarity, is faiss's inner product
+        # of L2-normalised vectors, neighbour by neighbour.
         g_neighbours, e_neighbours = g.details["neighbours"], e.details["neighbours"]
         assert [n["question"] for n in g_neighbours] == [n["question"] for n in e_neighbours]
         assert [n["label"] for n in g_neighbours] == [n["label"] for n in e_neighbours]
@@ -47,15 +67,24 @@ def test_decides_as_the_faiss_memory_on_real_data(split, core_embedder):
         )
 
 
-def test_keeps_learning_and_lists_its_entries(split, core_embedder):
+@pytest.mark.parametrize("kind", list(STORES))
+def test_keeps_learning(kind, split, core_embedder):
     (questions, labels), asked = split
-    memory = _store_memory(core_embedder)(core_embedder.dimension)
+    memory = _store_memory(core_embedder, kind)(core_embedder.dimension)
     assert isinstance(memory, SKRMemory)
     gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(questions[:20], labels[:20])
     gate.add([asked[0]], [1])
     assert len(memory) == 21 and memory.counts == (20 - sum(labels[:20]), sum(labels[:20]) + 1)
     # The question itself is now its own nearest neighbour, labelled unknown.
-    assert gate.decide(asked[0]).details["neighbours"][0]["question"] == asked[0]
+    (nearest, *_) = gate.decide(asked[0]).details["neighbours"]
+    assert nearest["question"] == asked[0] and nearest["label"] == "unknown"
+    assert nearest["similarity"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_an_in_memory_store_lists_its_entries(split, core_embedder):
+    (questions, labels), asked = split
+    memory = _store_memory(core_embedder)(core_embedder.dimension)
+    SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(questions[:20], labels[:20]).add([asked[0]], [1])
     vectors, stored_labels, stored_questions = memory.entries()
     assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
@@ -65,6 +94,9 @@ def test_unsupported_operations_say_so(core_embedder, tmp_path):
     memory = _store_memory(core_embedder)(core_embedder.dimension)
     with pytest.raises(NotImplementedError, match="persists itself"):
         memory.save(tmp_path)
+    faiss_memory = _store_memory(core_embedder, "faiss-inner-product")(core_embedder.dimension)
+    with pytest.raises(NotImplementedError, match="cannot list the vectors of a FAISS"):
+        faiss_memory.entries()
 
     class NoVectorSearch(InMemoryVectorStore):
         similarity_search_with_score_by_vector = None  # type: ignore[assignment]
@@ -86,3 +118,33 @@ def test_a_store_of_another_width_is_refused(core_embedder):
     with pytest.raises(ValueError, match="2-d vectors"):
         memory.add(vectors, [0], ["Who wrote Hamlet?"])
     assert len(memory) == 0
+
+
+#: An SKR gate deciding over a FAISS memory, then what it imported: tiktoken fetches its
+#: encodings from the web on first use, so it must not be on this offline path.
+_FAISS_PATH = """
+import sys
+import faiss
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.models import default_embedder
+from langchain_community.docstore.in_memory import InMemoryDocstore
+from langchain_community.vectorstores import FAISS
+from langchain_community.vectorstores.utils import DistanceStrategy
+from langchain_adaptive_gates import AdaptiveGatesEmbeddings, VectorStoreMemory
+
+embedder = default_embedder()
+store = FAISS(AdaptiveGatesEmbeddings(embedder), faiss.IndexFlatIP(embedder.dimension), InMemoryDocstore(), {},
+              distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+gate = SKRKnnGate(embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
+gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
+print(gate.decide("Who wrote Macbeth?").retrieve, sorted(m for m in sys.modules if m.split(".")[0] == "tiktoken"))
+"""
+
+
+def test_the_faiss_path_needs_no_network_library():
+    result = subprocess.run(
+        [sys.executable, "-c", _FAISS_PATH], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["False", "[]"]
