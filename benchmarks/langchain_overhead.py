@@ -32,15 +32,22 @@ import argparse
 import asyncio
 import logging
 import platform
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import langchain_core
 import numpy as np
 import torch
 
-from _common import adarague_path, add_data_argument, markdown_table, write_results
+from _common import (
+    adarague_path,
+    add_data_argument,
+    ainterleaved,
+    interleaved,
+    markdown_table,
+    percentiles,
+    write_results,
+)
 from adaptive_gates import CachedEmbedder, SKRKnnGate, load_outcomes
 from adaptive_gates.models import default_embedder
 from langchain_adaptive_gates import GateRunnable, gated_router
@@ -80,56 +87,17 @@ def router_of(gate: SKRKnnGate) -> Runnable:
     return gated_router(gate, direct=branch, retrieval=branch)
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    """Median and p90, in milliseconds."""
-    ms = np.asarray(values) * 1000
-    return {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)), "n": len(values)}
-
-
-def _timed(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
-
-
-async def _atimed(call: Callable[[], Awaitable[Any]]) -> float:
-    start = time.perf_counter()
-    await call()
-    return time.perf_counter() - start
-
-
 def overhead_sync(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
     """Seconds per call of the gate, its runnable and the router, interleaved."""
     runnable, router = GateRunnable(gate), router_of(gate)
-    calls = {"gate": gate.decide, "gate_runnable": runnable.invoke, "router": router.invoke}
-    for q in queries[:5]:  # warm-up: lazy imports and first-call caches
-        for call in calls.values():
-            call(q)
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(calls)
-    for round_ in range(repeats):
-        for i, q in enumerate(queries):
-            shift = (round_ + i) % len(names)
-            for name in names[shift:] + names[:shift]:
-                times[name].append(_timed(lambda: calls[name](q)))
-    return times
+    return interleaved({"gate": gate.decide, "gate_runnable": runnable.invoke, "router": router.invoke}, queries, repeats)
 
 
 async def overhead_async(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
     """``overhead_sync`` through ``adecide`` / ``ainvoke`` inside one event loop."""
     runnable, router = GateRunnable(gate), router_of(gate)
     calls = {"gate": gate.adecide, "gate_runnable": runnable.ainvoke, "router": router.ainvoke}
-    for q in queries[:5]:
-        for call in calls.values():
-            await call(q)
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(calls)
-    for round_ in range(repeats):
-        for i, q in enumerate(queries):
-            shift = (round_ + i) % len(names)
-            for name in names[shift:] + names[:shift]:
-                times[name].append(await _atimed(lambda: calls[name](q)))
-    return times
+    return await ainterleaved(calls, queries, repeats)
 
 
 def summarise(times: dict[str, list[float]]) -> dict[str, Any]:
@@ -149,12 +117,7 @@ def throughput(router: Runnable, queries: list[str], repeats: int) -> dict[str, 
         "sequential invoke": lambda: [router.invoke(q) for q in queries],
     }
     modes["abatch"]()  # warm-up
-    seconds: dict[str, list[float]] = {name: [] for name in modes}
-    names = list(modes)
-    for round_ in range(repeats):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            seconds[name].append(_timed(modes[name]))
+    seconds = interleaved({name: lambda _, call=call: call() for name, call in modes.items()}, [None], repeats, warm_up=0)
     return {
         name: {"median_s": float(np.median(s)), "questions_per_s": len(queries) / float(np.median(s)), "rounds": len(s)}
         for name, s in seconds.items()

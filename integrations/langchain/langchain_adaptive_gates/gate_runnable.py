@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,12 +26,9 @@ DECISION_EVENT = "adaptive_gates_decision"
 
 
 def decision_payload(decision: GateDecision) -> dict[str, Any]:
-    """The decision as a JSON-ready dict (non-finite numbers become ``None``)."""
-    out = decision.to_dict()
-    for key in ("score", "threshold"):
-        if isinstance(out[key], float) and not math.isfinite(out[key]):
-            out[key] = None
-    return out
+    """The decision as a JSON-ready dict (``GateDecision.to_dict``: non-finite numbers
+    become ``None``)."""
+    return decision.to_dict()
 
 
 class GateRunnable(RunnableSerializable[Any, GateDecision]):

@@ -11,13 +11,12 @@ the store then encodes the questions into the very vectors the gate searches wit
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.gates.skr_memory import _check_added, _LabelledMemory, l2_normalise
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
@@ -32,7 +31,7 @@ def _identity(score: float) -> float:
     return score
 
 
-class VectorStoreMemory:
+class VectorStoreMemory(_LabelledMemory):
     """An ``SKRMemory`` (the core's protocol) over a LangChain ``VectorStore``.
 
     Args:
@@ -76,16 +75,13 @@ class VectorStoreMemory:
                 f"{type(store).__name__} cannot search by vector with scores; "
                 f"VectorStoreMemory needs one of {', '.join(_SEARCH_METHODS)}"
             )
+        # The store is searched and grown under the memory's one lock: not every store
+        # is safe to search while another thread adds (InMemoryVectorStore iterates a dict).
+        super().__init__(dimension)
         self.store = store
-        self.dimension = dimension
         self._search_by_vector = method
         self._similarity = similarity
         self._ids: list[str] = []
-        self._labels = np.zeros(0, dtype=np.int8)
-        self._questions: list[str] = []
-        # The store is searched and grown under one lock: not every store is safe to
-        # search while another thread adds (InMemoryVectorStore iterates a dict).
-        self._lock = threading.Lock()
 
     @classmethod
     def factory(
@@ -99,24 +95,10 @@ class VectorStoreMemory:
 
         return make
 
-    def __len__(self) -> int:
-        return len(self._questions)
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        """``(m, n)``: the number of KNOWN and UNKNOWN questions added."""
-        with self._lock:
-            n = int(self._labels.sum())
-            return len(self._labels) - n, n
-
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         """Store the questions with their labels; the store encodes them itself, with
         the embeddings it was given (``vectors`` only fixes the expected shape)."""
-        if np.shape(vectors) != (len(questions), self.dimension):
-            raise ValueError(f"expected vectors of shape {(len(questions), self.dimension)}, got {np.shape(vectors)}")
-        new_labels = np.asarray(labels, dtype=np.int8)
-        if new_labels.shape != (len(questions),) or not np.isin(new_labels, (KNOWN, UNKNOWN)).all():
-            raise ValueError(f"expected {len(questions)} labels of 0 (known) or 1 (unknown), got {list(labels)!r}")
+        new_labels = _check_added(vectors, labels, questions, self.dimension)
         if not len(questions):
             return
         metadatas = [{LABEL_KEY: int(label)} for label in new_labels]
@@ -164,7 +146,7 @@ class VectorStoreMemory:
         """Not supported: the vector store persists itself."""
         raise NotImplementedError(
             f"VectorStoreMemory is not saved with the gate: the vector store ({type(self.store).__name__}) "
-            "persists itself; keep the store and rebuild the gate over it"
+            "persists itself; keep the store, or use FaissMemory / ExactMemory for a gate saved to disk"
         )
 
     def _check_stored_width(self, ids: list[str]) -> None:
