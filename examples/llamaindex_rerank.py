@@ -7,12 +7,13 @@
 2. An SKR-kNN gate fitted on real labelled questions: AdaRAGUE's NQ outcome records
    (``--data``'s ``adarague/nq.train.jsonl``, or ``--outcomes``), else outcomes
    collected here by answering ``--n-fit`` BoolQ questions without and with the index.
-3. Each new question: the gate decides; a question that needs retrieval goes to
-   ``index.as_query_engine(node_postprocessors=[SeaKRRerank(...)])``, which orders the
-   retrieved nodes by the LLM's uncertainty U after reading each; the others are
-   answered by the LLM alone. Printed: the decision, and when it retrieved, the
-   re-ranked nodes with U and the rank retrieval had given them (read from LlamaIndex's
-   ``ReRankStartEvent``).
+3. One ``AdaptiveQueryEngine`` wires the gate, the index's retriever, the re-ranker node
+   and the LLM: per question the gate decides; a question that needs retrieval gets
+   the retrieved nodes ordered by the LLM's uncertainty U after reading each
+   (``SeaKRRerank``) and the answer synthesised over the kept ones; the others are
+   answered by the LLM alone. Printed: the decision (from the response's metadata), and
+   when it retrieved, the re-ranked nodes with U and the rank retrieval had given them
+   (read from LlamaIndex's ``ReRankStartEvent``).
 
 With the 135M-parameter SmolLM2 and a few short samples per node, U does not reliably
 put the answering passage first; the example shows the wiring and the measurements,
@@ -36,7 +37,7 @@ from adaptive_gates import (
 from adaptive_gates.data import CorpusRecord, iter_jsonl
 from adaptive_gates.datasets import packaged_corpus, packaged_qa
 from adaptive_gates.models import default_embedder
-from llama_index.core import Document, PromptTemplate, Settings, VectorStoreIndex
+from llama_index.core import Document, PromptTemplate, Settings, VectorStoreIndex, get_response_synthesizer
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
@@ -45,6 +46,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.postprocessor.adaptive_gates import UNCERTAINTY_KEY, SeaKRRerank
+from llama_index.query_engine.adaptive_gates import METADATA_KEY, AdaptiveQueryEngine
 
 YES_NO = "Answer the question with yes or no."
 #: The shared data folder: ``ADAPTIVE_GATES_SHARED_DATA``, else ``../shared/data`` next to the project.
@@ -57,6 +59,9 @@ QA_TEMPLATE = PromptTemplate(
     f"Given the context information and not prior knowledge, answer the query. {YES_NO}\n"
     "Query: {query_str}\nAnswer: "
 )
+
+#: The direct answer's prompt: the question with the same yes/no instruction.
+DIRECT_TEMPLATE = PromptTemplate(f"{YES_NO}\n{{query_str}}")
 
 
 class RetrievedOrder(BaseEventHandler):
@@ -152,7 +157,11 @@ def main() -> None:
     gate = fitted_gate(args, labelled, index, llm)
     uncertainty = SelfAwareUncertainty(k=args.samples, max_new_tokens=args.sample_tokens)
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=args.top_n)
-    engine = index.as_query_engine(similarity_top_k=args.top_k, node_postprocessors=[rerank], text_qa_template=QA_TEMPLATE)
+    engine = AdaptiveQueryEngine.from_index(
+        index, gate, llm=llm, similarity_top_k=args.top_k, node_postprocessors=[rerank],
+        response_synthesizer=get_response_synthesizer(llm=llm, text_qa_template=QA_TEMPLATE),
+        direct_prompt=DIRECT_TEMPLATE,
+    )
     print(f"re-ranker: SeaKRRerank(top_n={args.top_n}) over the top {args.top_k} nodes,"
           f" U from {args.samples} samples of up to {args.sample_tokens} tokens per node")
 
@@ -160,19 +169,16 @@ def main() -> None:
     get_dispatcher().add_event_handler(order)
     retrieved = 0
     for record in asked:
-        decision = gate.decide(record.question)
+        response = engine.query(record.question)
+        decision = response.metadata[METADATA_KEY]
         print(f"\nQ: {record.question}")
-        print(f"   retrieve? {'yes' if decision.retrieve else 'no'}  score {decision.score:.2f}"
-              f"  threshold {decision.threshold:.2f}  ({decision.gate})")
-        if decision.retrieve:
+        print(f"   retrieve? {'yes' if decision['retrieve'] else 'no'}  score {decision['score']:.2f}"
+              f"  threshold {decision['threshold']:.2f}  ({decision['gate']})")
+        if decision["retrieve"]:
             retrieved += 1
-            response = engine.query(record.question)
             print("   re-ranked nodes (lowest U first):")
             print("\n".join(node_lines(response.source_nodes, order.retrieved)))
-            answer = str(response)
-        else:
-            answer = decision.draft_answer or llm.complete(f"{YES_NO}\n{record.question}").text
-        print(f"   answer: {answer.strip()!r}  gold: {record.answers[0]!r}")
+        print(f"   answer: {str(response).strip()!r}  gold: {record.answers[0]!r}")
     get_dispatcher().event_handlers.remove(order)
     print(f"\nretrieved for {retrieved} of {len(asked)} questions; total time {time.perf_counter() - started:.0f} s")
 
