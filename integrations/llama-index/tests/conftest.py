@@ -101,3 +101,29 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def recorder():
+    """A real event handler on the root dispatcher, removed afterwards."""
+    from llama_index.core.instrumentation import get_dispatcher
+
+    from .observers import EventRecorder
+
+    root, handler = get_dispatcher(), EventRecorder()
+    root.add_event_handler(handler)
+    yield handler
+    root.event_handlers.remove(handler)
+
+
+@pytest.fixture
+def spans():
+    """A real span handler on the root dispatcher (knowing each span's object), removed afterwards."""
+    from llama_index.core.instrumentation import get_dispatcher
+
+    from .observers import SpanOwners
+
+    root, handler = get_dispatcher(), SpanOwners()
+    root.add_span_handler(handler)
+    yield handler
+    root.span_handlers.remove(handler)

@@ -27,7 +27,7 @@ from llama_index.query_engine.adaptive_gates import (
 from llama_index.selectors.adaptive_gates import GateDecisionEvent
 
 from .conftest import KNOWN, UNKNOWN
-from .test_query_engine import ScriptedChat, recorder  # noqa: F401 (a fixture)
+from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,9 +11,6 @@ import pytest
 from adaptive_gates import BackendError, SKRPromptGate, VerbalizedGate
 from adaptive_gates.models import ChatModel, LocalChatModel
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata, LogProb
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
@@ -28,28 +25,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 VERBALIZED_QUESTIONS = ["What is the capital of France?", "Who won the village election last year?"]
 #: Questions SmolLM2 answers with a yes/no word: only then is P(retrieve) defined.
 POLAR_QUESTIONS = ["Is Paris in France?", "Who painted the Mona Lisa?"]
-
-
-class Recorder(BaseEventHandler):
-    """Keeps every instrumentation event it sees."""
-
-    events: list[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Recorder"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        self.events.append(event)
-
-
-@pytest.fixture
-def recorder():
-    handler = Recorder(events=[])
-    root = get_dispatcher()
-    root.add_event_handler(handler)
-    yield handler
-    root.event_handlers.remove(handler)
 
 
 class StrictLLM(CustomLLM):

@@ -9,18 +9,12 @@ real-model run checks what holds whatever the 135M model says.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
 
 import pytest
-from pydantic import Field
 from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
-from adaptive_gates.models.chat import ChatReply, Message
+from adaptive_gates.models.chat import ChatReply
 from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.query_engine.adaptive_gates import (
@@ -32,63 +26,12 @@ from llama_index.query_engine.adaptive_gates import (
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent
 
 from .conftest import KNOWN, UNKNOWN
+from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 KNOWN_Q = KNOWN[0]  # "Who wrote Hamlet?": its own neighbour in the memory, labelled known
 UNKNOWN_Q = UNKNOWN[0]  # the Tuvalu census question, labelled unknown
-
-
-class Recorder(BaseEventHandler):
-    """A real event handler keeping every event it sees."""
-
-    events: list[BaseEvent] = Field(default_factory=list)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Recorder"
-
-    def handle(self, event: BaseEvent, **kwargs) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[BaseEvent]) -> list[BaseEvent]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-
-@pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    """A recorder on the root dispatcher, removed afterwards."""
-    root = get_dispatcher()
-    recorder = Recorder()
-    root.add_event_handler(recorder)
-    yield recorder
-    root.event_handlers.remove(recorder)
-
-
-@pytest.fixture
-def spans() -> Iterator[SimpleSpanHandler]:
-    """A span handler on the root dispatcher, removed afterwards."""
-    root = get_dispatcher()
-    handler = SimpleSpanHandler()
-    root.add_span_handler(handler)
-    yield handler
-    root.span_handlers.remove(handler)
-
-
-class ScriptedChat:
-    """A core chat model with one fixed reply (or exception) for every request."""
-
-    model_id = "scripted-chat"
-
-    def __init__(self, reply: ChatReply | Exception) -> None:
-        self.reply = reply
-        self.calls: list[list[dict[str, str]]] = []
-
-    def chat(self, messages: Sequence[Message], **options) -> ChatReply:
-        self.calls.append([dict(m) for m in messages])
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return self.reply
 
 
 @pytest.fixture(scope="module")

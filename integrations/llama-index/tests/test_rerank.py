@@ -9,9 +9,6 @@ import threading
 import pytest
 from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.query_engine import RetrieverQueryEngine
@@ -22,31 +19,6 @@ from pydantic import ValidationError
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TOP_K = 3
-
-
-class _Events(BaseEventHandler):
-    """Every instrumentation event, as the root dispatcher hands them out."""
-
-    events: list[BaseEvent] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "_Events"
-
-    def handle(self, event: BaseEvent, **kwargs) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[BaseEvent]) -> list[BaseEvent]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-
-@pytest.fixture
-def events():
-    root = get_dispatcher()
-    handler = _Events(events=[])
-    root.add_event_handler(handler)
-    yield handler
-    root.event_handlers.remove(handler)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +48,7 @@ def _uncertainties(nodes: list[NodeWithScore]) -> list[float]:
     return [n.node.metadata[UNCERTAINTY_KEY] for n in nodes]
 
 
-def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured, small_uncertainty, events):
+def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured, small_uncertainty, recorder):
     debug = LlamaDebugHandler()
     rerank = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
     # as_query_engine() cannot take a callback manager of its own; from_args() is what it calls
@@ -91,7 +63,7 @@ def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured
     assert [n.score for n in nodes] == pytest.approx([-u for u in _uncertainties(nodes)])
     assert all(n.node.metadata["title"] for n in nodes)  # the node's own metadata is kept
 
-    start, end = events.of(ReRankStartEvent), events.of(ReRankEndEvent)
+    start, end = recorder.of(ReRankStartEvent), recorder.of(ReRankEndEvent)
     assert len(start) == len(end) == 1
     assert start[0].query.query_str == question and start[0].top_n == 2 and "SmolLM2" in start[0].model_name
     assert [n.node.node_id for n in start[0].nodes] == [n.node.node_id for n in retrieved]
@@ -99,14 +71,14 @@ def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured
     assert start[0].span_id == end[0].span_id and start[0].span_id.startswith("SeaKRRerank._postprocess_nodes-")
 
     # the LLM reads the re-ranked passages, without the U bookkeeping
-    prompt = "\n".join(str(m.content) for e in events.of(LLMChatStartEvent) for m in e.messages)
+    prompt = "\n".join(str(m.content) for e in recorder.of(LLMChatStartEvent) for m in e.messages)
     assert nodes[0].node.get_content()[:60] in prompt and UNCERTAINTY_KEY not in prompt
 
     (pair,) = debug.get_event_pairs(CBEventType.RERANKING)
     assert [n.node.node_id for n in pair[1].payload["nodes"]] == [n.node.node_id for n in nodes]
 
 
-async def test_async_query_reranks_off_the_event_loop(index, llm, question, measured, small_uncertainty, events):
+async def test_async_query_reranks_off_the_event_loop(index, llm, question, measured, small_uncertainty, recorder):
     threads: list[int] = []
 
     class ThreadRecording(SelfAwareUncertainty):
@@ -123,7 +95,7 @@ async def test_async_query_reranks_off_the_event_loop(index, llm, question, meas
     assert response.response.strip()
     assert _uncertainties(response.source_nodes) == pytest.approx([r.uncertainty for r in measured[:2]])
     assert len(threads) == TOP_K and threading.get_ident() not in threads
-    start, end = events.of(ReRankStartEvent), events.of(ReRankEndEvent)
+    start, end = recorder.of(ReRankStartEvent), recorder.of(ReRankEndEvent)
     assert len(start) == len(end) == 1 and start[0].span_id.startswith("SeaKRRerank.")
 
 

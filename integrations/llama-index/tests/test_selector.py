@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -13,10 +12,6 @@ from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models import ChatReply
 from llama_index.core.base.base_selector import SelectorResult, SingleSelection
 from llama_index.core.indices import EmptyIndex
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 from llama_index.core.query_engine import RouterQueryEngine
 from llama_index.core.retrievers import RouterRetriever
 from llama_index.core.tools import QueryEngineTool, RetrieverTool, ToolMetadata
@@ -27,7 +22,8 @@ from llama_index.selectors.adaptive_gates import (
     decision_of,
     route_of,
 )
-from pydantic import Field
+
+from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -36,60 +32,10 @@ KNOWN_Q = "Who was the author of Hamlet?"
 UNKNOWN_Q = "What was the population of Tuvalu at the last census?"
 
 
-class Recorder(BaseEventHandler):
-    """Keeps the gate events fired while it is attached."""
-
-    events: list[BaseEvent] = Field(default_factory=list)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Recorder"
-
-    def handle(self, event: BaseEvent, **kwargs) -> None:
-        if isinstance(event, (GateDecisionEvent, GateLLMCallEvent)):
-            self.events.append(event)
-
-    def of(self, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind)]
-
-
-class SpanOwners(SimpleSpanHandler):
-    """Remembers which object each span was opened on."""
-
-    owners: dict[str, object] = Field(default_factory=dict)
-
-    def new_span(self, id_, bound_args, instance=None, parent_span_id=None, tags=None, **kwargs):
-        self.owners[id_] = instance
-        return super().new_span(id_, bound_args, instance, parent_span_id, tags, **kwargs)
-
-
 @pytest.fixture
-def observed():
+def observed(recorder, spans):
     """A real event handler and span handler on the root dispatcher."""
-    root = get_dispatcher()
-    events, spans = Recorder(), SpanOwners()
-    root.add_event_handler(events)
-    root.add_span_handler(spans)
-    yield events, spans
-    root.event_handlers.remove(events)
-    root.span_handlers.remove(spans)
-
-
-class ScriptedChat:
-    """The core's chat protocol with one fixed reply, or a failure to raise."""
-
-    model_id = "scripted-chat"
-
-    def __init__(self, reply: ChatReply | Exception) -> None:
-        self.reply = reply
-
-    def chat(self, messages: Sequence, **options) -> ChatReply:
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return self.reply
-
-    async def achat(self, messages: Sequence, **options) -> ChatReply:
-        return self.chat(messages, **options)
+    return recorder, spans
 
 
 def direct_engine(llm):
