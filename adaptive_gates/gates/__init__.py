@@ -2,12 +2,14 @@
 
 from .base import Gate, load_gate
 from .bm25_difficulty import BM25DifficultyGate
+from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
 from .skr_memory import ExactMemory, FaissMemory, SKRMemory
 from .skr_prompt import SKRIclGate, SKRPromptGate
 from .seakr import SeaKRGate
+from .stacked import StackedGate
 from .thrust import ThrustGate
 from .verbalized import VerbalizedGate
 
 __all__ = ["Gate", "load_gate", "SKRKnnGate", "SKRClassifierGate", "ThrustGate", "BM25DifficultyGate",
-           "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory", "FaissMemory", "ExactMemory"]
+           "PopularityGate", "StackedGate", "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory", "FaissMemory", "ExactMemory"]

@@ -1,0 +1,154 @@
+"""The popularity gate: retrieve for questions about rare things (Mallen et al., 2023,
+"When Not to Trust Language Models").
+
+The paper finds that an LLM's accuracy falls with the popularity of the question's
+subject entity (its Wikipedia page views) and that retrieving only for unpopular
+entities beats always retrieving; the popularity threshold is chosen on a dev set.
+Page views need the entity and an online lookup; here a question's words stand in
+for them, rated by ``word_rarity`` (wordfreq's Zipf frequencies, blended with the
+user's own corpus when the gate is fitted on one). No LLM, a few microseconds per
+word.
+
+Need score (``rule``; rarity = 8 − Zipf, so a word never seen scores 8):
+- ``"min"`` (default): the rarity of the rarest content word — the subject entity
+  is usually the question's rarest term, and lower-cased questions (NQ) have no
+  capitals to find it by;
+- ``"entity"``: the rarity of the rarest capitalised span as a phrase (the entity
+  as written), the rarest content word when there is none;
+- ``"mean"``: the mean rarity of the content words;
+- ``"rare_count"``: how many content words are rarer than Zipf 3;
+- ``"total"``: the summed rarity of the content words (grows with length).
+
+Threshold: until calibrated, retrieve when the rarity passes that of a word met
+fewer than once in a million words (Zipf 3; one such word for ``rare_count``, two
+for ``total``). ``fit_outcomes`` sets it as the paper does: the threshold with the
+best accuracy on the given outcome records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..data import CorpusRecord, OutcomeRecord
+from ..errors import GateLoadError
+from ..persistence import load_array, read_json_object, save_array
+from ..selfknowledge import outcome_scores
+from ..word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
+from .base import Gate
+
+logger = logging.getLogger(__name__)
+
+Rule = Literal["min", "entity", "mean", "rare_count", "total"]
+_RULES = ("min", "entity", "mean", "rare_count", "total")
+_VOCABULARY_FILE = "vocabulary.json"
+_RARE = TOP_ZIPF - RARE_ZIPF
+_DEFAULT_THRESHOLDS = {"min": _RARE, "entity": _RARE, "mean": _RARE, "rare_count": 0.0, "total": 2 * _RARE}
+
+
+def need_score(rated: QuestionRarity, rule: Rule) -> float:
+    """The need score of one rated question under ``rule`` (0 without content words)."""
+    if not rated.content_zipfs and not (rule == "entity" and rated.span_zipfs):
+        return 0.0
+    if rule == "min":
+        return TOP_ZIPF - rated.min_zipf
+    if rule == "entity":
+        return TOP_ZIPF - (rated.min_span_zipf if rated.span_zipfs else rated.min_zipf)
+    if rule == "mean":
+        return TOP_ZIPF - rated.mean_zipf
+    if rule == "rare_count":
+        return float(rated.n_rare)
+    return float(sum(TOP_ZIPF - z for z in rated.content_zipfs))
+
+
+class PopularityGate(Gate):
+    """Retrieve when the question's words are rare (an unpopular subject).
+
+    Args:
+        rule: how a question's word rarities become its need score (see the module).
+        fallback_retrieve: the decision taken when a question fails.
+    """
+
+    name = "popularity"
+    _fitted_state = ("_rarity",)
+
+    def __init__(self, *, rule: Rule = "min", fallback_retrieve: bool = True) -> None:
+        super().__init__(fallback_retrieve=fallback_retrieve)
+        if rule not in _RULES:
+            raise ValueError(f"rule must be one of {', '.join(_RULES)}, got {rule!r}")
+        self.rule = rule
+        self._rarity: WordRarity | None = None
+
+    @property
+    def is_fitted(self) -> bool:
+        return True  # wordfreq's frequencies need no fitting
+
+    @property
+    def rarity_(self) -> WordRarity:
+        """The word frequencies in use (wordfreq's, blended with a fitted corpus's)."""
+        return self._rarity or WordRarity()
+
+    def fit(self, corpus: Iterable[str | CorpusRecord]) -> "PopularityGate":
+        """Blend in the word frequencies of the user's own corpus (texts or corpus records)."""
+        texts = [f"{r.title} {r.text}" if isinstance(r, CorpusRecord) else r for r in corpus]
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("the corpus must hold texts (str) or CorpusRecord objects")
+        rarity = WordRarity.from_texts(texts)
+        if not rarity.has_corpus:
+            raise ValueError("the corpus holds no words; fit on texts with words, or do not fit at all")
+        self._rarity = rarity
+        logger.info("popularity: %d corpus tokens, %d distinct words", rarity.total, len(rarity.counts))
+        return self
+
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "PopularityGate":
+        """The paper's threshold: the one with the best accuracy on these outcome records."""
+        a, b = outcome_scores(records, metric)
+        return self.calibrate_scores(self.score([r.question for r in records]), correct_without=a, correct_with=b)
+
+    def _default_threshold(self) -> float:
+        return _DEFAULT_THRESHOLDS[self.rule]
+
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        rarity = self.rarity_
+        rated = [rarity.rate(q) for q in questions]
+        scores = np.array([need_score(r, self.rule) for r in rated], dtype=np.float64)
+        details = [
+            {
+                "rule": self.rule,
+                "words": dict(zip(content_words(q), r.content_zipfs)),
+                "min_zipf": r.min_zipf,
+                "min_span_zipf": r.min_span_zipf,
+            }
+            for q, r in zip(questions, rated)
+        ]
+        return scores, details
+
+    # ------------------------------------------------------------------ persistence
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        if self._rarity is None:
+            return {"corpus": False}
+        words = sorted(self._rarity.counts)
+        (directory / _VOCABULARY_FILE).write_text(json.dumps({"words": words}, ensure_ascii=False), encoding="utf-8")
+        save_array(directory, "counts.npy", np.array([self._rarity.counts[w] for w in words], dtype=np.int64))
+        return {"corpus": True, "total": self._rarity.total}
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        if state.get("corpus") is False:
+            self._rarity = None
+            return
+        if state.get("corpus") is not True:
+            raise GateLoadError(f"{directory}: field 'state.corpus' must be true or false")
+        words = read_json_object(directory / _VOCABULARY_FILE).get("words")
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise GateLoadError(f"{directory}: file {_VOCABULARY_FILE!r} must hold a list of words")
+        counts = load_array(directory, "counts.npy")
+        if counts.shape != (len(words),) or counts.dtype.kind not in "iu" or np.any(counts < 1):
+            raise GateLoadError(f"{directory}: file 'counts.npy' must hold one positive count per word")
+        if state.get("total") != int(counts.sum()):
+            raise GateLoadError(f"{directory}: field 'state.total' does not match the saved counts")
+        self._rarity = WordRarity(dict(zip(words, counts.tolist())), int(counts.sum()))

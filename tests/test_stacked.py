@@ -1,0 +1,249 @@
+"""The stacked gate on real outcome records with the real MiniLM: the combiner learns
+only from out-of-fold member scores and never scores its own rows inside CV; its two
+targets; persistence as one directory, refusal of tampered parts; the command line."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from adaptive_gates import CachedEmbedder, GateLoadError, StackedGate, load_gate, outcome_scores
+from adaptive_gates.cli import main
+from adaptive_gates.data import write_jsonl
+from adaptive_gates.evaluation import cross_fitted_scores
+from adaptive_gates.gates import stacked
+from adaptive_gates.gates.stacked_combiner import fit_combiner
+from adaptive_gates.question_features import FEATURE_NAMES
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SMALL = "skr-knn,popularity"
+
+
+@pytest.fixture(scope="module")
+def encoder(embedder):
+    """MiniLM behind a memo: cross-fitting embeds each question many times."""
+    return CachedEmbedder(embedder)
+
+
+@pytest.fixture(scope="module")
+def train(outcome_records):
+    return outcome_records[:300]
+
+
+@pytest.fixture(scope="module")
+def test_questions(outcome_records):
+    return [r.question for r in outcome_records[300:360]]
+
+
+@pytest.fixture(scope="module")
+def fitted(encoder, train):
+    return StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train)
+
+
+def _spy_on_members(monkeypatch):
+    """Record, for every member gate built, the questions it was fitted on and those it
+    scored for others (not while fitting itself)."""
+    log = []
+    for name, spec in list(stacked.MEMBERS.items()):
+
+        def build(encoder, _build=spec.build):
+            gate = _build(encoder)
+            entry = {"gate": gate.name, "fitted": set(), "scored": set(), "fitting": False}
+            log.append(entry)
+            fit, score = gate.fit_outcomes, gate.score
+
+            def spy_fit(records, metric="contains"):
+                entry["fitted"].update(r.question for r in records)
+                entry["fitting"] = True  # a member may score its own rows to set its own threshold
+                try:
+                    return fit(records, metric)
+                finally:
+                    entry["fitting"] = False
+
+            def spy_score(questions):
+                if not entry["fitting"]:  # scores that leave the member
+                    entry["scored"].update(questions)
+                return score(questions)
+
+            gate.fit_outcomes, gate.score = spy_fit, spy_score
+            return gate
+
+        monkeypatch.setitem(stacked.MEMBERS, name, stacked.MemberSpec(build, spec.backend))
+    return log
+
+
+def test_the_combiner_learns_from_out_of_fold_member_scores_only(monkeypatch, encoder, train):
+    seen = {}
+
+    def capture(features, a, b, target, C):
+        seen["features"] = features
+        return fit_combiner(features, a, b, target, C)
+
+    monkeypatch.setattr(stacked, "fit_combiner", capture)
+    gate = StackedGate(encoder, members=SMALL, folds=5, seed=3).fit_outcomes(train)
+    questions = [r.question for r in train]
+    assert gate.feature_names_ == ["member:skr-knn", "member:popularity", *FEATURE_NAMES]
+    for column, name in enumerate(["skr-knn", "popularity"]):
+        expected = cross_fitted_scores(lambda: stacked.MEMBERS[name].build(encoder), train, "contains", 5, 3)
+        np.testing.assert_array_equal(seen["features"][:, column], expected)
+    # In-sample, a kNN member finds each question itself among its neighbours: had the
+    # combiner been fed those scores, the column above would be these.
+    in_sample = gate.members_["skr-knn"].score(questions)
+    assert not np.allclose(seen["features"][:, 0], in_sample)
+    assert np.mean(np.abs(seen["features"][:, 0] - in_sample)) > 0.05
+
+
+def test_no_member_scores_a_row_it_was_fitted_on_while_the_gate_fits(monkeypatch, encoder, train, test_questions):
+    log = _spy_on_members(monkeypatch)
+    gate = StackedGate(encoder, members=SMALL, folds=4).fit_outcomes(train)
+    assert len(log) == 2 * (4 + 1)  # per member: one per fold, then the one fitted on all rows
+    fold_members = [e for e in log if e["scored"]]
+    assert len(fold_members) == 2 * 4
+    for entry in fold_members:
+        assert entry["fitted"] and not entry["fitted"] & entry["scored"], entry["gate"]
+    served = [e for e in log if not e["scored"]]
+    assert all(e["fitted"] == {r.question for r in train} for e in served)
+    gate.score(test_questions)
+    assert all(e["scored"] == set(test_questions) for e in served)
+
+
+def test_cross_validated_stacked_gates_never_score_their_own_rows(encoder, train):
+    log = []
+
+    class Recorded(StackedGate):
+        def fit_outcomes(self, records, metric="contains"):
+            self.rows = {r.question for r in records}
+            return super().fit_outcomes(records, metric)
+
+        def score(self, questions):
+            log.append((self.rows, set(questions)))
+            return super().score(questions)
+
+    scores = cross_fitted_scores(lambda: Recorded(encoder, members=SMALL), train, folds=3, seed=0)
+    assert len(log) == 3 and np.all(np.isfinite(scores))
+    assert all(rows and not rows & scored for rows, scored in log)
+    assert set().union(*(scored for _, scored in log)) == {r.question for r in train}
+
+
+def test_gain_and_helps_targets(encoder, train, fitted, test_questions):
+    scores = fitted.score(test_questions)
+    assert np.all((-1 <= scores) & (scores <= 1)) and fitted.threshold_ == 0.0
+    decision = fitted.decide(test_questions[0])
+    assert decision.score == pytest.approx(decision.details["p_with"] - decision.details["p_without"])
+    assert set(decision.details["members"]) == {"skr-knn", "skr-cls", "popularity"}
+
+    helps = StackedGate(encoder, members=SMALL, target="helps").fit_outcomes(train)
+    a, b = outcome_scores(train)
+    assert helps.threshold_ == pytest.approx(np.mean(b > a))  # retrieve when above the base rate
+    p = helps.score(test_questions)
+    assert np.all((0 <= p) & (p <= 1))
+
+
+def test_heads_are_calibrated_on_their_training_rows(train):
+    features = np.random.default_rng(0).normal(size=(len(train), 4))
+    a, b = outcome_scores(train)
+    combiner = fit_combiner(features, a, b, "gain", C=0.05)
+    p = combiner.head_probabilities(features)
+    # a logistic regression's unpenalised intercept makes its mean prediction the base rate
+    assert p["with"].mean() == pytest.approx(b.mean(), abs=1e-3)
+    assert p["without"].mean() == pytest.approx(a.mean(), abs=1e-3)
+    with pytest.raises(ValueError, match="nothing to learn"):
+        fit_combiner(features, np.zeros_like(a), b, "gain", C=1.0)
+
+
+def test_round_trip_as_one_directory(fitted, encoder, test_questions, tmp_path):
+    fitted.calibrate(test_questions, target_rate=0.4)
+    path = fitted.save(tmp_path / "g")
+    members = sorted(p.name for p in path.iterdir() if p.is_dir())
+    assert members == ["member-0-skr-knn", "member-1-skr-cls", "member-2-popularity"]
+    assert not list(path.rglob("*.pkl"))
+    loaded = load_gate(path, embedder=encoder)
+    assert isinstance(loaded, StackedGate) and loaded.members == fitted.members
+    np.testing.assert_allclose(loaded.score(test_questions), fitted.score(test_questions), rtol=0, atol=1e-12)
+    assert loaded.threshold_ == fitted.threshold_
+    # without an embedder the members rebuild the embedded MiniLM they were saved with
+    np.testing.assert_allclose(load_gate(path).score(test_questions[:5]), fitted.score(test_questions[:5]), atol=1e-6)
+    # a saved stacked gate can be replaced by another
+    fitted.save(path, overwrite=True)
+    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == members
+
+
+def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
+    path = fitted.save(tmp_path / "g")
+
+    coef = path / "member-1-skr-cls" / "coef.npy"
+    np.save(coef, np.load(coef) * 2)
+    with pytest.raises(GateLoadError, match="'coef.npy' does not match its checksum"):
+        load_gate(path, embedder=encoder)
+
+    path = fitted.save(tmp_path / "h")
+    np.save(path / "combiner_with.npy", np.zeros(len(fitted.feature_names_)))
+    with pytest.raises(GateLoadError, match="'combiner_with.npy' does not match its checksum"):
+        load_gate(path, embedder=encoder)
+
+    # a member swapped for another valid saved gate of the same kind
+    path = fitted.save(tmp_path / "i")
+    other = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train[:150])
+    other_path = other.save(tmp_path / "other")
+    shutil.rmtree(path / "member-0-skr-knn")
+    shutil.copytree(other_path / "member-0-skr-knn", path / "member-0-skr-knn")
+    with pytest.raises(GateLoadError, match="member 'skr-knn' .* is not the one saved with this gate"):
+        load_gate(path, embedder=encoder)
+
+    path = fitted.save(tmp_path / "j")
+    shutil.rmtree(path / "member-2-popularity")
+    with pytest.raises(GateLoadError, match="member 'popularity' is missing"):
+        load_gate(path, embedder=encoder)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"members": "skr-knn,verbalized"}, "unknown member gate"),
+    ({"members": "skr-knn,skr-knn"}, "must not repeat"),
+    ({"members": "", "features": False}, "needs members, question features, or both"),
+    ({"target": "accuracy"}, "target must be one of"),
+    ({"C": 0}, "C must be a positive number"),
+])
+def test_bad_parameters_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        StackedGate(**bad)
+
+
+@pytest.fixture(scope="module")
+def split(outcome_records, tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:350]])
+    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[350:]])
+    return root
+
+
+def _eval(split, out, *flags):
+    return main(["eval", "--gate", "stacked", "--train", str(split / "train.jsonl"),
+                 "--test", str(split / "test.jsonl"), "--json", str(out), *flags])
+
+
+def test_cli_eval_with_the_default_members(split, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert _eval(split, out) == 0
+    report = json.loads(out.read_text())
+    assert report["gate"] == "stacked" and report["n"] == 150 and report["n_train"] == 350
+    assert report["threshold"] == 0.0 and len(report["curve"]) == 151
+    assert report["gap_capture"] is not None and 0 <= report["decision_auroc"] <= 1
+    assert capsys.readouterr().out.startswith("stacked: n=150 ")
+
+
+def test_cli_eval_picks_members_and_target(split, tmp_path):
+    out = tmp_path / "r.json"
+    assert _eval(split, out, "--option", f"members={SMALL}", "--option", "target=helps",
+                 "--target-rate", "0.3") == 0
+    report = json.loads(out.read_text())
+    assert report["at_threshold"]["target_rate"] == 0.3
+    assert abs(report["at_threshold"]["retrieval_rate"] - 0.3) < 0.15
+
+
+def test_cli_refuses_an_unknown_member_before_any_work(split, tmp_path, capsys):
+    assert _eval(split, tmp_path / "r.json", "--option", "members=skr-knn,seakr") == 2
+    err = capsys.readouterr().err
+    assert "adaptive-gates: error: gate 'stacked': unknown member gate(s) seakr" in err
+    assert not (tmp_path / "r.json").exists()
