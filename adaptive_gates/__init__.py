@@ -17,8 +17,11 @@ from .errors import (
     InvalidQuestionError,
     NotFittedError,
 )
+from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
     BM25DifficultyGate,
+    BudgetedGate,
+    CascadeGate,
     ExactMemory,
     FaissMemory,
     Gate,
@@ -58,6 +61,11 @@ __all__ = [
     "SKRClassifierGate",
     "ThrustGate",
     "BM25DifficultyGate",
+    "BudgetedGate",
+    "CascadeGate",
+    "Feedback",
+    "FeedbackLog",
+    "FeedbackNotSupportedError",
     "VerbalizedGate",
     "SKRPromptGate",
     "SKRIclGate",

@@ -2,6 +2,8 @@
 
 from .base import Gate, load_gate
 from .bm25_difficulty import BM25DifficultyGate
+from .budget import BudgetedGate
+from .cascade import CascadeGate
 from .skr import SKRClassifierGate, SKRKnnGate
 from .skr_memory import ExactMemory, FaissMemory, SKRMemory
 from .skr_prompt import SKRIclGate, SKRPromptGate
@@ -10,4 +12,5 @@ from .thrust import ThrustGate
 from .verbalized import VerbalizedGate
 
 __all__ = ["Gate", "load_gate", "SKRKnnGate", "SKRClassifierGate", "ThrustGate", "BM25DifficultyGate",
-           "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory", "FaissMemory", "ExactMemory"]
+           "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory", "FaissMemory", "ExactMemory",
+           "BudgetedGate", "CascadeGate"]
