@@ -168,7 +168,8 @@ class _SKRMemoryGate(Gate):
                 f"cannot write itself to a directory ({exc or 'no save'})"
             ) from exc
         state["memory"] = memory.kind
-        state["feedback"] = self.feedback_.save(directory)
+        if len(self.feedback_):  # a gate without feedback saves as before
+            state["feedback"] = self.feedback_.save(directory)
         state["encoder"] = {"id": self._encoder().model_id, "dimension": int(memory.dimension)}
         return state
 
