@@ -17,8 +17,11 @@ from .errors import (
     InvalidQuestionError,
     NotFittedError,
 )
+from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
     BM25DifficultyGate,
+    BudgetedGate,
+    CascadeGate,
     ExactMemory,
     FaissMemory,
     Gate,
@@ -62,6 +65,11 @@ __all__ = [
     "BM25DifficultyGate",
     "PopularityGate",
     "StackedGate",
+    "BudgetedGate",
+    "CascadeGate",
+    "Feedback",
+    "FeedbackLog",
+    "FeedbackNotSupportedError",
     "VerbalizedGate",
     "SKRPromptGate",
     "SKRIclGate",

@@ -27,6 +27,7 @@ from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
 from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
+from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, save_directory
 from ..validation import check_batch, check_question, check_questions
@@ -118,6 +119,20 @@ class Gate(GateParams, ABC):
     def fit_outcomes(self: G, records: Sequence[OutcomeRecord], metric: str = "contains") -> G:
         """Fit on outcome records; gates that learn from them override this."""
         raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records")
+
+    # ----------------------------------------------------------------- feedback
+    @property
+    def learns_online(self) -> bool:
+        """Whether ``record_feedback`` updates this gate (see ``adaptive_gates.feedback``)."""
+        return False
+
+    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
+        """Learn from one answered question: was it answered with retrieval, and was
+        the answer correct. Gates that learn online override this (and ``learns_online``)."""
+        raise FeedbackNotSupportedError(
+            f"{type(self).__name__} does not learn from feedback (learns_online is False); "
+            "the SKR gates do: put their decisions' outcomes into one of those"
+        )
 
     # ----------------------------------------------------------------- thresholds
     def _check_fitted(self) -> None:
@@ -304,14 +319,16 @@ class Gate(GateParams, ABC):
                     problems[i] = d.pop(FALLBACK_REASON, None) or "backend error: non-finite score"
         threshold = batch.threshold
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
-        retrieve = dict(zip(scores, self.retrieves(np.array(list(scores.values())), threshold))) if scores else {}
+        verdicts = self._verdicts(np.array(list(scores.values())), threshold, [evidence[i] for i in scores])
+        retrieve = dict(zip(scores, verdicts[0]))
+        thresholds = dict(zip(scores, verdicts[1]))
         decisions = [
             self._fallback(q, problems[i], threshold, latency, evidence.get(i))
             if i in problems
             else GateDecision(
                 retrieve=bool(retrieve[i]),
                 score=scores[i],
-                threshold=threshold,
+                threshold=float(thresholds[i]),
                 gate=self.name,
                 latency_ms=latency,
                 question=batch.clean[i],
@@ -322,6 +339,15 @@ class Gate(GateParams, ABC):
         ]
         notify_decisions(decisions, self._listeners)
         return decisions
+
+    def _verdicts(
+        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each finite score of a batch retrieves, and the threshold each was
+        decided by: ``retrieves`` at the batch's threshold. A gate whose decisions are
+        not one fixed threshold (a budget, a cascade) overrides this; it may add to
+        each question's ``evidence`` (its decision's details)."""
+        return self.retrieves(scores, threshold), np.full(len(scores), threshold)
 
     # ----------------------------------------------------------------- listeners
     def add_listener(self, listener: Any) -> None:
@@ -367,11 +393,12 @@ class Gate(GateParams, ABC):
         if cls is not Gate and not issubclass(target, cls):
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
         params = config_field(config, "params", dict)
+        state = config_field(config, "state", dict)
         try:
-            gate = target(**backends, **params)
+            gate = target._from_saved(path, state, params, backends)
         except TypeError as exc:
             raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
-        gate._load_state(path, config_field(config, "state", dict))
+        gate._load_state(path, state)
         calibration = config.get("calibration")
         if calibration is not None:
             try:
@@ -384,6 +411,12 @@ class Gate(GateParams, ABC):
                 f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
             )
         return gate  # type: ignore[return-value]
+
+    @classmethod
+    def _from_saved(cls: type[G], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> G:
+        """The gate ``load`` restores the state into, from its saved parameters and the
+        backends given; a gate holding other gates (saved in its directory) loads them here."""
+        return cls(**backends, **params)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._json_params().items())

@@ -5,7 +5,9 @@ Two gates over a memory of labelled past questions (D+ known, D- unknown):
 - ``SKRKnnGate`` (the paper's best): the k nearest past questions vote;
 - ``SKRClassifierGate``: a logistic-regression head on frozen embeddings.
 
-Both keep learning: ``add()`` puts newly labelled questions into the memory.
+Both keep learning: ``add()`` puts newly labelled questions into the memory, and
+``record_feedback()`` turns an answered question into such a label (rule:
+``adaptive_gates.feedback``), logged and saved with the gate.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
+from ..feedback import Feedback, FeedbackLog, check_feedback
 from ..models.protocols import Embedder, check_vectors
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
-from ..validation import check_labels, check_questions
+from ..validation import check_labels, check_question, check_questions
 from .base import Gate
 from ..persistence import check_saved_backend, load_array, save_array
 from .skr_memory import FaissMemory, SKRMemory, l2_normalise
@@ -45,7 +48,7 @@ class _SKRMemoryGate(Gate):
     ``load`` classmethod can be loaded back from a saved gate.
     """
 
-    _fitted_state = ("_memory",)
+    _fitted_state = ("_memory", "_feedback")
     _backend_params = frozenset({"embedder", "memory"})
 
     def __init__(
@@ -59,6 +62,7 @@ class _SKRMemoryGate(Gate):
         self._default_embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self._memory: SKRMemory | None = None
+        self._feedback: FeedbackLog | None = None
 
     # ------------------------------------------------------------------ backend
     def _encoder(self) -> Embedder:
@@ -104,6 +108,7 @@ class _SKRMemoryGate(Gate):
             raise TypeError(f"memory={self.memory!r} made {type(memory).__name__}, which is no SKRMemory")
         memory.add(vectors, labels, clean)
         self._memory = memory
+        self._feedback = FeedbackLog()  # the feedback of the memory this fit replaces
         self._after_memory_change()
         logger.info("%s fitted on %d questions (m=%d known, n=%d unknown)", self.name, len(clean), *memory.counts)
         return self
@@ -127,6 +132,31 @@ class _SKRMemoryGate(Gate):
     def _after_memory_change(self) -> None:
         """Hook for state derived from the memory (e.g. a classifier)."""
 
+    # ------------------------------------------------------------------ feedback
+    @property
+    def learns_online(self) -> bool:
+        return True
+
+    @property
+    def feedback_(self) -> FeedbackLog:
+        """Every feedback observation since the gate was fitted (fitted state)."""
+        self._check_fitted()
+        return self._feedback  # type: ignore[return-value]
+
+    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
+        """Learn from one answered question: the label its outcome gives (if any; see
+        ``adaptive_gates.feedback``) joins the memory, so later decisions on similar
+        questions follow it. Returns the logged observation with that label."""
+        self._check_fitted()
+        clean = check_question(question)
+        retrieved, correct = check_feedback(retrieved, correct)
+        entry = self.feedback_.observe(clean, retrieved, correct)
+        if entry.label is not None:
+            self.add([clean], [entry.label])
+        self.feedback_.append(entry)  # logged once learned, so the log never runs ahead of the memory
+        logger.debug("%s feedback: %s", self.name, entry)
+        return entry
+
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
         memory = self.memory_
@@ -138,6 +168,8 @@ class _SKRMemoryGate(Gate):
                 f"cannot write itself to a directory ({exc or 'no save'})"
             ) from exc
         state["memory"] = memory.kind
+        if len(self.feedback_):  # a gate without feedback saves as before
+            state["feedback"] = self.feedback_.save(directory)
         state["encoder"] = {"id": self._encoder().model_id, "dimension": int(memory.dimension)}
         return state
 
@@ -161,6 +193,7 @@ class _SKRMemoryGate(Gate):
                 f"but the memory holds {memory.dimension}-d vectors"
             )
         self._memory = memory
+        self._feedback = FeedbackLog.load(directory, state.get("feedback"))
 
     def _load_memory(self, directory: Path, state: dict[str, Any]) -> SKRMemory:
         """The saved memory, read by the kind of memory this gate makes."""

@@ -1,0 +1,319 @@
+"""A cascade: a cheap gate decides, and a costly one only where the cheap one is unsure.
+
+``CascadeGate(cheap, costly, band=(lo, hi))`` scores every question with ``cheap``
+(e.g. SKR-kNN, no LLM call) and escalates to ``costly`` (verbalized confidence,
+SeaKR: LLM calls) only the questions whose cheap score lies in the closed band
+[lo, hi]; the band can instead be fitted to a share of escalated questions
+(``escalation_rate``, ``fit_band``). Each decision's details say which stage decided
+(``stage``), the band, both stages' scores and evidence, and the gating LLM calls the
+question cost (``llm_calls``, counted from the LLM-call listener events: the costly
+gate's own per-question count when it reports one, else the batch's calls shared out;
+SeaKR's generations are not chat requests and are not counted).
+
+Need score (for ranking and calibration): the cheap score outside the band; inside it,
+lo + (hi - lo)·σ(s_c - t_c), σ the logistic function and s_c, t_c the costly score and
+threshold, so it stays between the cheap scores around it and is above the band's
+midpoint exactly when the costly gate's score is above its threshold. Until the cascade
+is calibrated, each stage decides by its own threshold (the decision's threshold is the
+cheap one, or the band's midpoint when the costly stage decided); a question the costly
+stage fails on is decided by the cheap stage (``details["costly_error"]`` says why).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GateLoadError, NotFittedError
+from ..feedback import Feedback, FeedbackNotSupportedError
+from ..listeners import gate_asking, listening
+from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
+from .members import load_member, save_member
+
+logger = logging.getLogger(__name__)
+
+#: Private evidence key: a question's verdict and threshold, from scoring to ``_verdicts``.
+_VERDICT = "_verdict"
+
+
+class _CallCounter:
+    """Counts the LLM requests reported while it listens (from any thread)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def on_llm_call(self, event: object) -> None:
+        with self._lock:
+            self.calls += 1
+
+
+@dataclass
+class _Stage:
+    """What one stage's scoring gave: scores, evidence, LLM calls, or the error it raised."""
+
+    scores: np.ndarray
+    details: list[dict[str, Any]]
+    calls: int = 0
+    error: str | None = None
+
+
+class CascadeGate(Gate):
+    """Escalate from a cheap gate to a costly one inside an uncertainty band.
+
+    Args:
+        cheap: the gate that scores every question (fitted).
+        costly: the gate asked for questions whose cheap score is in the band.
+        band: ``(lo, hi)``: escalate when lo <= cheap score <= hi.
+        escalation_rate: instead of ``band``: the share of questions to escalate; the
+            band is then fitted by ``fit_band`` around the cheap gate's threshold.
+        fallback_retrieve: the decision taken when a question or the cheap stage fails.
+    """
+
+    name = "cascade"
+    _backend_params = frozenset({"cheap", "costly"})
+    _fitted_state = ("_fitted_band",)
+
+    def __init__(
+        self,
+        cheap: Gate,
+        costly: Gate,
+        *,
+        band: Sequence[float] | None = None,
+        escalation_rate: float | None = None,
+        fallback_retrieve: bool = True,
+    ) -> None:
+        super().__init__(fallback_retrieve=fallback_retrieve)
+        for label, gate in (("cheap", cheap), ("costly", costly)):
+            if not isinstance(gate, Gate):
+                raise TypeError(f"{label} must be a Gate, got {type(gate).__name__}")
+        if (band is None) == (escalation_rate is None):
+            raise ValueError("give either band=(lo, hi) or escalation_rate (a share of questions to escalate)")
+        if band is not None and not _is_band(band):
+            raise ValueError(f"band must be two finite numbers lo <= hi, got {band!r}")
+        if escalation_rate is not None and (
+            isinstance(escalation_rate, bool) or not isinstance(escalation_rate, (int, float))
+            or not 0 <= escalation_rate <= 1
+        ):
+            raise ValueError(f"escalation_rate must be a number in [0, 1], got {escalation_rate!r}")
+        self.cheap = cheap
+        self.costly = costly
+        self.band = band
+        self.escalation_rate = escalation_rate
+        self._fitted_band: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ the band
+    @property
+    def band_(self) -> tuple[float, float] | None:
+        """The band in use (``None``: escalate nothing)."""
+        if self.band is not None:
+            return float(self.band[0]), float(self.band[1])
+        if self._fitted_band is None:
+            raise NotFittedError("CascadeGate has no band: call fit_band(questions) or pass band=(lo, hi)")
+        band = self._fitted_band["band"]
+        return None if band is None else (float(band[0]), float(band[1]))
+
+    def fit_band(self, questions: Sequence[str]) -> "CascadeGate":
+        """Fit the band to ``escalation_rate`` on questions like the traffic's."""
+        return self.fit_band_scores(self.cheap.score(questions))
+
+    def fit_band_scores(self, cheap_scores: np.ndarray) -> "CascadeGate":
+        """``fit_band`` from the cheap gate's scores: the band spans the
+        ``escalation_rate`` share of them nearest the cheap threshold (ties at its edges
+        can make the share escalated larger; ``fitted_band_["realised_share"]``)."""
+        if self.escalation_rate is None:
+            raise ValueError("this cascade has a fixed band; give escalation_rate instead of band to fit one")
+        scores = np.asarray(cheap_scores, dtype=np.float64).ravel()
+        if scores.size == 0 or not np.all(np.isfinite(scores)):
+            raise ValueError("cheap scores must be a non-empty array of finite numbers")
+        threshold = self.cheap.threshold_
+        k = round(self.escalation_rate * scores.size)
+        band = None
+        if k:
+            nearest = scores[np.argsort(np.abs(scores - threshold), kind="stable")[:k]]
+            band = [float(nearest.min()), float(nearest.max())]
+        share = float(np.mean((scores >= band[0]) & (scores <= band[1]))) if band else 0.0
+        self._fitted_band = {"band": band, "n": int(scores.size), "escalation_rate": self.escalation_rate,
+                             "realised_share": share, "cheap_threshold": threshold}
+        logger.info("%s: band %s escalates %.3f of %d questions", self.name, band, share, scores.size)
+        return self
+
+    @property
+    def fitted_band_(self) -> dict[str, Any] | None:
+        """How the band was fitted (``None`` for a given band)."""
+        return self._fitted_band
+
+    # ------------------------------------------------------------------ Gate hooks
+    @property
+    def is_fitted(self) -> bool:
+        return self.cheap.is_fitted and self.costly.is_fitted and (self.band is not None or self._fitted_band is not None)
+
+    def _default_threshold(self) -> float:
+        return self.cheap.threshold_
+
+    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        cheap = self._run(self.cheap, questions)
+        if cheap.error is not None:
+            raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
+        escalated = self._escalated(cheap.scores)
+        costly = self._run(self.costly, [questions[i] for i in escalated]) if escalated else None
+        return self._combine(cheap, escalated, costly)
+
+    async def _ascore(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        cheap = await self._arun(self.cheap, questions)
+        if cheap.error is not None:
+            raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
+        escalated = self._escalated(cheap.scores)
+        costly = await self._arun(self.costly, [questions[i] for i in escalated]) if escalated else None
+        return self._combine(cheap, escalated, costly)
+
+    def _verdicts(
+        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        verdicts = [e.pop(_VERDICT) for e in evidence]
+        if self._calibration is not None:  # one calibrated threshold on the combined scores
+            return super()._verdicts(scores, threshold, evidence)
+        return np.array([v[0] for v in verdicts], dtype=bool), np.array([v[1] for v in verdicts], dtype=np.float64)
+
+    # ------------------------------------------------------------------ the stages
+    def _run(self, gate: Gate, questions: list[str]) -> _Stage:
+        counter = _CallCounter()
+        with listening(counter), gate_asking(gate.name, (*self._listeners, *gate._listeners)):
+            try:
+                scores, details = gate._score(questions)
+            except Exception as exc:  # a failing stage is decided around, not raised through
+                logger.error("%s: the %s stage failed", self.name, gate.name, exc_info=exc)
+                return _Stage(np.full(len(questions), math.nan), [{} for _ in questions], counter.calls, _describe(exc))
+        return _Stage(np.asarray(scores, dtype=np.float64), details, counter.calls)
+
+    async def _arun(self, gate: Gate, questions: list[str]) -> _Stage:
+        counter = _CallCounter()
+        with listening(counter), gate_asking(gate.name, (*self._listeners, *gate._listeners)):
+            try:
+                scores, details = await gate._ascore(questions)
+            except Exception as exc:  # a failing stage is decided around, not raised through
+                logger.error("%s: the %s stage failed", self.name, gate.name, exc_info=exc)
+                return _Stage(np.full(len(questions), math.nan), [{} for _ in questions], counter.calls, _describe(exc))
+        return _Stage(np.asarray(scores, dtype=np.float64), details, counter.calls)
+
+    def _escalated(self, cheap_scores: np.ndarray) -> list[int]:
+        band = self.band_
+        if band is None:
+            return []
+        return [i for i, s in enumerate(cheap_scores) if band[0] <= s <= band[1]]
+
+    def _combine(
+        self, cheap: _Stage, escalated: list[int], costly: _Stage | None
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        band = self.band_
+        t_cheap = self.cheap.threshold_
+        finite = np.isfinite(cheap.scores)
+        cheap_retrieves = np.zeros(len(cheap.scores), dtype=bool)
+        cheap_retrieves[finite] = self.cheap.retrieves(cheap.scores[finite], t_cheap)
+        cheap_share = cheap.calls / max(len(cheap.scores), 1)
+        scores = cheap.scores.copy()
+        evidence: list[dict[str, Any]] = []
+        for i, (score, details) in enumerate(zip(cheap.scores, cheap.details)):
+            entry: dict[str, Any] = {
+                "stage": "cheap",
+                "band": None if band is None else list(band),
+                "llm_calls": cheap_share,
+                "cheap": {"gate": self.cheap.name, "score": float(score), "threshold": t_cheap, "details": details},
+            }
+            if math.isfinite(score):
+                entry[_VERDICT] = (bool(cheap_retrieves[i]), t_cheap)
+            else:
+                entry[FALLBACK_REASON] = details.pop(FALLBACK_REASON, None) or "the cheap stage gave no score"
+            evidence.append(entry)
+        if costly is not None:
+            self._escalate(scores, evidence, escalated, costly, band)  # type: ignore[arg-type]
+        return scores, evidence
+
+    def _escalate(
+        self, scores: np.ndarray, evidence: list[dict[str, Any]], escalated: list[int], costly: _Stage,
+        band: tuple[float, float],
+    ) -> None:
+        """Let the costly stage's verdicts replace the cheap ones for ``escalated``."""
+        try:
+            t_costly = self.costly.threshold_
+        except NotFittedError as exc:
+            costly = _Stage(costly.scores, costly.details, costly.calls, f"{type(exc).__name__}: {exc}")
+        lo, hi = band
+        midpoint = (lo + hi) / 2
+        for j, i in enumerate(escalated):
+            score, details, entry = float(costly.scores[j]), costly.details[j], evidence[i]
+            calls = details.get("llm_calls")
+            entry["llm_calls"] += calls if isinstance(calls, int) else costly.calls / len(escalated)
+            error = costly.error or (None if math.isfinite(score) else details.pop(FALLBACK_REASON, "no score"))
+            entry["costly"] = {"gate": self.costly.name, "score": score if math.isfinite(score) else None,
+                               "details": details}
+            if error is not None:
+                entry["costly_error"] = error  # the cheap stage's verdict stands
+                continue
+            entry["costly"]["threshold"] = t_costly
+            entry["stage"] = "costly"
+            scores[i] = lo + (hi - lo) / (1.0 + math.exp(-(score - t_costly)))
+            entry[_VERDICT] = (bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
+            if DRAFT_ANSWER in details:
+                entry[DRAFT_ANSWER] = details[DRAFT_ANSWER]
+
+    # ------------------------------------------------------------------ feedback
+    @property
+    def learns_online(self) -> bool:
+        return self.cheap.learns_online or self.costly.learns_online
+
+    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
+        """Every stage that learns online learns from it; returns the first one's entry."""
+        entries = [g.record_feedback(question, retrieved, correct) for g in (self.cheap, self.costly) if g.learns_online]
+        if not entries:
+            raise FeedbackNotSupportedError(
+                f"neither stage of this cascade ({self.cheap.name}, {self.costly.name}) learns from feedback"
+            )
+        return entries[0]
+
+    # ------------------------------------------------------------------ persistence
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        return {
+            "cheap": save_member(self.cheap, directory, "cheap"),
+            "costly": save_member(self.costly, directory, "costly"),
+            "fitted_band": self._fitted_band,
+        }
+
+    @classmethod
+    def _from_saved(
+        cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
+    ) -> "CascadeGate":
+        cheap = load_member(path, state.get("cheap"), "cheap stage", backends)
+        costly = load_member(path, state.get("costly"), "costly stage", backends)
+        return cls(cheap, costly, **params)
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        fitted = state.get("fitted_band")
+        if fitted is None:
+            if self.band is None:
+                raise GateLoadError(f"{directory}: field 'state.fitted_band' is missing for a cascade without band")
+            return
+        band = fitted.get("band") if isinstance(fitted, dict) else "malformed"
+        if band is not None and not _is_band(band):
+            raise GateLoadError(f"{directory}: field 'state.fitted_band' is malformed: {fitted!r}")
+        self._fitted_band = fitted
+
+
+def _is_band(band: object) -> bool:
+    return (
+        isinstance(band, (list, tuple))
+        and len(band) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in band)
+        and band[0] <= band[1]
+    )
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,148 @@
+"""The cascade: only questions whose cheap score is in the band reach the costly gate
+(counted through the LLM-call listener events, with the real verbalized gate on the
+embedded SmolLM2), and each branch of its decision logic with a scripted chat model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from adaptive_gates import CascadeGate, DecisionListener, GateLoadError, SKRKnnGate, VerbalizedGate, listening, load_gate
+from adaptive_gates.models.cached_embedder import CachedEmbedder
+from adaptive_gates.models.chat import ChatReply
+
+from test_chat_gate_logic import ScriptedChat
+
+
+class Calls(DecisionListener):
+    def __init__(self) -> None:
+        self.events = []
+
+    def on_llm_call(self, event) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture(scope="module")
+def knn(outcome_records, embedder) -> SKRKnnGate:
+    return SKRKnnGate(CachedEmbedder(embedder), k=10, weighting="similarity").fit_outcomes(outcome_records)
+
+
+@pytest.fixture(scope="module")
+def questions(qa_records) -> list[str]:
+    return [r.question for r in qa_records[:8]]
+
+
+def _middle_band(knn: SKRKnnGate, questions: list[str]) -> tuple[tuple[float, float], list[int]]:
+    """A band around the middle two cheap scores, and the questions in it."""
+    scores = knn.score(questions)
+    order = np.argsort(scores)
+    lo, hi = scores[order[len(order) // 2 - 1]], scores[order[len(order) // 2]]
+    inside = [i for i, s in enumerate(scores) if lo <= s <= hi]
+    assert 0 < len(inside) < len(questions)
+    return (float(lo), float(hi)), inside
+
+
+def test_only_the_band_reaches_the_embedded_llm(knn, questions, one_torch_thread) -> None:
+    band, inside = _middle_band(knn, questions[:4])
+    cascade = CascadeGate(knn, VerbalizedGate(), band=band)
+    calls = Calls()
+    with listening(calls):
+        decisions = cascade.decide_batch(questions[:4])
+    stages = [d.details["stage"] for d in decisions]
+    escalated = [i for i, d in enumerate(decisions) if "costly" in d.details]
+    assert escalated == inside
+    assert all(stages[i] == "costly" for i in inside if not decisions[i].details.get("costly_error"))
+    assert calls.events and all(e.gate == "verbalized" for e in calls.events)
+    assert len(calls.events) == sum(d.details["llm_calls"] for d in decisions)
+    first_turns = [e for e in calls.events if e.purpose == "answer+certainty"]
+    asked = {i for i in range(4) for e in first_turns if questions[i] in e.messages[0]["content"]}
+    assert asked == set(inside) and len(first_turns) == len(inside)
+    assert all(d.details["llm_calls"] == 0 for i, d in enumerate(decisions) if i not in inside)
+
+
+def _scripted(reply) -> VerbalizedGate:
+    return VerbalizedGate(ScriptedChat({"ask": reply}))
+
+
+def test_an_uncertain_costly_stage_retrieves_above_the_band_midpoint(knn, questions) -> None:
+    band, inside = _middle_band(knn, questions)
+    cascade = CascadeGate(knn, _scripted(ChatReply("Paris (uncertain)")), band=band)
+    decisions = cascade.decide_batch(questions)
+    midpoint = sum(band) / 2
+    for i in inside:
+        d = decisions[i]
+        assert d.details["stage"] == "costly" and d.retrieve and d.threshold == midpoint
+        assert midpoint < d.score <= band[1] and d.details["llm_calls"] == 1 and d.draft_answer is None
+    for i in set(range(len(questions))) - set(inside):
+        d = decisions[i]
+        assert d.details["stage"] == "cheap" and d.threshold == knn.threshold_ and "costly" not in d.details
+        assert d.retrieve == (d.details["cheap"]["score"] > knn.threshold_) and d.score == d.details["cheap"]["score"]
+
+
+def test_a_certain_costly_stage_answers_directly_with_its_draft(knn, questions) -> None:
+    band, inside = _middle_band(knn, questions)
+    decisions = CascadeGate(knn, _scripted(ChatReply("Paris, certain.")), band=band).decide_batch(questions)
+    for i in inside:
+        assert not decisions[i].retrieve and decisions[i].draft_answer == "Paris"
+        assert band[0] <= decisions[i].score < sum(band) / 2
+
+
+def test_a_failing_costly_stage_leaves_the_cheap_verdict(knn, questions) -> None:
+    band, inside = _middle_band(knn, questions)
+    cheap = knn.decide_batch(questions)
+    decisions = CascadeGate(knn, _scripted(ConnectionError("down")), band=band).decide_batch(questions)
+    assert [d.retrieve for d in decisions] == [d.retrieve for d in cheap]
+    assert not any(d.is_fallback for d in decisions)
+    for i in inside:
+        assert decisions[i].details["stage"] == "cheap" and "down" in decisions[i].details["costly_error"]
+
+
+@pytest.mark.parametrize(("rate", "asked"), [(0.0, 0), (0.5, 4), (1.0, 8)])
+def test_a_fitted_band_escalates_its_share(knn, questions, rate, asked) -> None:
+    chat = ScriptedChat({"ask": ChatReply("Paris (uncertain)")})
+    cascade = CascadeGate(knn, VerbalizedGate(chat), escalation_rate=rate).fit_band(questions)
+    cascade.decide_batch(questions)
+    assert len(chat.calls) == asked == round(cascade.fitted_band_["realised_share"] * len(questions))
+    assert (cascade.band_ is None) == (rate == 0)
+
+
+def test_a_calibrated_cascade_decides_by_one_threshold(knn, questions) -> None:
+    band, _ = _middle_band(knn, questions)
+    cascade = CascadeGate(knn, _scripted(ChatReply("Paris (uncertain)")), band=band)
+    cascade.calibrate(questions * 3, target_rate=0.25)
+    decisions = cascade.decide_batch(questions)
+    assert all(d.threshold == cascade.threshold_ and d.retrieve == (d.score > d.threshold) for d in decisions)
+
+
+def test_a_cascade_without_band_is_refused(knn) -> None:
+    with pytest.raises(ValueError, match="band=.*or escalation_rate"):
+        CascadeGate(knn, VerbalizedGate())
+    with pytest.raises(ValueError, match="lo <= hi"):
+        CascadeGate(knn, VerbalizedGate(), band=(0.6, 0.2))
+    assert not CascadeGate(knn, VerbalizedGate(), escalation_rate=0.2).is_fitted
+
+
+def test_a_saved_cascade_loads_with_each_stage_s_backend(knn, questions, tmp_path) -> None:
+    chat = ScriptedChat({"ask": ChatReply("Paris (uncertain)")})
+    cascade = CascadeGate(knn, VerbalizedGate(chat), escalation_rate=0.5).fit_band(questions)
+    path = cascade.save(tmp_path / "cascade")
+    loaded = load_gate(path, embedder=knn.embedder, chat=chat)
+    assert isinstance(loaded, CascadeGate) and loaded.band_ == cascade.band_
+    assert [d.retrieve for d in loaded.decide_batch(questions)] == [d.retrieve for d in cascade.decide_batch(questions)]
+    cascade.save(path, overwrite=True)
+    config = json.loads((path / "config.json").read_text())
+    config["state"]["fitted_band"]["band"] = [0.0, 1.0]
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(GateLoadError, match="modified after saving"):
+        load_gate(path, embedder=knn.embedder, chat=chat)
+
+
+def test_a_tampered_stage_file_is_refused(knn, questions, tmp_path) -> None:
+    cascade = CascadeGate(knn, _scripted(ChatReply("Paris (uncertain)")), band=(0.2, 0.4))
+    path = cascade.save(tmp_path / "cascade")
+    labels = np.load(path / "cheap.labels.npy")
+    np.save(path / "cheap.labels.npy", 1 - labels)
+    with pytest.raises(GateLoadError, match="cheap.labels.npy"):
+        load_gate(path, embedder=knn.embedder)
