@@ -25,6 +25,8 @@ import numpy as np
 #: share of *new* questions it retrieves is uncertain by about sqrt(r(1-r)/n): 0.10
 #: at r = 0.3 with 20 questions (one question reaches only 0 or 1).
 MIN_CALIBRATION_QUESTIONS = 20
+#: How many calibration scores a calibration keeps (for thresholds at other rates).
+SCORE_SAMPLE_SIZE = 256
 
 
 class CalibrationWarning(UserWarning):
@@ -42,13 +44,26 @@ class Calibration:
     target_rate: float | None = None
     max_rate: float | None = None
     accuracy: float | None = None
+    #: Up to ``SCORE_SAMPLE_SIZE`` of the calibration scores (evenly spaced order
+    #: statistics, ascending): what a threshold for another rate is read from.
+    score_sample: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["score_sample"] = None if self.score_sample is None else list(self.score_sample)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
-        return cls(**data)
+        sample = data.get("score_sample")
+        return cls(**{**data, "score_sample": None if sample is None else tuple(float(v) for v in sample)})
+
+    def threshold_at_rate(self, rate: float) -> float:
+        """The threshold that retrieves about ``rate`` of the calibration questions
+        (read from the kept score sample, ties as ``threshold_for_rate`` treats them)."""
+        if self.score_sample is None:
+            raise ValueError("this calibration kept no scores (it was saved before they were kept); calibrate again")
+        return threshold_for_rate(np.asarray(self.score_sample), rate).threshold
 
     def warn_if_too_few(self) -> None:
         """Warn when fewer than ``MIN_CALIBRATION_QUESTIONS`` questions set this
@@ -85,6 +100,15 @@ def _finite_scores(scores: np.ndarray) -> np.ndarray:
     return scores
 
 
+def _score_sample(scores: np.ndarray) -> tuple[float, ...]:
+    """At most ``SCORE_SAMPLE_SIZE`` order statistics of ``scores``, evenly spaced and
+    ascending, so ties and the spread survive in a few kilobytes of config."""
+    ascending = np.sort(scores)
+    if ascending.size > SCORE_SAMPLE_SIZE:
+        ascending = ascending[np.round(np.linspace(0, ascending.size - 1, SCORE_SAMPLE_SIZE)).astype(int)]
+    return tuple(float(v) for v in ascending)
+
+
 def _cut_positions(desc: np.ndarray) -> np.ndarray:
     """The reachable retrieval counts j: 0, every change of score value, and N."""
     return np.r_[0, np.flatnonzero(desc[1:] != desc[:-1]) + 1, desc.size]
@@ -114,7 +138,9 @@ def threshold_for_rate(scores: np.ndarray, target_rate: float) -> Calibration:
     n = desc.size
     cuts = _cut_positions(desc)
     j = int(cuts[np.argmin(np.abs(cuts / n - target_rate))])
-    return Calibration("rate", _threshold_retrieving_top(desc, j), n, j / n, target_rate=target_rate)
+    return Calibration(
+        "rate", _threshold_retrieving_top(desc, j), n, j / n, target_rate=target_rate, score_sample=_score_sample(scores)
+    )
 
 
 def threshold_for_objective(
@@ -154,4 +180,5 @@ def threshold_for_objective(
         j / n,
         max_rate=max_rate,
         accuracy=float(accuracy[best]),
+        score_sample=_score_sample(scores),
     )

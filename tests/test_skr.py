@@ -170,6 +170,26 @@ def test_calibration_hits_target_rate_on_held_out_questions(outcome_records, emb
             assert abs(rate - target) <= 0.02, (gate.name, target, rate)
 
 
+def test_a_threshold_for_another_rate_comes_from_the_calibration_scores(
+    outcome_records, embedder, question_pool, tmp_path
+):
+    from adaptive_gates import load_gate
+
+    memo = MemoEmbedder(embedder)
+    dev, test = question_pool[:2000], question_pool[2000:4000]
+    gate = SKRClassifierGate(memo).fit_outcomes(outcome_records)
+    with pytest.raises(ValueError, match="not calibrated"):
+        gate.threshold_at_rate(0.3)
+    gate.calibrate(dev, target_rate=0.3)
+    assert len(gate.calibration_.score_sample) == 256
+    test_scores = gate.score(test)
+    for rate in (0.1, 0.5, 0.8):  # rates the gate was not calibrated to, on unseen questions
+        assert abs(np.mean(test_scores > gate.threshold_at_rate(rate)) - rate) <= 0.03, rate
+    gate.save(tmp_path / "gate")
+    loaded = load_gate(tmp_path / "gate", embedder=memo)
+    assert loaded.threshold_at_rate(0.5) == gate.threshold_at_rate(0.5)
+
+
 def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(outcome_records, embedder):
     from adaptive_gates.evaluation import cross_fitted_scores, fit_calibrated
 

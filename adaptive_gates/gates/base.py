@@ -152,6 +152,19 @@ class Gate(GateParams, ABC):
         """How the threshold was calibrated (``None``: the method's own rule)."""
         return self._calibration
 
+    def threshold_at_rate(self, rate: float) -> float:
+        """The threshold that would have retrieved about ``rate`` of the questions this
+        gate was calibrated on (either kind of calibration keeps a sample of their
+        scores): how a service honours a per-request retrieval budget without scoring
+        anything again. An uncalibrated gate raises ``ValueError``."""
+        self._check_fitted()
+        if self._calibration is None:
+            raise ValueError(
+                f"{self.name} is not calibrated: a threshold for a rate is read from the scores of the "
+                "questions it was calibrated on; call gate.calibrate(questions, ...) first"
+            )
+        return self._calibration.threshold_at_rate(rate)
+
     def reset_threshold(self: G) -> G:
         """Drop any calibration and go back to the method's own rule."""
         self._calibration = None

@@ -12,7 +12,7 @@
 
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import UNCERTAINTY_KEY, SeaKRCompressor
-from .control import GATE_KEY, RETRIEVAL_KEY, THRESHOLD_KEY, RequestControl
+from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
@@ -46,6 +46,7 @@ __all__ = [
     "STATE_DECISION_KEY",
     "SeaKRCompressor",
     "TAG_PREFIX",
+    "TARGET_RATE_KEY",
     "THRESHOLD_KEY",
     "UNCERTAINTY_KEY",
     "VectorStoreMemory",

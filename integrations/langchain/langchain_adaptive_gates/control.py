@@ -5,15 +5,15 @@
     chain.invoke(q, config={"configurable": {"gate_threshold": 0.2}})   # stricter gate
     chain.invoke(q, config={"configurable": {"gate_retrieval": "always"}})  # force
     chain.invoke(q, config={"configurable": {"gate_name": "verbalized"}})   # pick a gate
+    chain.invoke(q, config={"configurable": {"gate_target_rate": 0.1}})     # a tighter budget
 
-There is no per-request target retrieval rate. A rate is a share of many decisions; one
-request gets one decision, retrieve or not, and no threshold chosen for it alone can
-make it "30% retrieval". A rate is set for traffic: calibrate the gate on questions
-like the traffic's (``gate.calibrate(questions, target_rate=0.3)``). To serve requests
-at different budgets, register copies calibrated to each rate as ``alternatives`` of
-the ``GateRunnable`` and pick one per request with ``gate_name``; or give the
-threshold such a calibration found as ``gate_threshold``. ``gate_target_rate`` is
-refused with this advice rather than ignored.
+A target retrieval rate is a share of many decisions; one request gets one decision. So
+``gate_target_rate`` means: judge this request at the threshold that would have
+retrieved that share of the questions the gate was calibrated on
+(``Gate.threshold_at_rate``). The gate must be calibrated
+(``gate.calibrate(questions, ...)``, on questions like the traffic's); an uncalibrated
+gate makes the request fail with that advice. Give a threshold or a target rate, not
+both. To hold a realised rate over live traffic, wrap the gate in ``BudgetedGate``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adaptive_gates import GateDecision
+from adaptive_gates import Gate, GateDecision
 
 #: ``configurable`` key: a threshold replacing the gate's for this request.
 THRESHOLD_KEY = "gate_threshold"
@@ -32,7 +32,8 @@ THRESHOLD_KEY = "gate_threshold"
 RETRIEVAL_KEY = "gate_retrieval"
 #: ``configurable`` key: the name of a registered gate to decide with.
 GATE_KEY = "gate_name"
-#: Refused ``configurable`` key (see the module's doc: a rate needs many requests).
+#: ``configurable`` key: a retrieval rate in [0, 1], judged at the threshold that would
+#: have retrieved that share of the gate's calibration questions.
 TARGET_RATE_KEY = "gate_target_rate"
 
 RetrievalMode = Literal["auto", "always", "never"]
@@ -46,18 +47,13 @@ class RequestControl:
     threshold: float | None = None
     retrieval: RetrievalMode = "auto"
     gate_name: str | None = None
+    target_rate: float | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> "RequestControl":
         """The control in ``config["configurable"]``; a bad value raises ``ValueError``
         naming the key."""
         configurable = (config or {}).get("configurable") or {}
-        if TARGET_RATE_KEY in configurable:
-            raise ValueError(
-                f"configurable {TARGET_RATE_KEY!r} is not supported: a retrieval rate is a share of many requests, "
-                "one request gets one decision; calibrate gates to rates (gate.calibrate(questions, target_rate=...)), "
-                f"register them as alternatives and pick one with {GATE_KEY!r}, or give {THRESHOLD_KEY!r}"
-            )
         threshold = configurable.get(THRESHOLD_KEY)
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
@@ -69,7 +65,26 @@ class RequestControl:
         gate_name = configurable.get(GATE_KEY)
         if gate_name is not None and not isinstance(gate_name, str):
             raise ValueError(f"configurable {GATE_KEY!r} must be a gate name (str), got {gate_name!r}")
-        return cls(None if threshold is None else float(threshold), retrieval, gate_name)
+        target = configurable.get(TARGET_RATE_KEY)
+        if target is not None and (
+            isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 <= target <= 1.0
+        ):
+            raise ValueError(f"configurable {TARGET_RATE_KEY!r} must be a number in [0, 1], got {target!r}")
+        if target is not None and threshold is not None:
+            raise ValueError(f"give configurable {THRESHOLD_KEY!r} or {TARGET_RATE_KEY!r}, not both")
+        return cls(
+            None if threshold is None else float(threshold),
+            retrieval,
+            gate_name,
+            None if target is None else float(target),
+        )
+
+    def for_gate(self, gate: Gate) -> "RequestControl":
+        """This control with a target rate turned into ``gate``'s threshold for it
+        (``ValueError`` when the gate is not calibrated)."""
+        if self.target_rate is None:
+            return self
+        return dataclasses.replace(self, threshold=gate.threshold_at_rate(self.target_rate))
 
     def forced(self, question: Any, gate_name: str) -> GateDecision:
         """The decision of a forced request: no scoring, the evidence says it was forced."""
@@ -91,6 +106,8 @@ class RequestControl:
         if self.threshold is None:
             return decision
         details = {**decision.details, "gate_threshold": decision.threshold}
+        if self.target_rate is not None:
+            details["gate_target_rate"] = self.target_rate
         if decision.is_fallback:
             return dataclasses.replace(decision, threshold=self.threshold, details=details)
         retrieve = decision.score > self.threshold

@@ -180,6 +180,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         try:
             control = RequestControl.from_config(config)
             gate = self._gate_named(control.gate_name)
+            control = control.for_gate(gate)
             question, history = conversation_of(value, question_key=self.question_key, history_key=self.history_key)
         except ValueError as exc:
             return exc

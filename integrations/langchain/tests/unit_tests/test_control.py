@@ -48,6 +48,10 @@ def test_forced_decisions_say_so():
     assert RequestControl(retrieval="never").forced("q", "skr-knn").retrieve is False
 
 
-def test_a_per_request_target_rate_is_refused_with_the_alternatives():
-    with pytest.raises(ValueError, match="gate_target_rate.*share of many requests.*gate_name.*gate_threshold"):
-        RequestControl.from_config({"configurable": {"gate_target_rate": 0.3}})
+def test_a_target_rate_is_read_and_checked():
+    assert RequestControl.from_config({"configurable": {"gate_target_rate": 0.2}}).target_rate == 0.2
+    for bad in (1.5, -0.1, "a lot", True):
+        with pytest.raises(ValueError, match="gate_target_rate"):
+            RequestControl.from_config({"configurable": {"gate_target_rate": bad}})
+    with pytest.raises(ValueError, match="not both"):
+        RequestControl.from_config({"configurable": {"gate_target_rate": 0.2, "gate_threshold": 0.5}})

@@ -77,6 +77,23 @@ def test_config_overrides_per_request(gate, knn_gate):
         gate.invoke(KNOWN_Q, {"configurable": {"gate_name": "thrust"}})
 
 
+def test_a_target_rate_per_request_uses_the_gates_calibration(labelled_questions, core_embedder, knn_gate):
+    from adaptive_gates import SKRKnnGate
+
+    questions, labels = labelled_questions
+    fit, calibration, test = questions[:150], questions[150:210], questions[210:330]
+    gate = SKRKnnGate(core_embedder, k=10, weighting="similarity").fit(fit, labels[:150])
+    gate.calibrate(calibration, target_rate=0.5)
+    runnable = GateRunnable(gate)
+    for rate in (0.1, 0.8):
+        decisions = runnable.batch(test, {"configurable": {"gate_target_rate": rate}})
+        assert {d.threshold for d in decisions} == {gate.threshold_at_rate(rate)}
+        assert all(d.details["gate_target_rate"] == rate for d in decisions)
+        assert abs(sum(d.retrieve for d in decisions) / len(test) - rate) <= 0.15, rate
+    with pytest.raises(ValueError, match="not calibrated"):
+        GateRunnable(knn_gate).invoke(KNOWN_Q, {"configurable": {"gate_target_rate": 0.3}})
+
+
 def test_registered_gates_are_chosen_by_name(knn_gate):
     verbalized = VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False, top_logprobs=0)
     gate = GateRunnable(knn_gate, alternatives={"verbalized": verbalized})
