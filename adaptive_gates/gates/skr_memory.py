@@ -9,6 +9,7 @@ small, an approximate HNSW index past a size, see ``faiss_index``) is the defaul
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -192,6 +193,26 @@ class FaissMemory(_LabelledMemory):
         with self._lock:
             return faiss_index.structure(self._index)
 
+    def index_description(self) -> dict[str, Any]:
+        """What is searched now, for reports: structure, rows, settings (and IVF's lists)."""
+        with self._lock:
+            description = {
+                "structure": faiss_index.structure(self._index),
+                "rows": int(self._index.ntotal),
+                "settings": self.settings.to_state(),
+            }
+            if description["structure"] == "ivf":
+                description["nlist"] = int(self._index.nlist)
+            return description
+
+    def set_search(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
+        """Change how hard the approximate search looks (HNSW ``ef_search``, IVF
+        ``nprobe``) without rebuilding: more finds more true neighbours, slower."""
+        changes = {name: value for name, value in (("ef_search", ef_search), ("nprobe", nprobe)) if value is not None}
+        with self._lock:
+            self.settings = dataclasses.replace(self.settings, **changes)
+            faiss_index.configure(self.settings, self._index)
+
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         new_labels = _check_added(vectors, labels, questions, self.dimension)
         normalised = l2_normalise(vectors)
@@ -217,6 +238,7 @@ class FaissMemory(_LabelledMemory):
             with self._lock:
                 if self._index.ntotal > rows:
                     fresh.add(self._index.reconstruct_n(rows, self._index.ntotal - rows))
+                faiss_index.configure(self.settings, fresh)  # set_search may have run meanwhile
                 self._index, self._trained_rows = fresh, rows
             logger.info("SKR memory of %d rows now searched with a %s index", rows, faiss_index.structure(fresh))
 
