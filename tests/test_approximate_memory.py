@@ -51,7 +51,8 @@ def _split(records):
 def test_approximate_recall_at_10_on_real_questions(real_vectors, index):
     questions, vectors, _, queries = real_vectors
     exact = _filled(ExactMemory(vectors.shape[1]), questions, vectors)
-    memory = _filled(FaissMemory(vectors.shape[1], index=index, switch_at=1000), questions, vectors)
+    # nprobe 16 of IVF's 25 lists: the default would probe all of them
+    memory = _filled(FaissMemory(vectors.shape[1], index=index, switch_at=1000, nprobe=16), questions, vectors)
     assert memory.structure == ("hnsw" if index == "auto" else index)
     assert _recall_at_10(memory, exact, queries) >= 0.95
 
@@ -91,7 +92,7 @@ def test_exact_setting_never_switches(real_vectors):
 
 def test_ivf_is_retrained_once_grown_by_the_factor(real_vectors):
     questions, vectors, _, queries = real_vectors
-    memory = FaissMemory(vectors.shape[1], index="ivf", switch_at=600, retrain_growth=2.0)
+    memory = FaissMemory(vectors.shape[1], index="ivf", switch_at=600, retrain_growth=2.0, nprobe=16)
     lists = []
     for s in range(0, N_MEMORY, 300):
         memory.add(vectors[s : s + 300], _labels(N_MEMORY)[s : s + 300], questions[s : s + 300])
