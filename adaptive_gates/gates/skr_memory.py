@@ -2,15 +2,19 @@
 
 ``SKRMemory`` is the small protocol the SKR gates need from it, so any vector store
 (a LangChain or LlamaIndex one, through an adapter) can back them. ``FaissMemory``
-(faiss ``IndexFlatIP`` on L2-normalised vectors, SPEC §1.2) is the default;
-``ExactMemory`` is the same search in plain numpy.
+(faiss inner product on L2-normalised vectors, SPEC §1.2: exact ``IndexFlatIP`` while
+small, an approximate HNSW index past a size, see ``faiss_index``) is the default;
+``ExactMemory`` is the exact search in plain numpy.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -19,6 +23,10 @@ import numpy as np
 from ..errors import GateLoadError
 from ..persistence import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
+from . import faiss_index
+from .faiss_index import DEFAULT_SWITCH_AT, IndexKind, IndexSettings
+
+logger = logging.getLogger(__name__)
 
 _INDEX_FILE = "memory.faiss"
 _VECTORS_FILE = "vectors.npy"
@@ -143,16 +151,67 @@ class _LabelledMemory:
 
 
 class FaissMemory(_LabelledMemory):
-    """The default memory: a faiss ``IndexFlatIP`` over L2-normalised embeddings
-    (exact cosine search, as the SKR authors' code). Saved in faiss's own format."""
+    """The default memory: faiss over L2-normalised embeddings (cosine, as the SKR
+    authors' code). Exact ``IndexFlatIP`` while small; past ``switch_at`` rows an
+    approximate index (HNSW by default), built from the stored rows the moment the
+    memory crosses that size and grown by later adds (``faiss_index`` says how each
+    kind grows). Saved in faiss's own format, with the settings in the state.
+
+    Args:
+        dimension: the embedding width.
+        index: ``"auto"`` (exact, then HNSW), ``"exact"``, ``"hnsw"`` or ``"ivf"``.
+        switch_at: rows from which an approximate index is used.
+        **tuning: ``hnsw_m``, ``ef_construction``, ``ef_search``, ``nprobe``,
+            ``retrain_growth`` (see ``IndexSettings``).
+
+    ``FaissMemory.configured(index=..., ...)`` is the factory a gate's ``memory=`` takes.
+    """
 
     kind: ClassVar[str] = "faiss"
 
-    def __init__(self, dimension: int) -> None:
-        import faiss
-
+    def __init__(
+        self, dimension: int, *, index: IndexKind = "auto", switch_at: int = DEFAULT_SWITCH_AT, **tuning: Any
+    ) -> None:
         super().__init__(dimension)
-        self._index = faiss.IndexFlatIP(dimension)
+        self.settings = IndexSettings(index=index, switch_at=switch_at, **tuning)
+        self._index = faiss_index.empty_exact(dimension)
+        self._trained_rows = 0  # rows an IVF index was trained on
+        self._build_lock = threading.Lock()  # one rebuild at a time
+
+    @classmethod
+    def configured(cls, **settings: Any) -> Callable[[int], "FaissMemory"]:
+        """A factory (dimension -> memory) for ``SKRKnnGate(memory=...)`` with these
+        settings; checked now, so a wrong one fails before any fitting."""
+        IndexSettings(**settings)
+        factory = functools.partial(cls, **settings)
+        factory.kind, factory.load = cls.kind, cls.load  # type: ignore[attr-defined]
+        return factory
+
+    @property
+    def structure(self) -> str:
+        """The index searched now: ``"exact"``, ``"hnsw"`` or ``"ivf"``."""
+        with self._lock:
+            return faiss_index.structure(self._index)
+
+    def index_description(self) -> dict[str, Any]:
+        """What is searched now, for reports: structure, rows, settings (and IVF's lists)."""
+        with self._lock:
+            description = {
+                "structure": faiss_index.structure(self._index),
+                "rows": int(self._index.ntotal),
+                "settings": self.settings.to_state(),
+            }
+            if description["structure"] == "ivf":
+                description["nlist"] = int(self._index.nlist)
+            return description
+
+    def set_search(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
+        """Change how hard the approximate search looks (HNSW ``ef_search``, IVF
+        ``nprobe``) without rebuilding: more finds more true neighbours, slower."""
+        changes = {name: value for name, value in (("ef_search", ef_search), ("nprobe", nprobe)) if value is not None}
+        with self._lock:
+            self.settings = dataclasses.replace(self.settings, **changes)
+            faiss_index.configure(self.settings, self._index)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         new_labels = _check_added(vectors, labels, questions, self.dimension)
@@ -161,12 +220,33 @@ class FaissMemory(_LabelledMemory):
             self._index.add(normalised)
             self._labels = np.concatenate([self._labels, new_labels])
             self._questions.extend(questions)
+            rebuild = faiss_index.needs_rebuild(self.settings, self._index, self._trained_rows)
+        if rebuild:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Replace the index by a fresh build over its rows. The build runs outside the
+        search lock, so decisions go on against the old index meanwhile; rows added
+        during the build are carried over before the swap."""
+        with self._build_lock:
+            with self._lock:
+                if not faiss_index.needs_rebuild(self.settings, self._index, self._trained_rows):
+                    return  # another thread rebuilt it first
+                rows = self._index.ntotal
+                vectors = self._index.reconstruct_n(0, rows)
+            fresh = faiss_index.build(self.settings, vectors)
+            with self._lock:
+                if self._index.ntotal > rows:
+                    fresh.add(self._index.reconstruct_n(rows, self._index.ntotal - rows))
+                faiss_index.configure(self.settings, fresh)  # set_search may have run meanwhile
+                self._index, self._trained_rows = fresh, rows
+            logger.info("SKR memory of %d rows now searched with a %s index", rows, faiss_index.structure(fresh))
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         queries = l2_normalise(vectors)
         with self._lock:
             k = min(k, self._index.ntotal)
-            sims, idx = self._index.search(queries, k)
+            sims, idx = faiss_index.search(self._index, queries, k)
             labels = self._labels[idx]
             texts = [[self._questions[j] for j in row] for row in idx]
         return sims, labels, texts
@@ -176,20 +256,33 @@ class FaissMemory(_LabelledMemory):
             return self._index.reconstruct_n(0, self._index.ntotal), self._labels.copy(), list(self._questions)
 
     def save(self, directory: Path) -> dict[str, Any]:
-        """Write the index (faiss's own format), labels and questions."""
+        """Write the index (faiss's own format), labels and questions; the state holds
+        the settings and what the index is."""
         import faiss
 
         with self._lock:
             faiss.write_index(self._index, str(directory / _INDEX_FILE))
             _write_labelled(directory, self._labels, self._questions)
-            return {"size": len(self._questions), "dimension": self.dimension}
+            return {
+                "size": len(self._questions),
+                "dimension": self.dimension,
+                "index": {
+                    "settings": self.settings.to_state(),
+                    "structure": faiss_index.structure(self._index),
+                    "trained_rows": self._trained_rows,
+                },
+            }
 
     @classmethod
     def load(cls, directory: Path, state: dict[str, Any]) -> "FaissMemory":
-        """Read a memory written by ``save``, checking the parts agree."""
+        """Read a memory written by ``save``, checking the parts agree. A memory saved
+        before the index settings were recorded was exact: it loads with the default
+        settings and switches to an approximate index on its next add past ``switch_at``."""
         import faiss
 
-        memory = cls(_dimension(directory, state))
+        dimension = _dimension(directory, state)
+        settings, saved_structure, trained_rows = _index_state(directory, state)
+        memory = cls(dimension, **settings.to_state())
         try:
             memory._index = faiss.read_index(str(directory / _INDEX_FILE))
         except RuntimeError as exc:
@@ -200,7 +293,32 @@ class FaissMemory(_LabelledMemory):
             raise GateLoadError(
                 f"{directory}: field 'state.dimension' is {memory.dimension} but the index has {memory._index.d}"
             )
+        problem = faiss_index.check_loaded(settings, memory._index, dimension)
+        if problem is None and saved_structure not in (None, faiss_index.structure(memory._index)):
+            problem = f"the state says {saved_structure!r} but the file holds {faiss_index.structure(memory._index)!r}"
+        if problem:
+            raise GateLoadError(f"{directory}: file {_INDEX_FILE!r} does not fit the memory's state: {problem}")
+        faiss_index.configure(settings, memory._index)
+        memory._trained_rows = trained_rows
         return memory
+
+
+def _index_state(directory: Path, state: dict[str, Any]) -> tuple[IndexSettings, str | None, int]:
+    """The saved index settings, structure and IVF training size (defaults for a save
+    that predates them)."""
+    saved = state.get("index")
+    if saved is None:
+        return IndexSettings(), None, 0
+    if not isinstance(saved, dict) or not isinstance(saved.get("settings"), dict):
+        raise GateLoadError(f"{directory}: field 'state.index' is malformed")
+    try:
+        settings = IndexSettings.from_state(saved["settings"])
+    except (TypeError, ValueError) as exc:
+        raise GateLoadError(f"{directory}: field 'state.index.settings' is invalid ({exc})") from None
+    trained_rows = saved.get("trained_rows")
+    if isinstance(trained_rows, bool) or not isinstance(trained_rows, int) or trained_rows < 0:
+        raise GateLoadError(f"{directory}: field 'state.index.trained_rows' must be an int >= 0")
+    return settings, saved.get("structure"), trained_rows
 
 
 class ExactMemory(_LabelledMemory):
