@@ -266,6 +266,141 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
         load_gate(path, embedder=encoder)
 
 
+# Training questions the fitted gate is surest to answer without retrieval, each with
+# another wording of it (checked in the test).
+PARAPHRASES = {
+    "what year did russia sell alaska to the united states": "in which year did the united states buy alaska from russia",
+    "who was president when the civil war started": "which us president was in office when the civil war began",
+    "what year did the first ipod touch come out": "when was the first ipod touch released",
+    "how many seasons of gossip girl are there": "how many seasons does gossip girl have",
+    "who plays kitty softpaws in puss in boots": "who is the voice of kitty softpaws in puss in boots",
+}
+
+
+def test_feedback_changes_later_decisions_on_similar_questions_after_refit(fresh, train, held_out):
+    questions = [r.question for r in train]
+    before = fresh.score(questions)
+    cluster = [questions[i] for i in np.argsort(before)[:30]]
+    assert set(PARAPHRASES) <= set(cluster)
+    paraphrases = list(PARAPHRASES.values())
+    assert not any(d.retrieve for d in fresh.decide_batch(paraphrases))
+    far = [held_out[i] for i in np.argsort(fresh.score(held_out))[-30:]]  # surest to need retrieval
+    before_cluster, before_paraphrases, before_far = fresh.score(cluster), fresh.score(paraphrases), fresh.score(far)
+
+    # Contradicting the training rows: answered directly, these were wrong; with retrieval, right.
+    for question in cluster:
+        assert fresh.record_feedback(question, retrieved=False, correct=False).label == UNKNOWN
+        assert fresh.record_feedback(question, retrieved=True, correct=True).label is None
+    assert len(fresh.feedback_) == 60
+    np.testing.assert_array_equal(fresh.score(paraphrases), before_paraphrases)  # logged, not learned yet
+
+    fresh.refit()
+    after_cluster = fresh.score(cluster)
+    assert np.mean(after_cluster - before_cluster) > 0.2 and np.mean(after_cluster > 0) >= 0.8
+    decisions = fresh.decide_batch(paraphrases)  # wordings it never saw
+    assert all(d.retrieve for d in decisions)
+    assert all(d.score > s for d, s in zip(decisions, before_paraphrases))
+    moved = np.mean([d.score for d in decisions] - before_paraphrases)
+    assert np.mean(np.abs(fresh.score(far) - before_far)) < moved / 4  # questions unlike them barely move
+
+
+@pytest.mark.parametrize("retrieved, learns, keeps", [(True, "with", "without"), (False, "without", "with")])
+def test_an_observation_teaches_only_the_head_of_the_answer_it_shows(fresh, train, retrieved, learns, keeps):
+    questions = [r.question for r in train[:40]]
+    before = fresh.combiner_
+    p_before = fresh.decide_batch(questions)
+    for question in questions:
+        fresh.record_feedback(question, retrieved=retrieved, correct=True)
+    after = fresh.refit().combiner_
+    np.testing.assert_allclose(after.heads[keeps][0], before.heads[keeps][0], rtol=0, atol=1e-12)
+    assert after.heads[keeps][1] == pytest.approx(before.heads[keeps][1], abs=1e-12)
+    assert not np.allclose(after.heads[learns][0], before.heads[learns][0])
+    p_after = fresh.decide_batch(questions)
+    assert np.mean([d.details[f"p_{learns}"] for d in p_after]) > np.mean([d.details[f"p_{learns}"] for d in p_before])
+
+
+def test_the_helps_target_learns_only_from_labelled_feedback(encoder, train, test_questions):
+    gate = StackedGate(encoder, members=SMALL, target="helps").fit_outcomes(train)
+    before = gate.combiner_
+    # Answers with retrieval give no label; a wrong direct answer to a question already
+    # answered wrongly with retrieval is both wrong: dropped, as the feedback rule says.
+    for question in test_questions[:20]:
+        gate.record_feedback(question, retrieved=True, correct=False)
+        assert gate.record_feedback(question, retrieved=False, correct=False).label is None
+    unchanged = gate.refit().combiner_
+    np.testing.assert_allclose(unchanged.heads["helps"][0], before.heads["helps"][0], rtol=0, atol=1e-12)
+    assert unchanged.base_rate == pytest.approx(before.base_rate, abs=1e-12)
+
+    learned = test_questions[20:50]
+    p_before = gate.score(learned)
+    for question in learned:
+        assert gate.record_feedback(question, retrieved=False, correct=False).label == UNKNOWN
+    gate.refit()
+    assert np.mean(gate.score(learned)) > np.mean(p_before)
+    assert gate.threshold_ == gate.combiner_.base_rate > before.base_rate  # 30 more rows where retrieval helps
+
+
+def test_refit_without_feedback_leaves_the_scores_unchanged(fresh, held_out):
+    # the rows kept with the gate (saved and loaded here) are those its combiner was fitted on
+    before = fresh.score(held_out)
+    np.testing.assert_allclose(fresh.refit().score(held_out), before, rtol=0, atol=1e-12)
+
+
+def test_feedback_on_a_training_question_takes_its_out_of_fold_scores(fresh, train, test_questions, monkeypatch):
+    scored = []
+    for gate in fresh.members_.values():
+
+        def spy(questions, _score=gate.score):
+            scored.append(list(questions))
+            return _score(questions)
+
+        monkeypatch.setattr(gate, "score", spy)
+    fresh.record_feedback(train[0].question.upper() + "?", retrieved=False, correct=True)  # one of its rows
+    fresh.record_feedback(test_questions[0], retrieved=False, correct=True)
+    fresh.refit()
+    # a serving member would score its own training row in-sample: only the new question is scored
+    assert scored == [[test_questions[0]]] * 3
+
+
+def test_feedback_and_the_refitted_combiner_are_saved_with_the_gate(fresh, encoder, train, test_questions, tmp_path):
+    for question in [r.question for r in train[:20]]:
+        fresh.record_feedback(question, retrieved=False, correct=False)
+    fresh.record_feedback(test_questions[0], retrieved=True, correct=True)
+    fresh.refit()
+    path = fresh.save(tmp_path / "g")
+    assert (path / FEEDBACK_FILE).is_file()
+    loaded = load_gate(path, embedder=encoder)
+    assert loaded.feedback_.entries() == fresh.feedback_.entries()
+    np.testing.assert_array_equal(loaded.score(test_questions), fresh.score(test_questions))  # the refitted combiner
+    # the kept outcome rows too: after more feedback both refit to the same combiner
+    for gate in (fresh, loaded):
+        gate.record_feedback(test_questions[1], retrieved=False, correct=True)
+        gate.refit()
+    np.testing.assert_allclose(loaded.score(test_questions), fresh.score(test_questions), rtol=0, atol=1e-12)
+
+    (path / FEEDBACK_FILE).write_text((path / FEEDBACK_FILE).read_text().replace('"correct": false', '"correct": true'))
+    with pytest.raises(GateLoadError, match=f"'{FEEDBACK_FILE}' does not match its checksum"):
+        load_gate(path, embedder=encoder)
+
+
+def test_a_refitted_calibrated_gate_says_its_calibration_is_stale(fresh, test_questions, caplog):
+    fresh.calibrate(test_questions, target_rate=0.3)
+    fresh.record_feedback(test_questions[0], retrieved=False, correct=False)
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.stacked"):
+        fresh.refit()
+    assert "calibrate it again" in caplog.text
+
+
+def test_feedback_is_refused_before_fitting_or_when_malformed(fresh, test_questions):
+    assert fresh.learns_online
+    with pytest.raises(TypeError, match="retrieved must be a bool"):
+        fresh.record_feedback(test_questions[0], "yes", True)
+    assert len(fresh.feedback_) == 0
+    for call in (lambda g: g.record_feedback(test_questions[0], False, True), lambda g: g.refit()):
+        with pytest.raises(NotFittedError):
+            call(StackedGate(members=SMALL))
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"members": "skr-knn,verbalized"}, "unknown member gate"),
     ({"members": "skr-knn,skr-knn"}, "must not repeat"),

@@ -14,16 +14,16 @@ would trust the members too much. The member scores it learns from are cross-fit
 (``cross_fitted_scores``: each row scored by a member fitted on the other folds);
 the members that serve are then refitted on all rows.
 
-Feedback: ``record_feedback`` logs an observation; ``refit`` refits the combiner on
-the rows it was fitted on (kept with the gate: their feature rows and outcomes) and
-the whole log. An observation shows one answer, so it teaches one head of the
-``"gain"`` target (with or without retrieval) and, through the feedback rule's
-self-knowledge label, the ``"helps"`` target (``stacked_combiner.feedback_outcomes``).
-The members are not refitted, and they do not learn from the feedback: their scores of
-the observed questions stay out-of-sample. They come from the serving members, fitted
-on all rows where the out-of-fold scores came from members fitted on (folds - 1)/folds
-of them, a small shift in the scores' spread; a question that is one of the training
-rows takes that row's out-of-fold scores, since a serving member scores it in-sample.
+Feedback: ``record_feedback`` logs an observation, and ``refit`` refits the combiner
+on the outcome rows it was fitted on (kept with the gate) together with the whole log.
+One observation shows one answer: it teaches the ``"gain"`` target's head of that
+answer (correctness with or without retrieval), and the ``"helps"`` target through
+the self-knowledge label the feedback rule gives it (``feedback_outcomes``). The
+members neither learn from feedback nor are refitted. An observed question that is one
+of the training rows takes that row's out-of-fold member scores (a serving member
+would score it in-sample); any other is scored by the serving members, which never saw
+it: out-of-sample too, only by members fitted on all rows rather than on
+(folds - 1)/folds of them.
 
 Persistence: one directory; the members are saved into it as ``members`` does for
 every gate that holds gates (``member-<i>-<name>.<file>``, their configs in this
@@ -133,6 +133,8 @@ def _same_question(question: str) -> str:
 
 class StackedGate(Gate):
     """Retrieve when a combiner of member gates and question features expects it to pay.
+
+    It learns from feedback on demand: ``record_feedback`` logs, ``refit`` learns.
 
     Args:
         embedder: the sentence encoder of the members that embed questions (default:
