@@ -90,7 +90,7 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
 
     Nothing may exist at ``path`` unless ``overwrite`` is set, and then only an
     empty directory or a saved gate: a directory whose ``config.json`` is of this
-    format and whose other files (and subdirectories) are all the gate's own. Raises ``FileExistsError``
+    format and whose other files are all the gate's own. Raises ``FileExistsError``
     naming what is there. Callers can check before doing the work of fitting.
     """
     path = Path(path)
@@ -110,11 +110,7 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
     files = config.get("files")
     if config.get("format") != FORMAT or not isinstance(files, dict):
         raise FileExistsError(f"{path} is not a saved gate (no {CONFIG_FILE} of {FORMAT!r}); refusing to overwrite it")
-    directories = config.get("directories", [])
-    foreign = [
-        p.name for p in entries
-        if p.name != CONFIG_FILE and not (p.name in files and p.is_file()) and not (p.name in directories and p.is_dir())
-    ]
+    foreign = [p.name for p in entries if p.name != CONFIG_FILE and not (p.name in files and p.is_file())]
     if foreign:
         raise FileExistsError(
             f"{path} holds files that are not part of the saved gate ({', '.join(foreign)}); "
@@ -144,12 +140,8 @@ def save_directory(
     try:
         state = write_files(tmp)
         files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        # A composite gate saves its parts as gates of their own, each a subdirectory
-        # that checks itself on load; they are listed so that an overwrite keeps none.
-        directories = sorted(p.name for p in tmp.iterdir() if p.is_dir())
         full = with_checksums(
             {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
-            | ({"directories": directories} if directories else {})
         )
         (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
         if path.exists():

@@ -1,20 +1,32 @@
 """The stacked gate on real outcome records with the real MiniLM: the combiner learns
 only from out-of-fold member scores and never scores its own rows inside CV; its two
-targets; persistence as one directory, refusal of tampered parts; the command line."""
+targets; feedback and refitting; persistence as one flat directory (inside a budget
+too), refusal of tampered parts; the command line."""
 
 import json
-import shutil
+import logging
 
 import numpy as np
 import pytest
 
-from adaptive_gates import CachedEmbedder, GateLoadError, StackedGate, load_gate, outcome_scores
+from adaptive_gates import (
+    BudgetedGate,
+    CachedEmbedder,
+    GateLoadError,
+    NotFittedError,
+    StackedGate,
+    load_gate,
+    outcome_scores,
+)
 from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.evaluation import cross_fitted_scores
+from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
-from adaptive_gates.gates.stacked_combiner import fit_combiner
+from adaptive_gates.gates.stacked_combiner import fit_combiner, head_outcomes
+from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.question_features import FEATURE_NAMES
+from adaptive_gates.selfknowledge import UNKNOWN
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,8 +50,26 @@ def test_questions(outcome_records):
 
 
 @pytest.fixture(scope="module")
+def held_out(outcome_records):
+    return [r.question for r in outcome_records[300:]]
+
+
+@pytest.fixture(scope="module")
 def fitted(encoder, train):
     return StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train)
+
+
+@pytest.fixture(scope="module")
+def saved(encoder, train, tmp_path_factory):
+    """A gate fitted like ``fitted``, saved once so each test can load a copy of its own."""
+    gate = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train)
+    return gate.save(tmp_path_factory.mktemp("stacked") / "gate")
+
+
+@pytest.fixture
+def fresh(saved, encoder):
+    """A fitted stacked gate no other test has given feedback to."""
+    return load_gate(saved, embedder=encoder)
 
 
 def _spy_on_members(monkeypatch):
@@ -77,9 +107,9 @@ def _spy_on_members(monkeypatch):
 def test_the_combiner_learns_from_out_of_fold_member_scores_only(monkeypatch, encoder, train):
     seen = {}
 
-    def capture(features, a, b, target, C):
+    def capture(features, outcomes, target, C):
         seen["features"] = features
-        return fit_combiner(features, a, b, target, C)
+        return fit_combiner(features, outcomes, target, C)
 
     monkeypatch.setattr(stacked, "fit_combiner", capture)
     gate = StackedGate(encoder, members=SMALL, folds=5, seed=3).fit_outcomes(train)
@@ -144,20 +174,26 @@ def test_gain_and_helps_targets(encoder, train, fitted, test_questions):
 def test_heads_are_calibrated_on_their_training_rows(train):
     features = np.random.default_rng(0).normal(size=(len(train), 4))
     a, b = outcome_scores(train)
-    combiner = fit_combiner(features, a, b, "gain", C=0.05)
+    combiner = fit_combiner(features, head_outcomes(a, b, "gain"), "gain", C=0.05)
     p = combiner.head_probabilities(features)
     # a logistic regression's unpenalised intercept makes its mean prediction the base rate
     assert p["with"].mean() == pytest.approx(b.mean(), abs=1e-3)
     assert p["without"].mean() == pytest.approx(a.mean(), abs=1e-3)
     with pytest.raises(ValueError, match="nothing to learn"):
-        fit_combiner(features, np.zeros_like(a), b, "gain", C=1.0)
+        fit_combiner(features, head_outcomes(np.zeros_like(a), b, "gain"), "gain", C=1.0)
 
 
 def test_round_trip_as_one_directory(fitted, encoder, test_questions, tmp_path):
     fitted.calibrate(test_questions, target_rate=0.4)
     path = fitted.save(tmp_path / "g")
-    members = sorted(p.name for p in path.iterdir() if p.is_dir())
-    assert members == ["member-0-skr-knn", "member-1-skr-cls", "member-2-popularity"]
+    # one flat directory: each member's files under its prefix, its config in the state
+    assert not [p for p in path.iterdir() if p.is_dir()]
+    names = {p.name for p in path.iterdir()}
+    assert {"member-0-skr-knn.labels.npy", "member-1-skr-cls.coef.npy", "combiner_with.npy", "rows_features.npy",
+            "rows_questions.json"} <= names
+    assert FEEDBACK_FILE not in names  # no feedback, no log
+    state = json.loads((path / CONFIG_FILE).read_text())["state"]
+    assert [m["config"]["gate_type"] for m in state["members"]] == ["skr-knn", "skr-cls", "popularity"]
     assert not list(path.rglob("*.pkl"))
     loaded = load_gate(path, embedder=encoder)
     assert isinstance(loaded, StackedGate) and loaded.members == fitted.members
@@ -167,35 +203,202 @@ def test_round_trip_as_one_directory(fitted, encoder, test_questions, tmp_path):
     np.testing.assert_allclose(load_gate(path).score(test_questions[:5]), fitted.score(test_questions[:5]), atol=1e-6)
     # a saved stacked gate can be replaced by another
     fitted.save(path, overwrite=True)
-    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == members
+    assert {p.name for p in path.iterdir()} == names
+
+
+def test_a_budget_around_a_stacked_gate_saves_and_loads(fresh, encoder, test_questions, tmp_path):
+    budget = BudgetedGate(fresh, target_rate=0.3, window=50).calibrate(test_questions[:40])
+    budget.decide_batch(test_questions[40:50])
+    path = budget.save(tmp_path / "budget")
+    assert not [p for p in path.iterdir() if p.is_dir()] and (path / "gate.member-1-skr-cls.coef.npy").is_file()
+    loaded = load_gate(path, embedder=encoder)
+    assert isinstance(loaded.gate, StackedGate)
+    np.testing.assert_allclose(loaded.gate.score(test_questions), fresh.score(test_questions), rtol=0, atol=1e-12)
+    later = test_questions[50:]
+    assert [d.retrieve for d in loaded.decide_batch(later)] == [d.retrieve for d in budget.decide_batch(later)]
+
+
+def _edit_state(path, edit):
+    """Change the saved state and sign config.json again, as only a forger would."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    edit(config["state"])
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
 
 
 def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
     path = fitted.save(tmp_path / "g")
-
-    coef = path / "member-1-skr-cls" / "coef.npy"
+    coef = path / "member-1-skr-cls.coef.npy"
     np.save(coef, np.load(coef) * 2)
-    with pytest.raises(GateLoadError, match="'coef.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match="'member-1-skr-cls.coef.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
-    path = fitted.save(tmp_path / "h")
-    np.save(path / "combiner_with.npy", np.zeros(len(fitted.feature_names_)))
-    with pytest.raises(GateLoadError, match="'combiner_with.npy' does not match its checksum"):
-        load_gate(path, embedder=encoder)
+    for name in ("combiner_with.npy", "rows_features.npy"):
+        path = fitted.save(tmp_path / name)
+        array = np.load(path / name)
+        np.save(path / name, array + 1)
+        with pytest.raises(GateLoadError, match=f"'{name}' does not match its checksum"):
+            load_gate(path, embedder=encoder)
 
-    # a member swapped for another valid saved gate of the same kind
+    # a member's file swapped for that of another valid stacked gate
     path = fitted.save(tmp_path / "i")
-    other = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train[:150])
-    other_path = other.save(tmp_path / "other")
-    shutil.rmtree(path / "member-0-skr-knn")
-    shutil.copytree(other_path / "member-0-skr-knn", path / "member-0-skr-knn")
-    with pytest.raises(GateLoadError, match="member 'skr-knn' .* is not the one saved with this gate"):
+    other = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train[:150]).save(tmp_path / "o")
+    (path / "member-0-skr-knn.labels.npy").write_bytes((other / "member-0-skr-knn.labels.npy").read_bytes())
+    with pytest.raises(GateLoadError, match="'member-0-skr-knn.labels.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
+    # a member's saved parameters edited (its config sits in the stacked gate's state)
     path = fitted.save(tmp_path / "j")
-    shutil.rmtree(path / "member-2-popularity")
-    with pytest.raises(GateLoadError, match="member 'popularity' is missing"):
+    config = json.loads((path / CONFIG_FILE).read_text())
+    config["state"]["members"][0]["config"]["params"]["k"] = 3
+    (path / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(GateLoadError, match="field 'state' was changed"):
         load_gate(path, embedder=encoder)
+
+    path = fitted.save(tmp_path / "k")
+    (path / "member-0-skr-knn.labels.npy").unlink()
+    with pytest.raises(GateLoadError, match="missing file 'member-0-skr-knn.labels.npy'"):
+        load_gate(path, embedder=encoder)
+
+    # members in another order, signed again: each member must be the gate its place names
+    path = fitted.save(tmp_path / "l")
+    _edit_state(path, lambda state: state["members"].reverse())
+    with pytest.raises(GateLoadError, match="member 0 is a 'popularity' gate, expected 'skr-knn'"):
+        load_gate(path, embedder=encoder)
+
+
+# Training questions the fitted gate is surest to answer without retrieval, each with
+# another wording of it (checked in the test).
+PARAPHRASES = {
+    "what year did russia sell alaska to the united states": "in which year did the united states buy alaska from russia",
+    "who was president when the civil war started": "which us president was in office when the civil war began",
+    "what year did the first ipod touch come out": "when was the first ipod touch released",
+    "how many seasons of gossip girl are there": "how many seasons does gossip girl have",
+    "who plays kitty softpaws in puss in boots": "who is the voice of kitty softpaws in puss in boots",
+}
+
+
+def test_feedback_changes_later_decisions_on_similar_questions_after_refit(fresh, train, held_out):
+    questions = [r.question for r in train]
+    before = fresh.score(questions)
+    cluster = [questions[i] for i in np.argsort(before)[:30]]
+    assert set(PARAPHRASES) <= set(cluster)
+    paraphrases = list(PARAPHRASES.values())
+    assert not any(d.retrieve for d in fresh.decide_batch(paraphrases))
+    far = [held_out[i] for i in np.argsort(fresh.score(held_out))[-30:]]  # surest to need retrieval
+    before_cluster, before_paraphrases, before_far = fresh.score(cluster), fresh.score(paraphrases), fresh.score(far)
+
+    # Contradicting the training rows: answered directly, these were wrong; with retrieval, right.
+    for question in cluster:
+        assert fresh.record_feedback(question, retrieved=False, correct=False).label == UNKNOWN
+        assert fresh.record_feedback(question, retrieved=True, correct=True).label is None
+    assert len(fresh.feedback_) == 60
+    np.testing.assert_array_equal(fresh.score(paraphrases), before_paraphrases)  # logged, not learned yet
+
+    fresh.refit()
+    after_cluster = fresh.score(cluster)
+    assert np.mean(after_cluster - before_cluster) > 0.2 and np.mean(after_cluster > 0) >= 0.8
+    decisions = fresh.decide_batch(paraphrases)  # wordings it never saw
+    assert all(d.retrieve for d in decisions)
+    assert all(d.score > s for d, s in zip(decisions, before_paraphrases))
+    moved = np.mean([d.score for d in decisions] - before_paraphrases)
+    assert np.mean(np.abs(fresh.score(far) - before_far)) < moved / 4  # questions unlike them barely move
+
+
+@pytest.mark.parametrize("retrieved, learns, keeps", [(True, "with", "without"), (False, "without", "with")])
+def test_an_observation_teaches_only_the_head_of_the_answer_it_shows(fresh, train, retrieved, learns, keeps):
+    questions = [r.question for r in train[:40]]
+    before = fresh.combiner_
+    p_before = fresh.decide_batch(questions)
+    for question in questions:
+        fresh.record_feedback(question, retrieved=retrieved, correct=True)
+    after = fresh.refit().combiner_
+    np.testing.assert_allclose(after.heads[keeps][0], before.heads[keeps][0], rtol=0, atol=1e-12)
+    assert after.heads[keeps][1] == pytest.approx(before.heads[keeps][1], abs=1e-12)
+    assert not np.allclose(after.heads[learns][0], before.heads[learns][0])
+    p_after = fresh.decide_batch(questions)
+    assert np.mean([d.details[f"p_{learns}"] for d in p_after]) > np.mean([d.details[f"p_{learns}"] for d in p_before])
+
+
+def test_the_helps_target_learns_only_from_labelled_feedback(encoder, train, test_questions):
+    gate = StackedGate(encoder, members=SMALL, target="helps").fit_outcomes(train)
+    before = gate.combiner_
+    # Answers with retrieval give no label; a wrong direct answer to a question already
+    # answered wrongly with retrieval is both wrong: dropped, as the feedback rule says.
+    for question in test_questions[:20]:
+        gate.record_feedback(question, retrieved=True, correct=False)
+        assert gate.record_feedback(question, retrieved=False, correct=False).label is None
+    unchanged = gate.refit().combiner_
+    np.testing.assert_allclose(unchanged.heads["helps"][0], before.heads["helps"][0], rtol=0, atol=1e-12)
+    assert unchanged.base_rate == pytest.approx(before.base_rate, abs=1e-12)
+
+    learned = test_questions[20:50]
+    p_before = gate.score(learned)
+    for question in learned:
+        assert gate.record_feedback(question, retrieved=False, correct=False).label == UNKNOWN
+    gate.refit()
+    assert np.mean(gate.score(learned)) > np.mean(p_before)
+    assert gate.threshold_ == gate.combiner_.base_rate > before.base_rate  # 30 more rows where retrieval helps
+
+
+def test_refit_without_feedback_leaves_the_scores_unchanged(fresh, held_out):
+    # the rows kept with the gate (saved and loaded here) are those its combiner was fitted on
+    before = fresh.score(held_out)
+    np.testing.assert_allclose(fresh.refit().score(held_out), before, rtol=0, atol=1e-12)
+
+
+def test_feedback_on_a_training_question_takes_its_out_of_fold_scores(fresh, train, test_questions, monkeypatch):
+    scored = []
+    for gate in fresh.members_.values():
+
+        def spy(questions, _score=gate.score):
+            scored.append(list(questions))
+            return _score(questions)
+
+        monkeypatch.setattr(gate, "score", spy)
+    fresh.record_feedback(train[0].question.upper() + "?", retrieved=False, correct=True)  # one of its rows
+    fresh.record_feedback(test_questions[0], retrieved=False, correct=True)
+    fresh.refit()
+    # a serving member would score its own training row in-sample: only the new question is scored
+    assert scored == [[test_questions[0]]] * 3
+
+
+def test_feedback_and_the_refitted_combiner_are_saved_with_the_gate(fresh, encoder, train, test_questions, tmp_path):
+    for question in [r.question for r in train[:20]]:
+        fresh.record_feedback(question, retrieved=False, correct=False)
+    fresh.record_feedback(test_questions[0], retrieved=True, correct=True)
+    fresh.refit()
+    path = fresh.save(tmp_path / "g")
+    assert (path / FEEDBACK_FILE).is_file()
+    loaded = load_gate(path, embedder=encoder)
+    assert loaded.feedback_.entries() == fresh.feedback_.entries()
+    np.testing.assert_array_equal(loaded.score(test_questions), fresh.score(test_questions))  # the refitted combiner
+    # the kept outcome rows too: after more feedback both refit to the same combiner
+    for gate in (fresh, loaded):
+        gate.record_feedback(test_questions[1], retrieved=False, correct=True)
+        gate.refit()
+    np.testing.assert_allclose(loaded.score(test_questions), fresh.score(test_questions), rtol=0, atol=1e-12)
+
+    (path / FEEDBACK_FILE).write_text((path / FEEDBACK_FILE).read_text().replace('"correct": false', '"correct": true'))
+    with pytest.raises(GateLoadError, match=f"'{FEEDBACK_FILE}' does not match its checksum"):
+        load_gate(path, embedder=encoder)
+
+
+def test_a_refitted_calibrated_gate_says_its_calibration_is_stale(fresh, test_questions, caplog):
+    fresh.calibrate(test_questions, target_rate=0.3)
+    fresh.record_feedback(test_questions[0], retrieved=False, correct=False)
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.stacked"):
+        fresh.refit()
+    assert "calibrate it again" in caplog.text
+
+
+def test_feedback_is_refused_before_fitting_or_when_malformed(fresh, test_questions):
+    assert fresh.learns_online
+    with pytest.raises(TypeError, match="retrieved must be a bool"):
+        fresh.record_feedback(test_questions[0], "yes", True)
+    assert len(fresh.feedback_) == 0
+    for call in (lambda g: g.record_feedback(test_questions[0], False, True), lambda g: g.refit()):
+        with pytest.raises(NotFittedError):
+            call(StackedGate(members=SMALL))
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -1,4 +1,5 @@
-"""Gates saved inside another gate's directory (a budget's wrapped gate, a cascade's stages).
+"""Gates saved inside another gate's directory (a budget's wrapped gate, a cascade's
+stages, a stacked gate's members).
 
 A member is saved as a gate of its own, then its files are moved into the holder's
 directory under a prefix (``<prefix>.<file>``) and its ``config.json`` becomes a field

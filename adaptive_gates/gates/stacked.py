@@ -14,14 +14,24 @@ would trust the members too much. The member scores it learns from are cross-fit
 (``cross_fitted_scores``: each row scored by a member fitted on the other folds);
 the members that serve are then refitted on all rows.
 
-Persistence: one directory; each member is saved by its own ``save`` into a
-subdirectory (``member-<i>-<name>``) whose ``config.json`` digest the stacked gate's
-config records, and the combiner's arrays sit next to the config.
+Feedback: ``record_feedback`` logs an observation, and ``refit`` refits the combiner
+on the outcome rows it was fitted on (kept with the gate) together with the whole log.
+One observation shows one answer: it teaches the ``"gain"`` target's head of that
+answer (correctness with or without retrieval), and the ``"helps"`` target through
+the self-knowledge label the feedback rule gives it (``feedback_outcomes``). The
+members neither learn from feedback nor are refitted. An observed question that is one
+of the training rows takes that row's out-of-fold member scores (a serving member
+would score it in-sample); any other is scored by the serving members, which never saw
+it: out-of-sample too, only by members fitted on all rows rather than on
+(folds - 1)/folds of them.
+
+Persistence: one directory; the members are saved into it as ``members`` does for
+every gate that holds gates (``member-<i>-<name>.<file>``, their configs in this
+gate's state), beside the combiner's arrays, its training rows and the feedback log.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
@@ -34,16 +44,28 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
+from ..feedback import Feedback, FeedbackLog, check_feedback
+from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
 from ..models.protocols import Embedder
-from ..persistence import CONFIG_FILE
 from ..question_features import FEATURE_NAMES, question_features
 from ..selfknowledge import outcome_scores
+from ..validation import check_question
 from .base import Gate
 from .bm25_difficulty import BM25DifficultyGate
+from .members import load_member, save_member
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
-from .stacked_combiner import TARGETS, Combiner, Target, fit_combiner
+from .stacked_combiner import (
+    TARGETS,
+    Combiner,
+    CombinerRows,
+    Target,
+    feedback_outcomes,
+    fit_combiner,
+    head_outcomes,
+    standardisation,
+)
 from .thrust import ThrustGate
 
 logger = logging.getLogger(__name__)
@@ -103,12 +125,16 @@ def fit_member(name: str, records: Sequence[OutcomeRecord], metric: str, encoder
     return MEMBERS[name].build(encoder).fit_outcomes(records, metric)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _same_question(question: str) -> str:
+    """Questions that differ only in case, punctuation or articles are one question
+    (as in the feedback log)."""
+    return normalize_answer(question)
 
 
 class StackedGate(Gate):
     """Retrieve when a combiner of member gates and question features expects it to pay.
+
+    It learns from feedback on demand: ``record_feedback`` logs, ``refit`` learns.
 
     Args:
         embedder: the sentence encoder of the members that embed questions (default:
@@ -128,7 +154,7 @@ class StackedGate(Gate):
 
     name = "stacked"
     _backend_params = frozenset({"embedder"})
-    _fitted_state = ("_members", "_combiner")
+    _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
 
     def __init__(
         self,
@@ -168,6 +194,8 @@ class StackedGate(Gate):
         self._default_encoder: Embedder | None = None
         self._members: list[Gate] | None = None
         self._combiner: Combiner | None = None
+        self._rows: CombinerRows | None = None
+        self._feedback: FeedbackLog | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -218,8 +246,9 @@ class StackedGate(Gate):
         fold_encoder = CachedEmbedder(encoder) if encoder is not None else None
         columns = [member_scores(n, records, metric, self.folds, self.seed, fold_encoder) for n in self._names]
         members = [fit_member(n, records, metric, encoder) for n in self._names]
-        combiner = fit_combiner(self._features(columns, questions), a, b, self.target, self.C)
-        self._members, self._combiner = members, combiner
+        rows = CombinerRows(tuple(questions), self._features(columns, questions), a, b)
+        combiner = fit_combiner(rows.features, head_outcomes(a, b, self.target), self.target, self.C)
+        self._members, self._combiner, self._rows, self._feedback = members, combiner, rows, FeedbackLog()
         logger.info("stacked gate fitted on %d records: members %s, target %s", len(records), self._names, self.target)
         return self
 
@@ -232,6 +261,63 @@ class StackedGate(Gate):
 
     def _default_threshold(self) -> float:
         return 0.0 if self.target == "gain" else self.combiner_.base_rate
+
+    # ------------------------------------------------------------------ feedback
+    @property
+    def learns_online(self) -> bool:
+        return True
+
+    @property
+    def feedback_(self) -> FeedbackLog:
+        """Every feedback observation since the gate was fitted (fitted state)."""
+        self._check_fitted()
+        return self._feedback  # type: ignore[return-value]
+
+    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
+        """Log one answered question; ``refit`` learns from the log. Returns the logged
+        observation with the self-knowledge label the feedback rule gives it."""
+        self._check_fitted()
+        clean = check_question(question)
+        retrieved, correct = check_feedback(retrieved, correct)
+        entry = self.feedback_.observe(clean, retrieved, correct)
+        self.feedback_.append(entry)
+        logger.debug("%s feedback: %s", self.name, entry)
+        return entry
+
+    def refit(self) -> "StackedGate":
+        """Refit the combiner on the outcome rows it was first fitted on and every
+        feedback observation logged so far (the members stay as they are)."""
+        self._check_fitted()
+        rows, entries = self._rows, self.feedback_.entries()
+        features, outcomes = rows.features, head_outcomes(rows.a, rows.b, self.target)
+        if entries:
+            features = np.vstack([features, self._feedback_features([e.question for e in entries])])
+            learned = feedback_outcomes(entries, self.target)
+            outcomes = {head: np.r_[y, learned[head]] for head, y in outcomes.items()}
+        self._combiner = fit_combiner(features, outcomes, self.target, self.C, standardisation(rows.features))
+        if self._calibration is not None:
+            logger.warning("%s refitted: its calibration was made on the previous combiner's scores; "
+                           "calibrate it again", self.name)
+        logger.info("%s refitted on %d outcome rows and %d feedback observations", self.name, len(rows.questions),
+                    len(entries))
+        return self
+
+    def _feedback_features(self, questions: list[str]) -> np.ndarray:
+        """The combiner's input rows of observed questions: a training question's own
+        row (its members' scores out-of-fold), the serving members' scores otherwise."""
+        rows = self._rows
+        known = {}
+        for i, question in enumerate(rows.questions):
+            known.setdefault(_same_question(question), i)
+        matches = [known.get(_same_question(q)) for q in questions]
+        new = [q for q, row in zip(questions, matches) if row is None]
+        out = np.empty((len(questions), rows.features.shape[1]))
+        if new:
+            out[[row is None for row in matches]] = self._features([gate.score(new) for gate in self._members], new)
+        for i, row in enumerate(matches):
+            if row is not None:
+                out[i] = rows.features[row]
+        return out
 
     # ------------------------------------------------------------------ scoring
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -252,12 +338,16 @@ class StackedGate(Gate):
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        saved = []
-        for i, (name, gate) in enumerate(zip(self._names, self._members)):
-            sub = f"member-{i}-{name}"
-            gate.save(directory / sub)
-            saved.append({"name": name, "directory": sub, "config_sha256": _digest(directory / sub / CONFIG_FILE)})
-        return {"members": saved, "feature_names": self.feature_names_, "combiner": self.combiner_.save(directory)}
+        state = {
+            "members": [save_member(gate, directory, f"member-{i}-{name}")
+                        for i, (name, gate) in enumerate(zip(self._names, self._members))],
+            "feature_names": self.feature_names_,
+            "combiner": self.combiner_.save(directory),
+            "rows": self._rows.save(directory),
+        }
+        if len(self.feedback_):  # a gate without feedback saves no log
+            state["feedback"] = self.feedback_.save(directory)
+        return state
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         if state.get("feature_names") != self.feature_names_:
@@ -266,26 +356,19 @@ class StackedGate(Gate):
                 f"the stacked gate computes {self.feature_names_!r}; fit and save it again"
             )
         saved = state.get("members")
-        if not isinstance(saved, list) or [m.get("name") if isinstance(m, dict) else None for m in saved] != list(self._names):
-            raise GateLoadError(f"{directory}: field 'state.members' does not list the members {list(self._names)}")
+        if not isinstance(saved, list) or len(saved) != len(self._names):
+            raise GateLoadError(f"{directory}: field 'state.members' does not hold the {len(self._names)} members "
+                                f"{list(self._names)}")
         encoder = self._encoder()
         members = []
-        for i, record in enumerate(saved):
-            name = record["name"]
-            sub = f"member-{i}-{name}"
-            if record.get("directory") != sub:
-                raise GateLoadError(f"{directory}: field 'state.members' gives member {i} the directory "
-                                    f"{record.get('directory')!r}, expected {sub!r}")
-            config = directory / sub / CONFIG_FILE
-            if not config.is_file():
-                raise GateLoadError(f"{directory}: member {name!r} is missing ({sub}/{CONFIG_FILE})")
-            if _digest(config) != record.get("config_sha256"):
-                raise GateLoadError(f"{directory}: member {name!r} ({sub}) is not the one saved with this gate "
-                                    "(its config.json does not match the recorded checksum)")
+        for i, (name, member_state) in enumerate(zip(self._names, saved)):
             backend = MEMBERS[name].backend
-            member = Gate.load(directory / sub, **({backend: encoder} if backend else {}))
+            member = load_member(directory, member_state, f"member {name!r}", {backend: encoder} if backend else {})
             if member.name != name:
                 raise GateLoadError(f"{directory}: member {i} is a {member.name!r} gate, expected {name!r}")
             members.append(member)
-        self._combiner = Combiner.load(directory, state.get("combiner"), len(self.feature_names_))
+        n_features = len(self.feature_names_)
+        self._combiner = Combiner.load(directory, state.get("combiner"), n_features)
+        self._rows = CombinerRows.load(directory, state.get("rows"), n_features)
+        self._feedback = FeedbackLog.load(directory, state.get("feedback"))
         self._members = members

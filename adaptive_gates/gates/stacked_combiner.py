@@ -9,11 +9,15 @@ Targets:
 
 A fractional outcome (the ``f1`` metric) enters a head as a positive row weighted by
 its value and a negative row weighted by the rest, so one formulation serves every
-metric. Logistic regression's probabilities are calibrated by its loss.
+metric. A row may teach some heads only: its outcome is NaN for the others (a
+feedback observation shows one of the two answers). Logistic regression's
+probabilities are calibrated by its loss.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,12 +25,16 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import GateLoadError
+from ..feedback import Feedback
 from ..persistence import load_array, save_array
+from ..selfknowledge import KNOWN, UNKNOWN
 
 Target = Literal["gain", "helps"]
 TARGETS = ("gain", "helps")
 #: The heads of each target; the need score is the first minus the second (if any).
 HEADS: dict[str, tuple[str, ...]] = {"gain": ("with", "without"), "helps": ("helps",)}
+#: The file of the questions of the rows a combiner was fitted on.
+_QUESTIONS_FILE = "rows_questions.json"
 
 
 @dataclass(frozen=True)
@@ -90,10 +98,58 @@ class Combiner:
         return cls(state["target"], vector("combiner_mean.npy"), scale, heads, float(state["base_rate"]))
 
 
+@dataclass(frozen=True)
+class CombinerRows:
+    """The outcome rows a combiner was fitted on, kept with the gate so that it can be
+    refitted with feedback: each question, its feature row (the members' out-of-fold
+    scores, then the question features) and its outcomes without (``a``) and with
+    (``b``) retrieval. Saved as arrays and a JSON list of the questions."""
+
+    questions: tuple[str, ...]
+    features: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        """Write the rows into ``directory``; return the JSON part."""
+        save_array(directory, "rows_features.npy", self.features)
+        save_array(directory, "rows_without.npy", self.a)
+        save_array(directory, "rows_with.npy", self.b)
+        (directory / _QUESTIONS_FILE).write_text(json.dumps(list(self.questions), ensure_ascii=False), encoding="utf-8")
+        return {"size": len(self.questions)}
+
+    @classmethod
+    def load(cls, directory: Path, state: Any, n_features: int) -> "CombinerRows":
+        """Read rows saved by ``save`` with ``n_features`` features."""
+        size = state.get("size") if isinstance(state, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise GateLoadError(f"{directory}: field 'state.rows.size' is missing or malformed")
+        try:
+            questions = json.loads((directory / _QUESTIONS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} is not a readable JSON list ({exc})") from None
+        if not isinstance(questions, list) or len(questions) != size or not all(isinstance(q, str) for q in questions):
+            raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} must list the {size} questions")
+        features = load_array(directory, "rows_features.npy").astype(np.float64)
+        if features.shape != (size, n_features) or not np.all(np.isfinite(features)):
+            raise GateLoadError(f"{directory}: file 'rows_features.npy' must hold {size}x{n_features} finite values, "
+                                f"got {features.shape}")
+        outcomes = []
+        for name in ("rows_without.npy", "rows_with.npy"):
+            column = load_array(directory, name).astype(np.float64)
+            if column.shape != (size,) or not np.all((column >= 0) & (column <= 1)):
+                raise GateLoadError(f"{directory}: file {name!r} must hold {size} outcomes in [0, 1]")
+            outcomes.append(column)
+        return cls(tuple(questions), features, *outcomes)
+
+
 def _fit_head(z: np.ndarray, y: np.ndarray, C: float, what: str) -> tuple[np.ndarray, float]:
-    """A logistic regression of outcomes ``y`` in [0, 1] on standardised ``z``."""
+    """A logistic regression of outcomes ``y`` in [0, 1] on standardised ``z``; rows
+    whose outcome is NaN do not teach this head."""
     from sklearn.linear_model import LogisticRegression
 
+    known = ~np.isnan(y)
+    z, y = z[known], y[known]
     if np.all(y == y[0]):
         raise ValueError(f"stacked gate: {what} is {y[0]:g} on every training row; there is nothing to learn")
     weights = np.r_[y, 1.0 - y]
@@ -103,22 +159,64 @@ def _fit_head(z: np.ndarray, y: np.ndarray, C: float, what: str) -> tuple[np.nda
     return head.coef_[0].astype(np.float64), float(head.intercept_[0])
 
 
-def fit_combiner(features: np.ndarray, a: np.ndarray, b: np.ndarray, target: Target, C: float) -> Combiner:
-    """Fit the heads of ``target`` on feature rows and their outcomes without (``a``)
-    and with (``b``) retrieval."""
-    features = np.asarray(features, dtype=np.float64)
-    mean = features.mean(axis=0)
-    scale = features.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)  # a constant column stays 0 after centring
-    z = (features - mean) / scale
+#: What each head predicts, as named in its "nothing to learn" error.
+_HEAD_OUTCOMES = {
+    "with": "correctness with retrieval",
+    "without": "correctness without retrieval",
+    "helps": "'retrieval helps'",
+}
+
+
+def head_outcomes(a: np.ndarray, b: np.ndarray, target: Target) -> dict[str, np.ndarray]:
+    """Each head's outcome on rows whose outcomes without (``a``) and with (``b``)
+    retrieval are both known (outcome records)."""
     if target == "gain":
-        heads = {
-            "with": _fit_head(z, b, C, "correctness with retrieval"),
-            "without": _fit_head(z, a, C, "correctness without retrieval"),
-        }
-        base_rate = float(np.mean(b - a))
-    else:
-        helps = (b > a).astype(np.float64)
-        heads = {"helps": _fit_head(z, helps, C, "'retrieval helps'")}
-        base_rate = float(helps.mean())
+        return {"with": np.asarray(b, dtype=np.float64), "without": np.asarray(a, dtype=np.float64)}
+    return {"helps": (np.asarray(b) > np.asarray(a)).astype(np.float64)}
+
+
+def feedback_outcomes(entries: Sequence[Feedback], target: Target) -> dict[str, np.ndarray]:
+    """Each head's outcome on feedback observations (NaN: the observation does not teach it).
+
+    One observation shows one answer. ``"gain"``: an answer with retrieval teaches the
+    head of correctness with retrieval, one without it the other head. ``"helps"``: the
+    self-knowledge label the feedback rule gave it (``adaptive_gates.feedback``): known
+    is 0, unknown 1; an observation without a label (every answer with retrieval, both
+    answers wrong) teaches nothing, as it adds nothing to an SKR memory.
+    """
+    if target == "gain":
+        shown = np.array([float(e.correct) for e in entries], dtype=np.float64)
+        retrieved = np.array([e.retrieved for e in entries], dtype=bool)
+        return {"with": np.where(retrieved, shown, np.nan), "without": np.where(retrieved, np.nan, shown)}
+    helps = {KNOWN: 0.0, UNKNOWN: 1.0}
+    return {"helps": np.array([helps.get(e.label, np.nan) for e in entries], dtype=np.float64)}
+
+
+def standardisation(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and spread of each feature column, by which the heads see it."""
+    features = np.asarray(features, dtype=np.float64)
+    scale = features.std(axis=0)
+    return features.mean(axis=0), np.where(scale > 0, scale, 1.0)  # a constant column stays 0 after centring
+
+
+def fit_combiner(
+    features: np.ndarray,
+    outcomes: dict[str, np.ndarray],
+    target: Target,
+    C: float,
+    scaling: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Combiner:
+    """Fit the heads of ``target`` on feature rows and each head's outcome per row
+    (``head_outcomes``; NaN where a row does not teach that head). ``scaling``: the
+    ``standardisation`` to use (default: that of ``features``); a refit keeps that
+    of the outcome rows, so rows that teach one head leave the other as it was."""
+    features = np.asarray(features, dtype=np.float64)
+    if set(outcomes) != set(HEADS[target]):
+        raise ValueError(f"stacked gate: target {target!r} has the heads {HEADS[target]}, got {sorted(outcomes)}")
+    mean, scale = standardisation(features) if scaling is None else scaling
+    z = (features - mean) / scale
+    heads = {name: _fit_head(z, np.asarray(outcomes[name], dtype=np.float64), C, _HEAD_OUTCOMES[name])
+             for name in HEADS[target]}
+    means = [float(np.nanmean(outcomes[name])) for name in HEADS[target]]
+    base_rate = means[0] - means[1] if target == "gain" else means[0]
     return Combiner(target, mean, scale, heads, base_rate)
