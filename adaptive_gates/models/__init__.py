@@ -4,6 +4,7 @@ OpenAI-compatible), plus the embedded defaults.
 Importing this package is cheap; torch, transformers and openai load on first model use.
 """
 
+from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
 from .cache import cache_dir
 from .chat import (
@@ -27,6 +28,7 @@ from .openai_chat import OpenAIChatModel
 from .protocols import Embedder, ProbingLM
 
 __all__ = [
+    "AdaptedChatModel",
     "AdaptedEmbedder",
     "ChatModel",
     "ChatReply",
