@@ -19,6 +19,7 @@ from .chat import (
     chat_many,
     with_achat,
 )
+from .chat_default import chat_model_or_default
 from .defaults import default_embedder, default_llm
 from .embedded import embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
@@ -46,6 +47,7 @@ __all__ = [
     "cache_dir",
     "chat_each",
     "chat_many",
+    "chat_model_or_default",
     "default_embedder",
     "default_llm",
     "embedded_minilm_dir",

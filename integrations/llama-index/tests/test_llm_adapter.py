@@ -74,6 +74,11 @@ def test_roles_the_core_cannot_take_are_refused(llm):
         llm.chat(QUESTION, top_p=0.5)
 
 
+def test_a_chat_model_that_is_not_the_cores_is_refused():
+    with pytest.raises(TypeError, match="chat_model must implement the core's ChatModel protocol, got str"):
+        AdaptiveGatesLLM(chat_model="gpt-4o").chat(QUESTION)
+
+
 def test_the_embedded_embedder_as_a_llamaindex_embedding(embed_model, core_embedder):
     assert isinstance(embed_model, BaseEmbedding) and embed_model.model_name == core_embedder.model_id
     texts = ["Who wrote Hamlet?", "The capital of France is Paris."]
