@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from adaptive_gates.data import CorpusRecord, iter_jsonl
+from adaptive_gates import CachedEmbedder, SKRKnnGate
+from adaptive_gates.data import CorpusRecord, iter_jsonl, load_outcomes
+from adaptive_gates.models import default_embedder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -57,6 +59,23 @@ def hotpotqa_contexts(data: Path, corpus: Sequence[CorpusRecord]) -> list[Hotpot
             others = [r for r, gold in paragraphs if not gold and r is not None]
             found.append(HotpotContext(obj["question"], obj["answers"], supporting, others))
     return found
+
+
+def overhead_gates(data: Path, *, k: int, queries: int) -> tuple[SKRKnnGate, SKRKnnGate, list[str]]:
+    """The SKR gate whose framework overhead the integration benchmarks measure:
+    ``SKRKnnGate(k)`` fitted on AdaRAGUE NQ's outcome records (MiniLM), and the first
+    ``queries`` distinct SQuAD questions to ask it. Two gates over the same memory: the
+    first's embedder already holds every query's vector (lookups only, so the gate's own
+    work is small and stable), the second embeds the queries with MiniLM live."""
+    memory = load_outcomes(adarague_path(data, "nq"))
+    asked = list(dict.fromkeys(r.question for r in load_outcomes(adarague_path(data, "squad"))))[:queries]
+    inner = default_embedder()
+    memory_questions = [r.question for r in memory]
+    memory_vectors, query_vectors = inner.embed(memory_questions), inner.embed(asked)
+    cached, live = CachedEmbedder(inner), CachedEmbedder(inner, memoise=False)
+    cached.store(memory_questions + asked, np.vstack([memory_vectors, query_vectors]))
+    live.store(memory_questions, memory_vectors)
+    return SKRKnnGate(cached, k=k).fit_outcomes(memory), SKRKnnGate(live, k=k).fit_outcomes(memory), asked
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -40,36 +40,21 @@ import numpy as np
 import torch
 
 from _common import (
-    adarague_path,
     add_data_argument,
     ainterleaved,
     interleaved,
     markdown_table,
+    overhead_gates,
     percentiles,
     write_results,
 )
-from adaptive_gates import CachedEmbedder, SKRKnnGate, load_outcomes
-from adaptive_gates.models import default_embedder
+from adaptive_gates import SKRKnnGate
 from langchain_adaptive_gates import GateRunnable, gated_router
 from langchain_core.runnables import Runnable, RunnableLambda
 
 K = 10
 QUERIES = 200
 GOAL_MS = 1.0
-
-
-def build(data: Any) -> tuple[SKRKnnGate, SKRKnnGate, list[str]]:
-    """Two gates fitted on the same memory: one whose embedder already holds every
-    query's vector (lookups only), one that embeds the queries with MiniLM live."""
-    memory = load_outcomes(adarague_path(data, "nq"))
-    queries = list(dict.fromkeys(r.question for r in load_outcomes(adarague_path(data, "squad"))))[:QUERIES]
-    inner = default_embedder()
-    memory_questions = [r.question for r in memory]
-    memory_vectors, query_vectors = inner.embed(memory_questions), inner.embed(queries)
-    cached, live = CachedEmbedder(inner), CachedEmbedder(inner, memoise=False)
-    cached.store(memory_questions + queries, np.vstack([memory_vectors, query_vectors]))
-    live.store(memory_questions, memory_vectors)
-    return SKRKnnGate(cached, k=K).fit_outcomes(memory), SKRKnnGate(live, k=K).fit_outcomes(memory), queries
 
 
 def identity(question: str) -> str:
@@ -168,7 +153,7 @@ def main() -> None:
         parser.error("--repeats and --throughput-repeats must be at least 1")
     logging.basicConfig(level=logging.WARNING)
 
-    gate, live_gate, queries = build(args.data)
+    gate, live_gate, queries = overhead_gates(args.data, k=K, queries=QUERIES)
     sync = summarise(overhead_sync(gate, queries, args.repeats))
     async_ = summarise(asyncio.run(overhead_async(gate, queries, args.repeats)))
     cached = throughput(router_of(gate), queries, args.throughput_repeats)

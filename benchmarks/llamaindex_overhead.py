@@ -57,17 +57,16 @@ from llama_index.postprocessor.adaptive_gates import SeaKRRerank
 from llama_index.selectors.adaptive_gates import GateSelector
 
 from _common import (
-    adarague_path,
     add_data_argument,
     ainterleaved,
     interleaved,
     markdown_table,
+    overhead_gates,
     percentiles,
     write_results,
 )
-from adaptive_gates import CachedEmbedder, Gate, SelfAwareUncertainty, SKRKnnGate, UncertaintyReranker, load_outcomes
+from adaptive_gates import Gate, SelfAwareUncertainty, UncertaintyReranker
 from adaptive_gates.datasets import packaged_corpus, packaged_qa
-from adaptive_gates.models import default_embedder
 from adaptive_gates.models.generation import Generation
 from adaptive_gates.models.probe import ProbedSample
 
@@ -76,17 +75,6 @@ QUERIES = 200
 NODES = 3
 SAMPLES = 4
 GOAL_MS = 1.0
-
-
-def build(data: Any) -> tuple[SKRKnnGate, list[str]]:
-    """The gate, whose embedder already holds every question's vector, and the queries."""
-    memory = load_outcomes(adarague_path(data, "nq"))
-    queries = list(dict.fromkeys(r.question for r in load_outcomes(adarague_path(data, "squad"))))[:QUERIES]
-    inner = default_embedder()
-    texts = [r.question for r in memory] + queries
-    embedder = CachedEmbedder(inner)
-    embedder.store(texts, inner.embed(texts))
-    return SKRKnnGate(embedder, k=K).fit_outcomes(memory), queries
 
 
 class InstantEngine(CustomQueryEngine):
@@ -255,7 +243,7 @@ def main() -> None:
         parser.error("--repeats must be at least 1")
     logging.basicConfig(level=logging.WARNING)
 
-    gate, queries = build(args.data)
+    gate, _, queries = overhead_gates(args.data, k=K, queries=QUERIES)
     result = {
         "threads": torch.get_num_threads(), "llama_index_core": llama_index_core_version,
         "python": platform.python_version(),

@@ -4,6 +4,7 @@ OpenAI-compatible), plus the embedded defaults.
 Importing this package is cheap; torch, transformers and openai load on first model use.
 """
 
+from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
 from .cache import cache_dir
 from .chat import (
@@ -18,6 +19,7 @@ from .chat import (
     chat_many,
     with_achat,
 )
+from .chat_default import chat_model_or_default
 from .defaults import default_embedder, default_llm
 from .embedded import embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
@@ -27,6 +29,7 @@ from .openai_chat import OpenAIChatModel
 from .protocols import Embedder, ProbingLM
 
 __all__ = [
+    "AdaptedChatModel",
     "AdaptedEmbedder",
     "ChatModel",
     "ChatReply",
@@ -44,6 +47,7 @@ __all__ = [
     "cache_dir",
     "chat_each",
     "chat_many",
+    "chat_model_or_default",
     "default_embedder",
     "default_llm",
     "embedded_minilm_dir",

@@ -7,22 +7,26 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates import BackendError
-from adaptive_gates.models import ChatReply, TokenLogprob
+from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from .messages import from_core_messages
 
 
-class LangChainChatModel:
+class LangChainChatModel(AdaptedChatModel):
     """The core's chat protocol (``chat(messages, ...) -> ChatReply``) over a LangChain
     chat model.
 
-    Token log-probabilities are used when the model returns them in OpenAI's format
+    Stop strings go to the model as LangChain's ``stop``. Token log-probabilities are
+    used when the model returns them in OpenAI's format
     (``response_metadata["logprobs"]["content"]``, as ``ChatOpenAI`` and
     ``AdaptiveGatesChatModel`` do): the verbalized gate then scores P(uncertain) instead
     of the bare word. Other models give ``tokens=None`` and the gate reads the reply text.
+
+    A failing model raises ``BackendError``; one that times out or cannot be reached
+    (``TimeoutError``, ``ConnectionError``) raises ``BackendUnavailableError``, so a
+    gate stops sending it the rest of a batch.
 
     Args:
         llm: the LangChain chat model.
@@ -43,65 +47,24 @@ class LangChainChatModel:
     ) -> None:
         if not isinstance(llm, BaseChatModel):
             raise TypeError(f"llm must be a LangChain BaseChatModel, got {type(llm).__name__}")
-        self.llm = llm
-        self._model_id = model_id
-        self.pass_options = pass_options
-        self.request_logprobs = request_logprobs
+        super().__init__(llm, model_id=model_id, pass_options=pass_options, request_logprobs=request_logprobs)
 
-    @property
-    def model_id(self) -> str:
-        """The given id, else the model's ``model_name``/``model`` field, else its type."""
-        if self._model_id:
-            return self._model_id
+    def _default_model_id(self) -> str:
+        """The model's ``model_name``/``model`` field, else its type."""
         for name in ("model_name", "model"):
             value = getattr(self.llm, name, None)
             if isinstance(value, str) and value:
                 return value
         return f"langchain:{type(self.llm).__name__}"
 
-    def _call_args(
-        self, max_tokens: int, temperature: float, top_logprobs: int, stop: Sequence[str] | None
-    ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"stop": list(stop) if stop else None}
-        if self.pass_options:
-            kwargs.update(max_tokens=max_tokens, temperature=temperature)
-        if self.request_logprobs and top_logprobs > 0:
-            kwargs.update(logprobs=True, top_logprobs=top_logprobs)
-        return kwargs
+    def _send(self, turns: list[dict[str, str]], stops: list[str], options: dict[str, Any]) -> BaseMessage:
+        return self.llm.invoke(from_core_messages(turns), stop=stops or None, **options)
 
-    def chat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
-        """One assistant reply; a failing model raises ``BackendError``."""
-        kwargs = self._call_args(max_tokens, temperature, top_logprobs, stop)
-        try:
-            reply = self.llm.invoke(from_core_messages(messages), **kwargs)
-        except Exception as exc:
-            raise BackendError(f"{self.model_id} failed: {type(exc).__name__}: {exc}") from exc
-        return to_chat_reply(reply, top_logprobs)
+    async def _asend(self, turns: list[dict[str, str]], stops: list[str], options: dict[str, Any]) -> BaseMessage:
+        return await self.llm.ainvoke(from_core_messages(turns), stop=stops or None, **options)
 
-    async def achat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
-        """``chat`` through the model's own async path."""
-        kwargs = self._call_args(max_tokens, temperature, top_logprobs, stop)
-        try:
-            reply = await self.llm.ainvoke(from_core_messages(messages), **kwargs)
-        except Exception as exc:
-            raise BackendError(f"{self.model_id} failed: {type(exc).__name__}: {exc}") from exc
-        return to_chat_reply(reply, top_logprobs)
+    def _reply(self, response: BaseMessage, top_logprobs: int, stops: list[str]) -> ChatReply:
+        return to_chat_reply(response, top_logprobs)  # the model applied the stop strings
 
 
 def to_chat_reply(message: BaseMessage, top_logprobs: int) -> ChatReply:

@@ -12,26 +12,21 @@ the store then encodes the questions into the very vectors the gate searches wit
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from adaptive_gates.gates.skr_memory import _check_added, _LabelledMemory, l2_normalise
+from adaptive_gates.gates.skr_memory import _check_added, l2_normalise
+from adaptive_gates.gates.store_memory import LABEL_KEY, StoreBackedMemory, same_score
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-#: Metadata key of a stored question's label (0 known, 1 unknown).
-LABEL_KEY = "skr_label"
+__all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
 #: By-vector searches returning ``(Document, score)`` pairs, in order of preference.
 _SEARCH_METHODS = ("similarity_search_with_score_by_vector", "similarity_search_by_vector_with_relevance_scores")
 
 
-def _identity(score: float) -> float:
-    return score
-
-
-class VectorStoreMemory(_LabelledMemory):
+class VectorStoreMemory(StoreBackedMemory):
     """An ``SKRMemory`` (the core's protocol) over a LangChain ``VectorStore``.
 
     Args:
@@ -61,39 +56,20 @@ class VectorStoreMemory(_LabelledMemory):
     """
 
     kind: ClassVar[str] = "langchain-vectorstore"
+    store_type: ClassVar[type] = VectorStore
+    store_description: ClassVar[str] = "a LangChain VectorStore"
 
     def __init__(
-        self, store: VectorStore, dimension: int, *, similarity: Callable[[float], float] = _identity
+        self, store: VectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
     ) -> None:
-        if not isinstance(store, VectorStore):
-            raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
-        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
-            raise ValueError(f"dimension must be a positive int, got {dimension!r}")
+        super().__init__(store, dimension, similarity=similarity)
         method = next((getattr(store, m) for m in _SEARCH_METHODS if callable(getattr(store, m, None))), None)
         if method is None:
             raise TypeError(
                 f"{type(store).__name__} cannot search by vector with scores; "
                 f"VectorStoreMemory needs one of {', '.join(_SEARCH_METHODS)}"
             )
-        # The store is searched and grown under the memory's one lock: not every store
-        # is safe to search while another thread adds (InMemoryVectorStore iterates a dict).
-        super().__init__(dimension)
-        self.store = store
         self._search_by_vector = method
-        self._similarity = similarity
-        self._ids: list[str] = []
-
-    @classmethod
-    def factory(
-        cls, make_store: Callable[[], VectorStore], *, similarity: Callable[[float], float] = _identity
-    ) -> Callable[[int], "VectorStoreMemory"]:
-        """What ``SKRKnnGate(memory=...)`` takes: the embedding dimension -> a memory
-        over the store ``make_store()`` returns."""
-
-        def make(dimension: int) -> VectorStoreMemory:
-            return cls(make_store(), dimension, similarity=similarity)
-
-        return make
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         """Store the questions with their labels; the store encodes them itself, with
@@ -102,12 +78,12 @@ class VectorStoreMemory(_LabelledMemory):
         if not len(questions):
             return
         metadatas = [{LABEL_KEY: int(label)} for label in new_labels]
+        # The store is searched and grown under the memory's one lock: not every store
+        # is safe to search while another thread adds (InMemoryVectorStore iterates a dict).
         with self._lock:
             ids = self.store.add_texts(list(questions), metadatas=metadatas)
             self._check_stored_width(ids)
-            self._ids.extend(ids)
-            self._labels = np.concatenate([self._labels, new_labels])
-            self._questions.extend(questions)
+            self._record(ids, new_labels, questions)
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """The ``min(k, len)`` nearest stored questions of each query, nearest first."""
@@ -127,27 +103,16 @@ class VectorStoreMemory(_LabelledMemory):
             texts.append([document.page_content for document, _ in row])
         return sims, labels, texts
 
-    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """Every question added, in order, with its normalised stored vector; only an
-        ``InMemoryVectorStore`` lets its vectors be read."""
+    def _stored_vectors(self) -> list[list[float]]:
+        """The vectors of the added questions; only an ``InMemoryVectorStore`` lets
+        them be read."""
         if not isinstance(self.store, InMemoryVectorStore):
             raise NotImplementedError(
                 f"VectorStoreMemory cannot list the vectors of a {type(self.store).__name__}: only an "
                 "InMemoryVectorStore exposes them, so SKR-cls and fixed demonstrations need that store "
                 "(or FaissMemory / ExactMemory)"
             )
-        with self._lock:
-            stored = [self.store.store[i]["vector"] for i in self._ids]
-            labels, questions = self._labels.copy(), list(self._questions)
-        vectors = np.asarray(stored, dtype=np.float32).reshape(len(questions), self.dimension)
-        return l2_normalise(vectors), labels, questions
-
-    def save(self, directory: Path) -> dict[str, Any]:
-        """Not supported: the vector store persists itself."""
-        raise NotImplementedError(
-            f"VectorStoreMemory is not saved with the gate: the vector store ({type(self.store).__name__}) "
-            "persists itself; keep the store, or use FaissMemory / ExactMemory for a gate saved to disk"
-        )
+        return [self.store.store[i]["vector"] for i in self._ids]
 
     def _check_stored_width(self, ids: list[str]) -> None:
         """The store's embeddings must give the gate's width; checked where readable."""

@@ -9,9 +9,13 @@ model: llama-index-core's own default would be OpenAI, which is not installed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 from adaptive_gates.datasets import packaged_corpus, packaged_qa
 from llama_index.core import Document, Settings, VectorStoreIndex
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 
@@ -106,24 +110,52 @@ def one_torch_thread():
 @pytest.fixture
 def recorder():
     """A real event handler on the root dispatcher, removed afterwards."""
-    from llama_index.core.instrumentation import get_dispatcher
-
     from .observers import EventRecorder
 
-    root, handler = get_dispatcher(), EventRecorder()
-    root.add_event_handler(handler)
-    yield handler
-    root.event_handlers.remove(handler)
+    root = get_dispatcher()
+    yield from _attached(EventRecorder(), root.add_event_handler, root.event_handlers)
 
 
 @pytest.fixture
 def spans():
     """A real span handler on the root dispatcher (knowing each span's object), removed afterwards."""
-    from llama_index.core.instrumentation import get_dispatcher
-
     from .observers import SpanOwners
 
-    root, handler = get_dispatcher(), SpanOwners()
-    root.add_span_handler(handler)
+    root = get_dispatcher()
+    yield from _attached(SpanOwners(), root.add_span_handler, root.span_handlers)
+
+
+def _attached(handler, add, attached: list):
+    """Yields ``handler`` once ``add`` attached it; then takes it out of ``attached``."""
+    add(handler)
     yield handler
-    root.span_handlers.remove(handler)
+    attached.remove(handler)
+
+
+class LoopTicks:
+    """``async with`` it around awaited work: ``count`` is how often the event loop ran
+    another task meanwhile, so ``count > 0`` shows the work did not block the loop."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> LoopTicks:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            self.count += 1
+
+
+@pytest.fixture
+def loop_ticks() -> LoopTicks:
+    """Counts the event loop's turns around awaited work (see ``LoopTicks``)."""
+    return LoopTicks()

@@ -3,7 +3,6 @@ run end to end on the embedded SmolLM2 as a LlamaIndex LLM."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 
@@ -172,7 +171,7 @@ async def test_async_decisions_match_the_blocking_ones(adapted):
     assert awaited.score == pytest.approx(blocking.score, abs=1e-6)
 
 
-async def test_an_llm_without_options_or_async_path(llm):
+async def test_an_llm_without_options_or_async_path(llm, loop_ticks):
     strict = StrictLLM(inner=llm)
     messages = [{"role": "user", "content": "Who wrote Hamlet?"}]
     with pytest.raises(BackendError, match=r"strict-smollm2 failed: TypeError.*pass_options=False"):
@@ -182,18 +181,9 @@ async def test_an_llm_without_options_or_async_path(llm):
     assert reply.text.strip() and reply.tokens is None
 
     # CustomLLM's own achat would run the blocking chat on the loop: it runs in a thread.
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    awaited = await plain.achat(messages)
-    task.cancel()
-    assert awaited.text == reply.text and ticks > 1, "the event loop was blocked while the LLM answered"
+    async with loop_ticks:
+        awaited = await plain.achat(messages)
+    assert awaited.text == reply.text and loop_ticks.count > 0, "the event loop was blocked while the LLM answered"
 
 
 @pytest.mark.parametrize("gate_type", [VerbalizedGate, SKRPromptGate])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import numpy as np
@@ -49,20 +48,11 @@ def test_streams_are_the_reply_as_one_chunk(llm):
     assert "".join(c.delta for c in llm.stream_complete("Name a colour.")) == llm.complete("Name a colour.").text
 
 
-async def test_async_calls_leave_the_event_loop_free(llm):
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    reply = await llm.achat(QUESTION)
-    task.cancel()
+async def test_async_calls_leave_the_event_loop_free(llm, loop_ticks):
+    async with loop_ticks:
+        reply = await llm.achat(QUESTION)
     assert reply.message.content == llm.chat(QUESTION).message.content
-    assert ticks > 0, "the event loop was blocked while the model worked"
+    assert loop_ticks.count > 0, "the event loop was blocked while the model worked"
     chunks = [c async for c in await llm.astream_complete("Name a colour.")]
     assert chunks[-1].text == (await llm.acomplete("Name a colour.")).text
 
@@ -72,6 +62,11 @@ def test_roles_the_core_cannot_take_are_refused(llm):
         llm.chat([ChatMessage(role=MessageRole.TOOL, content="42")])
     with pytest.raises(TypeError, match="unsupported call options"):
         llm.chat(QUESTION, top_p=0.5)
+
+
+def test_a_chat_model_that_is_not_the_cores_is_refused():
+    with pytest.raises(TypeError, match="chat_model must implement the core's ChatModel protocol, got str"):
+        AdaptiveGatesLLM(chat_model="gpt-4o").chat(QUESTION)
 
 
 def test_the_embedded_embedder_as_a_llamaindex_embedding(embed_model, core_embedder):

@@ -8,7 +8,6 @@ real-model run checks what holds whatever the 135M model says.
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
@@ -70,19 +69,10 @@ def test_retrieved_nodes_go_through_the_node_postprocessors(index, knn_gate, llm
     assert _ids(response.source_nodes) == _ids(retrieved[:2])
 
 
-async def test_aquery_takes_the_same_routes_without_blocking_the_loop(engine):
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    direct, retrieved = await engine.aquery(KNOWN_Q), await engine.aquery(UNKNOWN_Q)
-    task.cancel()
-    assert ticks > 0, "the event loop was blocked while the engine worked"
+async def test_aquery_takes_the_same_routes_without_blocking_the_loop(engine, loop_ticks):
+    async with loop_ticks:
+        direct, retrieved = await engine.aquery(KNOWN_Q), await engine.aquery(UNKNOWN_Q)
+    assert loop_ticks.count > 0, "the event loop was blocked while the engine worked"
     assert direct.metadata[ROUTE_KEY] == "direct" and retrieved.metadata[ROUTE_KEY] == "retrieve"
     assert direct.response == engine.query(KNOWN_Q).response
     sync = engine.query(UNKNOWN_Q)

@@ -139,21 +139,12 @@ def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observe
     assert spans.owners[made.span_id] is engine._selector
 
 
-async def test_deciding_asynchronously_leaves_the_event_loop_free(llm):
+async def test_deciding_asynchronously_leaves_the_event_loop_free(llm, loop_ticks):
     gate = VerbalizedGate(llm.backend, max_tokens=24)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    result = await GateSelector(gate).aselect(["direct", "retrieve"], "Who painted the Mona Lisa?")
-    task.cancel()
+    async with loop_ticks:
+        result = await GateSelector(gate).aselect(["direct", "retrieve"], "Who painted the Mona Lisa?")
     assert decision_of(result).gate == "verbalized"
-    assert ticks > 0, "the event loop was blocked while the gate decided"
+    assert loop_ticks.count > 0, "the event loop was blocked while the gate decided"
 
 
 def test_more_than_two_choices_follow_the_routes_by_name(knn_gate, index, llm):

@@ -54,6 +54,11 @@ def test_unknown_call_options_are_refused(chat_llm):
         chat_llm.invoke("Hi", tools_choice="auto")
 
 
+def test_a_chat_model_that_is_not_the_cores_is_refused():
+    with pytest.raises(TypeError, match="chat_model must implement the core's ChatModel protocol, got str"):
+        AdaptiveGatesChatModel(chat_model="gpt-4o").invoke("Hi")
+
+
 def test_gate_behind_both_adapters_matches_the_core_model():
     """SKR-prompt over LangChainChatModel(AdaptiveGatesChatModel()) decides as over the
     core's LocalChatModel: the replies and the graded yes/no probabilities (from token

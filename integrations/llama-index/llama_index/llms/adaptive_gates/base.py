@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel
+from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -68,10 +68,7 @@ class AdaptiveGatesLLM(CustomLLM):
     def backend(self) -> ChatModel:
         """The core chat model answering (built on first use when none was given)."""
         if self._backend is None:
-            backend = self.chat_model if self.chat_model is not None else LocalChatModel()
-            if not isinstance(backend, ChatModel):
-                raise TypeError(f"chat_model must implement the core's ChatModel protocol, got {type(backend).__name__}")
-            self._backend = backend
+            self._backend = chat_model_or_default(self.chat_model)
         return self._backend
 
     @property

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from adaptive_gates import BackendError, BackendUnavailableError
-from adaptive_gates.models import ChatReply, TokenLogprob
-from adaptive_gates.models.chat import check_messages
+from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob
 from adaptive_gates.models.generation import first_stop
-from adaptive_gates.validation import check_stops
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.llms.types import ChatResponse, LogProb
 from llama_index.core.llms.custom import CustomLLM
@@ -23,7 +20,7 @@ from .messages import from_core_messages
 _UNNAMED = "unknown"
 
 
-class LlamaIndexChatModel:
+class LlamaIndexChatModel(AdaptedChatModel):
     """The core's chat protocol (``chat(messages, ...) -> ChatReply``) over a LlamaIndex
     LLM.
 
@@ -69,84 +66,23 @@ class LlamaIndexChatModel:
     ) -> None:
         if not isinstance(llm, BaseLLM):
             raise TypeError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
-        self.llm = llm
-        self._model_id = model_id
-        self.pass_options = pass_options
-        self.request_logprobs = request_logprobs
+        super().__init__(llm, model_id=model_id, pass_options=pass_options, request_logprobs=request_logprobs)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({type(self.llm).__name__}, model_id={self.model_id!r})"
-
-    @property
-    def model_id(self) -> str:
-        """The given id, else the LLM's ``metadata.model_name``, else its type."""
-        if self._model_id:
-            return self._model_id
+    def _default_model_id(self) -> str:
+        """The LLM's ``metadata.model_name``, else its type."""
         name = self.llm.metadata.model_name
         return name if name and name != _UNNAMED else f"llama-index:{type(self.llm).__name__}"
 
-    def _call_options(self, max_tokens: int, temperature: float, top_logprobs: int) -> dict[str, Any]:
-        options: dict[str, Any] = {}
-        if self.pass_options:
-            options.update(max_tokens=max_tokens, temperature=temperature)
-        if self.request_logprobs and top_logprobs > 0:
-            options.update(logprobs=True, top_logprobs=top_logprobs)
-        return options
+    def _send(self, turns: list[dict[str, str]], stops: list[str], options: dict[str, Any]) -> ChatResponse:
+        return self.llm.chat(from_core_messages(turns), **options)
 
-    def chat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
-        """One assistant reply; a failing LLM raises ``BackendError``, malformed
-        ``messages`` or ``stop`` a ``ValueError``."""
-        stops, turns = check_stops(stop), from_core_messages(check_messages(messages))
-        options = self._call_options(max_tokens, temperature, top_logprobs)
-        try:
-            response = self.llm.chat(turns, **options)
-        except Exception as exc:
-            raise self._failure(exc, options) from exc
-        return to_chat_reply(response, top_logprobs, stops)
-
-    async def achat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
-        """``chat`` through the LLM's own async path (in a worker thread for a
-        ``CustomLLM`` whose async path is its blocking one)."""
+    async def _asend(self, turns: list[dict[str, str]], stops: list[str], options: dict[str, Any]) -> ChatResponse:
         if _achat_blocks(self.llm):
-            return await asyncio.to_thread(
-                self.chat, messages, max_tokens=max_tokens, temperature=temperature, top_logprobs=top_logprobs, stop=stop
-            )
-        stops, turns = check_stops(stop), from_core_messages(check_messages(messages))
-        options = self._call_options(max_tokens, temperature, top_logprobs)
-        try:
-            response = await self.llm.achat(turns, **options)
-        except Exception as exc:
-            raise self._failure(exc, options) from exc
-        return to_chat_reply(response, top_logprobs, stops)
+            return await asyncio.to_thread(self._send, turns, stops, options)
+        return await self.llm.achat(from_core_messages(turns), **options)
 
-    def _failure(self, exc: Exception, options: dict[str, Any]) -> BackendError:
-        message = f"{self.model_id} failed: {type(exc).__name__}: {exc}"
-        if isinstance(exc, (TimeoutError, ConnectionError)):
-            # Not answering at all: the gates then stop sending the rest of a batch.
-            return BackendUnavailableError(message)
-        if isinstance(exc, TypeError) and options:
-            # The usual reason a LlamaIndex LLM raises TypeError on a call: a keyword it does not take.
-            message += (
-                f" (if it refuses the call options {sorted(options)}, build "
-                "LlamaIndexChatModel(llm, pass_options=False, request_logprobs=False))"
-            )
-        return BackendError(message)
+    def _reply(self, response: ChatResponse, top_logprobs: int, stops: list[str]) -> ChatReply:
+        return to_chat_reply(response, top_logprobs, stops)
 
 
 def _achat_blocks(llm: BaseLLM) -> bool:

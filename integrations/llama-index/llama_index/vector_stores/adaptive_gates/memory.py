@@ -11,24 +11,19 @@ very vectors the gate would and needs no embedding model of its own:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from adaptive_gates.gates.skr_memory import _check_added, _LabelledMemory, l2_normalise
+from adaptive_gates.gates.skr_memory import _check_added, l2_normalise
+from adaptive_gates.gates.store_memory import LABEL_KEY, StoreBackedMemory, same_score
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-#: Metadata key of a stored question's label (0 known, 1 unknown).
-LABEL_KEY = "skr_label"
+__all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
 
-def _identity(score: float) -> float:
-    return score
-
-
-class VectorStoreMemory(_LabelledMemory):
+class VectorStoreMemory(StoreBackedMemory):
     """An ``SKRMemory`` (the core's protocol) over a LlamaIndex vector store.
 
     Args:
@@ -48,31 +43,14 @@ class VectorStoreMemory(_LabelledMemory):
     """
 
     kind: ClassVar[str] = "llama-index-vectorstore"
+    store_type: ClassVar[type] = BasePydanticVectorStore
+    store_description: ClassVar[str] = "a LlamaIndex BasePydanticVectorStore"
 
     def __init__(
-        self, store: BasePydanticVectorStore, dimension: int, *, similarity: Callable[[float], float] = _identity
+        self, store: BasePydanticVectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
     ) -> None:
-        if not isinstance(store, BasePydanticVectorStore):
-            raise TypeError(f"store must be a LlamaIndex BasePydanticVectorStore, got {type(store).__name__}")
-        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
-            raise ValueError(f"dimension must be a positive int, got {dimension!r}")
-        super().__init__(dimension)
-        self.store = store
-        self._similarity = similarity
-        self._ids: list[str] = []
+        super().__init__(store, dimension, similarity=similarity)
         self._positions: dict[str, int] = {}  # node id -> index into the labels and questions
-
-    @classmethod
-    def factory(
-        cls, make_store: Callable[[], BasePydanticVectorStore], *, similarity: Callable[[float], float] = _identity
-    ) -> Callable[[int], "VectorStoreMemory"]:
-        """What ``SKRKnnGate(memory=...)`` takes: the embedding dimension -> a memory
-        over the store ``make_store()`` returns."""
-
-        def make(dimension: int) -> VectorStoreMemory:
-            return cls(make_store(), dimension, similarity=similarity)
-
-        return make
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         """Store the questions as nodes with their labels and normalised embeddings."""
@@ -91,9 +69,7 @@ class VectorStoreMemory(_LabelledMemory):
                 raise RuntimeError(f"{type(self.store).__name__} stored {len(ids)} of {len(nodes)} nodes")
             start = len(self._questions)
             self._positions.update((node_id, start + i) for i, node_id in enumerate(ids))
-            self._ids.extend(ids)
-            self._labels = np.concatenate([self._labels, new_labels])
-            self._questions.extend(questions)
+            self._record(ids, new_labels, questions)
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """The ``min(k, len)`` nearest stored questions of each query, nearest first."""
@@ -114,27 +90,16 @@ class VectorStoreMemory(_LabelledMemory):
         texts = [[self._questions[position] for position, _ in row] for row in rows]
         return sims, labels, texts
 
-    def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """Every question added, in order, with its normalised stored vector; only a
-        ``SimpleVectorStore`` lets its vectors be read."""
+    def _stored_vectors(self) -> list[list[float]]:
+        """The vectors of the added questions; only a ``SimpleVectorStore`` lets them
+        be read."""
         if not isinstance(self.store, SimpleVectorStore):
             raise NotImplementedError(
                 f"VectorStoreMemory cannot list the vectors of a {type(self.store).__name__}: only a "
                 "SimpleVectorStore exposes them, so SKR-cls and fixed demonstrations need that store "
                 "(or FaissMemory / ExactMemory)"
             )
-        with self._lock:
-            stored = [self.store.get(node_id) for node_id in self._ids]
-            labels, questions = self._labels.copy(), list(self._questions)
-        vectors = np.asarray(stored, dtype=np.float32).reshape(len(questions), self.dimension)
-        return l2_normalise(vectors), labels, questions
-
-    def save(self, directory: Path) -> dict[str, Any]:
-        """Not supported: the vector store persists itself."""
-        raise NotImplementedError(
-            f"VectorStoreMemory is not saved with the gate: the vector store ({type(self.store).__name__}) "
-            "persists itself; keep the store, or use FaissMemory / ExactMemory for a gate saved to disk"
-        )
+        return [self.store.get(node_id) for node_id in self._ids]
 
     def _neighbours(self, result: VectorStoreQueryResult, k: int) -> list[tuple[int, float]]:
         """``(position, score)`` of each neighbour the store returned, checked to be

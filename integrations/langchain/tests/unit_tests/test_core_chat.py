@@ -1,0 +1,42 @@
+"""LangChainChatModel's failure paths: what reaches a gate when the chat model cannot
+answer, and what is refused before the model is asked."""
+
+import asyncio
+import math
+
+import pytest
+from adaptive_gates import BackendUnavailableError, SKRPromptGate
+
+from langchain_adaptive_gates import LangChainChatModel
+
+from .chat_doubles import UnreachableChatModel, scripted
+
+QUESTIONS = ["Who wrote Hamlet?", "Who painted the Mona Lisa?", "When did Shakespeare die?"]
+
+
+def test_an_unreachable_model_is_unavailable_on_both_paths():
+    llm = UnreachableChatModel()
+    chat = LangChainChatModel(llm, model_id="down")
+    messages = [{"role": "user", "content": "Who wrote Hamlet?"}]
+    with pytest.raises(BackendUnavailableError, match="down failed: ConnectionError: connection refused"):
+        chat.chat(messages)
+    with pytest.raises(BackendUnavailableError, match="down failed: ConnectionError: connection refused"):
+        asyncio.run(chat.achat(messages))
+    assert llm.calls == 2
+
+
+def test_an_unreachable_model_is_not_asked_the_rest_of_a_batch():
+    llm = UnreachableChatModel()
+    decisions = SKRPromptGate(LangChainChatModel(llm)).decide_batch(QUESTIONS)
+    assert all(d.is_fallback and d.retrieve and math.isnan(d.score) for d in decisions)
+    assert "BackendUnavailableError" in decisions[0].error
+    assert llm.calls == 1  # one request found it unavailable; the rest of the batch was not sent
+
+
+def test_malformed_messages_are_the_callers_mistake():
+    chat = LangChainChatModel(scripted("42"))
+    with pytest.raises(ValueError, match="role must be one of"):
+        chat.chat([{"role": "tool", "content": "42"}])
+    with pytest.raises(ValueError, match="stop strings"):
+        chat.chat([{"role": "user", "content": "Hi"}], stop=[""])
+    assert chat.chat([{"role": "user", "content": "Hi"}]).text == "42"  # nothing was asked before
