@@ -23,11 +23,12 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import Feedback, FeedbackLog, check_feedback
+from ..feedback import Feedback, FeedbackLog
 from ..models.protocols import Embedder, check_vectors
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
-from ..validation import check_labels, check_question, check_questions
+from ..validation import check_labels, check_questions
 from .base import Gate
+from .online import LearnsFromFeedback
 from ..persistence import check_saved_backend, load_array, save_array
 from .skr_memory import FaissMemory, SKRMemory, l2_normalise
 
@@ -40,7 +41,7 @@ Weighting = Literal["uniform", "similarity"]
 MemoryFactory = Callable[[int], SKRMemory]
 
 
-class _SKRMemoryGate(Gate):
+class _SKRMemoryGate(LearnsFromFeedback, Gate):
     """Shared machinery: the embedder, the memory, fit/add and their persistence.
 
     ``memory`` makes the empty memory a fit fills, given the embedding dimension
@@ -133,29 +134,11 @@ class _SKRMemoryGate(Gate):
         """Hook for state derived from the memory (e.g. a classifier)."""
 
     # ------------------------------------------------------------------ feedback
-    @property
-    def learns_online(self) -> bool:
-        return True
-
-    @property
-    def feedback_(self) -> FeedbackLog:
-        """Every feedback observation since the gate was fitted (fitted state)."""
-        self._check_fitted()
-        return self._feedback  # type: ignore[return-value]
-
-    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
-        """Learn from one answered question: the label its outcome gives (if any; see
-        ``adaptive_gates.feedback``) joins the memory, so later decisions on similar
-        questions follow it. Returns the logged observation with that label."""
-        self._check_fitted()
-        clean = check_question(question)
-        retrieved, correct = check_feedback(retrieved, correct)
-        entry = self.feedback_.observe(clean, retrieved, correct)
+    def _learn(self, entry: Feedback) -> None:
+        """The label the observation gives (if any) joins the memory, so later decisions
+        on similar questions follow it."""
         if entry.label is not None:
-            self.add([clean], [entry.label])
-        self.feedback_.append(entry)  # logged once learned, so the log never runs ahead of the memory
-        logger.debug("%s feedback: %s", self.name, entry)
-        return entry
+            self.add([entry.question], [entry.label])
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:

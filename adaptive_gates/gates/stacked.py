@@ -44,14 +44,14 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import Feedback, FeedbackLog, check_feedback
+from ..feedback import FeedbackLog
 from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
 from ..models.protocols import Embedder
 from ..question_features import FEATURE_NAMES, question_features
 from ..selfknowledge import outcome_scores
-from ..validation import check_question
 from .base import Gate
+from .online import LearnsFromFeedback
 from .bm25_difficulty import BM25DifficultyGate
 from .members import load_member, save_member
 from .popularity import PopularityGate
@@ -131,7 +131,7 @@ def _same_question(question: str) -> str:
     return normalize_answer(question)
 
 
-class StackedGate(Gate):
+class StackedGate(LearnsFromFeedback, Gate):
     """Retrieve when a combiner of member gates and question features expects it to pay.
 
     It learns from feedback on demand: ``record_feedback`` logs, ``refit`` learns.
@@ -262,28 +262,7 @@ class StackedGate(Gate):
     def _default_threshold(self) -> float:
         return 0.0 if self.target == "gain" else self.combiner_.base_rate
 
-    # ------------------------------------------------------------------ feedback
-    @property
-    def learns_online(self) -> bool:
-        return True
-
-    @property
-    def feedback_(self) -> FeedbackLog:
-        """Every feedback observation since the gate was fitted (fitted state)."""
-        self._check_fitted()
-        return self._feedback  # type: ignore[return-value]
-
-    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
-        """Log one answered question; ``refit`` learns from the log. Returns the logged
-        observation with the self-knowledge label the feedback rule gives it."""
-        self._check_fitted()
-        clean = check_question(question)
-        retrieved, correct = check_feedback(retrieved, correct)
-        entry = self.feedback_.observe(clean, retrieved, correct)
-        self.feedback_.append(entry)
-        logger.debug("%s feedback: %s", self.name, entry)
-        return entry
-
+    # ------------------------------------------------------------------ feedback (logged; learnt by refit)
     def refit(self) -> "StackedGate":
         """Refit the combiner on the outcome rows it was first fitted on and every
         feedback observation logged so far (the members stay as they are)."""

@@ -4,7 +4,7 @@ verbalized-confidence and SKR-prompt gates."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob

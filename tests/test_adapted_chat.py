@@ -1,0 +1,76 @@
+"""AdaptedChatModel: a framework's chat model behind the core's ChatModel protocol."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from adaptive_gates import BackendError, BackendUnavailableError
+from adaptive_gates.models import AdaptedChatModel, ChatModel, ChatReply, LocalChatModel
+
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+
+
+class Framework(AdaptedChatModel):
+    """A 'framework' whose model is the embedded SmolLM2, called with the options it was sent."""
+
+    def __init__(self, llm: Any, **kwargs: Any) -> None:
+        super().__init__(llm, **kwargs)
+        self.sent: list[dict[str, Any]] = []
+
+    def _default_model_id(self) -> str:
+        return f"framework:{self.llm.model_id}"
+
+    def _send(self, turns, stops, options):
+        self.sent.append(options)
+        if isinstance(self.llm, Exception):
+            raise self.llm
+        options = {k: v for k, v in options.items() if k != "logprobs"}  # the core asks by top_logprobs alone
+        return self.llm.chat(turns, stop=stops or None, **options)
+
+    async def _asend(self, turns, stops, options):
+        return await asyncio.to_thread(self._send, turns, stops, options)
+
+    def _reply(self, response, top_logprobs, stops):
+        return response
+
+
+@pytest.fixture(scope="module")
+def local(lm) -> LocalChatModel:
+    return LocalChatModel(lm)
+
+
+def test_replies_and_options_pass_through(local):
+    adapted = Framework(local)
+    assert isinstance(adapted, ChatModel) and adapted.model_id == f"framework:{local.model_id}"
+    reply = adapted.chat(QUESTION, max_tokens=4, top_logprobs=2)
+    assert reply == local.chat(QUESTION, max_tokens=4, top_logprobs=2)
+    assert adapted.sent[-1] == {"max_tokens": 4, "temperature": 0.0, "logprobs": True, "top_logprobs": 2}
+    assert asyncio.run(adapted.achat(QUESTION, max_tokens=4)).text == local.chat(QUESTION, max_tokens=4).text
+    quiet = Framework(local, pass_options=False, request_logprobs=False, model_id="mine")
+    quiet.chat(QUESTION, max_tokens=4, top_logprobs=2)
+    assert quiet.sent == [{}] and quiet.model_id == "mine"
+
+
+@pytest.mark.parametrize(
+    "failure, raised, hint",
+    [(ConnectionError("refused"), BackendUnavailableError, "refused"),
+     (TimeoutError("no answer"), BackendUnavailableError, "no answer"),
+     (TypeError("unexpected keyword 'logprobs'"), BackendError, "pass_options=False"),
+     (RuntimeError("bad gateway"), BackendError, "bad gateway")],
+)
+def test_failures_become_backend_errors(failure, raised, hint):
+    adapted = Framework(failure, model_id="down")
+    with pytest.raises(raised, match=hint):
+        adapted.chat(QUESTION)
+    with pytest.raises(raised, match=hint):
+        asyncio.run(adapted.achat(QUESTION))
+
+
+def test_malformed_messages_are_refused_before_the_model_is_asked():
+    adapted = Framework(RuntimeError("must not be asked"), model_id="x")
+    with pytest.raises(ValueError):
+        adapted.chat([{"role": "wizard", "content": "hi"}])
+    assert adapted.sent == []
