@@ -92,7 +92,7 @@ def test_exact_setting_never_switches(real_vectors):
 
 def test_ivf_is_retrained_once_grown_by_the_factor(real_vectors):
     questions, vectors, _, queries = real_vectors
-    memory = FaissMemory(vectors.shape[1], index="ivf", switch_at=600, retrain_growth=2.0, nprobe=16)
+    memory = FaissMemory(vectors.shape[1], index="ivf", switch_at=600, retrain_growth=2.0, nprobe=32)
     lists = []
     for s in range(0, N_MEMORY, 300):
         memory.add(vectors[s : s + 300], _labels(N_MEMORY)[s : s + 300], questions[s : s + 300])
@@ -172,8 +172,10 @@ def test_adds_crossing_the_switch_while_others_search(real_vectors):
 def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedder, tmp_path, index):
     knowledge = label_outcomes(outcome_records)
     cut = 2 * len(knowledge.questions) // 3
-    memory = FaissMemory.configured(index=index, switch_at=100, ef_search=40, nprobe=3)
+    # switched well before the fit's size, whichever outcome records the suite has
+    memory = FaissMemory.configured(index=index, switch_at=cut // 2, ef_search=40, nprobe=3)
     gate = SKRKnnGate(embedder, memory=memory).fit(knowledge.questions[:cut], knowledge.labels[:cut])
+    assert gate.memory_.structure == index
     gate.save(tmp_path / "g")
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
         "config.json", "labels.npy", "memory.faiss", "questions.json"
@@ -191,7 +193,9 @@ def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedde
 
 @pytest.fixture
 def saved_hnsw_gate(outcome_records, embedder, tmp_path):
-    gate = SKRKnnGate(embedder, memory=FaissMemory.configured(switch_at=100)).fit_outcomes(outcome_records)
+    switch_at = len(label_outcomes(outcome_records).questions) // 2
+    gate = SKRKnnGate(embedder, memory=FaissMemory.configured(switch_at=switch_at)).fit_outcomes(outcome_records)
+    assert gate.memory_.structure == "hnsw"
     gate.save(tmp_path / "g")
     return gate, tmp_path / "g"
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, load_gate
+from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, label_outcomes, load_gate
 from adaptive_gates.data import load_outcomes, load_qa
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 
@@ -28,9 +28,9 @@ N_CALIBRATION, N_EASY, N_HARD = 200, 300, 250
 
 
 class _Stream:
-    """Labelled memory records, calibration questions, and the stream's two halves."""
+    """The memory's labelled questions, calibration questions, and the stream's two halves."""
 
-    def __init__(self, memory, calibration, easy, hard) -> None:
+    def __init__(self, memory: tuple[list[str], list[int]], calibration, easy, hard) -> None:
         self.memory, self.calibration, self.easy, self.hard = memory, calibration, easy, hard
 
 
@@ -39,16 +39,19 @@ def stream(outcome_records) -> _Stream:
     if SHARED_DATA:
         musique = load_outcomes(SHARED_DATA / "adarague" / "musique.train.jsonl")
         nq_dev = [r.question for r in load_qa(SHARED_DATA / "nq_open_dev.jsonl")]
-        return _Stream(outcome_records[:250] + musique[:250], nq_dev[:N_CALIBRATION],
+        knowledge = label_outcomes(outcome_records[:250] + musique[:250])
+        return _Stream((knowledge.questions, knowledge.labels), nq_dev[:N_CALIBRATION],
                        nq_dev[N_CALIBRATION:N_CALIBRATION + N_EASY], [r.question for r in musique[250:250 + N_HARD]])
     from adaptive_gates.datasets import packaged_qa
 
-    # Without the shared data: the collected BoolQ outcomes, unseen BoolQ questions, then TruthfulQA.
-    seen = {r.question for r in outcome_records}
-    boolq = [r.question for r in packaged_qa("boolq") if r.question not in seen]
+    # Without the shared data no outcome records mark one task hard and the other easy, so
+    # the memory's labels stand in by task: BoolQ questions known, TruthfulQA ones not. The
+    # stream is unseen BoolQ questions, then unseen TruthfulQA ones: the same shift.
+    boolq = [r.question for r in packaged_qa("boolq")]
     truthful = [r.question for r in packaged_qa("truthfulqa")]
-    return _Stream(list(outcome_records), boolq[:N_CALIBRATION], boolq[N_CALIBRATION:N_CALIBRATION + N_EASY],
-                   truthful[:N_HARD])
+    memory = (boolq[:150] + truthful[:150], [0] * 150 + [1] * 150)
+    return _Stream(memory, boolq[150:150 + N_CALIBRATION], boolq[150 + N_CALIBRATION:150 + N_CALIBRATION + N_EASY],
+                   truthful[150:150 + N_HARD])
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,7 @@ def cached_embedder(embedder):
 
 @pytest.fixture(scope="module")
 def knn(stream, cached_embedder) -> SKRKnnGate:
-    return SKRKnnGate(cached_embedder, k=10, weighting="similarity").fit_outcomes(stream.memory)
+    return SKRKnnGate(cached_embedder, k=10, weighting="similarity").fit(*stream.memory)
 
 
 def _decide_stream(gate: BudgetedGate, questions: list[str], batch: int = 10):
@@ -89,7 +92,7 @@ def test_the_budget_holds_and_drift_is_flagged_after_the_shift_only(knn, stream,
 
 def test_tied_scores_still_reach_the_target(stream, cached_embedder) -> None:
     # A uniform kNN vote takes 11 values: most scores tie with the quantile.
-    knn = SKRKnnGate(cached_embedder, k=10).fit_outcomes(stream.memory)
+    knn = SKRKnnGate(cached_embedder, k=10).fit(*stream.memory)
     gate = BudgetedGate(knn, target_rate=TARGET, window=WINDOW).calibrate(stream.calibration)
     retrieved = np.array([d.retrieve for d in _decide_stream(gate, stream.easy)])
     assert abs(retrieved.mean() - TARGET) <= 0.02

@@ -23,8 +23,12 @@ from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 
+from conftest import SHARED_DATA
+
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate
-# answers the first directly and retrieves for the second (checked in the tests).
+# answers the first directly and retrieves for the second (checked in the tests when the
+# shared data is there; on the fallback outcomes the starting decisions differ, and the
+# tests check the move feedback makes).
 MOON = ["who was the first person to walk on the moon", "which astronaut first walked on the moon",
         "the first man to set foot on the moon was who"]
 WIMBLEDON = ["who won the women's singles at wimbledon in 2017",
@@ -59,7 +63,8 @@ def test_the_label_rule(retrieved, correct, wrong_with_retrieval, label) -> None
 
 def test_feedback_that_a_direct_answer_was_wrong_makes_similar_questions_retrieve(knn) -> None:
     before = knn.decide_batch(MOON + UNRELATED)
-    assert not any(d.retrieve for d in before[:3])
+    if SHARED_DATA:
+        assert not any(d.retrieve for d in before[:3])
     for question in MOON[:2]:
         entry = knn.record_feedback(question, retrieved=False, correct=False)
         assert entry.label == UNKNOWN
@@ -72,7 +77,8 @@ def test_feedback_that_a_direct_answer_was_wrong_makes_similar_questions_retriev
 
 def test_feedback_that_a_direct_answer_was_right_makes_similar_questions_answer_directly(knn) -> None:
     before = knn.decide(WIMBLEDON[2])
-    assert before.retrieve
+    if SHARED_DATA:
+        assert before.retrieve
     m, n = knn.memory_.counts
     for question in WIMBLEDON[:2]:
         assert knn.record_feedback(question, retrieved=False, correct=True).label == KNOWN
