@@ -205,8 +205,12 @@ def test_one_deadline_bounds_a_whole_batch(openai_server, openai_base_url) -> No
 
 def test_requests_of_one_decision_share_its_deadline(openai_server, openai_base_url) -> None:
     """A follow-up round (the judgement prompt) gets what is left of the deadline, not a new one."""
+    model = remote(openai_server, timeout=60.0, max_retries=0)
+    # The client is built and connected outside the deadline under test (slow on a busy machine).
+    assert isinstance(ChatBackend(model, deadline=60.0).ask([FRANCE], max_tokens=2)[0], ChatReply)
+    backend = ChatBackend(model, deadline=0.5)
+    openai_server.reset()
     openai_server.set_fault(Fault.HANG)
-    backend = ChatBackend(remote(openai_server, timeout=60.0, max_retries=0), deadline=0.5)
     with backend.shared_deadline():
         first = backend.ask([FRANCE], max_tokens=2)
         follow_up = backend.ask([FRANCE], max_tokens=2)
@@ -290,3 +294,26 @@ def test_live_endpoint_behind_the_verbalized_gate() -> None:
     assert decision.details["certainty"] in ("certain", "uncertain")
     if not decision.retrieve:
         assert "paris" in decision.draft_answer.lower()
+
+
+def test_nothing_is_sent_once_the_deadline_has_passed() -> None:
+    """A follow-up asked after the shared deadline sends no request, whichever thread
+    would have been first (it used to depend on a race with the waiting caller)."""
+    import asyncio
+    import time
+
+    from adaptive_gates.models import ChatReply, achat_each, chat_each
+
+    class Counting:
+        model_id = "counting"
+        calls = 0
+
+        def chat(self, messages, **options):
+            Counting.calls += 1
+            return ChatReply("Paris")
+
+    past = time.monotonic() - 1.0
+    for replies in (chat_each(Counting(), [FRANCE, FRANCE], deadline=past),
+                    asyncio.run(achat_each(Counting(), [FRANCE, FRANCE], deadline=past))):
+        assert all(isinstance(r, BackendUnavailableError) and "before the deadline" in str(r) for r in replies)
+    assert Counting.calls == 0

@@ -185,7 +185,7 @@ def chat_each(
     at the deadline is abandoned to its daemon thread, which the backend's own timeout
     ends; its reply is dropped.
     """
-    dispatch = _Dispatch(conversations, model.model_id, max_workers)
+    dispatch = _Dispatch(conversations, model.model_id, max_workers, deadline)
     ask = functools.partial(model.chat, **options)
     if max_workers == 1 and deadline is None:
         dispatch.work(ask)  # nothing to wait for apart from the calls: stay in this thread
@@ -211,7 +211,7 @@ async def achat_each(
     unavailable or ``deadline`` passes). Requests still running at the deadline are
     cancelled. A model without ``achat`` is asked in worker threads (``with_achat``).
     """
-    dispatch = _Dispatch(conversations, model.model_id, max_workers)
+    dispatch = _Dispatch(conversations, model.model_id, max_workers, deadline)
     ask = functools.partial(with_achat(model).achat, **options)
     workers = [asyncio.ensure_future(dispatch.awork(ask)) for _ in range(dispatch.workers)]
     if not workers:
@@ -237,7 +237,9 @@ class _Dispatch:
     ask them, until all are answered, the backend is found unavailable, or the caller
     stops waiting."""
 
-    def __init__(self, conversations: Sequence[Sequence[Message]], model_id: str, max_workers: int) -> None:
+    def __init__(
+        self, conversations: Sequence[Sequence[Message]], model_id: str, max_workers: int, deadline: float | None
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         self._conversations = list(conversations)
@@ -248,6 +250,7 @@ class _Dispatch:
         self._running = 0
         self._stop: BackendUnavailableError | None = None  # why nothing more is sent
         self._late: BackendUnavailableError | None = None  # for requests abandoned at the deadline
+        self._deadline = deadline
         self._changed = threading.Condition()
 
     def work(self, ask: Callable[[Sequence[Message]], ChatReply]) -> None:
@@ -282,18 +285,26 @@ class _Dispatch:
         """The replies so far; when the caller stopped waiting at the deadline, sending
         stops and the requests still running are given up."""
         with self._changed:
-            if past_deadline and self._late is None:
-                self._late = BackendUnavailableError(f"chat model {self._model_id!r} gave no reply before the deadline")
-                self._stop = self._stop or self._late
-                log.warning("%s; %d request(s) abandoned", self._late, self._running)
+            if past_deadline:
+                self._give_up()
             # Unfilled slots below ``_sent`` were still running at the deadline.
             return [
                 result if result is not None else self._late if i < self._sent else self._stop
                 for i, result in enumerate(self._results)
             ]  # type: ignore[misc]
 
+    def _give_up(self) -> None:
+        """Stop at the deadline: nothing more is sent, and the requests still running are
+        abandoned (called under the lock)."""
+        if self._late is None:
+            self._late = BackendUnavailableError(f"chat model {self._model_id!r} gave no reply before the deadline")
+            self._stop = self._stop or self._late
+            log.warning("%s; %d request(s) abandoned", self._late, self._running)
+
     def _take(self) -> int | None:
         with self._changed:
+            if self._deadline is not None and self._stop is None and time.monotonic() >= self._deadline:
+                self._give_up()  # a request sent now could not be answered in time
             if self._stop is not None or self._sent == len(self._conversations):
                 return None
             self._sent += 1
