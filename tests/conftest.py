@@ -249,3 +249,13 @@ def lm():
     model = default_llm()
     model.model  # load now rather than inside the first timed call
     return model
+
+
+@pytest.fixture(scope="session")
+def split(outcome_records, tmp_path_factory):
+    """The outcome records split 70/30 into train.jsonl and test.jsonl."""
+    root = tmp_path_factory.mktemp("data")
+    cut = int(len(outcome_records) * 0.7)
+    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:cut]])
+    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[cut:]])
+    return root

@@ -26,16 +26,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def split(outcome_records, tmp_path_factory):
-    """The outcome records split 70/30 into train.jsonl and test.jsonl."""
-    root = tmp_path_factory.mktemp("data")
-    cut = int(len(outcome_records) * 0.7)
-    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:cut]])
-    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[cut:]])
-    return root
-
-
-@pytest.fixture(scope="module")
 def qa_file(outcome_records, tmp_path_factory):
     """Three real questions with their gold answers, as QA records."""
     path = tmp_path_factory.mktemp("qa") / "qa.jsonl"

@@ -19,7 +19,6 @@ from adaptive_gates import (
     outcome_scores,
 )
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
 from adaptive_gates.evaluation import cross_fitted_scores
 from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
@@ -426,15 +425,6 @@ def test_feedback_is_refused_before_fitting_or_when_malformed(fresh, test_questi
 def test_bad_parameters_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         StackedGate(**bad)
-
-
-@pytest.fixture(scope="module")
-def split(outcome_records, tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    cut = int(len(outcome_records) * 0.7)
-    write_jsonl(root / "train.jsonl", [r.to_json() for r in outcome_records[:cut]])
-    write_jsonl(root / "test.jsonl", [r.to_json() for r in outcome_records[cut:]])
-    return root
 
 
 def _eval(split, out, *flags):
