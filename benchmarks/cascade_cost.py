@@ -12,13 +12,17 @@ cascade's need scores.
 
 SmolLM2 is slow on CPU (about 1-3 s a question here), so the sample is small and its
 figures are noisy (±0.1 AUROC at n = 60); the embedded LLM's certainty speaks of its
-own knowledge, not of the Llama model whose answers are scored. Replies are memoised,
-so every share reuses the generations of the first run (all escalated): the cascade
-still asks for each, and the listener counts each request.
+own knowledge, not of the Llama model whose answers are scored. ``--outcomes
+boolq-smollm2`` takes the case where it does: the sample and the cheap gate's training
+rows are the embedded SmolLM2's own outcomes on packaged BoolQ questions (1,000
+collected once and cached; the sample is drawn from them, the cheap gate learns from
+the rest). Replies are memoised, so every share reuses the generations of the first
+run (all escalated): the cascade still asks for each, and the listener counts each
+request.
 
-    .venv/bin/python benchmarks/cascade_cost.py [--data DIR] [--n 60] [--seed 0]
+    .venv/bin/python benchmarks/cascade_cost.py [--data DIR] [--n 60] [--seed 0] [--outcomes boolq-smollm2]
 
-Writes benchmarks/results/cascade_cost.{md,json,png}.
+Writes benchmarks/results/cascade_cost.{md,json,png} (or cascade_cost_boolq_smollm2.*).
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ from typing import Any
 
 import numpy as np
 
-from _common import RESULTS, adarague_path, add_data_argument, markdown_table, write_results
+from _common import RESULTS, adarague_path, add_data_argument, markdown_table, smollm2_boolq, write_results
 from adaptive_gates import CascadeGate, SKRClassifierGate, VerbalizedGate, listening, load_outcomes, outcome_scores
 from adaptive_gates.evaluation import evaluate_scores
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.chat import ChatReply, LocalChatModel
 from adaptive_gates.models.defaults import default_embedder
 
+#: --outcomes -> what the header calls the sample.
+OUTCOMES = {
+    "adarague-nq": "AdaRAGUE NQ questions answered by Llama-3.1-8B",
+    "boolq-smollm2": "packaged BoolQ questions answered by the embedded SmolLM2",
+}
 SHARES = (1.0, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # all first: it fills the memo
 
 
@@ -82,9 +91,11 @@ def main() -> None:
     add_data_argument(parser)
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--outcomes", default="adarague-nq", choices=tuple(OUTCOMES),
+                        help="whose outcomes judge the cascade (default: Llama-3.1-8B's on AdaRAGUE NQ)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    records = load_outcomes(adarague_path(args.data, "nq"))
+    records = load_outcomes(adarague_path(args.data, "nq")) if args.outcomes == "adarague-nq" else smollm2_boolq(1000)
     chosen = set(np.random.default_rng(args.seed).permutation(len(records))[: args.n].tolist())
     sample = [r for i, r in enumerate(records) if i in chosen]
     cheap = SKRClassifierGate(CachedEmbedder(default_embedder()), class_weight="balanced").fit_outcomes(
@@ -126,11 +137,12 @@ def main() -> None:
          "accuracy − random", "gap capture", "AUROC", "fallbacks"],
         rows,
     )
-    header = (f"# Cascade: quality against gating LLM calls\n\n{len(sample)} AdaRAGUE NQ questions (seed {args.seed}); "
+    header = (f"# Cascade: quality against gating LLM calls\n\n{len(sample)} {OUTCOMES[args.outcomes]} (seed {args.seed}); "
               f"never retrieve {a.mean():.3f}, always {b.mean():.3f}, oracle {np.maximum(a, b).mean():.3f}.\n")
     markdown = f"{header}\n{table}\n"
-    write_results("cascade_cost", markdown, {"n": len(sample), "seed": args.seed, "runs": runs})
-    plot(runs, RESULTS / "cascade_cost.png")
+    name = "cascade_cost" if args.outcomes == "adarague-nq" else "cascade_cost_boolq_smollm2"
+    write_results(name, markdown, {"outcomes": args.outcomes, "n": len(sample), "seed": args.seed, "runs": runs})
+    plot(runs, RESULTS / f"{name}.png")
     print(markdown)
 
 

