@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 
@@ -48,3 +50,28 @@ class GateDecision:
             if isinstance(out[key], float) and not math.isfinite(out[key]):
                 out[key] = None
         return out
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> GateDecision:
+        """The decision ``to_dict`` gave (a ``None`` score or threshold comes back as NaN).
+
+        Raises:
+            ValueError: ``fields`` is not such a dict (a field missing, unknown or of
+                the wrong kind).
+        """
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"a GateDecision dict is a mapping, got {type(fields).__name__}")
+        known = {f.name for f in dataclass_fields(cls)}
+        unknown = sorted(set(fields) - known)
+        missing = sorted(k for k in ("retrieve", "score", "threshold", "gate") if k not in fields)
+        if unknown or missing:
+            raise ValueError(f"not a GateDecision dict: unknown fields {unknown}, missing fields {missing}")
+        values = dict(fields)
+        for key in ("score", "threshold"):
+            if values[key] is None:
+                values[key] = math.nan
+        if not isinstance(values["retrieve"], bool) or not isinstance(values["gate"], str):
+            raise ValueError("not a GateDecision dict: 'retrieve' must be a bool and 'gate' a str")
+        if not isinstance(values.get("details", {}), dict):
+            raise ValueError("not a GateDecision dict: 'details' must be a dict")
+        return cls(**values)

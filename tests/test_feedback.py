@@ -13,6 +13,7 @@ from adaptive_gates import (
     BudgetedGate,
     FeedbackLog,
     FeedbackNotSupportedError,
+    GateDecision,
     GateLoadError,
     SKRClassifierGate,
     SKRKnnGate,
@@ -157,3 +158,34 @@ def test_a_budget_passes_feedback_to_the_gate_it_wraps(knn) -> None:
     assert knn.feedback_.entries()[-1].question == MOON[0]
     with pytest.raises(FeedbackNotSupportedError):
         BudgetedGate(VerbalizedGate(), target_rate=0.3).record_feedback(MOON[0], False, False)
+
+
+def test_a_decision_teaches_the_gate_through_its_dict(knn) -> None:
+    """A framework run carries the decision as ``to_dict``; back as a decision, it
+    teaches the gate the question it judged and the route it took."""
+    decision = knn.decide(MOON[0])
+    carried = GateDecision.from_dict(json.loads(json.dumps(decision.to_dict())))
+    assert carried == decision
+    entry = knn.record_decision_feedback(carried, correct=False)
+    assert (entry.question, entry.retrieved, entry.correct) == (MOON[0], decision.retrieve, False)
+    assert knn.feedback_.entries()[-1] == entry
+    with pytest.raises(ValueError, match="does not carry the question"):
+        knn.record_decision_feedback(GateDecision(False, 0.1, 0.5, "skr-knn"), correct=True)
+    with pytest.raises(ValueError, match="must be a GateDecision"):
+        knn.record_decision_feedback(decision.to_dict(), correct=True)
+
+
+def test_a_decision_dict_comes_back_with_nan_for_what_was_not_finite() -> None:
+    fallback = GateDecision(True, float("nan"), float("inf"), "verbalized", question="q", error="timed out")
+    back = GateDecision.from_dict(fallback.to_dict())
+    assert np.isnan(back.score) and np.isnan(back.threshold) and back.error == "timed out"
+    good = fallback.to_dict()
+    for bad, message in (
+        ({**good, "colour": "red"}, r"unknown fields \['colour'\]"),
+        ({k: v for k, v in good.items() if k != "gate"}, r"missing fields \['gate'\]"),
+        ({**good, "retrieve": "yes"}, "'retrieve' must be a bool"),
+        ({**good, "details": []}, "'details' must be a dict"),
+        ([("retrieve", True)], "is a mapping"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            GateDecision.from_dict(bad)

@@ -134,6 +134,23 @@ class Gate(GateParams, ABC):
             "the SKR gates do: put their decisions' outcomes into one of those"
         )
 
+    def record_decision_feedback(self, decision: GateDecision, correct: bool) -> Feedback:
+        """``record_feedback`` for a decision taken (by this gate or one it stands in
+        for): the question it judged, and whether the answer was made with retrieval.
+
+        This is how a framework run's answer teaches the gate: the run carries its
+        decision, the caller judges the answer.
+
+        Raises:
+            ValueError: the decision does not carry the question it judged.
+            FeedbackNotSupportedError: this gate does not learn from feedback.
+        """
+        if not isinstance(decision, GateDecision):
+            raise ValueError(f"decision must be a GateDecision, got {type(decision).__name__}")
+        if decision.question is None:
+            raise ValueError("the decision does not carry the question it judged, so it cannot teach the gate")
+        return self.record_feedback(decision.question, decision.retrieve, correct)
+
     # ----------------------------------------------------------------- thresholds
     def _check_fitted(self) -> None:
         if not self.is_fitted:

@@ -5,6 +5,7 @@
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
+- ``GateFeedback``: a callback handler that teaches the gate from judged answers.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
   in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` (LangChain's models
   behind the core's gates).
@@ -15,6 +16,7 @@ from .compressors import UNCERTAINTY_KEY, SeaKRCompressor
 from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
+from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
@@ -33,6 +35,7 @@ __all__ = [
     "DECISION_EVENT",
     "DOCUMENT_DECISION_KEY",
     "GATE_KEY",
+    "GateFeedback",
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from adaptive_gates import Gate
+from adaptive_gates.feedback import Feedback
 from adaptive_gates.prompts import QA
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -27,10 +28,11 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
-from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, route_of
+from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, response_feedback, route_of
+from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
 #: Key of a response's ``metadata`` holding the decision (``GateDecision.to_dict()``).
-METADATA_KEY = "gate_decision"
+METADATA_KEY = DECISION_METADATA_KEY
 #: Key of a response's ``metadata`` naming how it was answered: one of ``ROUTES``
 #: (``llama_index.selectors.adaptive_gates.ROUTES``).
 ROUTE_KEY = "gate_route"
@@ -130,6 +132,15 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     def gate(self) -> Gate:
         """The gate deciding each query."""
         return self._gate
+
+    def record_feedback(self, response: Any, correct: bool) -> Feedback:
+        """Teach the gate whether the answer of ``response`` (one of this engine's) was
+        correct: the decision it carries and the verdict go to
+        ``Gate.record_decision_feedback``, so a gate that learns online (the SKR gates,
+        a stacked gate's log, a budget's or cascade's members) decides later queries
+        from it. ``ValueError`` when the response carries no decision;
+        ``FeedbackNotSupportedError`` when the gate does not learn from feedback."""
+        return response_feedback(self._gate, response, correct)
 
     @property
     def retriever(self) -> BaseRetriever:

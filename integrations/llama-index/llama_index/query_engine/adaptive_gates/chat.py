@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from adaptive_gates.feedback import Feedback
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.base.response.schema import RESPONSE_TYPE
@@ -123,6 +126,15 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     def query_engine(self) -> AdaptiveQueryEngine:
         """The engine answering the standalone questions."""
         return self._query_engine  # type: ignore[return-value]
+
+    def record_feedback(self, response: Any, correct: bool) -> Feedback:
+        """Teach the gate whether the answer of ``response`` (one of this engine's) was
+        correct: the decision it carries (on the standalone question) and the verdict go to
+        ``Gate.record_decision_feedback``, so a gate that learns online (the SKR gates,
+        a stacked gate's log, a budget's or cascade's members) decides later turns
+        from it. ``ValueError`` when the response carries no decision;
+        ``FeedbackNotSupportedError`` when the gate does not learn from feedback."""
+        return self.query_engine.record_feedback(response, correct)
 
     # ----------------------------------------------------------------- standalone question
     def _windowed(self, history: list[ChatMessage], message: str) -> _Standalone:

@@ -2,7 +2,7 @@
 
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
 from .reason import decision_of
-from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, route_of
+from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, response_feedback, route_of
 from .selector import DEFAULT_ROUTES, GateSelector
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "decision_of",
     "fire_decision",
     "forwarding_llm_calls",
+    "response_feedback",
     "route_of",
 ]

@@ -15,9 +15,11 @@ import math
 from typing import Any, NamedTuple
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.feedback import Feedback
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
 from .events import fire_decision, forwarding_llm_calls
+from .reason import decision_of
 
 logger = logging.getLogger(__name__)
 
@@ -81,3 +83,20 @@ def route_of(decision: GateDecision, reuse_draft: bool = True) -> str:
     if reuse_draft and decision.draft_answer and decision.draft_answer.strip():
         return DRAFT
     return DIRECT
+
+
+def response_feedback(gate: Gate, response: Any, correct: bool) -> Feedback:
+    """Teach ``gate`` the verdict on an answer: the decision the response carries (see
+    ``decision_of``) and whether the answer was correct (``Gate.record_decision_feedback``).
+
+    Raises:
+        ValueError: the response carries no gate decision.
+        FeedbackNotSupportedError: the gate does not learn from feedback.
+    """
+    decision = decision_of(response)
+    if decision is None:
+        raise ValueError(
+            "the response carries no gate decision: pass a response of an AdaptiveQueryEngine, an "
+            "AdaptiveChatEngine or a RouterQueryEngine whose selector is a GateSelector"
+        )
+    return gate.record_decision_feedback(decision, correct)

@@ -2,14 +2,14 @@
 ``decision_of`` to read the decision back.
 
 ``RouterQueryEngine`` keeps the ``SelectorResult`` in ``response.metadata
-["selector_result"]``, so a caller reads the decision behind an answer with
-``decision_of(response)``.
+["selector_result"]``, and the adaptive engines put the decision's dict in
+``response.metadata["gate_decision"]``; either way a caller reads the decision behind
+an answer with ``decision_of(response)``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +20,8 @@ from llama_index.core.base.base_selector import MultiSelection, SingleSelection
 DECISION_PREFIX = "gate decision: "
 #: Where ``RouterQueryEngine`` puts the selector's result in a response's metadata.
 METADATA_KEY = "selector_result"
+#: Where the adaptive query and chat engines put the decision (``GateDecision.to_dict()``).
+DECISION_METADATA_KEY = "gate_decision"
 
 
 def selection_reason(route: str, decision: GateDecision, payload: dict[str, Any] | None = None) -> str:
@@ -40,17 +42,21 @@ def decision_of(source: Any) -> GateDecision | None:
     """The gate decision carried by a selection's reason.
 
     Args:
-        source: a query response (its ``metadata``), a response's metadata dict, a
-            ``SelectorResult`` / ``MultiSelection``, a ``SingleSelection`` or the reason
-            string itself.
+        source: a query or chat response (its ``metadata``), a response's metadata
+            dict, a ``SelectorResult`` / ``MultiSelection``, a ``SingleSelection`` or
+            the reason string itself.
 
     Returns:
         The decision (a non-finite score or threshold comes back as NaN), or ``None``
-        when the selection was not made by a ``GateSelector``.
+        when no gate made the selection or answered the query.
 
     Raises:
-        ValueError: the reason has the decision line but its JSON is not a decision.
+        ValueError: the reason has the decision line but its JSON is not a decision,
+            or the metadata's decision is not one.
     """
+    metadata = source if isinstance(source, Mapping) else getattr(source, "metadata", None)
+    if isinstance(metadata, Mapping) and metadata.get(DECISION_METADATA_KEY) is not None:
+        return GateDecision.from_dict(metadata[DECISION_METADATA_KEY])
     for reason in _reasons(source):
         head, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
         if found:
@@ -73,13 +79,9 @@ def _reasons(source: Any) -> list[str]:
 
 def _decision(payload: str) -> GateDecision:
     try:
-        fields = json.loads(payload)
-        for key in ("score", "threshold"):
-            if fields[key] is None:
-                fields[key] = math.nan
-        return GateDecision(**fields)
-    except (ValueError, KeyError, TypeError) as exc:
+        return GateDecision.from_dict(json.loads(payload))
+    except ValueError as exc:
         raise ValueError(f"the selection's {DECISION_PREFIX.strip()!r} line is not a GateDecision: {exc}") from None
 
 
-__all__ = ["DECISION_PREFIX", "METADATA_KEY", "decision_of", "selection_reason"]
+__all__ = ["DECISION_METADATA_KEY", "DECISION_PREFIX", "METADATA_KEY", "decision_of", "selection_reason"]

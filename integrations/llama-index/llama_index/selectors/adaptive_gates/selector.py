@@ -6,13 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adaptive_gates import Gate
+from adaptive_gates.feedback import Feedback
 from llama_index.core.base.base_selector import BaseSelector, SelectorResult, SingleSelection
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
 
-from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, Decided, adecide, decide, route_of
+from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, Decided, adecide, decide, response_feedback, route_of
 from .reason import selection_reason
 
 dispatcher = get_dispatcher(__name__)
@@ -78,6 +79,15 @@ class GateSelector(BaseSelector):
     def routes(self) -> dict[str, int | str]:
         """Each route's choice (index or name), ``draft`` included."""
         return dict(self._routes)
+
+    def record_feedback(self, response: Any, correct: bool) -> Feedback:
+        """Teach the gate whether the answer of ``response`` (one of this selector's router's) was
+        correct: the decision it carries and the verdict go to
+        ``Gate.record_decision_feedback``, so a gate that learns online (the SKR gates,
+        a stacked gate's log, a budget's or cascade's members) decides later queries
+        from it. ``ValueError`` when the response carries no decision;
+        ``FeedbackNotSupportedError`` when the gate does not learn from feedback."""
+        return response_feedback(self._gate, response, correct)
 
     # ----------------------------------------------------------------- prompts: none
     def _get_prompts(self) -> PromptDictType:

@@ -1,0 +1,88 @@
+"""Judged answers of real LlamaIndex engines teach a real SKR gate (embedded MiniLM and SmolLM2).
+
+The query engine, the chat engine and a ``RouterQueryEngine`` with a ``GateSelector``
+each answer a question directly; the verdict that the answer was wrong, recorded
+through the component, makes the gate retrieve for a rewording of it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.feedback import FeedbackNotSupportedError
+from llama_index.core.indices import EmptyIndex
+from llama_index.core.base.response.schema import Response
+from llama_index.core.query_engine import RouterQueryEngine
+from llama_index.core.tools import QueryEngineTool
+from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveChatEngine, AdaptiveQueryEngine
+from llama_index.selectors.adaptive_gates import GateSelector, decision_of, response_feedback
+
+from .conftest import KNOWN, UNKNOWN
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ASKED = "Who wrote Macbeth?"
+#: Nearest to "Who wrote Hamlet?" (known) before feedback, to ASKED (cosine 0.96) after.
+PARAPHRASE = "Who was the author of Macbeth?"
+
+
+@pytest.fixture
+def gate(core_embedder) -> SKRKnnGate:
+    """A fresh SKR-kNN gate (k=1): feedback changes it."""
+    return SKRKnnGate(core_embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+
+
+def _taught_by_a_wrong_direct_answer(gate, record, response) -> None:
+    """``response`` answered ASKED directly; recording it as wrong must make the gate
+    retrieve for PARAPHRASE, which it answered directly before."""
+    assert not gate.decide(PARAPHRASE).retrieve
+    decision = decision_of(response)
+    assert (decision.question, decision.retrieve) == (ASKED, False)
+    entry = record(response, correct=False)
+    assert (entry.question, entry.retrieved, entry.correct, entry.label) == (ASKED, False, False, 1)
+    after = gate.decide(PARAPHRASE)
+    assert after.retrieve and after.details["neighbours"][0]["question"] == ASKED
+    assert [f.question for f in gate.feedback_.entries()] == [ASKED]
+
+
+def test_the_query_engine_learns_from_a_judged_response(gate, index, llm):
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=2)
+    response = engine.query(ASKED)
+    assert response.metadata[ROUTE_KEY] == "direct"
+    _taught_by_a_wrong_direct_answer(gate, engine.record_feedback, response)
+    assert engine.query(PARAPHRASE).metadata[ROUTE_KEY] == "retrieve"
+
+
+async def test_the_selector_learns_from_a_judged_router_response(gate, index, llm):
+    selector = GateSelector(gate)
+    tools = [
+        QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
+        QueryEngineTool.from_defaults(index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki",
+                                      description="Wikipedia paragraphs."),
+    ]
+    router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm)
+    response = await router.aquery(ASKED)
+    assert response.metadata["selector_result"].ind == 0
+    _taught_by_a_wrong_direct_answer(gate, selector.record_feedback, response)
+
+
+def test_the_chat_engine_learns_from_a_judged_turn(gate, index, llm):
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=2)
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=llm, history_window=0)
+    reply = chat.chat(ASKED)
+    _taught_by_a_wrong_direct_answer(gate, chat.record_feedback, reply)
+
+
+def test_a_response_without_a_decision_is_refused(gate, index, llm):
+    plain = index.as_query_engine(llm=llm, similarity_top_k=1).query(UNKNOWN[0])
+    for response in (plain, Response("Shakespeare.")):
+        with pytest.raises(ValueError, match="carries no gate decision"):
+            response_feedback(gate, response, correct=True)
+    assert len(gate.feedback_) == 0
+
+
+def test_a_gate_that_does_not_learn_says_so(index, llm):
+    engine = AdaptiveQueryEngine.from_index(index, PopularityGate(), llm=llm, similarity_top_k=1)
+    response = engine.query(ASKED)
+    with pytest.raises(FeedbackNotSupportedError, match="does not learn from feedback"):
+        engine.record_feedback(response, correct=True)
