@@ -134,12 +134,8 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         return self._gate
 
     def record_feedback(self, response: Any, correct: bool) -> Feedback:
-        """Teach the gate whether the answer of ``response`` (one of this engine's) was
-        correct: the decision it carries and the verdict go to
-        ``Gate.record_decision_feedback``, so a gate that learns online (the SKR gates,
-        a stacked gate's log, a budget's or cascade's members) decides later queries
-        from it. ``ValueError`` when the response carries no decision;
-        ``FeedbackNotSupportedError`` when the gate does not learn from feedback."""
+        """Teach the gate whether this engine's ``response`` was correct: the decision
+        it carries and the verdict go to the gate (see ``response_feedback``)."""
         return response_feedback(self._gate, response, correct)
 
     @property

@@ -87,7 +87,9 @@ def route_of(decision: GateDecision, reuse_draft: bool = True) -> str:
 
 def response_feedback(gate: Gate, response: Any, correct: bool) -> Feedback:
     """Teach ``gate`` the verdict on an answer: the decision the response carries (see
-    ``decision_of``) and whether the answer was correct (``Gate.record_decision_feedback``).
+    ``decision_of``) and whether the answer was correct (``Gate.record_decision_feedback``),
+    so a gate that learns online (the SKR gates, a stacked gate's log, a budget's or
+    cascade's members) decides later queries from it.
 
     Raises:
         ValueError: the response carries no gate decision.

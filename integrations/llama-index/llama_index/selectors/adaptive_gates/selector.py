@@ -81,12 +81,8 @@ class GateSelector(BaseSelector):
         return dict(self._routes)
 
     def record_feedback(self, response: Any, correct: bool) -> Feedback:
-        """Teach the gate whether the answer of ``response`` (one of this selector's router's) was
-        correct: the decision it carries and the verdict go to
-        ``Gate.record_decision_feedback``, so a gate that learns online (the SKR gates,
-        a stacked gate's log, a budget's or cascade's members) decides later queries
-        from it. ``ValueError`` when the response carries no decision;
-        ``FeedbackNotSupportedError`` when the gate does not learn from feedback."""
+        """Teach the gate whether the answer of a router this selector chose for was
+        correct (see ``response_feedback``)."""
         return response_feedback(self._gate, response, correct)
 
     # ----------------------------------------------------------------- prompts: none
