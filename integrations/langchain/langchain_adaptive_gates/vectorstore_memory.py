@@ -2,8 +2,10 @@
 
 The store holds the past questions as texts with their label in the metadata, so a
 store the user already runs (Qdrant, pgvector, Elastic, ...) carries the memory past
-one machine. Give the store ``AdaptiveGatesEmbeddings`` over the gate's own embedder:
-the store then encodes the questions into the very vectors the gate searches with.
+one machine. A store that takes vectors (``add_embeddings``, as FAISS has) is given
+the gate's own; any other encodes the questions itself, so give it
+``AdaptiveGatesEmbeddings`` over the gate's embedder: it then encodes them into the very
+vectors the gate searches with.
 
     store = InMemoryVectorStore(AdaptiveGatesEmbeddings(embedder))
     gate = SKRKnnGate(embedder, memory=VectorStoreMemory.factory(lambda: store))
@@ -72,17 +74,23 @@ class VectorStoreMemory(StoreBackedMemory):
         self._search_by_vector = method
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
-        """Store the questions with their labels; the store encodes them itself, with
-        the embeddings it was given (``vectors`` only fixes the expected shape)."""
+        """Store the questions with their labels. A store that takes vectors
+        (``add_embeddings``, as FAISS has) gets the gate's own, so nothing is embedded
+        twice; any other encodes the questions itself with the embeddings it was given."""
         new_labels = _check_added(vectors, labels, questions, self.dimension)
         if not len(questions):
             return
         metadatas = [{LABEL_KEY: int(label)} for label in new_labels]
+        add_embeddings = getattr(self.store, "add_embeddings", None)
         # The store is searched and grown under the memory's one lock: not every store
         # is safe to search while another thread adds (InMemoryVectorStore iterates a dict).
         with self._lock:
-            ids = self.store.add_texts(list(questions), metadatas=metadatas)
-            self._check_stored_width(ids)
+            if callable(add_embeddings):
+                pairs = list(zip(questions, l2_normalise(vectors).tolist()))
+                ids = add_embeddings(pairs, metadatas=metadatas)
+            else:
+                ids = self.store.add_texts(list(questions), metadatas=metadatas)
+                self._check_stored_width(ids)
             self._record(ids, new_labels, questions)
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:

@@ -120,6 +120,35 @@ def test_a_store_of_another_width_is_refused(core_embedder):
     assert len(memory) == 0
 
 
+class _NeverEmbeds(Embeddings):
+    """Embeddings a store must not be asked for: the gate gives it vectors."""
+
+    def embed_documents(self, texts):
+        raise AssertionError(f"the store embedded {len(texts)} text(s) the gate had already embedded")
+
+    def embed_query(self, text):
+        raise AssertionError("the store embedded a query the gate had already embedded")
+
+
+@pytest.mark.parametrize("inner_product", [True, False])
+def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, core_embedder):
+    """FAISS takes vectors (``add_embeddings``): fitting, deciding and learning online
+    embed each question once, with the gate's embedder, and decide as the faiss memory."""
+    (questions, labels), asked = split
+    options = {} if inner_product else {"similarity": lambda d: 1 - d / 2}
+    memory = VectorStoreMemory.factory(
+        lambda: faiss_store(_NeverEmbeds(), core_embedder.dimension, inner_product=inner_product), **options
+    )
+    store_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity", memory=memory).fit(questions, labels)
+    faiss_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity").fit(questions, labels)
+    np.testing.assert_allclose([d.score for d in store_gate.decide_batch(asked)],
+                               [d.score for d in faiss_gate.decide_batch(asked)], atol=1e-6)
+    for gate in (store_gate, faiss_gate):
+        gate.record_feedback(asked[0], retrieved=False, correct=False)
+    assert store_gate.memory_.counts == faiss_gate.memory_.counts
+    assert store_gate.decide(asked[0]).score == pytest.approx(faiss_gate.decide(asked[0]).score, abs=1e-6)
+
+
 #: An SKR gate deciding over a FAISS memory, then what it imported: tiktoken fetches its
 #: encodings from the web on first use, so it must not be on this offline path.
 _FAISS_PATH = """
