@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
@@ -61,9 +61,10 @@ class GateDecision:
         """
         if not isinstance(fields, Mapping):
             raise ValueError(f"a GateDecision dict is a mapping, got {type(fields).__name__}")
-        known = {f.name for f in dataclass_fields(cls)}
-        unknown = sorted(set(fields) - known)
-        missing = sorted(k for k in ("retrieve", "score", "threshold", "gate") if k not in fields)
+        declared = dataclass_fields(cls)
+        unknown = sorted(set(fields) - {f.name for f in declared})
+        required = (f.name for f in declared if f.default is MISSING and f.default_factory is MISSING)
+        missing = sorted(name for name in required if name not in fields)
         if unknown or missing:
             raise ValueError(f"not a GateDecision dict: unknown fields {unknown}, missing fields {missing}")
         values = dict(fields)

@@ -15,7 +15,15 @@ from openai_server import ChatCompletionsServer, Fault
 from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError, BackendUnavailableError
 from adaptive_gates.gates.chat_backed import ChatBackend
-from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, chat_many
+from adaptive_gates.models import (
+    ChatModel,
+    ChatReply,
+    LocalChatModel,
+    OpenAIChatModel,
+    achat_each,
+    chat_each,
+    chat_many,
+)
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 QUESTIONS = [
@@ -299,10 +307,6 @@ def test_live_endpoint_behind_the_verbalized_gate() -> None:
 def test_nothing_is_sent_once_the_deadline_has_passed() -> None:
     """A follow-up asked after the shared deadline sends no request, whichever thread
     would have been first (it used to depend on a race with the waiting caller)."""
-    import asyncio
-    import time
-
-    from adaptive_gates.models import ChatReply, achat_each, chat_each
 
     class Counting:
         model_id = "counting"

@@ -54,8 +54,8 @@ def decision_of(source: Any) -> GateDecision | None:
         ValueError: the reason has the decision line but its JSON is not a decision,
             or the metadata's decision is not one.
     """
-    metadata = source if isinstance(source, Mapping) else getattr(source, "metadata", None)
-    if isinstance(metadata, Mapping) and metadata.get(DECISION_METADATA_KEY) is not None:
+    metadata = _metadata(source)
+    if metadata.get(DECISION_METADATA_KEY) is not None:
         return GateDecision.from_dict(metadata[DECISION_METADATA_KEY])
     for reason in _reasons(source):
         head, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
@@ -71,10 +71,16 @@ def _reasons(source: Any) -> list[str]:
         return [source.reason]
     if isinstance(source, MultiSelection):
         return source.reasons
-    metadata = source if isinstance(source, Mapping) else getattr(source, "metadata", None)
-    if isinstance(metadata, Mapping) and metadata.get(METADATA_KEY) is not None:
+    metadata = _metadata(source)
+    if metadata.get(METADATA_KEY) is not None:
         return _reasons(metadata[METADATA_KEY])
     return []
+
+
+def _metadata(source: Any) -> Mapping[str, Any]:
+    """``source`` itself when it is a metadata dict, else its ``metadata`` (empty: none)."""
+    metadata = source if isinstance(source, Mapping) else getattr(source, "metadata", None)
+    return metadata if isinstance(metadata, Mapping) else {}
 
 
 def _decision(payload: str) -> GateDecision:
