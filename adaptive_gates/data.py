@@ -3,23 +3,28 @@
 Three record kinds (one JSON object a line):
 
 - outcome: ``id, question, answers, pred_no_retrieval, pred_one_retrieval``
-  (+ optional ``context``) — answers already produced without and with retrieval;
+  (+ optional ``context``, and ``logprobs_no_retrieval``: the no-retrieval answer's
+  tokens in OpenAI's shape) — answers already produced without and with retrieval;
 - QA: ``id, question, answers`` (+ optional ``context``/``passage``);
 - corpus: ``id, title, text``.
 
-Every loader error names the file, the line and the field.
+Every loader error names the file, the line and the field. A file whose name ends in
+``.gz`` is read through gzip.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, TypeVar
 
 from .errors import DataFormatError
+from .models.chat import TokenLogprob
+from .token_logprobs import tokens_from_openai, tokens_to_openai
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +53,12 @@ class QARecord:
 
 @dataclass(frozen=True)
 class OutcomeRecord:
-    """A question answered twice: without retrieval and with one retrieval."""
+    """A question answered twice: without retrieval and with one retrieval.
+
+    ``logprobs_no_retrieval`` holds the no-retrieval answer's tokens with their
+    log-probabilities (and top alternatives) when the LLM gave them, so gates that
+    read log-probabilities are evaluated offline; ``None`` when it did not.
+    """
 
     id: str
     question: str
@@ -57,10 +67,22 @@ class OutcomeRecord:
     pred_one_retrieval: str
     context: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    logprobs_no_retrieval: tuple[TokenLogprob, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a JSONL object (``extra`` fields flattened back in)."""
-        out = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        """The record as a JSONL object (``extra`` fields flattened back in, log-probs
+        in OpenAI's shape)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "question": self.question,
+            "answers": list(self.answers),
+            "pred_no_retrieval": self.pred_no_retrieval,
+            "pred_one_retrieval": self.pred_one_retrieval,
+        }
+        if self.context is not None:
+            out["context"] = self.context
+        if self.logprobs_no_retrieval is not None:
+            out["logprobs_no_retrieval"] = tokens_to_openai(self.logprobs_no_retrieval)
         out.update(self.extra)
         return out
 
@@ -83,7 +105,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     # Lines are decoded one by one so that a bad byte is reported with its line.
-    with path.open("rb") as fh:
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -206,6 +228,14 @@ class _Fields:
             out.append(str(item))
         return out
 
+    def token_logprobs(self, name: str) -> tuple[TokenLogprob, ...] | None:
+        if self.obj.get(name) is None:
+            return None
+        try:
+            return tokens_from_openai(self.obj[name])
+        except ValueError as exc:
+            raise self.fail(name, str(exc)) from None
+
     def ident(self, fallback: int) -> str:
         value = self.obj.get("id", fallback)
         if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -240,7 +270,9 @@ def _warn_duplicate_ids(path: Path, ids: list[str], lines: list[int], shown: int
     logger.warning("%s: ids repeated on more than one line (%d): %s%s", path, len(repeated), listed, more)
 
 
-_OUTCOME_KEYS = {"id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context"}
+_OUTCOME_KEYS = {
+    "id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context", "logprobs_no_retrieval",
+}
 
 
 def _parse_outcome(f: _Fields, lineno: int) -> OutcomeRecord:
@@ -253,6 +285,7 @@ def _parse_outcome(f: _Fields, lineno: int) -> OutcomeRecord:
         pred_one_retrieval=f.text("pred_one_retrieval", allow_empty=True),
         context=f.obj.get("context"),
         extra={k: v for k, v in f.obj.items() if k not in _OUTCOME_KEYS},
+        logprobs_no_retrieval=f.token_logprobs("logprobs_no_retrieval"),
     )
 
 

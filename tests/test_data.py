@@ -1,4 +1,6 @@
+import gzip
 import json
+import re
 
 import pytest
 
@@ -118,3 +120,37 @@ def test_real_files_load(outcome_records, qa_records):
     assert len({r.id for r in outcome_records}) == len(outcome_records) and all(r.answers for r in outcome_records)
     assert all(isinstance(r.pred_no_retrieval, str) and isinstance(r.pred_one_retrieval, str) for r in outcome_records)
     assert len({r.id for r in qa_records}) == len(qa_records) > 1000 and all(r.answers for r in qa_records)
+
+
+def test_answer_logprobs_round_trip_in_openais_shape(tmp_path):
+    entry = {"token": " Paris", "logprob": -0.25, "top_logprobs": [{"token": " Paris", "logprob": -0.25},
+                                                                     {"token": " Lyon", "logprob": -1.9}]}
+    row = {"id": "q1", "question": "Capital of France?", "answers": ["Paris"], "pred_no_retrieval": "Paris",
+           "pred_one_retrieval": "Paris", "logprobs_no_retrieval": [entry, {"token": ".", "logprob": 0.0}]}
+    path = tmp_path / "o.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+    (record,) = load_outcomes(path)
+    first, second = record.logprobs_no_retrieval
+    assert (first.token, first.logprob, first.top) == (" Paris", -0.25, ((" Paris", -0.25), (" Lyon", -1.9)))
+    assert second.top == () and "logprobs_no_retrieval" not in record.extra
+    assert record.to_json()["logprobs_no_retrieval"] == [entry, {"token": ".", "logprob": 0.0, "top_logprobs": []}]
+
+
+@pytest.mark.parametrize(
+    "logprobs, problem",
+    [
+        ("0.5", "must be a list of token entries, got str"),
+        ([{"token": "a"}], "entry 0: 'logprob' must be a number, got None"),
+        ([{"token": "a", "logprob": 0.3}], "entry 0: 'logprob' must be <= 0, got 0.3"),
+        ([{"token": 1, "logprob": -1}], "entry 0: 'token' must be a string, got 1"),
+        ([{"token": "a", "logprob": -1, "top_logprobs": [{"token": "b", "logprob": "x"}]}],
+         "entry 0, alternative 0: 'logprob' must be a number"),
+    ],
+)
+def test_malformed_answer_logprobs_are_named_with_file_and_line(tmp_path, logprobs, problem):
+    path = tmp_path / "o.jsonl"
+    row = {"id": 1, "question": "q?", "answers": ["a"], "pred_no_retrieval": "a", "pred_one_retrieval": "a"}
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "id": 2, "logprobs_no_retrieval": logprobs}) + "\n")
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}:2: field 'logprobs_no_retrieval' {problem}")):
+        load_outcomes(path)

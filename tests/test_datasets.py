@@ -8,14 +8,41 @@ import re
 import pytest
 
 from adaptive_gates.datasets import (
+    ADARAGUE_TASKS,
     INSTALL_HINT,
     PACKAGED_QA,
+    adarague_outcomes,
+    adarague_path,
     boolq_outcomes,
     packaged_corpus,
     packaged_data_dir,
     packaged_qa,
 )
 from adaptive_gates.errors import BackendError
+from adaptive_gates.metrics import contains_answer
+
+
+def test_the_adarague_splits_ship_with_the_package_with_their_notice() -> None:
+    records = adarague_outcomes()
+    assert len(records) == 3000 and len({r.id for r in records}) == 3000
+    by_task = {task: adarague_outcomes(task) for task in ADARAGUE_TASKS}
+    assert all(len(rows) == 500 for rows in by_task.values())
+    assert [r.id for rows in by_task.values() for r in rows] == [r.id for r in records]
+    assert {r.extra["llm"] for r in records} == {"meta-llama/Llama-3.1-8B-Instruct"}
+    assert all(0 < len(r.context) <= 10 for r in by_task["hotpotqa"]) and by_task["nq"][0].context is None
+    notice = (adarague_path("nq").parent / "NOTICE").read_text(encoding="utf-8")
+    for licence in ("MIT", "CC BY-SA 3.0", "Apache-2.0", "CC BY-SA 4.0", "CC BY 4.0"):
+        assert licence in notice
+    # The README's never / always accuracies of the shared splits, "contains answer".
+    nq = by_task["nq"]
+    never = sum(contains_answer(r.pred_no_retrieval, r.answers) for r in nq) / len(nq)
+    always = sum(contains_answer(r.pred_one_retrieval, r.answers) for r in nq) / len(nq)
+    assert (round(never, 2), round(always, 2)) == (0.39, 0.45)
+
+
+def test_an_unknown_adarague_task_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown AdaRAGUE task 'nq-open'; choose one of nq, trivia"):
+        adarague_outcomes("nq-open")
 
 
 def test_every_packaged_set_loads_with_gold_answers() -> None:

@@ -24,7 +24,6 @@ from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 
-from conftest import SHARED_DATA
 
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate
 # answers the first directly and retrieves for the second (checked in the tests when the
@@ -64,8 +63,7 @@ def test_the_label_rule(retrieved, correct, wrong_with_retrieval, label) -> None
 
 def test_feedback_that_a_direct_answer_was_wrong_makes_similar_questions_retrieve(knn) -> None:
     before = knn.decide_batch(MOON + UNRELATED)
-    if SHARED_DATA:
-        assert not any(d.retrieve for d in before[:3])
+    assert not any(d.retrieve for d in before[:3])
     for question in MOON[:2]:
         entry = knn.record_feedback(question, retrieved=False, correct=False)
         assert entry.label == UNKNOWN
@@ -78,8 +76,7 @@ def test_feedback_that_a_direct_answer_was_wrong_makes_similar_questions_retriev
 
 def test_feedback_that_a_direct_answer_was_right_makes_similar_questions_answer_directly(knn) -> None:
     before = knn.decide(WIMBLEDON[2])
-    if SHARED_DATA:
-        assert before.retrieve
+    assert before.retrieve
     m, n = knn.memory_.counts
     for question in WIMBLEDON[:2]:
         assert knn.record_feedback(question, retrieved=False, correct=True).label == KNOWN

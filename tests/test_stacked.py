@@ -27,7 +27,6 @@ from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.question_features import FEATURE_NAMES
 from adaptive_gates.selfknowledge import UNKNOWN
 
-from conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -289,11 +288,10 @@ def test_feedback_changes_later_decisions_on_similar_questions_after_refit(fresh
     questions = [r.question for r in train]
     before = fresh.score(questions)
     cluster = [questions[i] for i in np.argsort(before)[:30]]
-    paraphrases: list[str] = []
-    if SHARED_DATA:  # hand-written rewordings of NQ training questions in the cluster
-        assert set(PARAPHRASES) <= set(cluster)
-        paraphrases = list(PARAPHRASES.values())
-        assert not any(d.retrieve for d in fresh.decide_batch(paraphrases))
+    # hand-written rewordings of NQ training questions in the cluster
+    assert set(PARAPHRASES) <= set(cluster)
+    paraphrases = list(PARAPHRASES.values())
+    assert not any(d.retrieve for d in fresh.decide_batch(paraphrases))
     far = [held_out[i] for i in np.argsort(fresh.score(held_out))[-30:]]  # surest to need retrieval
     before_cluster, before_paraphrases, before_far = fresh.score(cluster), fresh.score(paraphrases), fresh.score(far)
 
@@ -308,14 +306,11 @@ def test_feedback_changes_later_decisions_on_similar_questions_after_refit(fresh
     after_cluster = fresh.score(cluster)
     assert np.mean(after_cluster - before_cluster) > 0.2 and np.mean(after_cluster > 0) >= 0.8
     moved = np.mean(after_cluster - before_cluster)
-    if paraphrases:
-        decisions = fresh.decide_batch(paraphrases)  # wordings it never saw
-        assert all(d.retrieve for d in decisions)
-        assert all(d.score > s for d, s in zip(decisions, before_paraphrases))
-        moved = np.mean([d.score for d in decisions] - before_paraphrases)
-    if SHARED_DATA:  # questions unlike them barely move; on the 96 fallback BoolQ rows,
-        # feedback contradicting a third of them moves the whole (linear) combiner
-        assert np.mean(np.abs(fresh.score(far) - before_far)) < moved / 4
+    decisions = fresh.decide_batch(paraphrases)  # wordings it never saw
+    assert all(d.retrieve for d in decisions)
+    assert all(d.score > s for d, s in zip(decisions, before_paraphrases))
+    moved = np.mean([d.score for d in decisions] - before_paraphrases)
+    assert np.mean(np.abs(fresh.score(far) - before_far)) < moved / 4  # questions unlike them barely move
 
 
 @pytest.mark.parametrize("retrieved, learns, keeps", [(True, "with", "without"), (False, "without", "with")])

@@ -39,24 +39,15 @@ def boolq(boolq_rows) -> list[dict]:
     return boolq_rows(12)
 
 
-#: Outcome records of the shared data, used when present (relative to the worktree).
-NQ_OUTCOMES = Path(__file__).resolve().parents[4] / "shared" / "data" / "adarague" / "nq.train.jsonl"
-
-
 @pytest.fixture(scope="session")
-def labelled_questions(boolq_rows) -> tuple[list[str], list[int]]:
-    """Real questions with real self-knowledge labels (1 = retrieve): the NQ outcome
-    records of the shared data labelled by ``label_outcomes`` when present, else the
-    BoolQ dev questions labelled by their yes/no answer (real, not self-knowledge)."""
-    if NQ_OUTCOMES.is_file():
-        from adaptive_gates.data import load_outcomes
-        from adaptive_gates.selfknowledge import label_outcomes
+def labelled_questions() -> tuple[list[str], list[int]]:
+    """Real questions with real self-knowledge labels (1 = retrieve): the packaged
+    AdaRAGUE NQ outcome records (Llama-3.1-8B) labelled by ``label_outcomes``."""
+    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.selfknowledge import label_outcomes
 
-        knowledge = label_outcomes(load_outcomes(NQ_OUTCOMES))
-        pairs = zip(knowledge.questions, knowledge.labels)
-    else:
-        pairs = ((r["question"], int(str(r["answer"]).lower() == "true")) for r in boolq_rows(300))
-    unique = dict(pairs)  # a repeated question would tie in similarity, in any order
+    knowledge = label_outcomes(adarague_outcomes("nq"))
+    unique = dict(zip(knowledge.questions, knowledge.labels))  # a repeated question would tie in similarity, in any order
     return list(unique), list(unique.values())
 
 

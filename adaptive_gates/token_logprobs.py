@@ -1,0 +1,65 @@
+"""Token log-probabilities as OpenAI's chat API writes them, and back.
+
+An answer's tokens are stored in outcome records (``logprobs_no_retrieval``) in the
+shape of ``choices[0].logprobs.content``: one entry per token,
+``{"token": str, "logprob": float, "top_logprobs": [{"token": str, "logprob": float}, ...]}``,
+so records collected from any OpenAI-compatible server, or written by hand from
+another API, are read the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .models.chat import TokenLogprob
+
+__all__ = ["tokens_from_openai", "tokens_to_openai"]
+
+
+def tokens_to_openai(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """``tokens`` as a JSON-ready list in OpenAI's ``logprobs.content`` shape."""
+    return [
+        {
+            "token": t.token,
+            "logprob": float(t.logprob),
+            "top_logprobs": [{"token": alt, "logprob": float(lp)} for alt, lp in t.top],
+        }
+        for t in tokens
+    ]
+
+
+def _entry_logprob(entry: dict[str, Any], where: str) -> float:
+    value = entry.get("logprob")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: 'logprob' must be a number, got {value!r}")
+    # -inf is a real log-probability (a token the model gave no mass); NaN and +inf are not.
+    if math.isnan(value) or value > 0:
+        raise ValueError(f"{where}: 'logprob' must be <= 0, got {value!r}")
+    return float(value)
+
+
+def _entry_token(entry: object, where: str) -> tuple[str, float]:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be an object with 'token' and 'logprob', got {type(entry).__name__}")
+    token = entry.get("token")
+    if not isinstance(token, str):
+        raise ValueError(f"{where}: 'token' must be a string, got {token!r}")
+    return token, _entry_logprob(entry, where)
+
+
+def tokens_from_openai(entries: object) -> tuple[TokenLogprob, ...]:
+    """Tokens from OpenAI's ``logprobs.content`` list (``top_logprobs`` may be missing
+    or empty). Raises ``ValueError`` naming the entry that does not fit the shape."""
+    if not isinstance(entries, list):
+        raise ValueError(f"must be a list of token entries, got {type(entries).__name__}")
+    tokens = []
+    for i, entry in enumerate(entries):
+        token, logprob = _entry_token(entry, f"entry {i}")
+        top = entry.get("top_logprobs") or []
+        if not isinstance(top, list):
+            raise ValueError(f"entry {i}: 'top_logprobs' must be a list, got {type(top).__name__}")
+        alternatives = tuple(_entry_token(alt, f"entry {i}, alternative {j}") for j, alt in enumerate(top))
+        tokens.append(TokenLogprob(token, logprob, alternatives))
+    return tuple(tokens)
