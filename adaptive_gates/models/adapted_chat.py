@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import BackendError, BackendUnavailableError
 from ..validation import check_stops
 from .chat import ChatReply, check_messages
+from .unavailable import is_unavailable
 
 
 class AdaptedChatModel(ABC):
@@ -27,8 +28,10 @@ class AdaptedChatModel(ABC):
     fails with a ``BackendError`` saying which switch to turn off.
 
     A failing model raises ``BackendError``; one that times out or cannot be reached
-    (``TimeoutError``, ``ConnectionError``) raises ``BackendUnavailableError``, so a
-    gate stops sending it the rest of a batch. Malformed ``messages`` or ``stop`` are
+    raises ``BackendUnavailableError``, so a gate stops sending it the rest of a batch.
+    That covers Python's ``TimeoutError`` and ``ConnectionError`` and the provider SDKs'
+    own (``openai.APITimeoutError``, ``openai.APIConnectionError``, httpx's transport
+    errors), also when the framework wraps them (see ``is_unavailable``). Malformed ``messages`` or ``stop`` are
     the caller's mistake and raise ``ValueError`` before the model is asked.
 
     Subclasses supply ``_send`` / ``_asend`` (the framework's calls), ``_reply`` (its
@@ -122,7 +125,7 @@ class AdaptedChatModel(ABC):
 
     def _failure(self, exc: Exception, options: dict[str, Any]) -> BackendError:
         message = f"{self.model_id} failed: {type(exc).__name__}: {exc}"
-        if isinstance(exc, (TimeoutError, ConnectionError)):
+        if is_unavailable(exc):
             # Not answering at all: the gates then stop sending the rest of a batch.
             return BackendUnavailableError(message)
         if isinstance(exc, TypeError) and options:

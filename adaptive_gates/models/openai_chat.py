@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailableError
 from .chat import ChatReply, Message, TokenLogprob, check_messages
+from .unavailable import is_unavailable
 
 if TYPE_CHECKING:
     import openai
@@ -203,10 +204,9 @@ class OpenAIChatModel:
 
         try:
             yield
-        except openai.APIConnectionError as exc:  # APITimeoutError is one too
-            raise self._error(client, _cause(exc), BackendUnavailableError) from exc
         except (openai.OpenAIError, ValueError) as exc:
-            raise self._error(client, _cause(exc)) from exc
+            kind = BackendUnavailableError if is_unavailable(exc) else BackendError
+            raise self._error(client, _cause(exc), kind) from exc
 
     def _error(
         self,

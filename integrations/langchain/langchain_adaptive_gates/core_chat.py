@@ -25,8 +25,9 @@ class LangChainChatModel(AdaptedChatModel):
     of the bare word. Other models give ``tokens=None`` and the gate reads the reply text.
 
     A failing model raises ``BackendError``; one that times out or cannot be reached
-    (``TimeoutError``, ``ConnectionError``) raises ``BackendUnavailableError``, so a
-    gate stops sending it the rest of a batch.
+    (``TimeoutError``, ``ConnectionError``, or the provider SDK's own, such as
+    ``openai.APITimeoutError``, however the framework wraps it) raises
+    ``BackendUnavailableError``, so a gate stops sending it the rest of a batch.
 
     Args:
         llm: the LangChain chat model.

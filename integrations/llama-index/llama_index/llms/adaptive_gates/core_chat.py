@@ -44,8 +44,9 @@ class LlamaIndexChatModel(AdaptedChatModel):
     one ``chat`` runs in a worker thread instead.
 
     A failing LLM raises ``BackendError``; one that times out or cannot be reached
-    (``TimeoutError``, ``ConnectionError``) raises ``BackendUnavailableError``, so a
-    gate stops sending it the rest of a batch.
+    (``TimeoutError``, ``ConnectionError``, or the provider SDK's own, such as
+    ``openai.APITimeoutError``, however the framework wraps it) raises
+    ``BackendUnavailableError``, so a gate stops sending it the rest of a batch.
 
     Args:
         llm: the LlamaIndex LLM.
