@@ -1,4 +1,23 @@
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
+
+
+def _load_openai_server():
+    """The core suite's ``tests/openai_server.py`` as the module ``openai_server``, so
+    the tests here import it as the core's do (already loaded when both run at once)."""
+    if "openai_server" not in sys.modules:
+        path = Path(__file__).resolve().parents[4] / "tests" / "openai_server.py"
+        spec = importlib.util.spec_from_file_location("openai_server", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["openai_server"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["openai_server"]
+
+
+ChatCompletionsServer = _load_openai_server().ChatCompletionsServer
 
 
 @pytest.fixture(scope="session")
@@ -15,3 +34,24 @@ def small_uncertainty():
     from adaptive_gates import SelfAwareUncertainty
 
     return SelfAwareUncertainty(k=4, max_new_tokens=8)
+
+
+@pytest.fixture(scope="session")
+def served_chat_model():
+    """The embedded SmolLM2 as the chat model the test server answers with, loaded once."""
+    from adaptive_gates.models import LocalChatModel
+
+    chat_model = LocalChatModel()
+    chat_model.lm.model  # load before serving, so the first request is not a slow one
+    return chat_model
+
+
+@pytest.fixture
+def openai_server(served_chat_model):
+    """The core suite's real OpenAI-compatible HTTP server (``tests/openai_server.py``)
+    on 127.0.0.1, answering with the embedded SmolLM2; tests inject faults with
+    ``set_fault`` and count requests with ``requests``. One per test, so a request an
+    earlier test gave up on is never counted here."""
+    server = ChatCompletionsServer(served_chat_model).start()
+    yield server
+    server.close()
