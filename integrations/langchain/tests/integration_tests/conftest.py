@@ -1,23 +1,5 @@
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-
-def _load_openai_server():
-    """The core suite's ``tests/openai_server.py`` as the module ``openai_server``, so
-    the tests here import it as the core's do (already loaded when both run at once)."""
-    if "openai_server" not in sys.modules:
-        path = Path(__file__).resolve().parents[4] / "tests" / "openai_server.py"
-        spec = importlib.util.spec_from_file_location("openai_server", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["openai_server"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["openai_server"]
-
-
-ChatCompletionsServer = _load_openai_server().ChatCompletionsServer
+from openai_server import ChatCompletionsServer  # the core suite's (pythonpath in pyproject.toml)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 from adaptive_gates import BackendUnavailableError, VerbalizedGate
 from adaptive_gates.models import ChatReply
 from langchain_openai import ChatOpenAI
-from openai_server import Fault  # the core suite's server, loaded by the conftest
+from openai_server import Fault  # the core suite's test server
 
 from langchain_adaptive_gates import LangChainChatModel
 
