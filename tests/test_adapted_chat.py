@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
+import httpx2
+import openai
 import pytest
 
 from adaptive_gates import BackendError, BackendUnavailableError
@@ -67,6 +70,48 @@ def test_failures_become_backend_errors(failure, raised, hint):
         adapted.chat(QUESTION)
     with pytest.raises(raised, match=hint):
         asyncio.run(adapted.achat(QUESTION))
+
+
+REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+
+
+def raised(outer: BaseException, inner: BaseException, *, explicit: bool = True) -> BaseException:
+    """``outer`` as a framework raises it while handling ``inner``: ``raise outer from
+    inner`` (``explicit``) or a bare ``raise outer`` inside the ``except``."""
+    try:
+        try:
+            raise inner
+        except BaseException as exc:
+            if explicit:
+                raise outer from exc
+            raise outer  # noqa: B904 - the implicit context is what is tested
+    except BaseException as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    "failure, raised_as",
+    [(openai.APITimeoutError(request=REQUEST), BackendUnavailableError),
+     (openai.APIConnectionError(request=REQUEST), BackendUnavailableError),
+     (httpx2.ConnectError("connection refused"), BackendUnavailableError),
+     (httpx.ReadTimeout("timed out"), BackendUnavailableError),
+     (raised(RuntimeError("model call failed"), openai.APITimeoutError(request=REQUEST)), BackendUnavailableError),
+     (raised(RuntimeError("model call failed"), httpx2.ConnectTimeout("timed out"), explicit=False),
+      BackendUnavailableError),
+     # The server answered (HTTP 500) after an earlier attempt timed out: it is up.
+     (raised(openai.InternalServerError("boom", response=httpx2.Response(500, request=REQUEST), body=None),
+             openai.APITimeoutError(request=REQUEST), explicit=False), BackendError),
+     (httpx2.HTTPStatusError("boom", request=REQUEST, response=httpx2.Response(503, request=REQUEST)), BackendError),
+     (raised(RuntimeError("bad gateway"), ValueError("not JSON")), BackendError)],
+)
+def test_provider_sdk_failures_are_told_apart(failure, raised_as):
+    """The SDKs' timeouts and connection failures subclass neither TimeoutError nor
+    ConnectionError; they, and frameworks' wrappers of them, still mean no answer."""
+    adapted = Framework(failure, model_id="sdk")
+    for call in (adapted.chat, lambda question: asyncio.run(adapted.achat(question))):
+        with pytest.raises(BackendError) as caught:
+            call(QUESTION)
+        assert type(caught.value) is raised_as and f"sdk failed: {type(failure).__name__}" in str(caught.value)
 
 
 def test_malformed_messages_are_refused_before_the_model_is_asked():
