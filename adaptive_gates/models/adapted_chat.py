@@ -31,8 +31,9 @@ class AdaptedChatModel(ABC):
     raises ``BackendUnavailableError``, so a gate stops sending it the rest of a batch.
     That covers Python's ``TimeoutError`` and ``ConnectionError`` and the provider SDKs'
     own (``openai.APITimeoutError``, ``openai.APIConnectionError``, httpx's transport
-    errors), also when the framework wraps them (see ``is_unavailable``). Malformed ``messages`` or ``stop`` are
-    the caller's mistake and raise ``ValueError`` before the model is asked.
+    errors), also when the framework wraps them (see ``is_unavailable``). Malformed
+    ``messages`` or ``stop`` are the caller's mistake and raise ``ValueError`` before
+    the model is asked.
 
     Subclasses supply ``_send`` / ``_asend`` (the framework's calls), ``_reply`` (its
     response as a ``ChatReply``) and ``_default_model_id``.
