@@ -4,7 +4,8 @@ Gates stop sending the rest of a batch to such a backend (``BackendUnavailableEr
 since each request would wait the same way. Python's own ``TimeoutError`` and
 ``ConnectionError`` are not what the provider SDKs raise: ``openai``'s
 ``APITimeoutError`` / ``APIConnectionError`` and the transport errors of ``httpx`` (and
-of ``httpx2``, which newer ``openai`` releases use) subclass neither. Frameworks re-raise
+of ``httpx2``, which newer ``openai`` releases use) subclass neither, nor do LangChain's
+``ModelTimeoutError`` / ``ModelConnectionError``. Frameworks re-raise
 them or wrap them in their own classes, so the whole ``__cause__`` / ``__context__``
 chain is read.
 """
@@ -20,6 +21,8 @@ _NO_ANSWER = {
     "openai": ("APIConnectionError",),  # APITimeoutError is one too
     "httpx": ("TransportError",),  # timeouts, refused connections, dropped ones
     "httpx2": ("TransportError",),
+    # What LangChain's provider packages (other than langchain-openai) raise.
+    "langchain_core.exceptions": ("ModelTimeoutError", "ModelConnectionError"),
 }
 #: Classes meaning the server did answer, with an HTTP error status. They decide first:
 #: a 500 after a retried timeout carries that timeout in its context, yet the server is up.

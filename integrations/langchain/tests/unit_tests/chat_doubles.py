@@ -12,9 +12,11 @@ from langchain_core.outputs import ChatResult
 
 
 class UnreachableChatModel(BaseChatModel):
-    """Fails every call as a chat API that cannot be reached does; counts the calls."""
+    """Fails every call as a chat API that cannot be reached does (``error``, a
+    ``ConnectionError`` by default); counts the calls."""
 
     calls: int = 0
+    error: Exception = ConnectionError("connection refused")
 
     @property
     def _llm_type(self) -> str:
@@ -22,7 +24,7 @@ class UnreachableChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         self.calls += 1
-        raise ConnectionError("connection refused")
+        raise self.error
 
 
 def scripted(*replies: str) -> GenericFakeChatModel:

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from adaptive_gates import BackendUnavailableError, SKRPromptGate
+from langchain_core.exceptions import ModelConnectionError, ModelTimeoutError
 
 from langchain_adaptive_gates import LangChainChatModel
 
@@ -31,6 +32,14 @@ def test_an_unreachable_model_is_not_asked_the_rest_of_a_batch():
     assert all(d.is_fallback and d.retrieve and math.isnan(d.score) for d in decisions)
     assert "BackendUnavailableError" in decisions[0].error
     assert llm.calls == 1  # one request found it unavailable; the rest of the batch was not sent
+
+
+@pytest.mark.parametrize("error", [ModelTimeoutError("timed out"), ModelConnectionError("refused")])
+def test_langchains_own_timeout_and_connection_errors_mean_unavailable(error):
+    llm = UnreachableChatModel(error=error)
+    decisions = SKRPromptGate(LangChainChatModel(llm)).decide_batch(QUESTIONS)
+    assert f"BackendUnavailableError: langchain:UnreachableChatModel failed: {type(error).__name__}" in decisions[0].error
+    assert llm.calls == 1
 
 
 def test_malformed_messages_are_the_callers_mistake():
