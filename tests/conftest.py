@@ -21,6 +21,9 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
+from openai_server import openai_server, served_chat_model  # noqa: F401 (fixtures)
+
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl
 
 
@@ -170,29 +173,6 @@ def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
             if len(records) == 4:
                 break
     return records, [p for t in titles for p in per_title[t]]
-
-
-@pytest.fixture(scope="session")
-def served_chat_model():
-    """The embedded SmolLM2 as the chat model the test servers answer with, loaded once."""
-    from adaptive_gates.models import LocalChatModel
-
-    chat_model = LocalChatModel()
-    chat_model.lm.model  # load before serving, so the first request is not a slow one
-    return chat_model
-
-
-@pytest.fixture
-def openai_server(served_chat_model):
-    """A real OpenAI-compatible HTTP server on 127.0.0.1 answering with the embedded
-    SmolLM2 (see ``openai_server.py``). Each test gets its own: a request another test
-    gave up on (a client still retrying past a deadline) must not reach this test's
-    server and be counted as one of its requests."""
-    from openai_server import ChatCompletionsServer
-
-    server = ChatCompletionsServer(served_chat_model).start()
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -10,20 +10,30 @@ completion requests arrived to check that retries were bounded.
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
 is left running when the interpreter exits (a daemon thread inside torch at exit aborts
 the process).
+
+The fixtures ``served_chat_model`` and ``openai_server`` and the checks a framework's
+chat model must pass against the server live here too, so the core suite and both
+integration suites share them (their conftests import the fixtures by name).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
+import socket
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from adaptive_gates.models import ChatReply, LocalChatModel
+import pytest
+
+from adaptive_gates import BackendUnavailableError, VerbalizedGate
+from adaptive_gates.models import ChatReply, LocalChatModel, SyncChatModel
 
 log = logging.getLogger(__name__)
 
@@ -250,3 +260,68 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
             log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
+
+
+@pytest.fixture(scope="session")
+def served_chat_model() -> LocalChatModel:
+    """The embedded SmolLM2 as the chat model the test servers answer with, loaded once."""
+    chat_model = LocalChatModel()
+    chat_model.lm.model  # load before serving, so the first request is not a slow one
+    return chat_model
+
+
+@pytest.fixture
+def openai_server(served_chat_model):
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 answering with the embedded
+    SmolLM2. Each test gets its own: a request another test gave up on (a client still
+    retrying past a deadline) must not reach this test's server and be counted as one
+    of its requests."""
+    server = ChatCompletionsServer(served_chat_model).start()
+    yield server
+    server.close()
+
+
+# ---------------------------------------------------------------- what an adapted provider model must do
+FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
+QUESTIONS = ["Who wrote Hamlet?", "What is 2 + 2?", "Name a primary colour.", "Who painted the Mona Lisa?"]
+
+
+def check_replies_carry_the_servers_logprobs(adapted: SyncChatModel, server: ChatCompletionsServer) -> ChatReply:
+    """``adapted`` (a framework's client of ``server``) gives the served model's tokens,
+    log-probs and alternatives when asked for them, and none when not."""
+    reply = adapted.chat(FRANCE, max_tokens=4, top_logprobs=5)
+    direct = server.chat_model.chat(FRANCE, max_tokens=4, top_logprobs=5)
+    assert (reply.text, reply.tokens) == (direct.text, direct.tokens)
+    assert len(reply.tokens) == 4 and all(len(t.top) == 5 and t.top[0] == (t.token, t.logprob) for t in reply.tokens)
+    assert adapted.chat(FRANCE, max_tokens=4).tokens is None  # none asked for, none read
+    assert server.requests == 2
+    return reply
+
+
+def check_a_hung_server_is_asked_once_per_batch(
+    adapted: SyncChatModel, server: ChatCompletionsServer, path: str, timeout_error: str
+) -> None:
+    """A gate over ``adapted`` (whose client times out) deciding a batch by ``path``
+    (``decide_batch`` or ``adecide_batch``) against a server that never answers sends one
+    request, and every decision is the fallback; ``timeout_error`` names the client's class."""
+    server.set_fault(Fault.HANG)
+    gate = VerbalizedGate(adapted, deadline=120.0)  # the client's timeout ends each request, not the deadline
+    decide = getattr(gate, path)
+    decisions = asyncio.run(decide(QUESTIONS)) if path.startswith("a") else decide(QUESTIONS)
+    assert server.requests == 1
+    assert all(d.is_fallback and d.retrieve for d in decisions)
+    assert "BackendUnavailableError" in decisions[0].error and timeout_error in decisions[0].error
+    assert all("not asked after an earlier request found it unavailable" in d.error for d in decisions[1:])
+
+
+def check_a_closed_port_is_unavailable(adapted_at: Callable[[str], SyncChatModel], error: str) -> None:
+    """A framework's client built by ``adapted_at(base_url)`` for a port nothing listens
+    on raises ``BackendUnavailableError`` on both paths, its message naming ``error``."""
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    chat = adapted_at(f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(BackendUnavailableError, match=f"failed: {error}: Connection error"):
+        chat.chat(FRANCE)
+    with pytest.raises(BackendUnavailableError, match=f"failed: {error}: Connection error"):
+        asyncio.run(chat.achat(FRANCE))

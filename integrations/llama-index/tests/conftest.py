@@ -18,7 +18,9 @@ from llama_index.core import Document, Settings, VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
-from openai_server import ChatCompletionsServer  # the core suite's (pythonpath in pyproject.toml)
+# the core suite's test server and its fixtures (pythonpath in pyproject.toml)
+pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
+from openai_server import openai_server, served_chat_model  # noqa: F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,
 #: and questions about figures that change or that no model carries.
@@ -63,27 +65,6 @@ def embedded_settings(llm, embed_model):
     Settings.llm, Settings.embed_model = llm, embed_model
     yield
     Settings._llm, Settings._embed_model = before_llm, before_embed
-
-
-@pytest.fixture(scope="session")
-def served_chat_model():
-    """The embedded SmolLM2 as the chat model the test server answers with, loaded once."""
-    from adaptive_gates.models import LocalChatModel
-
-    chat_model = LocalChatModel()
-    chat_model.lm.model  # load before serving, so the first request is not a slow one
-    return chat_model
-
-
-@pytest.fixture
-def openai_server(served_chat_model):
-    """The core suite's real OpenAI-compatible HTTP server (``tests/openai_server.py``)
-    on 127.0.0.1, answering with the embedded SmolLM2; tests inject faults with
-    ``set_fault`` and count requests with ``requests``. One per test, so a request an
-    earlier test gave up on is never counted here."""
-    server = ChatCompletionsServer(served_chat_model).start()
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="session")

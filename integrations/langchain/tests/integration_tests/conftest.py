@@ -1,5 +1,7 @@
 import pytest
-from openai_server import ChatCompletionsServer  # the core suite's (pythonpath in pyproject.toml)
+# the core suite's test server and its fixtures (pythonpath in pyproject.toml)
+pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
+from openai_server import openai_server, served_chat_model  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -18,22 +20,3 @@ def small_uncertainty():
     return SelfAwareUncertainty(k=4, max_new_tokens=8)
 
 
-@pytest.fixture(scope="session")
-def served_chat_model():
-    """The embedded SmolLM2 as the chat model the test server answers with, loaded once."""
-    from adaptive_gates.models import LocalChatModel
-
-    chat_model = LocalChatModel()
-    chat_model.lm.model  # load before serving, so the first request is not a slow one
-    return chat_model
-
-
-@pytest.fixture
-def openai_server(served_chat_model):
-    """The core suite's real OpenAI-compatible HTTP server (``tests/openai_server.py``)
-    on 127.0.0.1, answering with the embedded SmolLM2; tests inject faults with
-    ``set_fault`` and count requests with ``requests``. One per test, so a request an
-    earlier test gave up on is never counted here."""
-    server = ChatCompletionsServer(served_chat_model).start()
-    yield server
-    server.close()

@@ -2,57 +2,35 @@
 OpenAI-compatible server (the embedded SmolLM2 behind the core suite's ``openai_server``):
 its log-probs reach the gate, and a server that hangs or is gone costs a batch one request."""
 
-import asyncio
-import socket
-
 import pytest
-from adaptive_gates import BackendUnavailableError, VerbalizedGate
-from adaptive_gates.models import ChatReply
 from langchain_openai import ChatOpenAI
-from openai_server import Fault  # the core suite's test server
+from openai_server import (  # the core suite's test server and its checks
+    check_a_closed_port_is_unavailable,
+    check_a_hung_server_is_asked_once_per_batch,
+    check_replies_carry_the_servers_logprobs,
+)
 
 from langchain_adaptive_gates import LangChainChatModel
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
-QUESTIONS = ["Who wrote Hamlet?", "What is 2 + 2?", "Name a primary colour.", "Who painted the Mona Lisa?"]
 
-
-def chat_openai(base_url: str, model: str, timeout: float) -> ChatOpenAI:
-    return ChatOpenAI(base_url=base_url, api_key="x", model=model, timeout=timeout, max_retries=0)
+def adapted_chat_openai(base_url: str, model: str = "m", timeout: float = 5) -> LangChainChatModel:
+    return LangChainChatModel(ChatOpenAI(base_url=base_url, api_key="x", model=model, timeout=timeout, max_retries=0))
 
 
 def test_replies_carry_the_servers_logprobs(openai_server):
-    adapted = LangChainChatModel(chat_openai(openai_server.base_url, openai_server.model_id, timeout=120))
-    reply = adapted.chat(FRANCE, max_tokens=4, top_logprobs=5)
-    direct = openai_server.chat_model.chat(FRANCE, max_tokens=4, top_logprobs=5)
-    assert reply == ChatReply(direct.text, direct.tokens, "length")  # the OpenAI name of the finish
-    assert len(reply.tokens) == 4 and all(len(t.top) == 5 and t.top[0] == (t.token, t.logprob) for t in reply.tokens)
-    assert adapted.chat(FRANCE, max_tokens=4).tokens is None  # none asked for, none read
-    assert openai_server.requests == 2
+    adapted = adapted_chat_openai(openai_server.base_url, openai_server.model_id, timeout=120)
+    reply = check_replies_carry_the_servers_logprobs(adapted, openai_server)
+    assert reply.finish_reason == "length"  # the OpenAI name of the finish
 
 
 @pytest.mark.parametrize("path", ["decide_batch", "adecide_batch"])
 def test_a_hung_server_is_asked_once_per_batch(openai_server, path):
-    openai_server.set_fault(Fault.HANG)
-    chat = LangChainChatModel(chat_openai(openai_server.base_url, openai_server.model_id, timeout=1.5))
-    gate = VerbalizedGate(chat, deadline=120.0)  # the client's timeout ends each request, not the deadline
-    decide = getattr(gate, path)
-    decisions = asyncio.run(decide(QUESTIONS)) if path.startswith("a") else decide(QUESTIONS)
-    assert openai_server.requests == 1
-    assert all(d.is_fallback and d.retrieve for d in decisions)
+    adapted = adapted_chat_openai(openai_server.base_url, openai_server.model_id, timeout=1.5)
     # langchain-openai's OpenAITimeoutError: an openai.APITimeoutError, which is no TimeoutError
-    assert "BackendUnavailableError" in decisions[0].error and "OpenAITimeoutError" in decisions[0].error
-    assert all("not asked after an earlier request found it unavailable" in d.error for d in decisions[1:])
+    check_a_hung_server_is_asked_once_per_batch(adapted, openai_server, path, "OpenAITimeoutError")
 
 
 def test_a_closed_port_is_unavailable_on_both_paths():
-    with socket.socket() as sock:  # a port nothing listens on once closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    chat = LangChainChatModel(chat_openai(f"http://127.0.0.1:{port}/v1", "m", timeout=5))
-    with pytest.raises(BackendUnavailableError, match="m failed: OpenAIConnectionError: Connection error"):
-        chat.chat(FRANCE)
-    with pytest.raises(BackendUnavailableError, match="m failed: OpenAIConnectionError: Connection error"):
-        asyncio.run(chat.achat(FRANCE))
+    check_a_closed_port_is_unavailable(adapted_chat_openai, "OpenAIConnectionError")
