@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptive_gates import LogprobGate, OutcomeRecord, load_gate
+from adaptive_gates import LogprobGate, OutcomeRecord, SKRKnnGate, VerbalizedGate, load_gate
 from adaptive_gates.answering import ANSWER_STOP, LLMAnswerer, build_prompt, clean_answer
 from adaptive_gates.calibration import CalibrationWarning
 from adaptive_gates.cli import main
@@ -134,6 +134,11 @@ def test_calibration_to_a_target_rate_and_save_load(chat, tmp_path):
     assert config["state"] == {"chat_model": chat.model_id}
     with pytest.raises(GateLoadError, match="chat model"):
         load_gate(tmp_path / "gate", chat=OpenAIChatModel("another-model", base_url="http://127.0.0.1:9"))
+
+
+def test_gates_whose_first_call_is_the_answer_say_so():
+    assert LogprobGate.answers_first and VerbalizedGate.answers_first and not SKRKnnGate.answers_first
+    assert LogprobGate.record_fields == ("logprobs_no_retrieval",) and SKRKnnGate.record_fields == ()
 
 
 def test_bad_arguments_are_refused():
