@@ -11,7 +11,6 @@ log-probabilities recorded with outcome records, with no LLM at all.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +22,9 @@ from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_an
 from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, TokenLogprob, user
-from ..token_uncertainty import SIGNALS, answer_tokens, check_signal, position_entropy, signal_values
+from ..token_uncertainty import answer_tokens, check_signal, position_entropy, signal_values
 from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
 from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
-
-logger = logging.getLogger(__name__)
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a
@@ -68,7 +65,7 @@ class LogprobGate(AsksInRounds, Gate):
 
     Args:
         chat: the chat model (default: the embedded SmolLM2); it must give log-probs.
-        signal: one of ``SIGNALS``.
+        signal: one of ``adaptive_gates.token_uncertainty.SIGNALS``.
         answer_tokens_only: score only the answer's own tokens (see above).
         top_logprobs: alternatives asked per token (at least 1; OpenAI allows 20).
         instruction: the answer prompt's first line (the answerer's, by default: keep
@@ -102,7 +99,9 @@ class LogprobGate(AsksInRounds, Gate):
         super().__init__(fallback_retrieve=fallback_retrieve)
         check_signal(signal)
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
-            raise ValueError(f"top_logprobs must be an int >= 1 (the gate reads log-probabilities), got {top_logprobs!r}")
+            raise ValueError(
+                f"top_logprobs must be an int >= 1 (the gate reads log-probabilities), got {top_logprobs!r}"
+            )
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         if not isinstance(instruction, str) or not instruction.strip():
@@ -147,7 +146,9 @@ class LogprobGate(AsksInRounds, Gate):
         return build_prompt(question, None, self.instruction)
 
     def _rounds(self, questions: list[str]) -> Rounds:
-        options = dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP))
+        options = dict(
+            max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
+        )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
         scores, details = [], []
         for reply in replies:
@@ -208,4 +209,4 @@ class LogprobGate(AsksInRounds, Gate):
         return scores
 
 
-__all__ = ["LogprobGate", "DEFAULT_THRESHOLDS", "SIGNALS"]
+__all__ = ["LogprobGate", "DEFAULT_THRESHOLDS"]
