@@ -11,10 +11,12 @@ from .decision import GateDecision
 from .errors import (
     AdaptiveGatesError,
     BackendError,
+    BackendMisconfiguredError,
     BackendUnavailableError,
     DataFormatError,
     GateLoadError,
     InvalidQuestionError,
+    LogprobsUnavailableError,
     NotFittedError,
 )
 from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
@@ -25,6 +27,7 @@ from .gates import (
     ExactMemory,
     FaissMemory,
     Gate,
+    LogprobGate,
     PopularityGate,
     SKRClassifierGate,
     SKRMemory,
@@ -71,6 +74,7 @@ __all__ = [
     "FeedbackLog",
     "FeedbackNotSupportedError",
     "VerbalizedGate",
+    "LogprobGate",
     "SKRPromptGate",
     "SKRIclGate",
     "SeaKRGate",
@@ -121,6 +125,8 @@ __all__ = [
     "GateLoadError",
     "BackendError",
     "BackendUnavailableError",
+    "BackendMisconfiguredError",
+    "LogprobsUnavailableError",
     "CalibrationWarning",
 ]
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .errors import AdaptiveGatesError, UsageError
 
 if TYPE_CHECKING:
+    from .data import OutcomeRecord
     from .gates.base import Gate
     from .models.chat import ChatModel
     from .models.cached_embedder import CachedEmbedder
@@ -186,7 +187,7 @@ def _gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
 def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gate", required=True,
-        help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, skr-prompt, skr-icl",
+        help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, logprob, skr-prompt, skr-icl",
     )
     parser.add_argument(
         "--train", type=_input_file,
@@ -212,7 +213,6 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .data import load_outcomes
     from .evaluation import evaluate_offline, plot_reports
 
     if args.live:
@@ -225,7 +225,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError("--train is required (outcome records to fit on), unless --live")
         factory = _gate_factory(args)
         report = evaluate_offline(
-            factory, load_outcomes(args.train), load_outcomes(args.test),
+            factory, _gate_outcomes(args, args.train), _gate_outcomes(args, args.test),
             metric=args.metric, target_rate=args.target_rate,
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -244,6 +244,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print("alignment: " + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
               + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}")
     return 0
+
+
+def _gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
+    """The outcome records of ``path``, each holding the fields the chosen gate scores
+    offline (``Gate.record_fields``, e.g. recorded log-probabilities): a line without
+    one is an error naming it before any work starts."""
+    from .data import load_outcomes
+    from .gates.base import Gate
+
+    return load_outcomes(path, require=Gate._registry[args.gate].record_fields)
 
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -286,7 +296,6 @@ def _retriever(kind: str, corpus: Path):
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from .data import load_outcomes
     from .evaluation.offline import fit_calibrated
 
     if args.max_rate is not None and not args.objective:
@@ -297,7 +306,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} already exists; give --overwrite to replace the gate saved there")
     factory = _gate_factory(args)
     gate = fit_calibrated(
-        factory, load_outcomes(args.train), args.metric,
+        factory, _gate_outcomes(args, args.train), args.metric,
         target_rate=args.target_rate, objective=args.objective, max_rate=args.max_rate,
     )
     gate.save(args.out, overwrite=args.overwrite)

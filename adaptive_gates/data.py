@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, TypeVar
@@ -275,7 +275,10 @@ _OUTCOME_KEYS = {
 }
 
 
-def _parse_outcome(f: _Fields, lineno: int) -> OutcomeRecord:
+def _parse_outcome(f: _Fields, lineno: int, require: Sequence[str] = ()) -> OutcomeRecord:
+    for name in require:
+        if f.obj.get(name) is None:
+            raise f.fail(name, "is missing (every record must hold it here)")
     return OutcomeRecord(
         id=f.ident(lineno),
         question=f.text("question"),
@@ -306,9 +309,12 @@ def _parse_corpus(f: _Fields, lineno: int) -> CorpusRecord:
     )
 
 
-def load_outcomes(path: str | Path) -> list[OutcomeRecord]:
-    """Load outcome records (see module doc); raises ``DataFormatError`` on a bad line."""
-    return _load(path, _parse_outcome)
+def load_outcomes(path: str | Path, *, require: Sequence[str] = ()) -> list[OutcomeRecord]:
+    """Load outcome records (see module doc); raises ``DataFormatError`` on a bad line,
+    or on a line without one of the optional fields named in ``require`` (e.g. the
+    ``logprobs_no_retrieval`` a gate scores offline: ``Gate.record_fields``)."""
+    required = tuple(require)
+    return _load(path, lambda f, lineno: _parse_outcome(f, lineno, required))
 
 
 def load_qa(path: str | Path) -> list[QARecord]:

@@ -36,3 +36,13 @@ class UsageError(AdaptiveGatesError, ValueError):
 
 class MissingExtraError(AdaptiveGatesError, ImportError):
     """A package of an optional extra is not installed; the message names the extra."""
+
+
+class BackendMisconfiguredError(BackendError):
+    """A backend cannot serve the gate at all, whatever the question: a setting, not a
+    passing failure. ``decide`` and ``decide_batch`` raise it instead of falling back,
+    since a fallback on every question would hide the misconfiguration."""
+
+
+class LogprobsUnavailableError(BackendMisconfiguredError):
+    """A gate that reads token log-probabilities got a reply without them."""

@@ -43,7 +43,7 @@ def cross_fitted_scores(
     scores = np.empty(len(records), dtype=np.float64)
     for kept, held_out in fold_splits(len(records), folds, seed):
         gate = _fit(factory, [records[i] for i in kept], metric)
-        scores[held_out] = gate.score([records[i].question for i in held_out])
+        scores[held_out] = gate.score_records([records[i] for i in held_out])
     return scores
 
 
@@ -79,8 +79,7 @@ def evaluate_offline(
 ) -> dict[str, Any]:
     """The DESIGN.md report of a gate fitted on ``train`` and scored on ``test``."""
     gate = fit_calibrated(factory, train, metric, target_rate=target_rate)
-    questions = [r.question for r in test]
-    scores = gate.score(questions)
+    scores = gate.score_records(test)
     retrieve = gate.retrieves(scores)
     a, b = outcome_scores(test, metric)
     report = evaluate_scores(scores, a, b, gate=gate.name, metric=metric, retrieve=retrieve, target_rate=target_rate)

@@ -4,6 +4,7 @@ from .base import Gate, load_gate
 from .bm25_difficulty import BM25DifficultyGate
 from .budget import BudgetedGate
 from .cascade import CascadeGate
+from .logprob import LogprobGate
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
 from .skr_memory import ExactMemory, FaissMemory, SKRMemory
@@ -14,5 +15,5 @@ from .thrust import ThrustGate
 from .verbalized import VerbalizedGate
 
 __all__ = ["Gate", "load_gate", "SKRKnnGate", "SKRClassifierGate", "ThrustGate", "BM25DifficultyGate",
-           "PopularityGate", "StackedGate", "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "SeaKRGate", "SKRMemory",
+           "PopularityGate", "StackedGate", "SKRPromptGate", "SKRIclGate", "VerbalizedGate", "LogprobGate", "SeaKRGate", "SKRMemory",
            "FaissMemory", "ExactMemory", "BudgetedGate", "CascadeGate"]

@@ -26,7 +26,7 @@ import numpy as np
 from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
-from ..errors import BackendError, GateLoadError, InvalidQuestionError, NotFittedError
+from ..errors import BackendError, BackendMisconfiguredError, GateLoadError, InvalidQuestionError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, save_directory
@@ -57,6 +57,11 @@ class Gate(GateParams, ABC):
 
     #: Short name used in decisions, reports, saved configs and the CLI.
     name: ClassVar[str] = "gate"
+    #: Whether the gate's first LLM call is the answer itself (a confident decision
+    #: carries it as ``draft_answer``, so answering costs no further call).
+    answers_first: ClassVar[bool] = False
+    #: Outcome-record fields ``score_records`` reads besides the question.
+    record_fields: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type["Gate"]]] = {}
     #: This gate's own listeners, replaced (never mutated) by ``add_listener`` and
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
@@ -257,6 +262,13 @@ class Gate(GateParams, ABC):
             raise BackendError(f"{self.name}: the backend produced a non-finite score")
         return scores
 
+    def score_records(self, records: Sequence[OutcomeRecord]) -> np.ndarray:
+        """Need scores of outcome records, for offline evaluation: by default the
+        scores of their questions. A gate that can score what a record holds (e.g.
+        the recorded log-probabilities of its answer) overrides this and names the
+        fields it reads in ``record_fields``."""
+        return self.score([r.question for r in records])
+
     # ----------------------------------------------------------------- decisions
     def _fallback(
         self,
@@ -287,6 +299,9 @@ class Gate(GateParams, ABC):
 
         Bad questions and backend failures give fallback decisions with ``error``
         set instead of exceptions; ``latency_ms`` is the batch's time per question.
+        A backend that cannot serve the gate at all (``BackendMisconfiguredError``,
+        e.g. one that gives no log-probabilities to a gate that reads them) raises:
+        that is a setting to fix, which a fallback on every question would hide.
         A batch that is not a sequence of questions (a single string, ``None``)
         raises ``InvalidQuestionError``. The threshold is read once, before any
         scoring (a gate without one fails at once), and every decision of the
@@ -296,6 +311,8 @@ class Gate(GateParams, ABC):
         with gate_asking(self.name, self._listeners):
             try:
                 scored = self._score(batch.to_score) if batch.to_score else None
+            except BackendMisconfiguredError:
+                raise  # no question could be scored: a fallback on each would hide it
             except Exception as exc:  # a failing backend must not take the chain down
                 scored = exc
         return self._close_batch(batch, scored)
@@ -312,6 +329,8 @@ class Gate(GateParams, ABC):
         with gate_asking(self.name, self._listeners):
             try:
                 scored = await self._ascore(batch.to_score) if batch.to_score else None
+            except BackendMisconfiguredError:
+                raise  # as in decide_batch
             except Exception as exc:  # a failing backend must not take the chain down
                 scored = exc
         return self._close_batch(batch, scored)

@@ -76,6 +76,7 @@ class VerbalizedGate(AsksInRounds, Gate):
     """
 
     name = "verbalized"
+    answers_first = True
     _backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
 

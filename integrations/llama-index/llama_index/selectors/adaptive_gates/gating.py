@@ -5,7 +5,9 @@ The gate's own failures (a bad question, a failing LLM) already come back as its
 fallback decision with ``error`` set. A gate that raises anyway (an unfitted gate, a
 bug in a custom gate) must not take the user's query down either: the decision is
 then the gate's fallback (retrieve unless it was built with ``fallback_retrieve=False``)
-with the exception recorded as its ``error``.
+with the exception recorded as its ``error``. Only a backend that cannot serve the
+gate at all (``BackendMisconfiguredError``: e.g. no log-probabilities for the log-prob
+gate) is raised: a fallback on every query would hide the setting to fix.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import math
 from typing import Any, NamedTuple
 
-from adaptive_gates import Gate, GateDecision
+from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
 from adaptive_gates.feedback import Feedback
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
@@ -60,6 +62,8 @@ def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     with forwarding_llm_calls(on):
         try:
             decision = gate.decide(question)
+        except BackendMisconfiguredError:
+            raise  # a setting to fix, not a passing failure
         except Exception as exc:  # a gate must not take the query down
             decision = raised_decision(gate, question, exc)
     return _fired(question, decision, on)
@@ -70,6 +74,8 @@ async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     with forwarding_llm_calls(on):
         try:
             decision = await gate.adecide(question)
+        except BackendMisconfiguredError:
+            raise  # a setting to fix, not a passing failure
         except Exception as exc:  # a gate must not take the query down
             decision = raised_decision(gate, question, exc)
     return _fired(question, decision, on)

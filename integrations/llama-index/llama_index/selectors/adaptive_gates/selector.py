@@ -52,7 +52,9 @@ class GateSelector(BaseSelector):
     fallback decision (``GateDecision.error`` set; retrieve unless the gate was built
     with ``fallback_retrieve=False``) and the selector follows it; a gate that raises
     (e.g. one not fitted) is treated the same way, with the gate's
-    ``fallback_retrieve`` and the exception recorded as the error. A ``routes`` entry
+    ``fallback_retrieve`` and the exception recorded as the error; only a
+    ``BackendMisconfiguredError`` (a backend that cannot serve the gate at all, e.g.
+    one without log-probabilities) is raised. A ``routes`` entry
     that names no choice raises ``ValueError``: that is a configuration mistake.
 
     Args:
