@@ -147,6 +147,7 @@ class ChatCompletionsServer:
             "created": int(time.time()),
             "model": self.model_id,
             "choices": choices,
+            **({"usage": reply.usage.to_json()} if reply.usage is not None else {}),
         })
 
     def _options(self, body: object) -> dict[str, Any]:
