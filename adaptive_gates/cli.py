@@ -356,6 +356,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     )
     outcomes = collect_outcomes(
         records, answerer, retriever, args.out, k=args.k, batch_size=batch_size, top_logprobs=args.top_logprobs,
+        progress=sys.stderr.isatty(),  # a bar for a person watching, not for a log file
     )
     usage = outcome_usage(outcomes)
     print(f"{len(outcomes)} outcome records in {args.out} "
@@ -518,9 +519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     or data error, reported as one ``adaptive-gates: error: ...`` line on stderr)."""
     try:
         args = build_parser().parse_args(argv)
-        logging.basicConfig(
-            level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-        )
+        level = logging.INFO if args.verbose else logging.WARNING
+        # The level is the handler's too: a library that lowers its own logger's level
+        # (bm25s logs at DEBUG) must not print past it.
+        handler = logging.StreamHandler()
+        handler.setLevel(level)
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
         return args.run(args)
     except (AdaptiveGatesError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"adaptive-gates: error: {exc}", file=sys.stderr)
