@@ -34,6 +34,7 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_TOP_LOGPROBS = 5
 MAX_TOP_LOGPROBS = 20
 
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)."""
 
@@ -497,8 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: OPENAI_BASE_URL, else OpenAI's)")
     col.add_argument("--api-key-env", metavar="VAR", help="with --chat-model: the environment variable holding "
                      "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)")
-    col.add_argument("--concurrency", type=_positive_int, metavar="N", help="with --chat-model: requests in flight at once "
-                     f"(default: {DEFAULT_CONCURRENCY})")
+    col.add_argument("--concurrency", type=_positive_int, metavar="N",
+                     help=f"with --chat-model: requests in flight at once (default: {DEFAULT_CONCURRENCY})")
     logprobs = col.add_mutually_exclusive_group()
     logprobs.add_argument("--top-logprobs", type=_top_logprobs, default=DEFAULT_TOP_LOGPROBS, metavar="K",
                           help="keep the no-retrieval answer's token log-probs with K alternatives each "

@@ -90,7 +90,9 @@ def collect_outcomes(
             if with_replies:
                 without = answerer.answer_replies(questions, top_logprobs=top_logprobs)  # type: ignore[attr-defined]
                 with_ = answerer.answer_replies(questions, passages)  # type: ignore[attr-defined]
-                new = [_outcome(r, row, a0.text, a1.text, (a0, a1)) for r, row, a0, a1 in zip(batch, hits, without, with_)]
+                new = [
+                    _outcome(r, row, a0.text, a1.text, (a0, a1)) for r, row, a0, a1 in zip(batch, hits, without, with_)
+                ]
             else:
                 without, with_ = answerer.answer_batch(questions), answerer.answer_batch(questions, passages)
                 new = [_outcome(r, row, a0, a1) for r, row, a0, a1 in zip(batch, hits, without, with_)]
