@@ -8,12 +8,13 @@ when the gate chose to retrieve.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .metrics import first_line
 
 if TYPE_CHECKING:
-    from .models.chat import ChatModel
+    from .models.chat import ChatModel, ChatReply, TokenLogprob, TokenUsage
     from .models.local_lm import LocalCausalLM
 
 DEFAULT_INSTRUCTION = "Answer the following question with one or few words."
@@ -31,6 +32,42 @@ class Answerer(Protocol):
     ) -> list[str]:
         """One answer per question; ``passages[i]`` are question i's passages."""
         ...
+
+
+@runtime_checkable
+class ReplyAnswerer(Answerer, Protocol):
+    """An ``Answerer`` that also gives each answer's reply (tokens, usage), as
+    ``LLMAnswerer`` does; collection then records log-probs and token counts."""
+
+    def answer_replies(
+        self,
+        questions: Sequence[str],
+        passages: Sequence[Sequence[str]] | None = None,
+        *,
+        top_logprobs: int = 0,
+    ) -> list[Answer]:
+        """One ``Answer`` per question, with ``top_logprobs`` alternatives per token."""
+        ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A short answer and the reply it was read from: ``text`` is the cleaned answer,
+    ``reply`` the model's raw reply with its tokens (when log-probs were asked for and
+    the backend gives them) and its token usage (when the backend says)."""
+
+    text: str
+    reply: "ChatReply"
+
+    @property
+    def tokens(self) -> "tuple[TokenLogprob, ...] | None":
+        """The reply's tokens with their log-probabilities, or ``None``."""
+        return self.reply.tokens
+
+    @property
+    def usage(self) -> "TokenUsage | None":
+        """What the request cost in tokens, or ``None``."""
+        return self.reply.usage
 
 
 def build_prompt(
@@ -66,6 +103,8 @@ class LLMAnswerer:
         max_new_tokens: answers are short; this bounds a rambling model.
         max_passage_chars: each passage is cut to this length.
         batch_size: questions generated together by a local model.
+        max_workers: requests in flight at once to a remote chat model (a local model
+            generates ``batch_size`` questions together instead).
 
     Raises:
         TypeError: ``model`` is neither a ``LocalCausalLM`` nor a chat model.
@@ -80,14 +119,18 @@ class LLMAnswerer:
         max_new_tokens: int = 24,
         max_passage_chars: int = 600,
         batch_size: int = 8,
+        max_workers: int = 1,
     ) -> None:
         if style not in ("skr", "when-to-retrieve"):
             raise ValueError(f"style must be 'skr' or 'when-to-retrieve', got {style!r}")
+        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+            raise ValueError(f"max_workers must be an int >= 1, got {max_workers!r}")
         self._chat = _as_chat_model(model, batch_size)
         self.style = style
         self.instruction = instruction
         self.max_new_tokens = max_new_tokens
         self.max_passage_chars = max_passage_chars
+        self.max_workers = max_workers
 
     @property
     def chat(self) -> "ChatModel":
@@ -113,6 +156,18 @@ class LLMAnswerer:
         self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None
     ) -> list[str]:
         """Answer a batch; with ``passages`` each question gets its own passages."""
+        return [a.text for a in self.answer_replies(questions, passages)]
+
+    def answer_replies(
+        self,
+        questions: Sequence[str],
+        passages: Sequence[Sequence[str]] | None = None,
+        *,
+        top_logprobs: int = 0,
+    ) -> list[Answer]:
+        """``answer_batch`` with each answer's reply: its tokens with log-probabilities
+        (``top_logprobs`` alternatives per position; ``0`` asks for none) and its token
+        usage. Up to ``max_workers`` requests are in flight; the first failure is raised."""
         from .models.chat import chat_many, user
 
         if passages is not None and len(passages) != len(questions):
@@ -120,8 +175,13 @@ class LLMAnswerer:
         conversations = [
             user(self.prompt(q, passages[i] if passages is not None else None)) for i, q in enumerate(questions)
         ]
-        replies = chat_many(self.chat, conversations, max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP))
-        return [clean_answer(r.text) for r in replies]
+        # Log-probs asked for only when wanted: a minimal chat model need not take the option.
+        logprobs = {"top_logprobs": top_logprobs} if top_logprobs else {}
+        replies = chat_many(
+            self.chat, conversations, max_workers=self.max_workers,
+            max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP), **logprobs,
+        )
+        return [Answer(clean_answer(r.text), r) for r in replies]
 
 
 def _as_chat_model(model: "ChatModel | LocalCausalLM | None", batch_size: int) -> "ChatModel":

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
     from .models.protocols import Embedder
 
 logger = logging.getLogger("adaptive_gates.cli")
+
+#: ``collect``'s defaults: questions per batch, requests in flight to a server, and the
+#: alternatives kept per token (OpenAI gives at most ``MAX_TOP_LOGPROBS``).
+DEFAULT_BATCH_SIZE = 8
+DEFAULT_CONCURRENCY = 4
+DEFAULT_TOP_LOGPROBS = 5
+MAX_TOP_LOGPROBS = 20
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)."""
@@ -52,6 +61,14 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _top_logprobs(text: str) -> int:
+    """Alternatives per token: at least one, at most OpenAI's bound."""
+    value = _positive_int(text)
+    if value > MAX_TOP_LOGPROBS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TOP_LOGPROBS}, got {text!r}")
     return value
 
 
@@ -143,7 +160,19 @@ def _chat_model(args: argparse.Namespace) -> ChatModel | None:
         return None
     from .models.openai_chat import OpenAIChatModel
 
-    return OpenAIChatModel(args.chat_model, base_url=args.base_url)
+    return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=_api_key(args))
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key in the environment variable ``--api-key-env`` names (the key itself never
+    goes on a command line); ``None`` leaves it to ``OpenAIChatModel``."""
+    name = getattr(args, "api_key_env", None)
+    if name is None:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise UsageError(f"--api-key-env: the environment variable {name} is not set")
+    return key
 
 
 def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
@@ -316,18 +345,32 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     from .answering import DEFAULT_INSTRUCTION, LLMAnswerer
-    from .collection import collect_outcomes
+    from .collection import collect_outcomes, outcome_usage
     from .data import load_qa
     from .models.local_lm import LocalCausalLM
 
+    if args.chat_model is None and args.concurrency is not None:
+        raise UsageError("--concurrency goes with --chat-model (a local model answers a batch at once)")
+    if args.api_key_env is not None and args.chat_model is None:
+        raise UsageError("--api-key-env goes with --chat-model")
+    chat = _chat_model(args)
+    concurrency = args.concurrency or DEFAULT_CONCURRENCY
+    # A batch is what is in flight at most: never fewer questions than requests allowed.
+    batch_size = args.batch_size or (max(DEFAULT_BATCH_SIZE, concurrency) if chat else DEFAULT_BATCH_SIZE)
     records = load_qa(args.qa)[: args.limit]
     retriever = _retriever(args.retriever, args.corpus)
     answerer = LLMAnswerer(
-        LocalCausalLM(args.model) if args.model else None,
-        instruction=args.instruction or DEFAULT_INSTRUCTION, batch_size=args.batch_size,
+        chat or (LocalCausalLM(args.model) if args.model else None),
+        instruction=args.instruction or DEFAULT_INSTRUCTION, batch_size=batch_size,
+        max_workers=concurrency if chat else 1,
     )
-    outcomes = collect_outcomes(records, answerer, retriever, args.out, k=args.k, batch_size=args.batch_size)
-    print(f"{len(outcomes)} outcome records in {args.out}")
+    outcomes = collect_outcomes(
+        records, answerer, retriever, args.out, k=args.k, batch_size=batch_size, top_logprobs=args.top_logprobs,
+        progress=sys.stderr.isatty(),  # a bar for a person watching, not for a log file
+    )
+    usage = outcome_usage(outcomes)
+    print(f"{len(outcomes)} outcome records in {args.out} "
+          f"({usage.prompt_tokens} prompt tokens, {usage.completion_tokens} completion tokens)")
     return 0
 
 
@@ -444,7 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--overwrite", action="store_true", help="replace a gate saved at --out")
     fit.set_defaults(run=_cmd_fit)
 
-    col = sub.add_parser("collect", help="answer QA records with and without retrieval (resumable)")
+    col = sub.add_parser(
+        "collect", help="answer QA records with and without retrieval, with a local model or through an "
+        "OpenAI-compatible server, into outcome records (resumable)",
+    )
     col.add_argument("--qa", required=True, type=_input_file, help="QA records (JSONL)")
     col.add_argument("--corpus", required=True, type=_input_file, help="corpus records (JSONL)")
     # An existing --out is the run to resume: it is appended to, never replaced.
@@ -452,9 +498,26 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--retriever", default="bm25", choices=["bm25", "dense"])
     col.add_argument("--k", type=_positive_int, default=3, help="passages per question")
     col.add_argument("--limit", type=_positive_int, help="only the first N records")
-    col.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
+    answering = col.add_mutually_exclusive_group()
+    answering.add_argument("--model", help="a local HF model id or path to answer with "
+                           "(default: embedded SmolLM2-135M-Instruct)")
+    answering.add_argument("--chat-model", help="answer through an OpenAI-compatible server (OpenAI, vLLM, "
+                           "llama.cpp, Ollama): the model name it serves")
+    col.add_argument("--base-url", help="with --chat-model: the server's base URL, e.g. http://localhost:8000/v1 "
+                     "(default: OPENAI_BASE_URL, else OpenAI's)")
+    col.add_argument("--api-key-env", metavar="VAR", help="with --chat-model: the environment variable holding "
+                     "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)")
+    col.add_argument("--concurrency", type=_positive_int, metavar="N",
+                     help=f"with --chat-model: requests in flight at once (default: {DEFAULT_CONCURRENCY})")
+    logprobs = col.add_mutually_exclusive_group()
+    logprobs.add_argument("--top-logprobs", type=_top_logprobs, default=DEFAULT_TOP_LOGPROBS, metavar="K",
+                          help="keep the no-retrieval answer's token log-probs with K alternatives each "
+                          f"(1..{MAX_TOP_LOGPROBS}, default: {DEFAULT_TOP_LOGPROBS})")
+    logprobs.add_argument("--no-logprobs", dest="top_logprobs", action="store_const", const=0,
+                          help="ask for no log-probs (for a server that refuses them)")
     col.add_argument("--instruction", help="the answer instruction line")
-    col.add_argument("--batch-size", type=_positive_int, default=8)
+    col.add_argument("--batch-size", type=_positive_int, help="questions answered, then appended to --out, "
+                     f"at a time (default: {DEFAULT_BATCH_SIZE}, and at least --concurrency)")
     col.set_defaults(run=_cmd_collect)
 
     _add_seakr_parser(sub)
@@ -466,9 +529,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     or data error, reported as one ``adaptive-gates: error: ...`` line on stderr)."""
     try:
         args = build_parser().parse_args(argv)
-        logging.basicConfig(
-            level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-        )
+        level = logging.INFO if args.verbose else logging.WARNING
+        # The level is the handler's too: a library that lowers its own logger's level
+        # (bm25s logs at DEBUG) must not print past it.
+        handler = logging.StreamHandler()
+        handler.setLevel(level)
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
         return args.run(args)
     except (AdaptiveGatesError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"adaptive-gates: error: {exc}", file=sys.stderr)

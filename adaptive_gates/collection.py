@@ -4,20 +4,31 @@ retrieval and keep both answers as outcome records.
 Records are appended to the output file batch by batch, so an interrupted run
 resumes where it stopped: questions whose id is already in the file are skipped, and
 a record the interruption cut short is set aside (see ``recover_torn_tail``).
+
+With an answerer that gives its replies (``LLMAnswerer``), each record also keeps the
+no-retrieval answer's token log-probs (``logprobs_no_retrieval``, for gates that read
+them) and what each answer cost in tokens (``usage``), whose sum over a file is the
+collection's cost (``outcome_usage``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-from .answering import Answerer
+from .answering import Answer, Answerer, ReplyAnswerer
 from .data import OutcomeRecord, QARecord, load_outcomes, recover_torn_tail, write_jsonl
-from .retrieval.base import Retriever
+from .models.chat import TokenUsage
+from .retrieval.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
+
+#: The ``usage`` field of a record: the tokens of each of its two answers.
+USAGE_FIELD = "usage"
+_ANSWERS = ("no_retrieval", "one_retrieval")
 
 
 def collect_outcomes(
@@ -28,15 +39,31 @@ def collect_outcomes(
     *,
     k: int = 3,
     batch_size: int = 8,
+    top_logprobs: int = 0,
     progress: bool = True,
 ) -> list[OutcomeRecord]:
     """Answer every record without and with its top-``k`` passages.
+
+    ``batch_size`` questions are answered, then appended, at a time; a remote answerer
+    keeps its ``max_workers`` requests in flight within a batch, so a batch should be
+    at least that large. With ``top_logprobs > 0`` the no-retrieval answer's tokens are
+    kept with that many alternatives each (the answerer must give its replies, see
+    ``ReplyAnswerer``; a backend that gives no log-probs leaves them out). The tokens
+    spent are shown on the progress bar and logged.
 
     Returns all outcome records of ``out_path`` that belong to ``records``,
     in the order of ``records`` (earlier runs' included).
     """
     from tqdm.auto import tqdm
 
+    if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or top_logprobs < 0:
+        raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
+    with_replies = isinstance(answerer, ReplyAnswerer)
+    if top_logprobs and not with_replies:
+        raise TypeError(
+            f"top_logprobs={top_logprobs} needs an answerer with answer_replies (e.g. LLMAnswerer), "
+            f"got {type(answerer).__name__}"
+        )
     out_path = Path(out_path)
     ids = [r.id for r in records]
     repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
@@ -53,25 +80,67 @@ def collect_outcomes(
     if done:
         logger.info("%s: resuming, %d of %d already collected", out_path, len(records) - len(todo), len(records))
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    spent = TokenUsage(0, 0)
     with tqdm(total=len(todo), desc="collecting outcomes", unit="q", disable=not progress) as bar:
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
             questions = [r.question for r in batch]
             hits = retriever.search_batch(questions, k=k)
-            without = answerer.answer_batch(questions)
-            with_ = answerer.answer_batch(questions, [[h.as_passage() for h in row] for row in hits])
-            new = [
-                OutcomeRecord(
-                    id=r.id,
-                    question=r.question,
-                    answers=list(r.answers),
-                    pred_no_retrieval=a0,
-                    pred_one_retrieval=a1,
-                    extra={"retrieved": [h.id for h in row]},
-                )
-                for r, a0, a1, row in zip(batch, without, with_, hits)
-            ]
+            passages = [[h.as_passage() for h in row] for row in hits]
+            if with_replies:
+                without = answerer.answer_replies(questions, top_logprobs=top_logprobs)  # type: ignore[attr-defined]
+                with_ = answerer.answer_replies(questions, passages)  # type: ignore[attr-defined]
+                new = [
+                    _outcome(r, row, a0.text, a1.text, (a0, a1)) for r, row, a0, a1 in zip(batch, hits, without, with_)
+                ]
+            else:
+                without, with_ = answerer.answer_batch(questions), answerer.answer_batch(questions, passages)
+                new = [_outcome(r, row, a0, a1) for r, row, a0, a1 in zip(batch, hits, without, with_)]
             write_jsonl(out_path, [o.to_json() for o in new], append=True)
             done.update({o.id: o for o in new})
+            spent += outcome_usage(new)
             bar.update(len(batch))
+            bar.set_postfix(prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
+    if todo:
+        logger.info(
+            "%s: %d questions answered both ways, %d prompt and %d completion tokens",
+            out_path, len(todo), spent.prompt_tokens, spent.completion_tokens,
+        )
     return [done[i] for i in ids]
+
+
+def outcome_usage(records: Iterable[OutcomeRecord]) -> TokenUsage:
+    """The tokens the records' answers cost, from their ``usage`` fields (answers whose
+    backend reported no usage count nothing)."""
+    total = TokenUsage(0, 0)
+    for record in records:
+        usage = record.extra.get(USAGE_FIELD)
+        if not isinstance(usage, dict):
+            continue
+        for name in _ANSWERS:
+            total += TokenUsage.from_openai(usage.get(name)) or TokenUsage(0, 0)
+    return total
+
+
+def _outcome(
+    record: QARecord,
+    hits: Sequence[Hit],
+    without: str,
+    with_: str,
+    replies: tuple[Answer, Answer] | None = None,
+) -> OutcomeRecord:
+    """The outcome record of one question from its two answers; ``replies`` (the two
+    ``Answer``s, when the answerer gives them) add the log-probs and token usage."""
+    extra: dict[str, Any] = {"retrieved": [h.id for h in hits]}
+    usage = {name: a.usage.to_json() for name, a in zip(_ANSWERS, replies or ()) if a.usage is not None}
+    if usage:
+        extra[USAGE_FIELD] = usage
+    return OutcomeRecord(
+        id=record.id,
+        question=record.question,
+        answers=list(record.answers),
+        pred_no_retrieval=without,
+        pred_one_retrieval=with_,
+        extra=extra,
+        logprobs_no_retrieval=replies[0].tokens if replies else None,
+    )

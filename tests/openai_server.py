@@ -2,7 +2,7 @@
 
 It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
-generating with ``LocalChatModel``. Tests switch it into fault modes (HTTP 500, a reply
+generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's ``usage``). Tests switch it into fault modes (HTTP 500, a reply
 slower than the client's timeout, a server that never answers, malformed JSON, no
 choices, no content) to exercise clients against real HTTP failures, and read how many
 completion requests arrived to check that retries were bounded.
@@ -157,6 +157,7 @@ class ChatCompletionsServer:
             "created": int(time.time()),
             "model": self.model_id,
             "choices": choices,
+            **({"usage": reply.usage.to_json()} if reply.usage is not None else {}),
         })
 
     def _options(self, body: object) -> dict[str, Any]:

@@ -136,7 +136,8 @@ def test_collect_answers_both_ways_and_resumes(qa_file, corpus_path, tmp_path, c
     argv = ["collect", "--qa", str(qa_file), "--corpus", str(corpus_path), "--out", str(out),
             "--k", "2", "--batch-size", "2"]
     assert main([*argv, "--limit", "2"]) == 0
-    assert capsys.readouterr().out.strip() == f"2 outcome records in {out}"
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith(f"2 outcome records in {out} (") and printed.endswith(" completion tokens)")
     first = out.read_text()
     qa = [json.loads(line) for line in qa_file.read_text().splitlines()]
     corpus_ids = {r.id for r in load_corpus(corpus_path)}
@@ -149,7 +150,7 @@ def test_collect_answers_both_ways_and_resumes(qa_file, corpus_path, tmp_path, c
 
     # Run again on all three: the two collected records stay as they were, one is added.
     assert main(argv) == 0
-    assert capsys.readouterr().out.strip() == f"3 outcome records in {out}"
+    assert capsys.readouterr().out.strip().startswith(f"3 outcome records in {out} (")
     assert out.read_text().startswith(first)
     assert [r.id for r in load_outcomes(out)] == [q["id"] for q in qa]
 
@@ -221,6 +222,15 @@ def _bad_invocations():
         ([*collect, "--limit", "0"], "argument --limit: must be a positive integer, got '0'"),
         ([*collect, "--limit", "-1"], "argument --limit: must be a positive integer, got '-1'"),
         ([*collect, "--batch-size", "0"], "argument --batch-size: must be a positive integer"),
+        ([*collect, "--model", "m", "--chat-model", "c"], "argument --chat-model: not allowed with argument --model"),
+        ([*collect, "--concurrency", "3"], "--concurrency goes with --chat-model"),
+        ([*collect, "--api-key-env", "HOME"], "--api-key-env goes with --chat-model"),
+        ([*collect, "--base-url", "http://127.0.0.1:9"], "--base-url goes with --chat-model"),
+        ([*collect, "--chat-model", "c", "--api-key-env", "ADAPTIVE_GATES_UNSET_KEY_VAR"],
+         "--api-key-env: the environment variable ADAPTIVE_GATES_UNSET_KEY_VAR is not set"),
+        ([*collect, "--top-logprobs", "21"], "argument --top-logprobs: must be at most 20, got '21'"),
+        ([*collect, "--top-logprobs", "0"], "argument --top-logprobs: must be a positive integer"),
+        ([*collect, "--top-logprobs", "2", "--no-logprobs"], "argument --no-logprobs: not allowed with"),
         (["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{out}"],
          "argument --out: is a directory, not a file: {out}"),
         ([*offline, "--gate", "skr-knn", "--json", "{out}"], "argument --json: is a directory, not a file: {out}"),

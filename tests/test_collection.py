@@ -6,7 +6,7 @@ import pytest
 
 from adaptive_gates import QARecord, load_outcomes
 from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
-from adaptive_gates.collection import collect_outcomes
+from adaptive_gates.collection import collect_outcomes, outcome_usage
 from adaptive_gates.data import CorpusRecord
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.retrieval import BM25Retriever
@@ -111,3 +111,31 @@ def test_answerer_takes_a_chat_model_as_it_is_and_refuses_anything_else():
     assert LLMAnswerer(chat).chat is chat
     with pytest.raises(TypeError, match="a ChatModel .* or a LocalCausalLM, got object"):
         LLMAnswerer(object())
+
+
+def test_collection_keeps_the_local_models_logprobs_and_token_counts(tmp_path, capsys):
+    answerer = LLMAnswerer(max_new_tokens=8, batch_size=2)
+    out = tmp_path / "outcomes.jsonl"
+    records = collect_outcomes(QA[:2], answerer, BM25Retriever.from_records(CORPUS), out, k=1,
+                               batch_size=2, top_logprobs=2)
+    direct = answerer.answer_replies([q.question for q in QA[:2]], top_logprobs=2)
+    for record, answer in zip(records, direct):
+        assert record.pred_no_retrieval == answer.text
+        assert record.logprobs_no_retrieval == answer.tokens and all(len(t.top) == 2 for t in answer.tokens)
+        assert record.extra["usage"]["no_retrieval"] == answer.usage.to_json()
+    assert load_outcomes(out) == records
+    spent = outcome_usage(records)
+    # The progress bar shows the tokens spent so far.
+    bar = capsys.readouterr().err
+    assert f"prompt_tokens={spent.prompt_tokens}" in bar and f"completion_tokens={spent.completion_tokens}" in bar
+
+
+def test_logprobs_need_an_answerer_that_gives_its_replies(tmp_path):
+    plain = CountingAnswerer(LLMAnswerer())
+    with pytest.raises(TypeError, match="top_logprobs=3 needs an answerer with answer_replies"):
+        collect_outcomes(QA, plain, BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl", top_logprobs=3)
+    assert plain.asked == 0
+    with pytest.raises(ValueError, match="top_logprobs must be an int >= 0"):
+        collect_outcomes(QA, LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl", top_logprobs=-1)
+    with pytest.raises(ValueError, match="max_workers must be an int >= 1"):
+        LLMAnswerer(max_workers=0)

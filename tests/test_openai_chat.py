@@ -44,9 +44,10 @@ def remote(server: ChatCompletionsServer, **options: object) -> OpenAIChatModel:
 
 
 def openai_style(reply: ChatReply) -> ChatReply:
-    """``reply`` with the local model's finish reason as OpenAI names it."""
+    """``reply`` with the local model's finish reason as OpenAI names it (its token
+    usage travels as OpenAI's ``usage`` object)."""
     finish = "length" if reply.finish_reason == "length" else "stop"
-    return ChatReply(reply.text, reply.tokens, finish)
+    return ChatReply(reply.text, reply.tokens, finish, reply.usage)
 
 
 def test_is_a_chat_model(openai_server: ChatCompletionsServer) -> None:

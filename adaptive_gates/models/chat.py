@@ -44,12 +44,57 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """Tokens a request cost: the prompt read and the completion generated (OpenAI's
+    ``usage`` fields). Usages add up, so a run's cost is the sum of its replies'."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    def to_json(self) -> dict[str, int]:
+        """OpenAI's ``usage`` object (``total_tokens`` included)."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+    @classmethod
+    def from_openai(cls, usage: object) -> TokenUsage | None:
+        """The usage of an OpenAI-style ``usage`` object or mapping (``prompt_tokens``,
+        ``completion_tokens``); ``None`` when it is absent or does not say both counts,
+        as with servers that report no usage."""
+        if usage is None:
+            return None
+        read = usage.get if isinstance(usage, Mapping) else functools.partial(getattr, usage)
+        try:
+            return cls(read("prompt_tokens", None), read("completion_tokens", None))  # type: ignore[call-arg]
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
 class ChatReply:
-    """An assistant reply. ``tokens`` is ``None`` when the backend gives no log-probs."""
+    """An assistant reply. ``tokens`` is ``None`` when the backend gives no log-probs,
+    ``usage`` when it does not say what the request cost."""
 
     text: str
     tokens: tuple[TokenLogprob, ...] | None = None
     finish_reason: str = "stop"
+    usage: TokenUsage | None = None
 
 
 @runtime_checkable
@@ -411,8 +456,11 @@ class LocalChatModel:
         return [self._reply(g, top_logprobs) for g in generations]
 
     def _reply(self, generation: "Generation", top_logprobs: int) -> ChatReply:
+        # Counted by the tokenizer: the prompt as encoded, every token generated (the
+        # one that ended generation included, as a server bills it).
+        usage = TokenUsage(generation.prompt_tokens, len(generation.token_ids))
         if not top_logprobs or not generation.top_logprobs:
-            return ChatReply(generation.text, None, generation.finish_reason)
+            return ChatReply(generation.text, None, generation.finish_reason, usage)
         decode = self.lm.tokenizer.decode
         tokens = tuple(
             TokenLogprob(
@@ -424,4 +472,4 @@ class LocalChatModel:
                 generation.token_ids, generation.token_logprobs, generation.top_logprobs
             )
         )
-        return ChatReply(generation.text, tokens, generation.finish_reason)
+        return ChatReply(generation.text, tokens, generation.finish_reason, usage)

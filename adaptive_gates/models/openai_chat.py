@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailableError
-from .chat import ChatReply, Message, TokenLogprob, check_messages
+from .chat import ChatReply, Message, TokenLogprob, TokenUsage, check_messages
 from .unavailable import is_unavailable
 
 if TYPE_CHECKING:
@@ -191,7 +191,8 @@ class OpenAIChatModel:
             tokens = None if entries is None else tuple(_token_logprob(e) for e in entries)
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._error(client, f"malformed logprobs in the response ({exc})") from exc
-        return ChatReply(text, tokens, getattr(choice, "finish_reason", None) or "stop")
+        usage = TokenUsage.from_openai(getattr(completion, "usage", None))
+        return ChatReply(text, tokens, getattr(choice, "finish_reason", None) or "stop", usage)
 
     @contextlib.contextmanager
     def _failures(self, client: openai.OpenAI | openai.AsyncOpenAI) -> Iterator[None]:

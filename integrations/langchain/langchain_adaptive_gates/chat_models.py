@@ -9,7 +9,7 @@ from typing import Any
 from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
@@ -147,7 +147,10 @@ class AdaptiveGatesChatModel(BaseChatModel):
         reply = self.backend.chat(to_core_messages(messages), **options)
         metadata = self._metadata(reply, keep_top)
         chunk = ChatGenerationChunk(
-            message=AIMessageChunk(content=reply.text, response_metadata=metadata, chunk_position="last"),
+            message=AIMessageChunk(
+                content=reply.text, response_metadata=metadata, usage_metadata=usage_metadata(reply),
+                chunk_position="last",
+            ),
             generation_info=dict(metadata),
         )
         if run_manager is not None:
@@ -174,8 +177,19 @@ class AdaptiveGatesChatModel(BaseChatModel):
 
     def _result(self, reply: ChatReply, keep_top: int) -> ChatResult:
         metadata = self._metadata(reply, keep_top)
-        message = AIMessage(content=reply.text, response_metadata=metadata)
+        message = AIMessage(content=reply.text, response_metadata=metadata, usage_metadata=usage_metadata(reply))
         return ChatResult(generations=[ChatGeneration(message=message, generation_info=dict(metadata))])
+
+
+def usage_metadata(reply: ChatReply) -> UsageMetadata | None:
+    """``reply``'s token usage in LangChain's ``usage_metadata`` shape, if known."""
+    if reply.usage is None:
+        return None
+    return UsageMetadata(
+        input_tokens=reply.usage.prompt_tokens,
+        output_tokens=reply.usage.completion_tokens,
+        total_tokens=reply.usage.total_tokens,
+    )
 
 
 def openai_logprobs(reply: ChatReply, top: int) -> dict[str, Any]:

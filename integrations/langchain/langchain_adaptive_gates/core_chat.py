@@ -7,9 +7,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob
+from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from .messages import from_core_messages
 
@@ -70,10 +70,21 @@ class LangChainChatModel(AdaptedChatModel):
 
 def to_chat_reply(message: BaseMessage, top_logprobs: int) -> ChatReply:
     """A core ``ChatReply`` from a LangChain reply, with its OpenAI-format log-probs
-    when present (and asked for)."""
+    when present (and asked for) and its token usage when the model reports it
+    (``AIMessage.usage_metadata``)."""
     metadata = message.response_metadata or {}
     tokens = parse_openai_logprobs(metadata.get("logprobs")) if top_logprobs > 0 else None
-    return ChatReply(message.text, tokens, str(metadata.get("finish_reason") or "stop"))
+    return ChatReply(message.text, tokens, str(metadata.get("finish_reason") or "stop"), _usage(message))
+
+
+def _usage(message: BaseMessage) -> TokenUsage | None:
+    """The reply's ``usage_metadata`` (input and output tokens) as a ``TokenUsage``."""
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    if not usage:
+        return None
+    return TokenUsage.from_openai(
+        {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
+    )
 
 
 def parse_openai_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:

@@ -38,10 +38,6 @@ class TestAdaptiveGatesChatModelIntegration(ChatModelIntegrationTests):
     def standard_chat_model_params(self) -> dict:
         return {**super().standard_chat_model_params, "max_tokens": 8}  # short replies keep the suite quick
 
-    @property
-    def returns_usage_metadata(self) -> bool:
-        return False  # the core's ChatReply carries no token counts
-
 
 class TestAdaptiveGatesEmbeddingsIntegration(EmbeddingsIntegrationTests):
     @property

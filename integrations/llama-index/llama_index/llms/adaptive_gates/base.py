@@ -99,6 +99,7 @@ class AdaptiveGatesLLM(CustomLLM):
             message=ChatMessage(role=MessageRole.ASSISTANT, content=reply.text),
             logprobs=token_logprobs(reply),
             additional_kwargs={"finish_reason": reply.finish_reason},
+            raw=raw_response(reply),
         )
 
     def _completion_response(self, reply: ChatReply) -> CompletionResponse:
@@ -107,6 +108,7 @@ class AdaptiveGatesLLM(CustomLLM):
             delta=reply.text,
             logprobs=token_logprobs(reply),
             additional_kwargs={"finish_reason": reply.finish_reason},
+            raw=raw_response(reply),
         )
 
     @staticmethod
@@ -158,6 +160,12 @@ class AdaptiveGatesLLM(CustomLLM):
             yield response
 
         return one()
+
+
+def raw_response(reply: ChatReply) -> dict[str, Any] | None:
+    """The response's ``raw`` payload: OpenAI's ``usage`` object when the backend
+    counted tokens, as LlamaIndex's OpenAI LLM carries it in the raw completion."""
+    return None if reply.usage is None else {"usage": reply.usage.to_json()}
 
 
 def token_logprobs(reply: ChatReply) -> list[list[LogProb]] | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob
+from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 from adaptive_gates.models.generation import first_stop
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.llms.types import ChatResponse, LogProb
@@ -95,14 +95,17 @@ def _achat_blocks(llm: BaseLLM) -> bool:
 
 def to_chat_reply(response: ChatResponse, top_logprobs: int, stops: Sequence[str] = ()) -> ChatReply:
     """A core ``ChatReply`` from a LlamaIndex response: its log-probs when present (and
-    asked for), cut at the first stop string."""
+    asked for), its token usage when the raw response carries OpenAI's ``usage``, cut
+    at the first stop string."""
     text = response.message.content or ""
     tokens = parse_logprobs(response.logprobs) if top_logprobs > 0 else None
     finish_reason = str(response.additional_kwargs.get("finish_reason") or "stop")
+    raw = response.raw
+    usage = TokenUsage.from_openai(raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None))
     cut = first_stop(text, list(stops))
     if cut is None:
-        return ChatReply(text, tokens, finish_reason)
-    return ChatReply(text[:cut], _tokens_before(tokens, cut), "stop")
+        return ChatReply(text, tokens, finish_reason, usage)
+    return ChatReply(text[:cut], _tokens_before(tokens, cut), "stop", usage)
 
 
 def parse_logprobs(logprobs: Sequence[Sequence[LogProb]] | None) -> tuple[TokenLogprob, ...] | None:
