@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
+pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
 from openai_server import openai_server, served_chat_model  # noqa: F401 (fixtures)
 
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl

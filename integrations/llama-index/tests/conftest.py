@@ -19,7 +19,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
-pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
+pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
 from openai_server import openai_server, served_chat_model  # noqa: F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,

@@ -2,45 +2,10 @@
 ``LlamaIndexChatModel(AdaptiveGatesLLM())`` (the embedded SmolLM2 as a real LlamaIndex
 LLM) answers each question both ways, with log-probs and token counts."""
 
-from adaptive_gates import QARecord, load_outcomes
-from adaptive_gates.answering import LLMAnswerer, clean_answer
-from adaptive_gates.collection import collect_outcomes, outcome_usage
-from adaptive_gates.data import CorpusRecord
-from adaptive_gates.retrieval import BM25Retriever
+from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM, LlamaIndexChatModel
-
-CORPUS = [
-    CorpusRecord("c1", "Paris", "Paris is the capital and largest city of France."),
-    CorpusRecord("c2", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600."),
-    CorpusRecord("c3", "Penicillin", "Penicillin was discovered in 1928 by Alexander Fleming."),
-]
-QA = [
-    QARecord("q1", "What is the capital of France?", ["Paris"]),
-    QARecord("q2", "Who wrote Hamlet?", ["William Shakespeare", "Shakespeare"]),
-    QARecord("q3", "Who discovered penicillin?", ["Alexander Fleming", "Fleming"]),
-]
 
 
 def test_a_llama_index_llm_collects_outcomes_with_logprobs_and_usage(tmp_path):
     llm = AdaptiveGatesLLM()
-    answerer = LLMAnswerer(LlamaIndexChatModel(llm), max_new_tokens=12, max_workers=2)
-    out = tmp_path / "outcomes.jsonl"
-    records = collect_outcomes(QA, answerer, BM25Retriever.from_records(CORPUS), out, k=1,
-                               batch_size=2, top_logprobs=2, progress=False)
-
-    assert load_outcomes(out) == records and [r.id for r in records] == ["q1", "q2", "q3"]
-    # The same answers as the core's own chat model asked one question at a time.
-    core = LLMAnswerer(llm.backend, max_new_tokens=12, batch_size=1)
-    assert [r.pred_no_retrieval for r in records] == core.answer_batch([q.question for q in QA])
-    assert "fleming" in records[2].pred_one_retrieval.lower()  # the passage named him
-    for record in records:
-        tokens = record.logprobs_no_retrieval
-        assert tokens and all(t.logprob <= 0 and t.top for t in tokens)
-        # The tokens kept spell the answer (cut at its first line), then what ended it.
-        assert clean_answer("".join(t.token for t in tokens)).startswith(record.pred_no_retrieval)
-        usage = record.extra["usage"]
-        # The raw response's usage came through: every generated token counted, those after the cut too.
-        assert usage["no_retrieval"]["completion_tokens"] >= len(tokens)
-        assert usage["one_retrieval"]["prompt_tokens"] > usage["no_retrieval"]["prompt_tokens"] > 0
-    total = outcome_usage(records)
-    assert total.prompt_tokens == sum(u["prompt_tokens"] for r in records for u in r.extra["usage"].values())
+    check_collects_outcomes_with_logprobs_and_usage(LlamaIndexChatModel(llm), llm.backend, tmp_path)

@@ -1,6 +1,5 @@
 import pytest
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
-pytest.register_assert_rewrite("openai_server")  # its shared checks report like test code
 from openai_server import openai_server, served_chat_model  # noqa: F401
 
 
