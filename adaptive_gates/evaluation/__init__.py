@@ -7,6 +7,7 @@ from .live import evaluate_live
 from .offline import cross_fitted_scores, evaluate_offline, fit_calibrated
 from .random_band import RANDOM_DRAWS, null_accuracies, null_gap_captures, random_band
 from .report import decision_auroc, evaluate_scores, gap_capture, threshold_outcome
+from .units import calls_to_match_always, field_units, lm_calls_per_decision
 
 __all__ = [
     "alignment_metrics",
@@ -27,4 +28,7 @@ __all__ = [
     "null_accuracies",
     "null_gap_captures",
     "random_band",
+    "calls_to_match_always",
+    "field_units",
+    "lm_calls_per_decision",
 ]
