@@ -1,6 +1,7 @@
 """Gate-quality evaluation: curves, gap capture, reports and plots (SPEC §6)."""
 
 from .alignment import alignment_metrics
+from .crossfit import ALL, cross_fitted_decisions, cross_fitted_reports
 from .curves import Curve, gate_curve, oracle_curve, random_auc
 from .plot import plot_reports
 from .live import evaluate_live
@@ -28,6 +29,9 @@ __all__ = [
     "null_accuracies",
     "null_gap_captures",
     "random_band",
+    "ALL",
+    "cross_fitted_decisions",
+    "cross_fitted_reports",
     "calls_to_match_always",
     "field_units",
     "lm_calls_per_decision",
