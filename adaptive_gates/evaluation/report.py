@@ -88,9 +88,8 @@ def evaluate_scores(
         "oracle_curve": oracle.as_list(),
     }
     at_threshold: dict[str, Any] = {"target_rate": target_rate}
-    if retrieve is not None:
-        at_threshold.update(threshold_outcome(retrieve, a, b))
     report["at_threshold"] = at_threshold
     if retrieve is not None:
+        at_threshold.update(threshold_outcome(retrieve, a, b))
         report.update(field_units(curve, a, b, retrieve, lm_calls))
     return report
