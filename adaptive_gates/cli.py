@@ -261,14 +261,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     if args.plot:
         plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
-    gc, auroc = report["gap_capture"], report["decision_auroc"]
-    at = report["at_threshold"]
-    print(
-        f"{report['gate']}: n={report['n']} never={report['never']:.3f} always={report['always']:.3f} "
-        f"oracle={report['oracle']:.3f} auc={report['auc']:.4f} "
-        f"gap_capture={'n/a' if gc is None else f'{gc:.3f}'} auroc={'n/a' if auroc is None else f'{auroc:.3f}'} "
-        f"| at threshold: rate={at['retrieval_rate']:.3f} accuracy={at['accuracy']:.3f}"
-    )
+    print(_report_line(report))
     if "alignment" in report:
         print("alignment: " + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
               + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}")
@@ -283,6 +276,28 @@ def _gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
     from .gates.base import Gate
 
     return load_outcomes(path, require=Gate._registry[args.gate].record_fields)
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    """The printed summary of an ``eval`` report: the curve's figures, then the units
+    at the threshold (per question) and where random gates land."""
+
+    def num(value: float | None, digits: int = 3) -> str:
+        return "n/a" if value is None else f"{value:.{digits}f}"
+
+    def span(pair: list[float] | None) -> str:
+        return "n/a" if pair is None else f"[{pair[0]:.3f}, {pair[1]:.3f}]"
+
+    band = report["random_band"]
+    return (
+        f"{report['gate']}: n={report['n']} never={report['never']:.3f} always={report['always']:.3f} "
+        f"oracle={report['oracle']:.3f} auc={report['auc']:.4f} "
+        f"gap_capture={num(report['gap_capture'])} auroc={num(report['decision_auroc'])} "
+        f"| at threshold: rate={report['at_threshold']['retrieval_rate']:.3f} "
+        f"in_accuracy={report['in_accuracy']:.3f} retrieval_calls={report['retrieval_calls']:.3f}/q "
+        f"lm_calls={report['lm_calls']:.3f}/q calls_to_match_always={report['calls_to_match_always']:.3f}/q "
+        f"| random {band['level']:.0%}: gap_capture={span(band['gap_capture'])} accuracy={span(band['accuracy'])}"
+    )
 
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:

@@ -111,7 +111,7 @@ def main() -> None:
         rows = [
             [r["gate"], *(r["alignment"][k] for k in ("uncertain_rate", "accuracy", "overconfidence",
                                                         "conservativeness", "alignment")),
-             r["retrieval_calls"], r["at_threshold"]["accuracy"], r["gap_capture"], r["fallbacks"],
+             round(r["retrieval_calls"] * r["n"]), r["at_threshold"]["accuracy"], r["gap_capture"], r["fallbacks"],
              r["seconds_per_question"]["gate"],
              None if r["draft_reuse"] is None else r["draft_reuse"]["direct_answer_s_median"]]
             for r in reports

@@ -13,7 +13,8 @@ import pytest
 
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, load_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import load_corpus, write_jsonl
+from adaptive_gates.data import OutcomeRecord, load_corpus, write_jsonl
+from adaptive_gates.evaluation import random_band
 from adaptive_gates.gates.base import Gate
 from adaptive_gates.metrics import exact_match, get_metric
 
@@ -81,6 +82,36 @@ def test_eval_writes_the_report(split, tmp_path, capsys, gate, options):
     assert below - noise <= at["retrieval_rate"] <= above + noise
 
 
+# Hand-set outcomes of six test questions: right without retrieval on q0-q2 and q5, with
+# it on q1, q2 and q4. Never 4/6 beats always 3/6, so no retrieval call is needed to match it.
+HAND_A = np.array([1, 1, 1, 0, 0, 1])
+HAND_B = np.array([0, 1, 1, 0, 1, 0])
+
+
+def test_eval_reports_the_fields_units_on_hand_set_outcomes(split, outcome_records, tmp_path, capsys):
+    test = [
+        OutcomeRecord(r.id, r.question, r.answers, r.answers[0] if x else "no idea", r.answers[0] if y else "no idea")
+        for r, x, y in zip(outcome_records[-6:], HAND_A, HAND_B)
+    ]
+    write_jsonl(tmp_path / "test.jsonl", [r.to_json() for r in test])
+    out = tmp_path / "r.json"
+    assert main(["eval", "--gate", "skr-knn", "--train", str(split / "train.jsonl"), "--test",
+                 str(tmp_path / "test.jsonl"), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+
+    gate = SKRKnnGate().fit_outcomes(load_outcomes(split / "train.jsonl"))
+    retrieve = np.asarray(gate.retrieves(gate.score([r.question for r in test])), dtype=bool)
+    assert report["never"] == pytest.approx(4 / 6) and report["always"] == pytest.approx(3 / 6)
+    assert report["in_accuracy"] == pytest.approx(np.where(retrieve, HAND_B, HAND_A).mean())
+    assert report["retrieval_calls"] == pytest.approx(retrieve.mean())
+    assert report["lm_calls"] == 1.0  # SKR-kNN reads the question only: one answer per question
+    assert report["calls_to_match_always"] == 0.0
+    assert report["random_band"] == random_band(HAND_A, HAND_B, retrieve)
+    printed = capsys.readouterr().out
+    assert f"in_accuracy={report['in_accuracy']:.3f} retrieval_calls={retrieve.mean():.3f}/q lm_calls=1.000/q" in printed
+    assert "calls_to_match_always=0.000/q | random 95%: gap_capture=[" in printed
+
+
 def test_eval_with_em_metric_and_rule_threshold(split, tmp_path):
     out = tmp_path / "r.json"
     assert main(["eval", "--gate", "skr-knn", "--train", str(split / "train.jsonl"), "--test",
@@ -125,8 +156,12 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
         assert len(row["retrieved"]) == 2 and set(row["retrieved"]) <= corpus_ids
         assert row["correct_without"] == contains(row["answer_without"], row["answers"])
         assert row["correct_with"] == contains(row["answer_with"], row["answers"])
-    assert report["retrieval_calls"] == sum(r["retrieve"] for r in rows)
+    assert report["retrieval_calls"] == sum(r["retrieve"] for r in rows) / 2
     assert report["drafts_reused"] + report["llm_answer_calls"] == 2
+    # The verbalized gate asks the LLM first: its own calls, plus an answer where it retrieves
+    # or its draft was unusable.
+    spent = [r["details"]["llm_calls"] + (r["retrieve"] or not (r["details"].get("answer") or "").strip()) for r in rows]
+    assert report["lm_calls"] == pytest.approx(sum(spent) / 2) and report["lm_calls"] >= 1
     printed = capsys.readouterr().out
     assert printed.startswith("verbalized: n=2 ") and "alignment:" in printed
 

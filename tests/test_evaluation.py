@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from adaptive_gates.calibration import threshold_for_objective, threshold_for_rate
-from adaptive_gates.evaluation import evaluate_scores, gate_curve, oracle_curve, plot_reports, random_auc
+from adaptive_gates.evaluation import (
+    calls_to_match_always,
+    evaluate_scores,
+    gate_curve,
+    lm_calls_per_decision,
+    oracle_curve,
+    plot_reports,
+    random_auc,
+    random_band,
+)
 from adaptive_gates.folds import fold_splits
 from adaptive_gates.gates.fit_percentile import CV_FOLDS, cross_fit
 
@@ -123,3 +132,71 @@ def test_gate_cross_fitting_holds_out_the_folds_evaluation_uses():
 
     cross_fit(30, 5, score_fold)
     assert seen == [(k.tolist(), h.tolist()) for k, h in fold_splits(30, min(CV_FOLDS, 30), 5)]
+
+
+# Five questions for the field's units: retrieval helps q0 and q1, hurts q2, and
+# changes nothing for q3 (right both ways) and q4 (wrong both ways). Never 0.4, always 0.6.
+A5 = np.array([0, 0, 1, 1, 0])
+B5 = np.array([1, 1, 0, 1, 0])
+
+
+def test_units_at_the_decisions_by_hand():
+    # Order q2, q0, q1, q3, q4: accuracy 0.4, 0.2, 0.4, 0.6, 0.6, 0.6 at rates 0 .. 1.
+    scores = np.array([0.8, 0.7, 0.9, 0.2, 0.1])
+    retrieve = scores > 0.75  # q2 and q0
+    report = evaluate_scores(scores, A5, B5, gate="g", metric="contains", retrieve=retrieve)
+    # q0 right with retrieval, q2 wrong with it, q1/q4 wrong and q3 right without.
+    assert report["in_accuracy"] == pytest.approx(0.4) == report["at_threshold"]["accuracy"]
+    assert report["retrieval_calls"] == pytest.approx(0.4)
+    assert report["lm_calls"] == 1.0  # a gate that reads the question only: one answer each
+    assert report["calls_to_match_always"] == pytest.approx(0.6)
+    assert report["random_band"] == random_band(A5, B5, retrieve)
+    json.dumps(report)
+
+
+def test_an_answer_first_gate_pays_one_call_plus_its_retrievals():
+    retrieve = np.array([True, True, False, False, False])
+    calls = lm_calls_per_decision(retrieve, answers_first=True)
+    np.testing.assert_array_equal(calls, [2, 2, 1, 1, 1])
+    report = evaluate_scores(np.arange(5.0)[::-1], A5, B5, gate="g", metric="contains", retrieve=retrieve,
+                             lm_calls=calls)
+    assert report["lm_calls"] == pytest.approx(1.4)
+    # Order q0, q1, q2, ...: 0.6 already at rate 0.2 (q0 alone), 0.8 at 0.4.
+    assert report["calls_to_match_always"] == pytest.approx(0.2)
+
+
+def test_live_lm_calls_count_the_gates_own_calls_and_reused_drafts():
+    # q0: two calls to decide, retrieves (one more); q1: one call, its draft is the
+    # answer; q2: one call but no usable draft, so it is answered again.
+    calls = lm_calls_per_decision(np.array([True, False, False]), gate_calls=[2, 1, 1], drafts=[True, True, False])
+    np.testing.assert_array_equal(calls, [3, 1, 2])
+    with pytest.raises(ValueError, match="2 gate call counts"):
+        lm_calls_per_decision(np.array([True, False, False]), gate_calls=[2, 1])
+
+
+def test_calls_to_match_always_is_zero_when_never_retrieving_is_as_good():
+    a, b = np.array([1, 1, 0]), np.array([1, 0, 0])  # never 2/3, always 1/3
+    report = evaluate_scores(np.array([0.3, 0.2, 0.1]), a, b, gate="g", metric="em", retrieve=np.zeros(3, bool))
+    assert report["calls_to_match_always"] == 0.0
+    assert report["in_accuracy"] == pytest.approx(2 / 3) and report["retrieval_calls"] == 0.0
+
+
+def test_calls_to_match_always_is_every_call_when_the_curve_gets_there_only_at_the_end():
+    # Order q2, q3, q4, q0, q1: 0.4, 0.2, 0.2, 0.2, 0.4, 0.6 — always's 0.6 only at rate 1.
+    curve = gate_curve(np.array([0.2, 0.1, 0.9, 0.8, 0.7]), A5, B5)
+    assert calls_to_match_always(curve, 0.6) == 1.0
+
+
+def test_random_band_by_hand_when_every_question_gains_alike():
+    # Retrieval turns every answer right: any gate retrieving 2 of 4 scores 0.5, and the
+    # oracle is the random line (gap capture undefined).
+    a, b = np.zeros(4), np.ones(4)
+    report = evaluate_scores(np.arange(4.0), a, b, gate="g", metric="em", retrieve=np.array([1, 1, 0, 0], bool))
+    band = report["random_band"]
+    assert band["gap_capture"] is None and band["accuracy"] == [0.5, 0.5] and band["retrieval_rate"] == 0.5
+    assert band["level"] == 0.95 and report["calls_to_match_always"] == 1.0
+
+
+def test_a_report_without_decisions_has_no_units():
+    report = evaluate_scores(np.arange(5.0), A5, B5, gate="g", metric="em")
+    assert not {"in_accuracy", "retrieval_calls", "lm_calls", "calls_to_match_always", "random_band"} & set(report)

@@ -24,6 +24,7 @@ from ..metrics import get_metric
 from ..retrieval.base import Retriever
 from .alignment import alignment_metrics
 from .report import evaluate_scores
+from .units import lm_calls_per_decision
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,11 @@ def evaluate_live(
 
     Every question is answered both ways so the whole accuracy-vs-retrieval curve can
     be drawn; ``at_threshold`` and ``alignment`` use the gate's actual decisions
-    ("uncertain" = retrieve). Fallback decisions (no score) rank by their decision. The report adds ``retrieval_calls``, ``fallbacks``, ``llm_answer_calls``
-    (answers the gate's drafts saved), timings and one row per question.
+    ("uncertain" = retrieve). Fallback decisions (no score) rank by their decision.
+    ``lm_calls`` counts the LLM calls the gate made (``details["llm_calls"]``) plus
+    the answer on the branch it chose (none when its draft is the answer). The report
+    adds ``fallbacks``, ``llm_answer_calls`` (answers the gate's drafts saved), timings
+    and one row per question.
     """
     from tqdm.auto import tqdm
 
@@ -90,14 +94,14 @@ def evaluate_live(
     b = np.array([score_answer(p, r.answers) for p, r in zip(grounded, records)], dtype=np.float64)
     flags = np.array([d.retrieve for d in decisions], dtype=bool)
     report = evaluate_scores(
-        _ranking_scores(decisions), a, b, gate=gate.name, metric=metric, retrieve=flags, target_rate=target_rate
+        _ranking_scores(decisions), a, b, gate=gate.name, metric=metric, retrieve=flags, target_rate=target_rate,
+        lm_calls=_lm_calls(gate, decisions, flags),
     )
     n = max(len(records), 1)
     report.update(
         mode="live",
         k=k,
         threshold=gate.threshold_,
-        retrieval_calls=int(flags.sum()),
         fallbacks=sum(d.is_fallback for d in decisions),
         llm_answer_calls=direct_calls,
         drafts_reused=len(records) - direct_calls,
@@ -114,6 +118,18 @@ def evaluate_live(
         ],
     )
     return report
+
+
+def _lm_calls(gate: Gate, decisions: Sequence[GateDecision], retrieve: np.ndarray) -> np.ndarray:
+    """LM calls per question at the gate's decisions: the calls it reports making
+    (``details["llm_calls"]``, else one for an answer-first gate), plus the answer."""
+    answers_first = getattr(gate, "answers_first", False)
+    made = [d.details.get("llm_calls") for d in decisions]
+    return lm_calls_per_decision(
+        retrieve,
+        gate_calls=[c if isinstance(c, (int, float)) else float(answers_first) for c in made],
+        drafts=[_has_draft(d) for d in decisions],
+    )
 
 
 def _ranking_scores(decisions: Sequence[GateDecision]) -> np.ndarray:

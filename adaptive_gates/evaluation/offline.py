@@ -19,6 +19,7 @@ from ..folds import fold_splits
 from ..gates.base import Gate
 from ..selfknowledge import outcome_scores
 from .report import evaluate_scores
+from .units import lm_calls_per_decision
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,10 @@ def evaluate_offline(
     scores = gate.score_records(test)
     retrieve = gate.retrieves(scores)
     a, b = outcome_scores(test, metric)
-    report = evaluate_scores(scores, a, b, gate=gate.name, metric=metric, retrieve=retrieve, target_rate=target_rate)
+    lm_calls = lm_calls_per_decision(retrieve, answers_first=getattr(gate, "answers_first", False))
+    report = evaluate_scores(
+        scores, a, b, gate=gate.name, metric=metric, retrieve=retrieve, target_rate=target_rate, lm_calls=lm_calls
+    )
     report["threshold"] = gate.threshold_
     report["n_train"] = len(train)
     return report

@@ -48,7 +48,7 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
     ax.set_xlim(0, 1)
     ax.set_title(title or f"accuracy vs retrieval rate (n={base['n']})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

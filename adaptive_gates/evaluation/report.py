@@ -49,6 +49,7 @@ def evaluate_scores(
     metric: str,
     retrieve: np.ndarray | None = None,
     target_rate: float | None = None,
+    lm_calls: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Build the report of DESIGN.md for one gate on one test set.
 
@@ -57,9 +58,15 @@ def evaluate_scores(
         a, b: per-question correctness without / with retrieval (0/1 or graded).
         gate: gate name for the report.
         metric: metric name for the report.
-        retrieve: the gate's actual decisions at its threshold, for ``at_threshold``.
+        retrieve: the gate's actual decisions at its threshold, for ``at_threshold``
+            and the field's units (``units.field_units``: ``in_accuracy``,
+            ``retrieval_calls``, ``lm_calls``, ``calls_to_match_always``, ``random_band``).
         target_rate: the retrieval rate the threshold was calibrated for, if any.
+        lm_calls: LM calls per question at ``retrieve`` (``units.lm_calls_per_decision``);
+            default one each.
     """
+    from .units import field_units  # here: units -> random_band -> this module
+
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     curve = gate_curve(scores, a, b)
@@ -81,7 +88,8 @@ def evaluate_scores(
         "oracle_curve": oracle.as_list(),
     }
     at_threshold: dict[str, Any] = {"target_rate": target_rate}
+    report["at_threshold"] = at_threshold
     if retrieve is not None:
         at_threshold.update(threshold_outcome(retrieve, a, b))
-    report["at_threshold"] = at_threshold
+        report.update(field_units(curve, a, b, retrieve, lm_calls))
     return report
