@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .errors import AdaptiveGatesError, UsageError
 
 if TYPE_CHECKING:
+    from .answering import LLMAnswerer
     from .data import OutcomeRecord
     from .gates.base import Gate
     from .models.chat import ChatModel
@@ -302,7 +303,6 @@ def _report_line(report: dict[str, Any]) -> str:
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     """Fit (if the gate learns) and calibrate (if asked) on --train, then run live on --test."""
-    from .answering import LLMAnswerer
     from .data import load_outcomes, load_qa
     from .evaluation import evaluate_live
 
@@ -321,11 +321,25 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     if args.target_rate is not None:
         # Only the questions are needed: QA records serve as well as outcome records.
         gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
-    answerer = LLMAnswerer(getattr(gate, "chat", None), style="when-to-retrieve", batch_size=args.batch_size)
+    answerer = _live_answerer(gate, args.batch_size)
     return evaluate_live(
         gate, records, retriever, answerer,
         k=args.k, metric=args.metric, target_rate=args.target_rate, batch_size=args.batch_size,
     )
+
+
+def _live_answerer(gate: Gate, batch_size: int) -> LLMAnswerer:
+    """The answerer of a live run: the gate's own chat model, asked with the prompts its
+    drafts were written with, so a reused draft and an answer with passages differ by
+    the passages alone (the log-prob gate drafts with the package's answer prompt, SKR
+    §1.3; the others with the When-to-Retrieve prompts)."""
+    from .answering import LLMAnswerer
+    from .gates.logprob import LogprobGate
+
+    chat = getattr(gate, "chat", None)
+    if isinstance(gate, LogprobGate):
+        return LLMAnswerer(chat, instruction=gate.instruction, max_new_tokens=gate.max_tokens, batch_size=batch_size)
+    return LLMAnswerer(chat, style="when-to-retrieve", batch_size=batch_size)
 
 
 def _retriever(kind: str, corpus: Path):

@@ -166,6 +166,23 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
     assert printed.startswith("verbalized: n=2 ") and "alignment:" in printed
 
 
+def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_file, corpus_path, tmp_path):
+    from adaptive_gates.answering import LLMAnswerer
+    from adaptive_gates.retrieval import BM25Retriever
+
+    out = tmp_path / "live.json"
+    assert main(["eval", "--live", "--gate", "logprob", "--test", str(qa_file), "--corpus", str(corpus_path),
+                 "--json", str(out), "--limit", "2", "--k", "2", "--batch-size", "2"]) == 0
+    rows = json.loads(out.read_text())["questions"]
+    answerer = LLMAnswerer()  # the package's answer prompt, as the gate drafts with it
+    questions = [r["question"] for r in rows]
+    hits = BM25Retriever.from_jsonl(corpus_path).search_batch(questions, k=2)
+    passages = [[h.as_passage() for h in row] for row in hits]
+    assert [r["answer_without"] for r in rows] == answerer.answer_batch(questions)
+    assert [r["answer_with"] for r in rows] == answerer.answer_batch(questions, passages)
+    assert all(r["details"]["answer"] == r["answer_without"] for r in rows)  # the drafts, reused
+
+
 def test_collect_answers_both_ways_and_resumes(qa_file, corpus_path, tmp_path, capsys):
     out = tmp_path / "outcomes.jsonl"
     argv = ["collect", "--qa", str(qa_file), "--corpus", str(corpus_path), "--out", str(out),
