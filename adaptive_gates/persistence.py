@@ -5,22 +5,50 @@ threshold, calibration, the gate's own state, a SHA-256 of every other file, and
 a SHA-256 of each of its own fields) plus the gate's array files. A load refuses
 a missing or modified file or field, a wrong format version or gate type, and
 names what is wrong. A save replaces only a directory that holds a saved gate.
+
+A saved gate is often someone else's, so a load reads only inside its directory:
+every stored name (an entry of ``files``, a member's prefix) goes through
+``safe_member_path``, which refuses a name that is absolute, climbs out (``..``),
+holds a path separator, or resolves outside the directory, and any symbolic link;
+no entry of the directory may be a link either. The directory itself may be a link
+(where a user keeps a gate is their choice); everything inside it may not.
+
+A save never loses the gate that was there. It writes a hidden temporary folder
+``.<name>.tmp.<random>`` next to ``path``, moves the old gate into a hidden folder
+``.<name>.old.<random>`` (as ``.<name>.old.<random>/<name>``), renames the temporary
+folder to ``path``, then deletes the old one. A process killed at any point leaves
+either ``path`` intact or ``path`` missing with the old gate moved aside; recovery
+rule: when ``path`` is missing, the hidden old folder holding ``<name>`` that was
+modified last (the move into it sets its time) is moved back to ``path``. A
+temporary folder is never loaded, complete or not. ``load`` and the next ``save``
+apply this rule, and the next save deletes every hidden temporary or old folder of
+``path``. Saves (and a load's recovery) into one path hold an exclusive
+``fcntl.flock`` on the lock file ``.<name>.lock`` next to it (POSIX: Linux, macOS),
+so concurrent saves run one after the other and the last one wins. The lock file is
+left in place (removing a lock file others may be waiting on would let two
+processes in at once); it is an empty hidden file, never read as a gate.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import GateLoadError
+
+logger = logging.getLogger(__name__)
 
 FORMAT = "adaptive-gates/gate"
 #: 2: config.json carries checksums of its own fields (version 1 had none, so an
@@ -57,6 +85,36 @@ def _json_sha256(value: Any) -> str:
     ``config.json`` keeps it valid while any change of a value does not."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def safe_member_path(directory: Path, name: object, field: str) -> Path:
+    """The path of the file ``name`` (a value stored in a saved gate's ``field``)
+    inside ``directory``, or a GateLoadError naming the field and value.
+
+    The one check every reader of a stored name goes through: ``name`` must be a
+    plain file name (no separator, not ``.``/``..``, not absolute), and the path must
+    be no symbolic link and resolve inside ``directory``.
+    """
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or (os.altsep is not None and os.altsep in name)
+        or Path(name).is_absolute()
+    ):
+        raise GateLoadError(
+            f"{directory}: field {field!r} is {name!r}, not a plain file name inside the gate's directory; refused"
+        )
+    path = directory / name
+    if path.is_symlink():
+        raise GateLoadError(f"{directory}: field {field!r} is {name!r}, a symbolic link; a saved gate holds no links")
+    root = directory.resolve()
+    if path.resolve().parent != root:
+        raise GateLoadError(f"{directory}: field {field!r} is {name!r}, which resolves outside the gate's directory")
+    return path
 
 
 def with_checksums(config: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +176,58 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
         )
 
 
+def _hidden_pattern(path: Path, kind: str) -> re.Pattern[str]:
+    """Names of the hidden ``kind`` ("tmp" or "old") folders of ``path``: exactly
+    ``.<name>.<kind>.<random>`` (the random part has no dot, so the folders of a
+    neighbour named e.g. ``<name>.tmp`` never match)."""
+    return re.compile(rf"\.{re.escape(path.name)}\.{kind}\.[A-Za-z0-9_]+")
+
+
+def _hidden_folders(path: Path, kind: str) -> list[Path]:
+    """The hidden ``kind`` folders of ``path`` (real directories, no links)."""
+    if not path.parent.is_dir():
+        return []
+    pattern = _hidden_pattern(path, kind)
+    return [
+        p for p in path.parent.iterdir()
+        if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
+    ]
+
+
+@contextlib.contextmanager
+def _save_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (``.<name>.lock`` next to it)."""
+    lock_path = path.parent / f".{path.name}.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _recover(path: Path) -> None:
+    """Apply the recovery rule (module docstring); call with the lock held."""
+    if path.exists() or path.is_symlink():
+        return
+    moved = [p / path.name for p in _hidden_folders(path, "old") if (p / path.name).is_dir()]
+    if moved:
+        newest = max(moved, key=lambda p: p.parent.stat().st_mtime_ns)
+        os.replace(newest, path)
+        logger.warning("%s was missing after an interrupted save; restored the gate that was there", path)
+
+
+def recover_interrupted_save(path: str | Path) -> None:
+    """Put back the gate an interrupted save moved aside, if ``path`` is missing
+    (the recovery rule of the module docstring). Does nothing, and creates no lock
+    file, when there is nothing to recover."""
+    path = Path(path)
+    if path.exists() or path.is_symlink() or not _hidden_folders(path, "old"):
+        return
+    with _save_lock(path):
+        _recover(path)
+
+
 def save_directory(
     path: str | Path,
     config: dict[str, Any],
@@ -125,43 +235,49 @@ def save_directory(
     *,
     overwrite: bool = False,
 ) -> Path:
-    """Write a gate directory atomically.
+    """Write a gate directory so that ``path`` always holds the old or the new gate.
 
     ``write_files`` writes the gate's array files into a fresh temporary
     directory and returns the JSON part of its state (saved as ``state``); the
     checksums and ``config.json`` are added, then the directory replaces
-    ``path`` in one rename, so a crash never leaves a half-written gate where a
-    good one was. What may be replaced: see ``check_save_target``.
+    ``path`` (two renames, recoverable if interrupted: see the module
+    docstring), under the lock of ``path``. What may be replaced: see
+    ``check_save_target``.
     """
     path = Path(path)
-    check_save_target(path, overwrite)
+    check_save_target(path, overwrite)  # before the work, without the lock
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        state = write_files(tmp)
-        files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
-        full = with_checksums(
-            {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
-        )
-        (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
-        if path.exists():
-            # The old gate goes into a private directory of its own, so no name the
-            # user may have chosen is ever removed.
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-            try:
-                os.replace(path, old / path.name)
+    with _save_lock(path):
+        _recover(path)
+        check_save_target(path, overwrite)  # again: another save may have come first
+        for leftover in _hidden_folders(path, "tmp") + _hidden_folders(path, "old"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp.", dir=path.parent))
+        try:
+            state = write_files(tmp)
+            files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+            full = with_checksums(
+                {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
+            )
+            (tmp / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
+            if path.exists():
+                # The old gate goes into a private directory of its own, so no name the
+                # user may have chosen is ever removed.
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
                 try:
-                    os.replace(tmp, path)
-                except BaseException:
-                    os.replace(old / path.name, path)  # put the old gate back
-                    raise
-            finally:
-                shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+                    os.replace(path, old / path.name)
+                    try:
+                        os.replace(tmp, path)
+                    except BaseException:
+                        os.replace(old / path.name, path)  # put the old gate back
+                        raise
+                finally:
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return path
 
 
@@ -181,9 +297,13 @@ def read_json_object(config_path: Path) -> dict[str, Any]:
 def read_config(path: str | Path) -> dict[str, Any]:
     """Read and verify ``config.json`` and the checksums of the files it lists."""
     path = Path(path)
+    recover_interrupted_save(path)
     if not path.is_dir():
         raise GateLoadError(f"{path}: not a saved gate directory")
-    config_path = path / CONFIG_FILE
+    links = sorted(p.name for p in path.iterdir() if p.is_symlink())
+    if links:
+        raise GateLoadError(f"{path}: holds symbolic links ({', '.join(links)}); a saved gate holds no links")
+    config_path = safe_member_path(path, CONFIG_FILE, CONFIG_FILE)
     config = read_json_object(config_path)
     if config.get("format") != FORMAT:
         raise GateLoadError(f"{config_path}: field 'format' is {config.get('format')!r}, expected {FORMAT!r}")
@@ -204,7 +324,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(files, dict):
         raise GateLoadError(f"{config_path}: field 'files' is missing")
     for name, digest in files.items():
-        file_path = path / name
+        file_path = safe_member_path(path, name, "files")
         if not file_path.is_file():
             raise GateLoadError(f"{path}: missing file {name!r}")
         if _sha256(file_path) != digest:
@@ -258,6 +378,6 @@ def save_array(directory: Path, name: str, array: np.ndarray) -> None:
 def load_array(directory: Path, name: str) -> np.ndarray:
     """Read one ``.npy`` array (pickle disabled)."""
     try:
-        return np.load(directory / name, allow_pickle=False)
+        return np.load(safe_member_path(directory, name, "files"), allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise GateLoadError(f"{directory}: file {name!r} is not a readable array ({exc})") from None

@@ -443,9 +443,20 @@ class Gate(GateParams, ABC):
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
         params = config_field(config, "params", dict)
         state = config_field(config, "state", dict)
+        # Backends (models) are passed at load, never saved: a saved value under a
+        # backend's name is no model, whatever it holds.
+        saved_backends = sorted(params.keys() & target._backend_params)
+        if saved_backends:
+            name = saved_backends[0]
+            raise GateLoadError(
+                f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
+                f"pass {name}= to load()"
+            )
         try:
             gate = target._from_saved(path, state, params, backends)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, GateLoadError):
+                raise
             raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
         gate._load_state(path, state)
         calibration = config.get("calibration")

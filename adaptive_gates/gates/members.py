@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GateLoadError
-from ..persistence import CONFIG_FILE
+from ..persistence import CONFIG_FILE, safe_member_path
 from .base import Gate
 
 
@@ -47,9 +47,11 @@ def load_member(directory: Path, state: object, what: str, backends: dict[str, A
         member = Path(tmp) / "member"
         member.mkdir()
         (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+        safe_member_path(directory, prefix, f"state.{what}.prefix")
         for name in files:
-            source = directory / f"{prefix}.{name}"
-            if "/" in name or "\\" in name or not source.is_file():
+            safe_member_path(member, name, f"state.{what}.config.files")
+            source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
+            if not source.is_file():
                 raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
             shutil.copyfile(source, member / name)
         try:

@@ -1,0 +1,223 @@
+"""A saved gate reads only its own directory, and a save never loses the gate that
+was there: attacks on a copied gate refused naming the entry, saves killed at each
+step recovered, concurrent saves serialised."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRKnnGate, load_gate
+from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.persistence import with_checksums
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    return adarague_outcomes("nq")[:60]
+
+
+def _popularity(outcomes, rule="min"):
+    """A popularity gate with array files: word counts of its own corpus (the questions)."""
+    return PopularityGate(rule=rule).fit([r.question for r in outcomes]).fit_outcomes(outcomes)
+
+
+def _edit_config(path, edit):
+    """Edit config.json and recompute its checksums, as an attacker would."""
+    config = json.loads((path / "config.json").read_text())
+    edit(config)
+    (path / "config.json").write_text(json.dumps(with_checksums(config)))
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------------ reading only inside
+
+
+def _budget_with_member_at(outcomes, tmp_path, prefix_of):
+    """A saved budget gate whose wrapped gate's prefix is ``prefix_of(tmp_path)``,
+    with the member's files planted where that prefix points."""
+    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g")
+    config = json.loads((path / "config.json").read_text())
+    assert config["state"]["gate"]["config"]["files"]  # the member has files to plant
+    prefix = prefix_of(tmp_path)
+    for name in config["state"]["gate"]["config"]["files"]:
+        target = path / f"{prefix}.{name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path / f"gate.{name}", target)
+    _edit_config(path, lambda c: c["state"]["gate"].update(prefix=prefix))
+    return path, prefix
+
+
+@pytest.mark.parametrize(
+    "prefix_of", [lambda tmp: "../outside", lambda tmp: str(tmp / "elsewhere" / "member")], ids=["climbing", "absolute"]
+)
+def test_member_prefix_outside_the_directory_is_refused(outcomes, tmp_path, prefix_of):
+    path, prefix = _budget_with_member_at(outcomes, tmp_path, prefix_of)
+    with pytest.raises(GateLoadError) as info:
+        load_gate(path)
+    assert "state.wrapped gate.prefix" in str(info.value) and repr(prefix) in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["climbing", "absolute"])
+def test_files_entry_outside_the_directory_is_refused(outcomes, tmp_path, where):
+    path = _popularity(outcomes).save(tmp_path / "gates" / "g")
+    outside = tmp_path / "other" / "labels.npy"
+    outside.parent.mkdir()
+    outside.write_bytes(b"not part of the gate")
+    name = "../../other/labels.npy" if where == "climbing" else str(outside)
+    _edit_config(path, lambda c: c["files"].update({name: _sha256(outside)}))
+    with pytest.raises(GateLoadError) as info:
+        load_gate(path)
+    assert "field 'files'" in str(info.value) and repr(name) in str(info.value)
+
+
+def test_files_entry_naming_a_system_file_is_refused(outcomes, tmp_path):
+    path = _popularity(outcomes).save(tmp_path / "g")
+    _edit_config(path, lambda c: c["files"].update({"/etc/hostname": _sha256("/etc/hostname")}))
+    with pytest.raises(GateLoadError, match=r"field 'files' is '/etc/hostname'"):
+        load_gate(path)
+
+
+def test_file_replaced_by_a_link_is_refused(outcomes, tmp_path):
+    path = _popularity(outcomes).save(tmp_path / "g")
+    outside = tmp_path / "counts-elsewhere.npy"
+    shutil.copyfile(path / "counts.npy", outside)  # same bytes: the checksum still matches
+    (path / "counts.npy").unlink()
+    (path / "counts.npy").symlink_to(outside)
+    with pytest.raises(GateLoadError, match=r"symbolic link.*counts\.npy|counts\.npy.*symbolic link"):
+        load_gate(path)
+
+
+def test_gate_directory_itself_may_be_a_link(outcomes, tmp_path):
+    gate = _popularity(outcomes)
+    gate.save(tmp_path / "real")
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    assert load_gate(tmp_path / "link").threshold_ == gate.threshold_
+
+
+def test_backend_saved_as_a_parameter_is_refused(embedder, outcomes, tmp_path):
+    questions = [r.question for r in outcomes[:24]]
+    labels = [i % 2 for i in range(24)]
+    path = SKRKnnGate(embedder, k=3).fit(questions, labels).save(tmp_path / "g")
+    _edit_config(path, lambda c: c["params"].update(embedder="all-MiniLM-L6-v2"))
+    with pytest.raises(GateLoadError, match=r"field 'params\.embedder' is 'all-MiniLM-L6-v2'"):
+        SKRKnnGate.load(path)
+
+
+def test_malformed_parameter_value_is_refused_naming_params(outcomes, tmp_path):
+    path = _popularity(outcomes).save(tmp_path / "g")
+    _edit_config(path, lambda c: c["params"].update(rule="loudest"))
+    with pytest.raises(GateLoadError, match=r"field 'params'.*loudest"):
+        load_gate(path)
+
+
+# ------------------------------------------------------------ never losing a gate
+
+#: Saves the gate of rule sys.argv[2] over sys.argv[1] (overwrite=True), SIGKILLing
+#: itself at the call number sys.argv[4] of sys.argv[3] ("replace" or "rmtree"),
+#: before it runs ("before") or after ("after", sys.argv[5]).
+_KILLED_SAVE = textwrap.dedent(
+    """
+    import os, shutil, signal, sys
+    from adaptive_gates import PopularityGate
+    from adaptive_gates.datasets import adarague_outcomes
+
+    path, rule, function, number, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    records = adarague_outcomes("nq")[:60]
+    gate = PopularityGate(rule=rule).fit([r.question for r in records]).fit_outcomes(records)
+    module = os if function == "replace" else shutil
+    real, calls = getattr(module, function), []
+
+    def killing(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == number and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = real(*args, **kwargs)
+        if len(calls) == number:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(module, function, killing)
+    gate.save(path, overwrite=True)
+    sys.exit(3)  # never reached: the kill comes first
+    """
+)
+
+
+def _run(script, *args):
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def _hidden(parent):
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock"))
+
+
+@pytest.mark.parametrize(
+    "function, number, when, expected",
+    [
+        ("replace", 1, "before", "min"),  # temporary folder complete, old gate in place
+        ("replace", 1, "after", "min"),  # path missing: old gate only in the hidden old folder
+        ("replace", 2, "before", "min"),  # same state, the second rename not started
+        ("replace", 2, "after", "mean"),  # new gate in place, old folder left
+        ("rmtree", 1, "before", "mean"),  # killed removing the old folder
+    ],
+)
+def test_killed_save_leaves_the_old_or_the_new_gate(outcomes, tmp_path, function, number, when, expected):
+    path = tmp_path / "g"
+    _popularity(outcomes, "min").save(path)
+    done = _run(_KILLED_SAVE, path, "mean", function, number, when)
+    assert done.returncode == -9, done.stderr
+    assert _hidden(tmp_path), "the kill left no hidden folder: it came too late to test anything"
+    assert load_gate(path).rule == expected
+    # The next save cleans up every leftover and replaces the gate.
+    _popularity(outcomes, "total").save(path, overwrite=True)
+    assert _hidden(tmp_path) == []
+    assert load_gate(path).rule == "total"
+
+
+def test_next_save_recovers_the_gate_moved_aside(outcomes, tmp_path):
+    path = tmp_path / "g"
+    _popularity(outcomes, "min").save(path)
+    assert _run(_KILLED_SAVE, path, "mean", "replace", 1, "after").returncode == -9
+    assert not path.exists()  # the state the recovery exists for
+    # Saving without overwrite finds the recovered gate there and refuses to replace it.
+    with pytest.raises(FileExistsError):
+        _popularity(outcomes, "total").save(path)
+    assert load_gate(path).rule == "min"
+
+
+#: Saves the gate of rule sys.argv[2] over sys.argv[1] ten times (overwrite=True).
+_REPEATED_SAVES = textwrap.dedent(
+    """
+    import sys
+    from adaptive_gates import PopularityGate
+    from adaptive_gates.datasets import adarague_outcomes
+
+    records = adarague_outcomes("nq")[:60]
+    gate = PopularityGate(rule=sys.argv[2]).fit([r.question for r in records]).fit_outcomes(records)
+    for _ in range(10):
+        gate.save(sys.argv[1], overwrite=True)
+    """
+)
+
+
+def test_concurrent_saves_into_one_path_all_succeed(outcomes, tmp_path):
+    path = tmp_path / "g"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    processes = [
+        subprocess.Popen([sys.executable, "-c", _REPEATED_SAVES, str(path), rule], stderr=subprocess.PIPE, text=True, env=env)
+        for rule in ("min", "mean")
+    ]
+    errors = [p.communicate(timeout=300)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], errors
+    assert load_gate(path).rule in {"min", "mean"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".g.lock", "g"]
