@@ -24,9 +24,9 @@ temporary folder is never loaded, complete or not. ``load`` and the next ``save`
 apply this rule, and the next save deletes every hidden temporary or old folder of
 ``path``. Saves (and a load's recovery) into one path hold an exclusive
 ``fcntl.flock`` on the lock file ``.<name>.lock`` next to it (POSIX: Linux, macOS),
-so concurrent saves run one after the other and the last one wins. The lock file is
-left in place (removing a lock file others may be waiting on would let two
-processes in at once); it is an empty hidden file, never read as a gate.
+so concurrent saves run one after the other and the last one wins; the lock file
+exists only while a save holds it (a killed save may leave it, empty and harmless:
+the next save takes it over and removes it).
 """
 
 from __future__ import annotations
@@ -196,13 +196,24 @@ def _hidden_folders(path: Path, kind: str) -> list[Path]:
 
 @contextlib.contextmanager
 def _save_lock(path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of ``path`` (``.<name>.lock`` next to it)."""
+    """Hold the exclusive lock of ``path``: an ``fcntl.flock`` on ``.<name>.lock``
+    next to it, removed again on release. A process that waited on a lock file
+    removed meanwhile finds it is no longer the one at that name and locks anew,
+    so the lock still admits one process at a time."""
     lock_path = path.parent / f".{path.name}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(lock_path)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
         yield
     finally:
+        os.unlink(lock_path)  # while holding it: see above
         os.close(fd)  # closing releases the lock
 
 
