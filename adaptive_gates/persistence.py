@@ -256,11 +256,10 @@ def save_directory(
     ``check_save_target``.
     """
     path = Path(path)
-    check_save_target(path, overwrite)  # before the work, without the lock
     path.parent.mkdir(parents=True, exist_ok=True)
     with _save_lock(path):
         _recover(path)
-        check_save_target(path, overwrite)  # again: another save may have come first
+        check_save_target(path, overwrite)  # under the lock: no other save is swapping ``path``
         for leftover in _hidden_folders(path, "tmp") + _hidden_folders(path, "old"):
             shutil.rmtree(leftover, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp.", dir=path.parent))

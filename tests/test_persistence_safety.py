@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -196,16 +197,19 @@ def test_next_save_recovers_the_gate_moved_aside(outcomes, tmp_path):
     assert load_gate(path).rule == "min"
 
 
-#: Saves the gate of rule sys.argv[2] over sys.argv[1] ten times (overwrite=True).
+#: Saves the gate of rule sys.argv[2] over sys.argv[1] twenty times (overwrite=True),
+#: starting once the file sys.argv[3] exists, so that the processes' saves overlap.
 _REPEATED_SAVES = textwrap.dedent(
     """
-    import sys
+    import os, sys, time
     from adaptive_gates import PopularityGate
     from adaptive_gates.datasets import adarague_outcomes
 
     records = adarague_outcomes("nq")[:60]
     gate = PopularityGate(rule=sys.argv[2]).fit([r.question for r in records]).fit_outcomes(records)
-    for _ in range(10):
+    while not os.path.exists(sys.argv[3]):
+        time.sleep(0.01)
+    for _ in range(20):
         gate.save(sys.argv[1], overwrite=True)
     """
 )
@@ -214,11 +218,76 @@ _REPEATED_SAVES = textwrap.dedent(
 def test_concurrent_saves_into_one_path_all_succeed(outcomes, tmp_path):
     path = tmp_path / "g"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    go = tmp_path.parent / f"{tmp_path.name}-go"
     processes = [
-        subprocess.Popen([sys.executable, "-c", _REPEATED_SAVES, str(path), rule], stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", _REPEATED_SAVES, str(path), rule, str(go)],
+            stderr=subprocess.PIPE, text=True, env=env,
+        )
         for rule in ("min", "mean")
     ]
+    go.touch()
     errors = [p.communicate(timeout=300)[1] for p in processes]
     assert [p.returncode for p in processes] == [0, 0], errors
     assert load_gate(path).rule in {"min", "mean"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]  # no lock file, temporary or old folder left
+
+
+#: Saves the gate of rule sys.argv[2] over sys.argv[1] (overwrite=True); with a
+#: sys.argv[3], stops after its first rename (the old gate moved aside) until that
+#: file exists, having created the file sys.argv[3] + "-paused".
+_PAUSABLE_SAVE = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from adaptive_gates import PopularityGate
+    from adaptive_gates.datasets import adarague_outcomes
+
+    records = adarague_outcomes("nq")[:60]
+    gate = PopularityGate(rule=sys.argv[2]).fit([r.question for r in records]).fit_outcomes(records)
+    if len(sys.argv) > 3:
+        resume, real, calls = Path(sys.argv[3]), os.replace, []
+
+        def pausing(*args, **kwargs):
+            real(*args, **kwargs)
+            calls.append(args)
+            if len(calls) == 1:
+                Path(f"{resume}-paused").touch()
+                while not resume.exists():
+                    time.sleep(0.01)
+
+        os.replace = pausing
+    Path(f"{sys.argv[1]}-started-{sys.argv[2]}").touch()
+    gate.save(sys.argv[1], overwrite=True)
+    """
+)
+
+
+def test_save_into_a_path_another_save_is_swapping_waits_for_it(outcomes, tmp_path):
+    """The interleaving that broke concurrent saves, reproduced step by step: one
+    save stops between its two renames (the path missing), another save starts."""
+    work = tmp_path.parent / f"{tmp_path.name}-signals"
+    work.mkdir()
+    path, resume = tmp_path / "g", work / "resume"
+    _popularity(outcomes, "min").save(path)
+    first = subprocess.Popen(
+        [sys.executable, "-c", _PAUSABLE_SAVE, str(path), "mean", str(resume)], stderr=subprocess.PIPE, text=True
+    )
+    while not Path(f"{resume}-paused").exists():
+        assert first.poll() is None, first.communicate()[1]
+        time.sleep(0.05)
+    assert not path.exists()  # the first save is between its renames
+    second = subprocess.Popen(
+        [sys.executable, "-c", _PAUSABLE_SAVE, str(path), "total"], stderr=subprocess.PIPE, text=True
+    )
+    while not (tmp_path / "g-started-total").exists():
+        assert second.poll() is None, second.communicate()[1]
+        time.sleep(0.05)
+    try:  # give the second save the time to run into the first (it waits for the lock)
+        second.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    resume.touch()
+    errors = [p.communicate(timeout=300)[1] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], errors
+    assert load_gate(path).rule == "total"  # the second save came last
