@@ -114,10 +114,20 @@ def test_backend_saved_as_a_parameter_is_refused(embedder, outcomes, tmp_path):
         SKRKnnGate.load(path)
 
 
-def test_malformed_parameter_value_is_refused_naming_params(outcomes, tmp_path):
-    path = _popularity(outcomes).save(tmp_path / "g")
-    _edit_config(path, lambda c: c["params"].update(rule="loudest"))
-    with pytest.raises(GateLoadError, match=r"field 'params'.*loudest"):
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c["params"].update(rule="loudest"), r"field 'params'.*loudest"),
+        (lambda c: c["params"].update(fallback_retrieve="yes"), r"field 'params'.*fallback_retrieve.*'yes'"),
+        (lambda c: c.update(calibration="x"), r"field 'calibration' has the wrong type"),
+        (lambda c: c["calibration"].update(score_sample="x"), r"field 'calibration' is malformed"),
+    ],
+    ids=["rule", "fallback_retrieve", "calibration", "calibration.score_sample"],
+)
+def test_malformed_field_is_refused_naming_it(outcomes, tmp_path, edit, message):
+    path = _popularity(outcomes).calibrate([r.question for r in outcomes], target_rate=0.5).save(tmp_path / "g")
+    _edit_config(path, edit)
+    with pytest.raises(GateLoadError, match=message):
         load_gate(path)
 
 

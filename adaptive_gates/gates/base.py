@@ -74,6 +74,8 @@ class Gate(GateParams, ABC):
             Gate._registry[cls.name] = cls
 
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
+        if not isinstance(fallback_retrieve, bool):
+            raise TypeError(f"fallback_retrieve must be True or False, got {fallback_retrieve!r}")
         self.fallback_retrieve = fallback_retrieve
         self._calibration: Calibration | None = None
 
@@ -459,11 +461,11 @@ class Gate(GateParams, ABC):
                 raise
             raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
         gate._load_state(path, state)
-        calibration = config.get("calibration")
+        calibration = config_field(config, "calibration", (dict, type(None)))
         if calibration is not None:
             try:
                 gate._calibration = Calibration.from_dict(calibration)
-            except TypeError as exc:
+            except (TypeError, ValueError) as exc:
                 raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
         saved = config_field(config, "threshold", (int, float))
         if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
