@@ -342,15 +342,17 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return config
 
 
-def config_field(config: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    """``config[name]`` checked for presence and type, or a GateLoadError naming it."""
+def config_field(config: dict[str, Any], name: str, kind: type | tuple[type, ...], *, within: str = "") -> Any:
+    """``config[name]`` checked for presence and type, or a GateLoadError naming it;
+    ``within`` names the field ``config`` is part of (e.g. ``"state"``), if any."""
+    field = f"{within}.{name}" if within else name
     if name not in config:
-        raise GateLoadError(f"saved gate: field {name!r} is missing")
+        raise GateLoadError(f"saved gate: field {field!r} is missing")
     value = config[name]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # bool is an int subclass: accept it only where bool is asked for.
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise GateLoadError(f"saved gate: field {name!r} has the wrong type ({type(value).__name__})")
+        raise GateLoadError(f"saved gate: field {field!r} has the wrong type ({type(value).__name__})")
     return value
 
 

@@ -105,13 +105,24 @@ def test_gate_directory_itself_may_be_a_link(outcomes, tmp_path):
     assert load_gate(tmp_path / "link").threshold_ == gate.threshold_
 
 
-def test_backend_saved_as_a_parameter_is_refused(embedder, outcomes, tmp_path):
+@pytest.fixture(scope="module")
+def knn(embedder, outcomes):
     questions = [r.question for r in outcomes[:24]]
-    labels = [i % 2 for i in range(24)]
-    path = SKRKnnGate(embedder, k=3).fit(questions, labels).save(tmp_path / "g")
+    return SKRKnnGate(embedder, k=3).fit(questions, [i % 2 for i in range(24)])
+
+
+def test_backend_saved_as_a_parameter_is_refused(knn, tmp_path):
+    path = knn.save(tmp_path / "g")
     _edit_config(path, lambda c: c["params"].update(embedder="all-MiniLM-L6-v2"))
     with pytest.raises(GateLoadError, match=r"field 'params\.embedder' is 'all-MiniLM-L6-v2'"):
         SKRKnnGate.load(path)
+
+
+def test_malformed_memory_size_is_refused_naming_it(knn, embedder, tmp_path):
+    path = knn.save(tmp_path / "g")
+    _edit_config(path, lambda c: c["state"].update(size=[24]))
+    with pytest.raises(GateLoadError, match=r"field 'state\.size' has the wrong type \(list\)"):
+        SKRKnnGate.load(path, embedder=embedder)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import GateLoadError
-from ..persistence import load_array, save_array
+from ..persistence import config_field, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 from . import faiss_index
 from .faiss_index import DEFAULT_SWITCH_AT, IndexKind, IndexSettings
@@ -119,7 +119,8 @@ def _read_labelled(directory: Path) -> tuple[np.ndarray, list[str]]:
 
 
 def _check_parts(directory: Path, state: dict[str, Any], vectors_file: str, n_vectors: int, labels, questions) -> None:
-    sizes = {"state.size": state.get("size"), vectors_file: n_vectors, _LABELS_FILE: len(labels), _QUESTIONS_FILE: len(questions)}
+    size = config_field(state, "size", int, within="state")
+    sizes = {"state.size": size, vectors_file: n_vectors, _LABELS_FILE: len(labels), _QUESTIONS_FILE: len(questions)}
     if len(set(sizes.values())) != 1:
         raise GateLoadError(f"{directory}: memory parts disagree in size: {sizes}")
 
