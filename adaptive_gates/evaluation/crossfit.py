@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..data import OutcomeRecord
-from ..folds import fold_splits
 from ..selfknowledge import outcome_scores
-from .offline import GateFactory
+from .offline import GateFactory, cross_fitted_folds
 from .report import evaluate_scores
 from .units import lm_calls_per_decision
 
@@ -34,15 +33,8 @@ def cross_fitted_decisions(
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """Out-of-fold need scores and decisions of ``records`` (calibrated for the best
     accuracy, see the module), and whether the gate asks the LLM first."""
-    if folds < 2 or folds > len(records):
-        raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
+    scores, fitted = cross_fitted_folds(factory, records, metric, folds, seed)
     a, b = outcome_scores(records, metric)
-    scores = np.empty(len(records))
-    fitted = []
-    for kept, held_out in fold_splits(len(records), folds, seed):
-        gate = factory().fit_outcomes([records[i] for i in kept], metric=metric)
-        scores[held_out] = gate.score_records([records[i] for i in held_out])
-        fitted.append((gate, kept, held_out))
     retrieve = np.zeros(len(records), dtype=bool)
     for gate, kept, held_out in fitted:
         gate.calibrate_scores(scores[kept], correct_without=a[kept], correct_with=b[kept])

@@ -31,6 +31,30 @@ def _fit(factory: GateFactory, records: Sequence[OutcomeRecord], metric: str) ->
     return gate.fit_outcomes(records, metric=metric)
 
 
+#: A fold's gate, fitted on the records ``kept``, with the records it scored (``held_out``).
+Fold = tuple[Gate, np.ndarray, np.ndarray]
+
+
+def cross_fitted_folds(
+    factory: GateFactory,
+    records: Sequence[OutcomeRecord],
+    metric: str = "contains",
+    folds: int = 5,
+    seed: int = 0,
+) -> tuple[np.ndarray, list[Fold]]:
+    """Need scores of each record from a gate fitted on the other folds, and each
+    fold's gate with the records it was fitted on and scored."""
+    if folds < 2 or folds > len(records):
+        raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
+    scores = np.empty(len(records), dtype=np.float64)
+    fitted: list[Fold] = []
+    for kept, held_out in fold_splits(len(records), folds, seed):
+        gate = _fit(factory, [records[i] for i in kept], metric)
+        scores[held_out] = gate.score_records([records[i] for i in held_out])
+        fitted.append((gate, kept, held_out))
+    return scores, fitted
+
+
 def cross_fitted_scores(
     factory: GateFactory,
     records: Sequence[OutcomeRecord],
@@ -39,13 +63,7 @@ def cross_fitted_scores(
     seed: int = 0,
 ) -> np.ndarray:
     """Need scores of each record from a gate fitted on the other folds."""
-    if folds < 2 or folds > len(records):
-        raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
-    scores = np.empty(len(records), dtype=np.float64)
-    for kept, held_out in fold_splits(len(records), folds, seed):
-        gate = _fit(factory, [records[i] for i in kept], metric)
-        scores[held_out] = gate.score_records([records[i] for i in held_out])
-    return scores
+    return cross_fitted_folds(factory, records, metric, folds, seed)[0]
 
 
 def fit_calibrated(
