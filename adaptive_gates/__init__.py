@@ -17,6 +17,7 @@ from .errors import (
     GateLoadError,
     InvalidQuestionError,
     LogprobsUnavailableError,
+    MalformedReplyError,
     NotFittedError,
 )
 from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
@@ -125,6 +126,7 @@ __all__ = [
     "GateLoadError",
     "BackendError",
     "BackendUnavailableError",
+    "MalformedReplyError",
     "BackendMisconfiguredError",
     "LogprobsUnavailableError",
     "CalibrationWarning",

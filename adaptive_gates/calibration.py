@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .validation import check_outcomes
+
 #: Fewer calibration questions draw a ``CalibrationWarning``. The threshold is cut
 #: between the scores of n questions, so the rates it can reach step by 1/n, and the
 #: share of *new* questions it retrieves is uncertain by about sqrt(r(1-r)/n): 0.10
@@ -77,11 +79,11 @@ class Calibration:
             "and on new questions its retrieval rate can be far from that; "
             f"calibrate on at least {MIN_CALIBRATION_QUESTIONS} questions (more for a precise rate)",
             CalibrationWarning,
-            stacklevel=_first_caller_outside_package(),
+            stacklevel=first_caller_outside_package(),
         )
 
 
-def _first_caller_outside_package() -> int:
+def first_caller_outside_package() -> int:
     """The ``stacklevel`` (seen from the function that calls this) of the first frame
     that is not this package's code."""
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -153,14 +155,15 @@ def threshold_for_objective(
 
     Args:
         scores: need scores of the calibration questions.
-        a, b: their correctness without / with retrieval.
+        a, b: their correctness without / with retrieval: 0/1, bools or graded
+            scores in [0, 1] (F1); anything else raises ``ValueError``.
         max_rate: when given, only thresholds retrieving at most this share count.
 
     Among equally accurate thresholds the one retrieving least wins.
     """
     scores = _finite_scores(scores)
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
+    a = check_outcomes(np.asarray(a).ravel().tolist(), "correct_without")
+    b = check_outcomes(np.asarray(b).ravel().tolist(), "correct_with")
     if not (scores.size == a.size == b.size):
         raise ValueError(f"got {scores.size} scores for {a.size}/{b.size} outcomes")
     if max_rate is not None and not 0.0 <= max_rate <= 1.0:

@@ -25,6 +25,11 @@ class BackendError(AdaptiveGatesError, RuntimeError):
     """A model or retrieval backend failed or returned unusable output."""
 
 
+class MalformedReplyError(BackendError):
+    """A backend's reply breaks what was asked of it (e.g. it is longer than the tokens
+    asked for), so nothing in it is to be trusted or served."""
+
+
 class BackendUnavailableError(BackendError):
     """A backend gave no answer: it timed out, could not be reached, or a decision's
     deadline passed. Asking it again at once would most likely fail the same way."""

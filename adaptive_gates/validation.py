@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from .errors import InvalidQuestionError
 
 #: Questions longer than this are cut before encoding; encoders truncate anyway,
@@ -20,7 +22,23 @@ def check_question(question: object) -> str:
     text = question.strip()
     if not text:
         raise InvalidQuestionError("a question must not be empty or whitespace")
+    check_encodable(text, "a question")
     return text[:MAX_QUESTION_CHARS]
+
+
+def check_encodable(text: str, what: str) -> None:
+    """Raise ``InvalidQuestionError`` when ``text`` cannot be encoded as UTF-8.
+
+    A lone surrogate (``"\\ud800"``, what ``surrogateescape`` decoding leaves of bad
+    bytes) fits in a Python string but in no UTF-8 request body, tokenizer or file:
+    found here it is named, instead of failing later as a server's "malformed JSON".
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidQuestionError(
+            f"{what} cannot be encoded as UTF-8: {exc.reason} {text[exc.start]!r} at position {exc.start}"
+        ) from None
 
 
 def check_batch(questions: object) -> list[object]:
@@ -49,6 +67,24 @@ def check_questions(questions: Iterable[object]) -> list[str]:
         except InvalidQuestionError as exc:
             raise InvalidQuestionError(f"question {i}: {exc}") from None
     return out
+
+
+def check_outcomes(values: object, what: str) -> np.ndarray:
+    """Per-question correctness as float64: each value 0/1, a bool, or a graded score
+    in [0, 1] (a metric such as F1).
+
+    Anything else (NaN, 2, -1, a string) is refused with its position named: an
+    outcome says how right an answer was, and a threshold fitted to other numbers
+    would look right while meaning nothing.
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{what} must be a sequence of outcomes in [0, 1], got {type(values).__name__}")
+    items = list(values)
+    for i, value in enumerate(items):
+        number = isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+        if not number or not 0 <= value <= 1:  # NaN fails the comparison too
+            raise ValueError(f"{what}[{i}] must be 0/1, a bool or a graded score in [0, 1], got {value!r}")
+    return np.asarray(items, dtype=np.float64)
 
 
 def check_labels(labels: Sequence[object], n: int) -> list[int]:

@@ -4,7 +4,7 @@ It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
 generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's ``usage``). Tests switch it into fault modes (HTTP 500, a reply
 slower than the client's timeout, a server that never answers, malformed JSON, no
-choices, no content) to exercise clients against real HTTP failures, and read how many
+choices, no content, a reply far longer than asked for) to exercise clients against real HTTP failures, and read how many
 completion requests arrived to check that retries were bounded.
 
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from adaptive_gates import BackendUnavailableError, VerbalizedGate
-from adaptive_gates.models import ChatReply, LocalChatModel, SyncChatModel
+from adaptive_gates.models import ChatReply, LocalChatModel, SyncChatModel, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ class Fault(enum.Enum):
     MALFORMED_JSON = "malformed_json"
     EMPTY_CHOICES = "empty_choices"
     NO_CONTENT = "no_content"
+    #: A server that ignores ``max_tokens``: the model's reply, then "certain" and
+    #: 50,000 more characters, with the usage such a reply would cost.
+    OVERLONG = "overlong"
 
 
 class RequestError(Exception):
@@ -147,6 +150,10 @@ class ChatCompletionsServer:
         # A real reply held back: the model is idle again by the time the client gives up.
         if fault is Fault.SLOW and release.wait(self.slow_seconds):
             return _error(HTTPStatus.SERVICE_UNAVAILABLE, "released before the delay ended")
+        if fault is Fault.OVERLONG:
+            padding = " certain" + " and so on" * 5000
+            usage = reply.usage and TokenUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens + 15_000)
+            reply = ChatReply(reply.text + padding, None, "length", usage)
         choice = _choice(reply, (body.get("top_logprobs") or 0) if body.get("logprobs") else None)
         if fault is Fault.NO_CONTENT:
             choice["message"]["content"] = None

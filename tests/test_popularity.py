@@ -55,8 +55,9 @@ def test_rules_score_what_they_say():
     assert scores["mean"] == pytest.approx(8 - np.mean(zipfs))
     assert scores["rare_count"] == sum(z < 3 for z in zipfs)
     assert scores["total"] == pytest.approx(sum(8 - z for z in zipfs))
-    # nothing but stop words: nothing is rare
-    assert PopularityGate().score(["who is it"])[0] == 0.0
+    # nothing but stop words: nothing to judge, scored where the fallback decision stands
+    assert PopularityGate().score(["who is it"])[0] == 8.0
+    assert PopularityGate(fallback_retrieve=False).score(["who is it"])[0] == 0.0
 
 
 def test_a_corpus_makes_its_own_terms_less_rare():

@@ -37,8 +37,10 @@ logger = logging.getLogger(__name__)
 
 #: Evidence keys with a meaning to ``decide_batch``: a gate that already answered puts
 #: the answer under DRAFT_ANSWER (it is also ``GateDecision.draft_answer`` when the
-#: decision is not to retrieve); a gate that cannot score a question returns a NaN
-#: score and says why under FALLBACK_REASON (it becomes the fallback's ``error``).
+#: decision is not to retrieve); a gate that cannot judge a question says why under
+#: FALLBACK_REASON (it becomes the fallback's ``error``) and returns a NaN score, or
+#: one that stands for the fallback in ``score`` (the end of its scale the fallback
+#: decision is on), so composites and offline evaluation can still read a number.
 DRAFT_ANSWER = "answer"
 FALLBACK_REASON = "fallback_reason"
 
@@ -364,10 +366,11 @@ class Gate(GateParams, ABC):
             batch_scores, batch_details = scored
             for i, s, d in zip(batch.clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
                 evidence[i] = d
-                if math.isfinite(s):
+                reason = d.pop(FALLBACK_REASON, None)
+                if reason is None and math.isfinite(s):
                     scores[i] = float(s)
                 else:
-                    problems[i] = d.pop(FALLBACK_REASON, None) or "backend error: non-finite score"
+                    problems[i] = reason or "backend error: non-finite score"
         threshold = batch.threshold
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
         verdicts = self._verdicts(np.array(list(scores.values())), threshold, [evidence[i] for i in scores])

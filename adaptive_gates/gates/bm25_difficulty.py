@@ -8,7 +8,14 @@ Familiarity (our precise form; the paper only says "BM25 relevance to the fittin
 queries"): the mean of the query's ``top_k`` highest BM25 scores against the fitting
 queries, a missing match counting 0 (``top_k=None``: the mean over all of them). The
 top-k mean keeps a few close matches from being drowned by hundreds of unrelated
-queries. Need score: ``−familiarity``. Thresholds as for Thrust: percentiles of the
+queries. Only content words count, each once however often it is repeated: BM25 adds
+a word's weight per repeat, and bm25s's 33 English stop words leave "who", "what" or
+"please" in, so "who" written 200 times made any question look familiar and one
+filler word could tip a close one. The index drops scikit-learn's English stop words
+too (the list ``word_rarity`` uses) and a query's repeated terms count once (this
+package's rule; gates saved before it keep the terms they were fitted with, bm25s's
+list and repeats counted, so their saved scores are read as they were made). Need
+score: ``−familiarity``. Thresholds as for Thrust: percentiles of the
 fitting queries' own scores, cross-fitted: each fold is scored against an index of the
 other folds. In-sample, a query would match itself best and every fitting query would
 look familiar. Measured on AdaRAGUE gates fitted on 400 questions: leave-one-out on
@@ -23,7 +30,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -40,8 +47,9 @@ if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
 logger = logging.getLogger(__name__)
 
 _QUERIES_FILE = "queries.json"
-#: The stop words dropped before indexing (bm25s's English list).
-_STOPWORDS = "en"
+#: How queries become terms: only content words, each once (``"content-distinct"``);
+#: ``"legacy"``, gates saved before that rule: bm25s's English stop words, repeats counted.
+QueryTerms = Literal["content-distinct", "legacy"]
 #: Seed of the cross-fitting folds.
 _FOLD_SEED = 0
 #: Closest fitting queries shown in a decision's details.
@@ -58,7 +66,7 @@ class BM25DifficultyGate(FitPercentileGate):
     """
 
     name = "bm25-difficulty"
-    _fitted_state = ("_fit_scores", "_index", "_queries")
+    _fitted_state = ("_fit_scores", "_index", "_queries", "_query_terms")
 
     def __init__(self, *, top_k: int | None = 10, fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
@@ -67,6 +75,7 @@ class BM25DifficultyGate(FitPercentileGate):
         self.top_k = top_k
         self._index: BM25Retriever | None = None
         self._queries: list[str] | None = None
+        self._query_terms: QueryTerms | None = None
 
     @property
     def is_fitted(self) -> bool:
@@ -83,7 +92,7 @@ class BM25DifficultyGate(FitPercentileGate):
         clean = check_questions(questions)
         if not clean:
             raise ValueError("bm25-difficulty needs at least one fitting question")
-        index = _build_index(clean)
+        index = _build_index(clean, "content-distinct")
         if index is None:
             raise ValueError(
                 f"bm25-difficulty: none of the {len(clean)} fitting questions has a word BM25 can index "
@@ -94,27 +103,33 @@ class BM25DifficultyGate(FitPercentileGate):
         else:
 
             def score_fold(kept: np.ndarray, held_out: np.ndarray) -> np.ndarray:
-                fold_index = _build_index([clean[i] for i in kept])
-                return -self._familiarity(fold_index, len(kept), [clean[i] for i in held_out])[0]
+                fold_index = _build_index([clean[i] for i in kept], "content-distinct")
+                held = [clean[i] for i in held_out]
+                return -self._familiarity(fold_index, len(kept), held, "content-distinct")[0]
 
             fit_scores = cross_fit(len(clean), _FOLD_SEED, score_fold)
-        self._index, self._queries, self._fit_scores = index, clean, fit_scores
+        self._index, self._queries, self._fit_scores, self._query_terms = index, clean, fit_scores, "content-distinct"
         logger.info("bm25-difficulty fitted on %d questions", len(clean))
         return self
 
     def _familiarity(
-        self, index: BM25Retriever | None, n_indexed: int, questions: list[str]
+        self, index: BM25Retriever | None, n_indexed: int, questions: list[str], terms: QueryTerms
     ) -> tuple[np.ndarray, list[list[Hit]], int]:
         """Mean of each question's top-k scores (absent matches count 0), its hits, and k.
         No index (fitting queries of stop words only) matches nothing."""
         k = n_indexed if self.top_k is None else min(self.top_k, n_indexed)
-        hits = index.search_batch(questions, k=k) if index is not None else [[] for _ in questions]
+        if index is None:
+            hits: list[list[Hit]] = [[] for _ in questions]
+        else:
+            hits = index.search_batch(questions, k=k, distinct_terms=terms == "content-distinct")
         return np.array([sum(h.score for h in row) / k for row in hits], dtype=np.float64), hits, k
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         if self._index is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
-        familiarity, hits, k = self._familiarity(self._index, len(self._queries), questions)
+        familiarity, hits, k = self._familiarity(
+            self._index, len(self._queries), questions, self._query_terms
+        )
         details = [
             {
                 "familiarity": float(f),
@@ -129,7 +144,7 @@ class BM25DifficultyGate(FitPercentileGate):
         payload = {"queries": self.queries_}
         (directory / _QUERIES_FILE).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         save_array(directory, "fit_scores.npy", self.fit_scores_)
-        return {"n_queries": len(self._queries)}
+        return {"n_queries": len(self._queries), "query_terms": self._query_terms}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         queries = read_json_object(directory / _QUERIES_FILE).get("queries")
@@ -140,23 +155,41 @@ class BM25DifficultyGate(FitPercentileGate):
                 f"{directory}: field 'state.n_queries' is {state.get('n_queries')!r} "
                 f"but {_QUERIES_FILE!r} holds {len(queries)} questions"
             )
+        terms = state.get("query_terms", "legacy")  # absent: saved before the rule
+        if terms not in ("content-distinct", "legacy"):
+            raise GateLoadError(
+                f"{directory}: field 'state.query_terms' must be 'content-distinct' or 'legacy', got {terms!r}"
+            )
         self._fit_scores = self._load_fit_scores(directory, len(queries))
-        index = _build_index(queries)  # indexing takes milliseconds
+        index = _build_index(queries, terms)  # indexing takes milliseconds
         if index is None:
             raise GateLoadError(f"{directory}: file {_QUERIES_FILE!r} holds no word BM25 can index")
-        self._index, self._queries = index, queries
+        self._index, self._queries, self._query_terms = index, queries, terms
 
 
-def _build_index(queries: list[str]) -> BM25Retriever | None:
-    """A BM25 index over queries (the project's retriever: English stop words, stemming),
+def _stopwords(terms: QueryTerms) -> str | list[str]:
+    """The stop words dropped under ``terms``: bm25s's English list, and under
+    ``"content-distinct"`` scikit-learn's too (the wh-words, "please", ...)."""
+    if terms == "legacy":
+        return "en"
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from ..word_rarity import stop_words
+
+    return sorted(stop_words() | set(STOPWORDS_EN))
+
+
+def _build_index(queries: list[str], terms: QueryTerms) -> BM25Retriever | None:
+    """A BM25 index over queries (the project's retriever: stop words dropped, stemming),
     or ``None`` when no query keeps a word once stop words are dropped (BM25 cannot
     index an empty vocabulary)."""
     import bm25s
 
     from ..retrieval.bm25 import BM25Retriever
 
-    tokens = bm25s.tokenize(queries, stopwords=_STOPWORDS, return_ids=False, show_progress=False)
+    stopwords = _stopwords(terms)
+    tokens = bm25s.tokenize(queries, stopwords=stopwords, return_ids=False, show_progress=False)
     if not any(tokens):
         return None
     records = [CorpusRecord(str(i), "", q) for i, q in enumerate(queries)]
-    return BM25Retriever.from_records(records, stopwords=_STOPWORDS)
+    return BM25Retriever.from_records(records, stopwords=stopwords)

@@ -227,10 +227,11 @@ class CascadeGate(Gate):
                 "llm_calls": cheap_share,
                 "cheap": {"gate": self.cheap.name, "score": float(score), "threshold": t_cheap, "details": details},
             }
-            if math.isfinite(score):
+            reason = details.pop(FALLBACK_REASON, None)
+            if reason is None and math.isfinite(score):
                 entry[_VERDICT] = (bool(cheap_retrieves[i]), t_cheap)
             else:
-                entry[FALLBACK_REASON] = details.pop(FALLBACK_REASON, None) or "the cheap stage gave no score"
+                entry[FALLBACK_REASON] = reason or "the cheap stage gave no score"
             evidence.append(entry)
         if costly is not None:
             self._escalate(scores, evidence, escalated, costly, band)  # type: ignore[arg-type]
@@ -251,7 +252,8 @@ class CascadeGate(Gate):
             score, details, entry = float(costly.scores[j]), costly.details[j], evidence[i]
             calls = details.get("llm_calls")
             entry["llm_calls"] += calls if isinstance(calls, int) else costly.calls / len(escalated)
-            error = costly.error or (None if math.isfinite(score) else details.pop(FALLBACK_REASON, "no score"))
+            reason = details.pop(FALLBACK_REASON, None)
+            error = costly.error or reason or (None if math.isfinite(score) else "no score")
             entry["costly"] = {"gate": self.costly.name, "score": score if math.isfinite(score) else None,
                                "details": details}
             if error is not None:
@@ -259,6 +261,7 @@ class CascadeGate(Gate):
                 continue
             entry["costly"]["threshold"] = t_costly
             entry["stage"] = "costly"
+            entry.pop(FALLBACK_REASON, None)  # the costly stage judged what the cheap one could not
             scores[i] = lo + (hi - lo) / (1.0 + math.exp(-(score - t_costly)))
             entry[_VERDICT] = (bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
             if DRAFT_ANSWER in details:

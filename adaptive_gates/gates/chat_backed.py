@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, GateLoadError
+from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
 from ..persistence import check_saved_backend
@@ -30,6 +30,10 @@ logger = logging.getLogger(__name__)
 #: ``OpenAIChatModel``'s defaults (3 attempts of 30 s), so a single question keeps all
 #: of its retries and a batch never waits longer than that in all.
 DEFAULT_DEADLINE = 120.0
+
+#: Characters a reply may hold per token asked for when the backend does not say how
+#: many tokens it generated: English runs about 4 a token, and few tokens pass 16.
+MAX_CHARS_PER_TOKEN = 32
 
 #: The deadline (a ``time.monotonic()`` instant) shared by the requests of one scoring call.
 _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default=None)
@@ -97,8 +101,10 @@ class ChatBackend:
             return []
         model = _Reported(self.model, purpose)
         if model.batches:
-            return self._ask_batched(model, conversations, options)
-        return chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
+            replies = self._ask_batched(model, conversations, options)
+        else:
+            replies = chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
+        return within_length(replies, options.get("max_tokens"))
 
     async def aask(
         self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Any
@@ -110,10 +116,12 @@ class ChatBackend:
             return []
         model = _Reported(self.model, purpose)
         if model.batches:
-            return await asyncio.to_thread(self._ask_batched, model, conversations, options)
-        return await achat_each(
-            model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
-        )
+            replies = await asyncio.to_thread(self._ask_batched, model, conversations, options)
+        else:
+            replies = await achat_each(
+                model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
+            )
+        return within_length(replies, options.get("max_tokens"))
 
     @staticmethod
     def _ask_batched(model: _Reported, conversations: Sequence[Sequence[Message]], options: dict[str, Any]) -> Replies:
@@ -254,6 +262,33 @@ class _Reported:
         latency = (time.perf_counter() - start) * 1000 / max(len(conversations), 1)
         for messages, outcome in zip(conversations, outcomes):
             notify_llm_call(self.model_id, self.purpose, messages, outcome, latency)
+
+
+def within_length(replies: Replies, max_tokens: int | None) -> Replies:
+    """``replies`` with each one longer than ``max_tokens`` replaced by a
+    ``MalformedReplyError``: a backend that ignored the cap (or a reply forged to look
+    like a confident answer) must not have its text taken as a decision or served as
+    a draft. The length is the backend's token count where it gives one (usage, else
+    its log-probs), else the characters at ``MAX_CHARS_PER_TOKEN`` a token."""
+    if max_tokens is None:
+        return replies
+    return [r if isinstance(r, Exception) else _length_error(r, max_tokens) or r for r in replies]
+
+
+def _length_error(reply: ChatReply, max_tokens: int) -> MalformedReplyError | None:
+    counted = reply.usage.completion_tokens if reply.usage is not None else (
+        len(reply.tokens) if reply.tokens is not None else None
+    )
+    if counted is not None:
+        if counted <= max_tokens:
+            return None
+        return MalformedReplyError(f"the reply is {counted} tokens long, more than the {max_tokens} asked for")
+    if len(reply.text) <= max_tokens * MAX_CHARS_PER_TOKEN:
+        return None
+    return MalformedReplyError(
+        f"the reply is {len(reply.text)} characters long, more than {max_tokens} tokens hold "
+        f"(at most {max_tokens * MAX_CHARS_PER_TOKEN}, at {MAX_CHARS_PER_TOKEN} a token)"
+    )
 
 
 def describe_failure(exc: Exception) -> str:

@@ -19,6 +19,13 @@ Need score (``rule``; rarity = 8 − Zipf, so a word never seen scores 8):
 - ``"rare_count"``: how many content words are rarer than Zipf 3;
 - ``"total"``: the summed rarity of the content words (grows with length).
 
+A question with nothing to rate ("who is it?", "???", "12345": no content word, and
+no capitalised span under ``"entity"``) cannot be judged: its decision is the fallback
+(retrieve by default) with the reason as its ``error``. Its ``score`` is the end of the
+scale that fallback stands on (that of a word never seen when the fallback retrieves,
+0 when it does not), so offline evaluation and the stacked gate read what the
+decision does.
+
 Threshold: until calibrated, retrieve when the rarity passes that of a word met
 fewer than once in a million words (Zipf 3; one such word for ``rare_count``, two
 for ``total``). ``fit_outcomes`` sets it as the paper does: the threshold with the
@@ -40,7 +47,7 @@ from ..errors import GateLoadError
 from ..persistence import load_array, read_json_object, save_array
 from ..selfknowledge import outcome_scores
 from ..word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
-from .base import Gate
+from .base import FALLBACK_REASON, Gate
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +58,19 @@ _RARE = TOP_ZIPF - RARE_ZIPF
 _DEFAULT_THRESHOLDS = {"min": _RARE, "entity": _RARE, "mean": _RARE, "rare_count": 0.0, "total": 2 * _RARE}
 
 
+#: The need score of a word never seen, under each rule: where an unjudged question
+#: that falls back to retrieval sits on the scale.
+_NEVER_SEEN = {"min": TOP_ZIPF, "entity": TOP_ZIPF, "mean": TOP_ZIPF, "rare_count": 1.0, "total": TOP_ZIPF}
+
+
+def can_rate(rated: QuestionRarity, rule: Rule) -> bool:
+    """Whether ``rule`` has anything to read in this rated question."""
+    return bool(rated.content_zipfs) or (rule == "entity" and bool(rated.span_zipfs))
+
+
 def need_score(rated: QuestionRarity, rule: Rule) -> float:
     """The need score of one rated question under ``rule`` (0 without content words)."""
-    if not rated.content_zipfs and not (rule == "entity" and rated.span_zipfs):
+    if not can_rate(rated, rule):
         return 0.0
     if rule == "min":
         return TOP_ZIPF - rated.min_zipf
@@ -116,8 +133,11 @@ class PopularityGate(Gate):
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         rarity = self.rarity_
         rated = [rarity.rate(q) for q in questions]
-        scores = np.array([need_score(r, self.rule) for r in rated], dtype=np.float64)
-        details = [
+        unjudged = _NEVER_SEEN[self.rule] if self.fallback_retrieve else 0.0
+        scores = np.array(
+            [need_score(r, self.rule) if can_rate(r, self.rule) else unjudged for r in rated], dtype=np.float64
+        )
+        details: list[dict[str, Any]] = [
             {
                 "rule": self.rule,
                 "words": dict(zip(content_words(q), r.content_zipfs)),
@@ -126,6 +146,10 @@ class PopularityGate(Gate):
             }
             for q, r in zip(questions, rated)
         ]
+        nothing = "no content word" + (" or capitalised name" if self.rule == "entity" else "")
+        for detail, r in zip(details, rated):
+            if not can_rate(r, self.rule):
+                detail[FALLBACK_REASON] = f"{nothing} to judge the subject's popularity by"
         return scores, details
 
     # ------------------------------------------------------------------ persistence

@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from ..calibration import first_caller_outside_package
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackLog
@@ -235,6 +237,21 @@ class SKRKnnGate(_SKRMemoryGate):
         self.k = k
         self.vote = vote
         self.weighting = weighting
+
+    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> "SKRKnnGate":
+        """As ``_SKRMemoryGate.fit``; warns (``UserWarning``) when ``k`` is not below the
+        number of questions, which makes every question's neighbours the whole memory."""
+        super().fit(questions, labels)
+        size = len(self.memory_)
+        if self.k >= size:
+            warnings.warn(
+                f"skr-knn: k={self.k} neighbours of a memory of {size} questions: every question gets all "
+                f"{size} as its neighbours, hence the same score (the memory's unknown share) and the same "
+                f"decision; k={size} is used until the memory grows. Choose k well below {size} (paper: 3-10)",
+                UserWarning,
+                stacklevel=first_caller_outside_package(),
+            )
+        return self
 
     def _default_threshold(self) -> float:
         if self.vote == "majority":

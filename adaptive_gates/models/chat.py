@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import BackendUnavailableError
+from ..validation import check_encodable
 
 if TYPE_CHECKING:
     from .local_lm import Generation, LocalCausalLM
@@ -179,6 +180,7 @@ def check_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
             raise ValueError(f"message {i}: role must be one of {_ROLES}, got {role!r}")
         if not isinstance(content, str):
             raise ValueError(f"message {i}: content must be a str, got {type(content).__name__}")
+        check_encodable(content, f"message {i}: content")
         clean.append({"role": role, "content": content})
     return clean
 

@@ -131,8 +131,9 @@ class BM25Retriever:
     def __len__(self) -> int:
         return len(self._records)
 
-    def _query_tokens(self, queries: list[str]) -> list[list[str]]:
-        """Tokenise like the corpus, keeping only terms the index knows."""
+    def _query_tokens(self, queries: list[str], distinct: bool) -> list[list[str]]:
+        """Tokenise like the corpus, keeping only terms the index knows (each once
+        when ``distinct``)."""
         tokenized = bm25s.tokenize(
             queries,
             stopwords=self._stopwords,
@@ -141,21 +142,27 @@ class BM25Retriever:
             show_progress=False,
         )
         vocab = self._model.vocab_dict
-        return [[t for t in tokens if t and t in vocab] for tokens in tokenized]
+        known = [[t for t in tokens if t and t in vocab] for tokens in tokenized]
+        return [list(dict.fromkeys(tokens)) for tokens in known] if distinct else known
 
-    def search(self, query: str, k: int = 3) -> list[Hit]:
-        """The up-to-``k`` passages sharing terms with ``query``, best first."""
-        return self._search([check_question(query)], k)[0]
+    def search(self, query: str, k: int = 3, *, distinct_terms: bool = False) -> list[Hit]:
+        """The up-to-``k`` passages sharing terms with ``query``, best first.
 
-    def search_batch(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+        BM25 sums a term's weight once per occurrence in the query; with
+        ``distinct_terms`` a repeated query word counts once, so padding a query with
+        one word repeated cannot inflate its scores.
+        """
+        return self._search([check_question(query)], k, distinct_terms)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int = 3, *, distinct_terms: bool = False) -> list[list[Hit]]:
         """``search`` for each query, scored in one ``bm25s`` call."""
-        return self._search(check_questions(queries), k)
+        return self._search(check_questions(queries), k, distinct_terms)
 
-    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+    def _search(self, queries: list[str], k: int, distinct_terms: bool) -> list[list[Hit]]:
         k = check_k(k, len(self._records))
         results: list[list[Hit]] = [[] for _ in queries]
         with self._lock:
-            tokens = self._query_tokens(queries)
+            tokens = self._query_tokens(queries, distinct_terms)
             # A query with no known term would score every passage 0: it has no hits.
             live = [i for i, t in enumerate(tokens) if t]
             if not live:
