@@ -26,7 +26,8 @@ apply this rule, and the next save deletes every hidden temporary or old folder 
 ``fcntl.flock`` on the lock file ``.<name>.lock`` next to it (POSIX: Linux, macOS),
 so concurrent saves run one after the other and the last one wins; the lock file
 exists only while a save holds it (a killed save may leave it, empty and harmless:
-the next save takes it over and removes it).
+the next save takes it over and removes it). A load holds a shared lock on the same
+file while it reads (``reading``), so a save never swaps a directory half read.
 """
 
 from __future__ import annotations
@@ -194,27 +195,71 @@ def _hidden_folders(path: Path, kind: str) -> list[Path]:
     ]
 
 
-@contextlib.contextmanager
-def _save_lock(path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of ``path``: an ``fcntl.flock`` on ``.<name>.lock``
-    next to it, removed again on release. A process that waited on a lock file
-    removed meanwhile finds it is no longer the one at that name and locks anew,
-    so the lock still admits one process at a time."""
-    lock_path = path.parent / f".{path.name}.lock"
+def _lock_path(path: Path) -> Path:
+    return path.parent / f".{path.name}.lock"
+
+
+def _acquire(lock_path: Path, operation: int) -> int:
+    """A descriptor of the lock file at ``lock_path`` (created if need be) holding the
+    ``fcntl.flock`` ``operation``. A process that waited on a lock file removed
+    meanwhile finds it is no longer the one at that name and locks anew, so the lock
+    admits what it should however often the file is removed and made again."""
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, operation)
         try:
             if os.path.samestat(os.fstat(fd), os.stat(lock_path)):
-                break
+                return fd
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _save_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (``.<name>.lock`` next to it), removed
+    again on release."""
+    lock_path = _lock_path(path)
+    fd = _acquire(lock_path, fcntl.LOCK_EX)
     try:
         yield
     finally:
-        os.unlink(lock_path)  # while holding it: see above
+        os.unlink(lock_path)  # while holding it: no one else holds this file
         os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Read the gate saved at ``path`` inside this block: no save swaps it meanwhile.
+
+    A load reads ``config.json`` and then the files it lists, and a save elsewhere
+    renames the directory between the two; so the block first puts back a gate an
+    interrupted save moved aside, then holds a shared lock on ``.<name>.lock``, which
+    saves wait for (loads do not wait for each other). The last reader out removes
+    the lock file. Where no lock file can be made (a read-only folder, where no save
+    can swap anything either) the block reads without one.
+    """
+    path = Path(path)
+    recover_interrupted_save(path)
+    lock_path = _lock_path(path)
+    try:
+        fd = _acquire(lock_path, fcntl.LOCK_SH)
+    except OSError as exc:
+        logger.debug("reading %s without a lock (%s)", path, exc)
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by no one else?
+        except BlockingIOError:
+            pass  # another reader or a waiting save: the last one out removes the file
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.fstat(fd), os.stat(lock_path)):
+                    os.unlink(lock_path)
+        os.close(fd)
 
 
 def _recover(path: Path) -> None:
@@ -235,8 +280,15 @@ def recover_interrupted_save(path: str | Path) -> None:
     path = Path(path)
     if path.exists() or path.is_symlink() or not _hidden_folders(path, "old"):
         return
-    with _save_lock(path):
-        _recover(path)
+    try:
+        with _save_lock(path):
+            _recover(path)
+    except OSError as exc:  # a folder the gate cannot be moved back in (read-only)
+        moved = sorted(str(p / path.name) for p in _hidden_folders(path, "old"))
+        raise GateLoadError(
+            f"{path}: missing, and an interrupted save left the gate that was there in {', '.join(moved)}; "
+            f"it cannot be moved back here ({exc.strerror or exc}): move it to {path} yourself"
+        ) from None
 
 
 def save_directory(
@@ -305,9 +357,9 @@ def read_json_object(config_path: Path) -> dict[str, Any]:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """Read and verify ``config.json`` and the checksums of the files it lists."""
+    """Read and verify ``config.json`` and the checksums of the files it lists (inside
+    ``reading(path)``, so that the files read next are the ones verified)."""
     path = Path(path)
-    recover_interrupted_save(path)
     if not path.is_dir():
         raise GateLoadError(f"{path}: not a saved gate directory")
     links = sorted(p.name for p in path.iterdir() if p.is_symlink())

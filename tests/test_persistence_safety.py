@@ -312,3 +312,91 @@ def test_save_into_a_path_another_save_is_swapping_waits_for_it(outcomes, tmp_pa
     errors = [p.communicate(timeout=300)[1] for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], errors
     assert load_gate(path).rule == "total"  # the second save came last
+
+
+#: Loads the gate at sys.argv[1], stopping once its config.json is read and verified
+#: (having created sys.argv[2] + "-paused") until the file sys.argv[2] exists; prints
+#: the loaded gate's rule and corpus size.
+_PAUSABLE_LOAD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import adaptive_gates.gates.base as base
+    from adaptive_gates import load_gate
+
+    resume, real = Path(sys.argv[2]), base.read_config
+
+    def pausing(path):
+        config = real(path)
+        Path(f"{resume}-paused").touch()
+        while not resume.exists():
+            time.sleep(0.01)
+        return config
+
+    base.read_config = pausing
+    gate = load_gate(sys.argv[1])
+    print(gate.rule, gate.rarity_.total)
+    """
+)
+
+#: Saves a popularity gate of rule "mean" fitted on other questions over sys.argv[1].
+_OTHER_SAVE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from adaptive_gates import PopularityGate
+    from adaptive_gates.datasets import adarague_outcomes
+
+    gate = PopularityGate(rule="mean").fit([r.question for r in adarague_outcomes("trivia")[:200]])
+    Path(f"{sys.argv[1]}-saving").touch()
+    gate.save(sys.argv[1], overwrite=True)
+    """
+)
+
+
+def test_a_save_waits_for_a_load_reading_the_gate(outcomes, tmp_path):
+    """A load stopped between verifying config.json and reading the files it lists,
+    and a save of another gate into the same path meanwhile: the load gets the gate
+    it verified, whole, and the save lands after it."""
+    work = tmp_path.parent / f"{tmp_path.name}-signals"
+    work.mkdir()
+    path, resume = tmp_path / "g", work / "resume"
+    saved = _popularity(outcomes, "min")
+    saved.save(path)
+    load = subprocess.Popen([sys.executable, "-c", _PAUSABLE_LOAD, str(path), str(resume)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not Path(f"{resume}-paused").exists():
+        assert load.poll() is None, load.communicate()[1]
+        time.sleep(0.05)
+    save = subprocess.Popen([sys.executable, "-c", _OTHER_SAVE, str(path)], stderr=subprocess.PIPE, text=True)
+    while not Path(f"{path}-saving").exists():
+        assert save.poll() is None, save.communicate()[1]
+        time.sleep(0.05)
+    try:  # give the save the time to run into the load (it waits for the lock)
+        save.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        pass
+    resume.touch()
+    printed, errors = load.communicate(timeout=300)
+    assert load.returncode == 0, errors
+    assert printed.split() == ["min", str(saved.rarity_.total)]
+    assert save.wait(timeout=300) == 0, save.communicate()[1]
+    assert load_gate(path).rule == "mean"
+    assert _hidden(tmp_path) == [] and not (tmp_path / ".g.lock").exists()
+
+
+def test_a_gate_moved_aside_in_a_read_only_folder_is_named(outcomes, tmp_path):
+    """Recovery cannot move the gate back where nothing may be written: the load says
+    where the gate is instead of raising PermissionError."""
+    folder = tmp_path / "gates"
+    path = _popularity(outcomes).save(folder / "g")
+    aside = folder / ".g.old.interrupted"
+    aside.mkdir()
+    os.replace(path, aside / "g")  # as a save killed between its renames leaves it
+    subprocess.run(["chattr", "+i", str(folder)], check=True)
+    try:
+        with pytest.raises(GateLoadError, match=rf"left the gate that was there in {aside / 'g'}.*move it to {path}"):
+            load_gate(path)
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert load_gate(path).rule == "min"  # writable again: recovered

@@ -77,7 +77,8 @@ def test_similarity_weighting_by_hand():
 
 
 def test_k_larger_than_memory_uses_all():
-    gate = SKRKnnGate(AngleEmbedder(), k=50).fit(["p10", "p20", "p30"], [0, 1, 1])
+    with pytest.warns(UserWarning, match="k=3 is used"):
+        gate = SKRKnnGate(AngleEmbedder(), k=50).fit(["p10", "p20", "p30"], [0, 1, 1])
     d = gate.decide("p0")
     assert d.details["k"] == 3 and len(d.details["neighbours"]) == 3
 

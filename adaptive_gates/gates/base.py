@@ -29,7 +29,7 @@ from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, GateLoadError, InvalidQuestionError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
-from ..persistence import config_field, library_versions, read_config, save_directory
+from ..persistence import config_field, library_versions, read_config, reading, save_directory
 from ..validation import check_batch, check_question, check_questions
 from .params import GateParams
 
@@ -439,6 +439,12 @@ class Gate(GateParams, ABC):
         """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
         to the constructor. Refuses a gate of another type or a mismatched backend."""
         path = Path(path)
+        with reading(path):  # no save swaps the directory while its files are read
+            return cls._load_read(path, backends)
+
+    @classmethod
+    def _load_read(cls: type[G], path: Path, backends: dict[str, Any]) -> G:
+        """``load`` of a directory no save swaps meanwhile."""
         config = read_config(path)
         gate_type = config_field(config, "gate_type", str)
         target = Gate._registry.get(gate_type)
