@@ -116,11 +116,12 @@ def _plot_file(text: str) -> Path:
     """A plot to write, in a format its suffix names and matplotlib writes."""
     from .evaluation.plot import check_plot_path
 
+    path = _output_file(text)
     try:
-        check_plot_path(text)
+        check_plot_path(path)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return _output_file(text)
+    return path
 
 
 def _gate_directory(text: str) -> Path:
@@ -534,7 +535,8 @@ def _add_seakr_parser(sub: Any) -> None:
     sk.add_argument("--samples", type=_positive_int, default=20, help="k samples per uncertainty estimate")
     sk.add_argument("--max-steps", type=_positive_int, default=7)
     sk.add_argument("--max-docs", type=_positive_int, default=5)
-    sk.add_argument("--checkpoint", type=_output_file, help="JSONL of finished questions: appended, and reused on rerun")
+    sk.add_argument("--checkpoint", type=_output_file,
+                    help="JSONL of finished questions: appended, and reused on rerun")
     sk.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
     sk.set_defaults(run=_cmd_seakr)
 
@@ -552,7 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--test", required=True, type=_input_file, help="outcome records (JSONL) to evaluate on")
     ev.add_argument("--json", required=True, type=_output_file, help="where to write the report")
     ev.add_argument("--plot", type=_plot_file,
-                    help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: .png, .pdf...)")
+                    help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: "
+                    ".png, .pdf...)")
     ev.add_argument("--target-rate", type=_rate, help="calibrate the threshold for this retrieval rate")
     ev.add_argument("--live", action="store_true",
                     help="--test holds QA records: the LLM answers them with and without retrieval now")
@@ -588,8 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: embedded SmolLM2-135M-Instruct)")
     answering.add_argument("--chat-model", help="answer through an OpenAI-compatible server (OpenAI, vLLM, "
                            "llama.cpp, Ollama): the model name it serves")
-    col.add_argument("--base-url", type=_base_url, help="with --chat-model: the server's base URL, e.g. http://localhost:8000/v1 "
-                     "(default: OPENAI_BASE_URL, else OpenAI's)")
+    col.add_argument("--base-url", type=_base_url, help="with --chat-model: the server's base URL, e.g. "
+                     "http://localhost:8000/v1 (default: OPENAI_BASE_URL, else OpenAI's)")
     col.add_argument("--api-key-env", metavar="VAR", help="with --chat-model: the environment variable holding "
                      "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)")
     col.add_argument("--concurrency", type=_positive_int, metavar="N",
