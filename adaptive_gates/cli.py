@@ -1,8 +1,9 @@
 """The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect`` and ``seakr``.
 
 Every mistake on the command line (a bad value, options that do not go together, an
-input that is missing) is found before any work starts and reported the same way: one
-``adaptive-gates: error: ...`` line on stderr and exit status 2.
+input that is missing, an output that cannot be written) is found before any work
+starts and reported the same way: one ``adaptive-gates: error: ...`` line on stderr and
+exit status 2. A write that still fails at the end (a full disk) is reported alike.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import AdaptiveGatesError, UsageError
+from .validation import check_base_url
+from .writable import check_creatable, check_writable
 
 if TYPE_CHECKING:
     from .answering import LLMAnswerer
@@ -102,10 +105,48 @@ def _input_file(text: str) -> Path:
 
 
 def _output_file(text: str) -> Path:
-    path = Path(text)
-    if path.is_dir():
+    """A file to write (or append to), tried now: a folder that cannot take it fails
+    before the work, not after."""
+    if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"is a directory, not a file: {text}")
+    return _tried_output(text, check_writable)
+
+
+def _plot_file(text: str) -> Path:
+    """A plot to write, in a format its suffix names and matplotlib writes."""
+    from .evaluation.plot import check_plot_path
+
+    path = _output_file(text)
+    try:
+        check_plot_path(path)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return path
+
+
+def _gate_directory(text: str) -> Path:
+    """Where ``fit`` saves a gate: ``Gate.save`` writes hidden siblings and a lock file
+    next to it, so its parent folder (or the nearest that exists) must take new files."""
+    return _tried_output(text, check_creatable)
+
+
+def _tried_output(text: str, check: Callable[[Path], None]) -> Path:
+    """``text`` as a path once ``check`` (``check_writable`` or ``check_creatable``)
+    has tried writing there; its failure becomes the argument's error."""
+    path = Path(text)
+    try:
+        check(path)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return path
+
+
+def _base_url(text: str) -> str:
+    """A server's base URL: an http(s) URL with a host, refused before anything is loaded."""
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _representer(args: argparse.Namespace) -> CachedEmbedder:
@@ -239,7 +280,8 @@ def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
                         "explain or punish+explain")
     parser.add_argument("--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name "
                         "(default: the embedded SmolLM2)")
-    parser.add_argument("--base-url", help="with --chat-model: the server's base URL (default: the SDK's)")
+    parser.add_argument("--base-url", type=_base_url,
+                        help="with --chat-model: the server's base URL (default: the SDK's)")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -258,8 +300,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             factory, _gate_outcomes(args, args.train), _gate_outcomes(args, args.test),
             metric=args.metric, target_rate=args.target_rate,
         )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    _write_report(args.json, json.dumps(report, indent=2))
     if args.plot:
         plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
     print(_report_line(report))
@@ -267,6 +308,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print("alignment: " + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
               + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}")
     return 0
+
+
+def _write_report(path: Path, text: str) -> None:
+    """Write a finished report (``--json``) to ``path``. The path was tried before the
+    work; a write that fails even so (a full disk, a folder made read-only meanwhile)
+    is an ``OSError`` naming the flag and the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OSError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
@@ -355,6 +407,7 @@ def _retriever(kind: str, corpus: Path):
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from .evaluation.offline import fit_calibrated
+    from .persistence import check_save_target
 
     if args.max_rate is not None and not args.objective:
         raise UsageError("--max-rate goes with --objective")
@@ -362,6 +415,10 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("give --target-rate or --objective, not both")
     if args.out.exists() and not args.overwrite:
         raise UsageError(f"--out {args.out} already exists; give --overwrite to replace the gate saved there")
+    try:
+        check_save_target(args.out, args.overwrite)  # what --overwrite may not replace, refused before the fit
+    except FileExistsError as exc:
+        raise UsageError(f"--out {exc}") from None
     factory = _gate_factory(args)
     gate = fit_calibrated(
         factory, _gate_outcomes(args, args.train), args.metric,
@@ -441,8 +498,7 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
         rationale=args.rationale, max_steps=args.max_steps, max_docs=args.max_docs,
         checkpoint=args.checkpoint,
     )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2, allow_nan=False), encoding="utf-8")
+    _write_report(args.json, json.dumps(report, indent=2, allow_nan=False))
     calibrated = report["calibration"]
     delta = report["settings"]["threshold"]
     print(
@@ -479,7 +535,8 @@ def _add_seakr_parser(sub: Any) -> None:
     sk.add_argument("--samples", type=_positive_int, default=20, help="k samples per uncertainty estimate")
     sk.add_argument("--max-steps", type=_positive_int, default=7)
     sk.add_argument("--max-docs", type=_positive_int, default=5)
-    sk.add_argument("--checkpoint", type=Path, help="JSONL of finished questions: appended, and reused on rerun")
+    sk.add_argument("--checkpoint", type=_output_file,
+                    help="JSONL of finished questions: appended, and reused on rerun")
     sk.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
     sk.set_defaults(run=_cmd_seakr)
 
@@ -496,7 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gate_arguments(ev)
     ev.add_argument("--test", required=True, type=_input_file, help="outcome records (JSONL) to evaluate on")
     ev.add_argument("--json", required=True, type=_output_file, help="where to write the report")
-    ev.add_argument("--plot", type=_output_file, help="where to write the accuracy-vs-retrieval-rate PNG")
+    ev.add_argument("--plot", type=_plot_file,
+                    help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: "
+                    ".png, .pdf...)")
     ev.add_argument("--target-rate", type=_rate, help="calibrate the threshold for this retrieval rate")
     ev.add_argument("--live", action="store_true",
                     help="--test holds QA records: the LLM answers them with and without retrieval now")
@@ -509,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser("fit", help="fit, calibrate and save a gate from outcome records")
     _add_gate_arguments(fit)
-    fit.add_argument("--out", required=True, type=Path, help="directory to save the gate in")
+    fit.add_argument("--out", required=True, type=_gate_directory, help="directory to save the gate in")
     fit.add_argument("--target-rate", type=_rate, help="calibrate for this retrieval rate")
     fit.add_argument("--objective", action="store_true", help="calibrate for the best accuracy")
     fit.add_argument("--max-rate", type=_max_rate, help="with --objective: retrieve at most this share")
@@ -532,8 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: embedded SmolLM2-135M-Instruct)")
     answering.add_argument("--chat-model", help="answer through an OpenAI-compatible server (OpenAI, vLLM, "
                            "llama.cpp, Ollama): the model name it serves")
-    col.add_argument("--base-url", help="with --chat-model: the server's base URL, e.g. http://localhost:8000/v1 "
-                     "(default: OPENAI_BASE_URL, else OpenAI's)")
+    col.add_argument("--base-url", type=_base_url, help="with --chat-model: the server's base URL, e.g. "
+                     "http://localhost:8000/v1 (default: OPENAI_BASE_URL, else OpenAI's)")
     col.add_argument("--api-key-env", metavar="VAR", help="with --chat-model: the environment variable holding "
                      "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)")
     col.add_argument("--concurrency", type=_positive_int, metavar="N",
@@ -555,7 +614,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adaptive-gates`` command; returns the exit status (2 on a usage
-    or data error, reported as one ``adaptive-gates: error: ...`` line on stderr)."""
+    or data error, or a file that cannot be read or written, reported as one
+    ``adaptive-gates: error: ...`` line on stderr)."""
     try:
         args = build_parser().parse_args(argv)
         level = logging.INFO if args.verbose else logging.WARNING
@@ -565,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setLevel(level)
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
         return args.run(args)
-    except (AdaptiveGatesError, FileNotFoundError, FileExistsError, ValueError) as exc:
+    except (AdaptiveGatesError, OSError, ValueError) as exc:
         print(f"adaptive-gates: error: {exc}", file=sys.stderr)
         return 2
 

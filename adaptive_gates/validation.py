@@ -134,3 +134,25 @@ def check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_new
         raise ValueError(f"top_k must be an int >= 0 (0 = off), got {top_k!r}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def check_base_url(url: object) -> str:
+    """Return ``url`` when it is an http(s) URL with a host, else raise ``ValueError`` naming it.
+
+    A base URL an HTTP client cannot use (``"not a url"``, or ``"localhost:8000/v1"``
+    without its scheme) would otherwise show only at the first request, after every
+    input is loaded, as a connection failure on each question.
+    """
+    from urllib.parse import urlsplit
+
+    problem = f"base URL {url!r} is not an http(s) URL with a host, e.g. http://localhost:8000/v1"
+    if not isinstance(url, str):
+        raise ValueError(problem)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError(problem) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(problem)
+    return url

@@ -184,6 +184,17 @@ def openai_base_url(openai_server):
     openai_server.reset()
 
 
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if a command starts reading its data: usage errors come first."""
+
+    def refuse(path, *args, **kwargs):
+        raise AssertionError(f"work began (loading {path}) before the command line was checked")
+
+    for name in ("load_outcomes", "load_qa", "load_corpus"):
+        monkeypatch.setattr(f"adaptive_gates.data.{name}", refuse)
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models gain little from a second thread, and when other processes share the

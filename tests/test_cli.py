@@ -34,17 +34,6 @@ def qa_file(outcome_records, tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    """Fail the test if the command starts reading its data: usage errors come first."""
-
-    def refuse(path, *args, **kwargs):
-        raise AssertionError(f"work began (loading {path}) before the command line was checked")
-
-    for name in ("load_outcomes", "load_qa", "load_corpus"):
-        monkeypatch.setattr(f"adaptive_gates.data.{name}", refuse)
-
-
 def _achievable_rates(scores: np.ndarray) -> list[float]:
     """The retrieval rates a threshold can give on these scores (tied questions go together)."""
     return sorted({0.0} | {float(np.mean(scores >= v)) for v in np.unique(scores)})

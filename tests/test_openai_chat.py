@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import threading
 import time
@@ -262,6 +263,20 @@ def test_bad_input_raises_before_any_request(openai_server, openai_base_url, mes
 def test_bad_settings_are_refused(options) -> None:
     with pytest.raises(ValueError):
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", **options)
+
+
+@pytest.mark.parametrize(
+    "base_url", ["not a url", "localhost:8000/v1", "ftp://127.0.0.1/v1", "http://", "http://127.0.0.1:port/v1",
+                 "http://[::1/v1", 8000],
+)
+def test_a_base_url_that_is_not_one_is_refused_naming_it(base_url) -> None:
+    with pytest.raises(ValueError, match=f"base URL {re.escape(repr(base_url))} is not an http\\(s\\) URL with a host"):
+        OpenAIChatModel("m", base_url=base_url)
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:9/v1", "https://api.example.com/v1", "HTTP://[::1]:8000"])
+def test_http_base_urls_with_a_host_are_taken(base_url) -> None:
+    assert OpenAIChatModel("m", base_url=base_url).base_url == base_url
 
 
 def test_a_key_is_required_only_for_the_default_endpoint(monkeypatch) -> None:

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+
+def check_plot_path(path: str | Path) -> None:
+    """Raise ``ValueError`` unless ``path`` ends in a suffix naming a format matplotlib
+    writes (``.png``, ``.pdf``, ``.svg``...): the suffix picks the format, and a file
+    name without one would be written under another name (matplotlib adds ``.png``).
+    ``.pgf`` also needs the TeX program matplotlib lays its text out with."""
+    import matplotlib
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise ValueError(
+            f"{path}: not a plot format matplotlib writes; end the file name in one of "
+            + ", ".join(f".{name}" for name in sorted(formats))
+        )
+    tex = matplotlib.rcParams["pgf.texsystem"]
+    if suffix == "pgf" and shutil.which(tex) is None:
+        raise ValueError(f"{path}: matplotlib writes .pgf with {tex}, which is not installed")
 
 
 def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
@@ -12,8 +33,10 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
 
     The baselines come from the first report (all reports should share a test set),
     as does the accuracy band of random gates when it holds a ``random_band``
-    (``random_band(a, b, retrieve)``).
+    (``random_band(a, b, retrieve)``). The suffix of ``path`` picks the format
+    (``check_plot_path``).
     """
+    check_plot_path(path)
     import matplotlib
 
     matplotlib.use("Agg")

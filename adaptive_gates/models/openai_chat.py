@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailableError
+from ..validation import check_base_url
 from .chat import ChatReply, Message, TokenLogprob, TokenUsage, check_messages
 from .unavailable import is_unavailable
 
@@ -37,7 +38,9 @@ PLACEHOLDER_API_KEY = "no-key"
 class OpenAIChatModel:
     """``ChatModel`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    ``base_url=None`` uses ``OPENAI_BASE_URL`` or the SDK's default endpoint;
+    ``base_url=None`` uses ``OPENAI_BASE_URL`` or the SDK's default endpoint; a given
+    ``base_url`` must be an http(s) URL with a host (``ValueError`` otherwise, before
+    any request);
     ``api_key=None`` uses ``OPENAI_API_KEY`` (or a placeholder when a base URL is set,
     for local servers that need no key). Each request may be retried ``max_retries``
     times with the SDK's backoff, each attempt waiting at most ``timeout`` seconds.
@@ -61,6 +64,8 @@ class OpenAIChatModel:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if base_url is not None:
+            check_base_url(base_url)
         self.model = model
         self.base_url = base_url
         self.timeout = float(timeout)
