@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -624,10 +625,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = logging.StreamHandler()
         handler.setLevel(level)
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.run(args)
     except (AdaptiveGatesError, OSError, ValueError) as exc:
         print(f"adaptive-gates: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *where: object, **_: object) -> None:
+    """A warning of the run (e.g. more neighbours than a memory holds) as one line, as
+    the errors are: what it says, not the line of code it came from."""
+    print(f"adaptive-gates: warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":
