@@ -221,7 +221,7 @@ def _api_key(args: argparse.Namespace) -> str | None:
 def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
     """The ``--option`` and ``--strategy`` parameters, each checked against the gate's own
     (its backends, model objects no ``--option`` value can be, come from their own flags)."""
-    parameters = [p for p in cls._param_names() if p not in cls._backend_params]
+    parameters = [p for p in cls.param_names() if p not in cls.backend_params]
     options = dict(args.option or [])
     for key in options:
         if key not in parameters:
@@ -241,10 +241,11 @@ def _gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
     that a bad option fails before minutes of work."""
     from .gates.base import Gate
 
-    if args.gate not in Gate._registry:
-        raise UsageError(f"unknown gate {args.gate!r}; choose from {', '.join(sorted(Gate._registry))}")
-    cls = Gate._registry[args.gate]
-    kwargs = {**_gate_options(args, cls), **_backend_kwargs(args, cls._param_names())}
+    try:
+        cls = Gate.gate_class(args.gate)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    kwargs = {**_gate_options(args, cls), **_backend_kwargs(args, cls.param_names())}
 
     def factory() -> Gate:
         return cls(**kwargs)
@@ -329,7 +330,7 @@ def _gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
     from .data import load_outcomes
     from .gates.base import Gate
 
-    return load_outcomes(path, require=Gate._registry[args.gate].record_fields)
+    return load_outcomes(path, require=Gate.gate_class(args.gate).record_fields)
 
 
 def _report_line(report: dict[str, Any]) -> str:

@@ -63,7 +63,7 @@ def test_eval_writes_the_report(split, tmp_path, capsys, gate, options):
     # around the target, give or take the sampling noise of a share of len(test).
     at = report["at_threshold"]
     assert at["target_rate"] == 0.3
-    scores = Gate._registry[gate](**options).fit_outcomes(load_outcomes(split / "train.jsonl")).score(
+    scores = Gate.gate_class(gate)(**options).fit_outcomes(load_outcomes(split / "train.jsonl")).score(
         [r.question for r in test])
     rates = _achievable_rates(np.asarray(scores))
     below, above = max(r for r in rates if r <= 0.3), min(r for r in rates if r >= 0.3)

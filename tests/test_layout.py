@@ -10,7 +10,9 @@ from pathlib import Path
 import adaptive_gates
 
 PACKAGE = Path(adaptive_gates.__file__).parent
-HEAVY = ("torch", "transformers", "sentence_transformers", "sklearn")
+#: Loaded on first use only. (scikit-learn is not among them: every gate is a
+#: ``sklearn.base.BaseEstimator``.)
+HEAVY = ("torch", "transformers", "sentence_transformers")
 
 
 def _module_name(path: Path) -> str:

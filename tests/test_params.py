@@ -11,13 +11,16 @@ from sklearn.base import clone
 from adaptive_gates import (
     BM25DifficultyGate,
     ExactMemory,
+    Gate,
     NotFittedError,
+    PopularityGate,
     SeaKRGate,
     SelfAwareUncertainty,
     SKRClassifierGate,
     SKRIclGate,
     SKRKnnGate,
     SKRPromptGate,
+    StackedGate,
     ThrustGate,
     VerbalizedGate,
 )
@@ -57,7 +60,7 @@ def test_every_argument_is_kept_as_given_under_its_name(embedder, chat):
         gate = cls(**args)
         params = gate.get_params(deep=False)
         names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-        assert list(params) == names, cls.__name__
+        assert sorted(params) == sorted(names), cls.__name__
         for name in names:
             expected = args.get(name, inspect.signature(cls.__init__).parameters[name].default)
             assert params[name] is expected or (type(params[name]) is type(expected) and params[name] == expected), (
@@ -72,7 +75,7 @@ def test_clone_gives_an_unfitted_gate_with_equal_params(embedder, chat):
         assert type(copy) is cls and copy is not gate
         copied = copy.get_params(deep=False)
         for name, value in gate.get_params(deep=False).items():
-            if name in cls._backend_params:
+            if name in cls.backend_params:
                 assert copied[name] is value, (cls.__name__, name)  # models are shared, not copied
             else:
                 assert copied[name] == value and (copied[name] is not value or not isinstance(value, (list, dict)))
@@ -154,4 +157,40 @@ def test_saved_params_are_the_params_without_backends(embedder, chat):
     for cls, args in _gates(embedder, chat):
         gate = cls(**args)
         saved = gate._json_params()
-        assert set(saved) == set(gate.get_params(deep=False)) - cls._backend_params, cls.__name__
+        assert set(saved) == set(gate.get_params(deep=False)) - cls.backend_params, cls.__name__
+
+
+def test_every_gate_is_a_scikit_learn_estimator(embedder, chat):
+    from sklearn.base import BaseEstimator
+
+    from adaptive_gates.gates.params import GateParams
+
+    assert "get_params" not in GateParams.__dict__  # BaseEstimator's own
+    for cls, args in _gates(embedder, chat):
+        gate = cls(**args)
+        assert isinstance(gate, BaseEstimator), cls.__name__
+        assert gate.get_params(deep=False).keys() == set(cls.param_names()), cls.__name__
+
+
+def test_check_is_fitted_reads_is_fitted(embedder, outcome_records):
+    from sklearn.exceptions import NotFittedError as SklearnNotFitted
+    from sklearn.utils.validation import check_is_fitted
+
+    knn = SKRKnnGate(embedder, k=5)
+    with pytest.raises(SklearnNotFitted):
+        check_is_fitted(knn)
+    check_is_fitted(knn.fit_outcomes(outcome_records[:60]))
+    stacked = StackedGate(members="popularity", embedder=embedder)
+    with pytest.raises(SklearnNotFitted):
+        check_is_fitted(stacked)
+    check_is_fitted(stacked.fit_outcomes(outcome_records[:200]))
+    check_is_fitted(PopularityGate())  # needs no fitting
+    with pytest.raises(NotImplementedError, match="StackedGate has no fit.*fit_outcomes"):
+        StackedGate().fit(["q"])
+
+
+def test_gate_classes_are_found_by_name():
+    assert Gate.gate_class("skr-knn") is SKRKnnGate
+    assert {"skr-knn", "popularity", "stacked", "verbalized"} <= set(Gate.gate_names())
+    with pytest.raises(ValueError, match="unknown gate 'nope'; choose from .*skr-knn"):
+        Gate.gate_class("nope")

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
@@ -75,6 +75,20 @@ class Gate(GateParams, ABC):
         if "name" in cls.__dict__:
             Gate._registry[cls.name] = cls
 
+    @staticmethod
+    def gate_names() -> list[str]:
+        """The names of every gate class known (those of the package and any subclass
+        defined since), sorted: what ``gate_class``, saved configs and the CLI accept."""
+        return sorted(Gate._registry)
+
+    @staticmethod
+    def gate_class(name: str) -> type[Gate]:
+        """The gate class registered under ``name`` (``ValueError`` naming the known ones)."""
+        cls = Gate._registry.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise ValueError(f"unknown gate {name!r}; choose from {', '.join(Gate.gate_names())}")
+        return cls
+
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         if not isinstance(fallback_retrieve, bool):
             raise TypeError(f"fallback_retrieve must be True or False, got {fallback_retrieve!r}")
@@ -86,6 +100,16 @@ class Gate(GateParams, ABC):
     @abstractmethod
     def is_fitted(self) -> bool:
         """True once the gate can score questions."""
+
+    def __sklearn_is_fitted__(self) -> bool:
+        """What ``sklearn.utils.validation.check_is_fitted`` asks: ``is_fitted``."""
+        return self.is_fitted
+
+    def fit(self, *args: Any, **kwargs: Any) -> Self:
+        """Gates that learn from questions override this; the others learn from outcome
+        records (``fit_outcomes``) or nothing at all, and say so here."""
+        how = "nothing: it is ready as built" if self.is_fitted else "outcome records: call fit_outcomes(records)"
+        raise NotImplementedError(f"{type(self).__name__} has no fit(); it learns from {how}")
 
     @abstractmethod
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -100,12 +124,9 @@ class Gate(GateParams, ABC):
     def _default_threshold(self) -> float:
         """The method's own threshold, used until the gate is calibrated."""
 
-    #: Constructor parameters that are backends (models): passed again at load, never saved.
-    _backend_params: ClassVar[frozenset[str]] = frozenset()
-
     def _json_params(self) -> dict[str, Any]:
         """The constructor parameters to save: all but the backends (JSON values)."""
-        return {k: v for k, v in self.get_params(deep=False).items() if k not in self._backend_params}
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in self.backend_params}
 
     @abstractmethod
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -447,16 +468,16 @@ class Gate(GateParams, ABC):
         """``load`` of a directory no save swaps meanwhile."""
         config = read_config(path)
         gate_type = config_field(config, "gate_type", str)
-        target = Gate._registry.get(gate_type)
-        if target is None:
+        if gate_type not in Gate.gate_names():
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
+        target = Gate.gate_class(gate_type)
         if cls is not Gate and not issubclass(target, cls):
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
         params = config_field(config, "params", dict)
         state = config_field(config, "state", dict)
         # Backends (models) are passed at load, never saved: a saved value under a
         # backend's name is no model, whatever it holds.
-        saved_backends = sorted(params.keys() & target._backend_params)
+        saved_backends = sorted(params.keys() & target.backend_params)
         if saved_backends:
             name = saved_backends[0]
             raise GateLoadError(

@@ -96,7 +96,7 @@ class BudgetedGate(Gate):
     """
 
     name = "budget"
-    _backend_params = frozenset({"gate"})
+    backend_params = frozenset({"gate"})
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
 

@@ -78,7 +78,7 @@ class CascadeGate(Gate):
     """
 
     name = "cascade"
-    _backend_params = frozenset({"cheap", "costly"})
+    backend_params = frozenset({"cheap", "costly"})
     _fitted_state = ("_fitted_band",)
 
     def __init__(

@@ -80,7 +80,7 @@ class LogprobGate(AsksInRounds, Gate):
     name = "logprob"
     answers_first = True
     record_fields = ("logprobs_no_retrieval",)
-    _backend_params = frozenset({"chat"})
+    backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
 
     def __init__(

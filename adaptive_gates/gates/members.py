@@ -40,9 +40,9 @@ def load_member(directory: Path, state: object, what: str, backends: dict[str, A
     files = config.get("files")
     if not isinstance(files, dict):
         raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
-    target = Gate._registry.get(config.get("gate_type"))  # type: ignore[arg-type]
-    if target is None:
+    if config.get("gate_type") not in Gate.gate_names():
         raise GateLoadError(f"{directory}: {what} is of gate type {config.get('gate_type')!r}, which is no known gate")
+    target = Gate.gate_class(config["gate_type"])
     with tempfile.TemporaryDirectory() as tmp:
         member = Path(tmp) / "member"
         member.mkdir()
@@ -62,7 +62,7 @@ def load_member(directory: Path, state: object, what: str, backends: dict[str, A
 
 def member_backends(target: type[Gate], backends: dict[str, Any]) -> dict[str, Any]:
     """The backends a gate of type ``target`` is built with: those among its
-    ``_backend_params``; a gate that holds members itself gets them all to pass on."""
+    ``backend_params``; a gate that holds members itself gets them all to pass on."""
     if target._from_saved.__func__ is not Gate._from_saved.__func__:  # type: ignore[attr-defined]
         return backends
-    return {name: value for name, value in backends.items() if name in target._backend_params}
+    return {name: value for name, value in backends.items() if name in target.backend_params}

@@ -1,8 +1,9 @@
-"""scikit-learn's parameter conventions for gates: ``get_params``, ``set_params`` and
-``sklearn.base.clone``.
+"""scikit-learn's parameter conventions for gates: every gate is a
+``sklearn.base.BaseEstimator`` (``get_params``, ``sklearn.base.clone``,
+``check_is_fitted``), with the ``set_params`` and clone that gates need.
 
 A gate's ``__init__`` keeps every argument as-is under its own name, so the
-parameters are read back from its signature, as ``sklearn.base.BaseEstimator`` does.
+parameters are read back from its signature, as ``BaseEstimator`` does.
 
 ``set_params`` on a gate that holds fitted state (a memory, clusters, a calibrated
 threshold): that state was learned under the old parameters, so keeping it would
@@ -20,6 +21,8 @@ import inspect
 import logging
 from typing import Any, ClassVar, TypeVar
 
+from sklearn.base import BaseEstimator
+
 logger = logging.getLogger(__name__)
 
 P = TypeVar("P", bound="GateParams")
@@ -28,36 +31,30 @@ P = TypeVar("P", bound="GateParams")
 _PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
 
 
-class GateParams:
-    """``get_params`` / ``set_params`` / ``__sklearn_clone__`` from the ``__init__`` signature.
+class GateParams(BaseEstimator):
+    """``BaseEstimator`` with a ``set_params`` that validates through the constructor
+    and keeps or drops fitted state as the module says, and a clone that shares backends.
 
     A subclass lists in ``_fitted_state`` the attributes its ``fit``/``load`` learn
-    (the calibration is always one), and in ``_serving_params`` the parameters that
-    fitted state does not depend on.
+    (the calibration is always one), in ``_serving_params`` the parameters that fitted
+    state does not depend on, and in ``backend_params`` those that are backends (model
+    objects: passed again at load, never saved).
     """
 
     _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration",)
     _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
+    #: Constructor parameters that are backends (models): passed again at load, never saved.
+    backend_params: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
-    def _param_names(cls) -> list[str]:
-        """The ``__init__`` parameters, in signature order."""
+    def param_names(cls) -> list[str]:
+        """The constructor parameters, in signature order (``*args``/``**kwargs`` are
+        refused, as scikit-learn refuses them)."""
         signature = inspect.signature(cls.__init__)
         for p in signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TypeError(f"{cls.__name__}.__init__ must not take *args or **kwargs (scikit-learn convention)")
         return [name for name in signature.parameters if name != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor parameters as given; with ``deep``, also those of parameters
-        that have ``get_params`` themselves, as ``name__param``."""
-        out: dict[str, Any] = {}
-        for name in self._param_names():
-            value = getattr(self, name)
-            if deep and hasattr(value, "get_params") and not isinstance(value, type):
-                out.update((f"{name}__{key}", sub) for key, sub in value.get_params().items())
-            out[name] = value
-        return out
 
     def set_params(self: P, **params: Any) -> P:
         """Set constructor parameters (``name__param`` reaches a nested one).
@@ -68,7 +65,7 @@ class GateParams:
         """
         if not params:
             return self
-        names = self._param_names()
+        names = self.param_names()
         own: dict[str, Any] = {}
         for key, value in params.items():
             name, _, sub = key.partition("__")

@@ -138,7 +138,7 @@ class SeaKRGate(Gate):
     """
 
     name = "seakr"
-    _backend_params = frozenset({"lm"})
+    backend_params = frozenset({"lm"})
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
     """
 
     _fitted_state = ("_memory", "_feedback")
-    _backend_params = frozenset({"embedder", "memory"})
+    backend_params = frozenset({"embedder", "memory"})
 
     def __init__(
         self, embedder: Embedder | None = None, *, memory: MemoryFactory | None = None, fallback_retrieve: bool = True

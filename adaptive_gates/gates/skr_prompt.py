@@ -166,7 +166,7 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     """
 
     name = "skr-prompt"
-    _backend_params = frozenset({"chat"})
+    backend_params = frozenset({"chat"})
 
     def __init__(
         self,
@@ -217,7 +217,7 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
     """
 
     name = "skr-icl"
-    _backend_params = frozenset({"chat", "embedder", "memory"})
+    backend_params = frozenset({"chat", "embedder", "memory"})
 
     def __init__(
         self,

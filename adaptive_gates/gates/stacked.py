@@ -153,7 +153,7 @@ class StackedGate(LearnsFromFeedback, Gate):
     """
 
     name = "stacked"
-    _backend_params = frozenset({"embedder"})
+    backend_params = frozenset({"embedder"})
     _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
 
     def __init__(

@@ -159,7 +159,7 @@ class ThrustGate(FitPercentileGate):
     """
 
     name = "thrust"
-    _backend_params = frozenset({"representer"})
+    backend_params = frozenset({"representer"})
     _fitted_state = ("_fit_scores", "_clusters", "_class_names")
 
     def __init__(

@@ -77,7 +77,7 @@ class VerbalizedGate(AsksInRounds, Gate):
 
     name = "verbalized"
     answers_first = True
-    _backend_params = frozenset({"chat"})
+    backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
 
     def __init__(
