@@ -7,7 +7,7 @@ Heavy backends (torch, transformers, sentence-transformers) load lazily.
 
 from .calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
 from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcomes, load_qa
-from .decision import GateDecision
+from .decision import GateDecision, RetrievalMode
 from .errors import (
     AdaptiveGatesError,
     BackendError,
@@ -62,6 +62,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GateDecision",
+    "RetrievalMode",
     "Gate",
     "SKRKnnGate",
     "SKRClassifierGate",

@@ -6,7 +6,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
-from typing import Any
+from typing import Any, Literal
+
+#: How a request may steer retrieval: ``"auto"`` (the gate decides), or forced.
+RetrievalMode = Literal["auto", "always", "never"]
+RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("auto", "always", "never")
+
+
+def check_retrieval_mode(mode: object, what: str = "retrieval") -> RetrievalMode:
+    """``mode`` if it is one of ``RETRIEVAL_MODES``, else ``ValueError`` naming ``what``."""
+    if mode not in RETRIEVAL_MODES:
+        raise ValueError(f"{what} must be one of {RETRIEVAL_MODES}, got {mode!r}")
+    return mode  # type: ignore[return-value]  # checked just above
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,46 @@ class GateDecision:
     details: dict[str, Any] = field(default_factory=dict)
     draft_answer: str | None = None
     error: str | None = None
+
+    @classmethod
+    def forced(cls, question: object, gate: str, retrieval: RetrievalMode) -> GateDecision:
+        """The decision a request forces (``"always"`` or ``"never"``): nothing scored,
+        and the evidence says it was forced."""
+        if retrieval not in ("always", "never"):
+            raise ValueError(f"a forced decision is 'always' or 'never', got {retrieval!r}")
+        return cls(
+            retrieve=retrieval == "always",
+            score=math.nan,
+            threshold=math.nan,
+            gate=gate,
+            question=question if isinstance(question, str) else None,
+            details={"forced": retrieval},
+        )
+
+    @classmethod
+    def fallback(
+        cls,
+        question: object,
+        gate: str,
+        retrieve: bool,
+        error: str,
+        *,
+        threshold: float = math.nan,
+        latency_ms: float = 0.0,
+        details: dict[str, Any] | None = None,
+    ) -> GateDecision:
+        """The decision taken when ``gate`` could not judge ``question``: its fallback
+        verdict ``retrieve``, no score, and why as ``error``."""
+        return cls(
+            retrieve=retrieve,
+            score=math.nan,
+            threshold=threshold,
+            gate=gate,
+            latency_ms=latency_ms,
+            question=question if isinstance(question, str) else None,
+            details=details or {},
+            error=error,
+        )
 
     @property
     def is_fallback(self) -> bool:

@@ -11,6 +11,7 @@ waits on a remote backend also implements ``_ascore``, the awaitable ``_score``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import threading
@@ -295,24 +296,33 @@ class Gate(GateParams, ABC):
         return self.score([r.question for r in records])
 
     # ----------------------------------------------------------------- decisions
-    def _fallback(
+    def fallback_decision(
         self,
         question: Any,
         error: str,
-        threshold: float,
+        threshold: float = math.nan,
         latency_ms: float = 0.0,
         details: dict[str, Any] | None = None,
     ) -> GateDecision:
+        """This gate's fallback decision on ``question``, with why (logged as a warning):
+        what ``decide`` gives when a question or the backend fails, and what a framework
+        gives when the gate itself raised."""
         logger.warning("%s: fallback decision (%s)", self.name, error)
-        return GateDecision(
-            retrieve=self.fallback_retrieve,
-            score=math.nan,
-            threshold=threshold,
-            gate=self.name,
-            latency_ms=latency_ms,
-            question=question if isinstance(question, str) else None,
-            details=details or {},
-            error=error,
+        return GateDecision.fallback(
+            question, self.name, self.fallback_retrieve, error,
+            threshold=threshold, latency_ms=latency_ms, details=details,
+        )
+
+    def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
+        """``decision`` (one of this gate's) taken again at ``threshold`` by this gate's
+        own rule (``retrieves``, tie rules included): how a per-request threshold
+        applies. A fallback keeps its verdict; a draft answer survives only where the
+        verdict stays "answer directly"."""
+        if decision.is_fallback:
+            return dataclasses.replace(decision, threshold=threshold)
+        retrieve = bool(self.retrieves(np.array([decision.score]), threshold)[0])
+        return dataclasses.replace(
+            decision, retrieve=retrieve, threshold=threshold, draft_answer=None if retrieve else decision.draft_answer
         )
 
     def decide(self, question: str) -> GateDecision:
@@ -398,7 +408,7 @@ class Gate(GateParams, ABC):
         retrieve = dict(zip(scores, verdicts[0]))
         thresholds = dict(zip(scores, verdicts[1]))
         decisions = [
-            self._fallback(q, problems[i], threshold, latency, evidence.get(i))
+            self.fallback_decision(q, problems[i], threshold, latency, evidence.get(i))
             if i in problems
             else GateDecision(
                 retrieve=bool(retrieve[i]),

@@ -43,12 +43,12 @@ import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from ..calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
-from ..decision import GateDecision
+from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
 from ..feedback import Feedback
 from ..listeners import gate_asking, notify_decisions
@@ -59,8 +59,6 @@ from .members import load_member, save_member
 
 logger = logging.getLogger(__name__)
 
-RetrievalMode = Literal["auto", "always", "never"]
-_MODES = ("auto", "always", "never")
 #: The drift test's significance level, and its Kolmogorov-Smirnov coefficient c(α).
 DRIFT_ALPHA = 0.001
 _KS_COEFFICIENT = math.sqrt(-math.log(DRIFT_ALPHA / 2) / 2)
@@ -288,7 +286,7 @@ class BudgetedGate(Gate):
 
     def decide_batch(self, questions: Sequence[str], *, retrieval: RetrievalMode = "auto") -> list[GateDecision]:
         """``Gate.decide_batch`` under the budget, or forced for the whole batch."""
-        if _mode(retrieval) != "auto":
+        if check_retrieval_mode(retrieval) != "auto":
             return self._forced(questions, retrieval)
         return super().decide_batch(questions)
 
@@ -300,24 +298,13 @@ class BudgetedGate(Gate):
         self, questions: Sequence[str], *, retrieval: RetrievalMode = "auto"
     ) -> list[GateDecision]:
         """``decide_batch`` awaited."""
-        if _mode(retrieval) != "auto":
+        if check_retrieval_mode(retrieval) != "auto":
             return self._forced(questions, retrieval)
         return await super().adecide_batch(questions)
 
     def _forced(self, questions: Sequence[str], retrieval: RetrievalMode) -> list[GateDecision]:
-        """Decisions forced by the request, shaped as the LangChain package's: no score,
-        the evidence says it was forced."""
-        decisions = [
-            GateDecision(
-                retrieve=retrieval == "always",
-                score=math.nan,
-                threshold=math.nan,
-                gate=self.name,
-                question=q if isinstance(q, str) else None,
-                details={"forced": retrieval},
-            )
-            for q in check_batch(questions)
-        ]
+        """Decisions forced by the request (``GateDecision.forced``), outside the budget."""
+        decisions = [GateDecision.forced(q, self.name, retrieval) for q in check_batch(questions)]
         notify_decisions(decisions, self._listeners)
         return decisions
 
@@ -391,7 +378,3 @@ def _check_rate(rate: object) -> None:
         raise ValueError(f"target_rate must be a number in [0, 1], got {rate!r}")
 
 
-def _mode(retrieval: object) -> str:
-    if retrieval not in _MODES:
-        raise ValueError(f"retrieval must be one of {_MODES}, got {retrieval!r}")
-    return retrieval  # type: ignore[return-value]

@@ -22,9 +22,10 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.decision import RetrievalMode, check_retrieval_mode
 
 #: ``configurable`` key: a threshold replacing the gate's for this request.
 THRESHOLD_KEY = "gate_threshold"
@@ -35,9 +36,6 @@ GATE_KEY = "gate_name"
 #: ``configurable`` key: a retrieval rate in [0, 1], judged at the threshold that would
 #: have retrieved that share of the gate's calibration questions.
 TARGET_RATE_KEY = "gate_target_rate"
-
-RetrievalMode = Literal["auto", "always", "never"]
-_MODES = ("auto", "always", "never")
 
 
 @dataclass(frozen=True)
@@ -59,9 +57,7 @@ class RequestControl:
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
         ):
             raise ValueError(f"configurable {THRESHOLD_KEY!r} must be a finite number, got {threshold!r}")
-        retrieval = configurable.get(RETRIEVAL_KEY, "auto")
-        if retrieval not in _MODES:
-            raise ValueError(f"configurable {RETRIEVAL_KEY!r} must be one of {_MODES}, got {retrieval!r}")
+        retrieval = check_retrieval_mode(configurable.get(RETRIEVAL_KEY, "auto"), f"configurable {RETRIEVAL_KEY!r}")
         gate_name = configurable.get(GATE_KEY)
         if gate_name is not None and not isinstance(gate_name, str):
             raise ValueError(f"configurable {GATE_KEY!r} must be a gate name (str), got {gate_name!r}")
@@ -88,33 +84,14 @@ class RequestControl:
 
     def forced(self, question: Any, gate_name: str) -> GateDecision:
         """The decision of a forced request: no scoring, the evidence says it was forced."""
-        return GateDecision(
-            retrieve=self.retrieval == "always",
-            score=math.nan,
-            threshold=math.nan,
-            gate=gate_name,
-            question=question if isinstance(question, str) else None,
-            details={"forced": self.retrieval},
-        )
+        return GateDecision.forced(question, gate_name, self.retrieval)
 
-    def apply_threshold(self, decision: GateDecision) -> GateDecision:
-        """``decision`` re-taken at this request's threshold (score > threshold retrieves).
-
-        A fallback keeps its verdict. A draft answer survives only where the gate
-        itself gave one and the verdict stays "answer directly".
-        """
+    def apply_threshold(self, decision: GateDecision, gate: Gate) -> GateDecision:
+        """``decision`` re-taken at this request's threshold by ``gate``'s own rule
+        (``Gate.retaken_at``), the gate's own threshold kept in the evidence."""
         if self.threshold is None:
             return decision
         details = {**decision.details, "gate_threshold": decision.threshold}
         if self.target_rate is not None:
             details["gate_target_rate"] = self.target_rate
-        if decision.is_fallback:
-            return dataclasses.replace(decision, threshold=self.threshold, details=details)
-        retrieve = decision.score > self.threshold
-        return dataclasses.replace(
-            decision,
-            retrieve=retrieve,
-            threshold=self.threshold,
-            details=details,
-            draft_answer=None if retrieve else decision.draft_answer,
-        )
+        return dataclasses.replace(gate.retaken_at(decision, self.threshold), details=details)

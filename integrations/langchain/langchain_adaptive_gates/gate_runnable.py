@@ -253,7 +253,7 @@ def _result(request: _Request | Exception) -> GateDecision | Exception:
     if isinstance(request, Exception):
         return request
     assert request.decision is not None
-    decision = request.control.apply_threshold(request.decision)
+    decision = request.control.apply_threshold(request.decision, request.gate)
     if request.condense_error is not None:
         decision = dataclasses.replace(decision, details={**decision.details, "condense_error": request.condense_error})
     return decision

@@ -1,9 +1,9 @@
 import math
 
 import pytest
-from adaptive_gates import GateDecision
+from adaptive_gates import GateDecision, SKRKnnGate
 
-from langchain_adaptive_gates import RequestControl
+from langchain_adaptive_gates import GateRunnable, RequestControl
 
 
 def _decision(score, threshold=0.5, draft=None, error=None):
@@ -29,17 +29,33 @@ def test_bad_control_names_the_key(configurable, key):
         RequestControl.from_config({"configurable": configurable})
 
 
-def test_threshold_override_retakes_the_verdict():
+def test_threshold_override_retakes_the_verdict(knn_gate):
     control = RequestControl(threshold=0.9)
-    relaxed = control.apply_threshold(_decision(0.7))
+    relaxed = control.apply_threshold(_decision(0.7), knn_gate)
     assert relaxed.retrieve is False and relaxed.threshold == 0.9 and relaxed.details["gate_threshold"] == 0.5
-    stricter = RequestControl(threshold=0.1).apply_threshold(_decision(0.3, draft="Paris"))
+    stricter = RequestControl(threshold=0.1).apply_threshold(_decision(0.3, draft="Paris"), knn_gate)
     assert stricter.retrieve is True and stricter.draft_answer is None
 
 
-def test_threshold_override_keeps_a_fallback():
+def test_threshold_override_keeps_a_fallback(knn_gate):
     fallback = _decision(math.nan, error="backend error")
-    assert RequestControl(threshold=10.0).apply_threshold(fallback).retrieve is True
+    assert RequestControl(threshold=10.0).apply_threshold(fallback, knn_gate).retrieve is True
+
+
+def test_a_request_threshold_keeps_the_gates_tie_rule(core_embedder):
+    """Under the authors' majority vote a tied vote retrieves when the classes are even;
+    a per-request threshold at the tie decides by that rule, not by score > threshold."""
+    questions = ["Who wrote Hamlet?", "What is the capital of France?",
+                 "Who won the village election last year?", "What did yesterday's report conclude?"]
+    with pytest.warns(UserWarning, match="k=4 is used"):  # every question: all four neighbours, a 2-2 tie
+        gate = SKRKnnGate(core_embedder, k=4, vote="majority").fit(questions, [0, 0, 1, 1])
+    runnable = GateRunnable(gate)
+    own = runnable.invoke("Who painted the Mona Lisa?")
+    assert own.score == 0.5 and own.threshold == 0.5 and own.retrieve is True  # the tie rule
+    at_tie = runnable.invoke("Who painted the Mona Lisa?", config={"configurable": {"gate_threshold": 0.5}})
+    assert at_tie.retrieve is True and at_tie.details["gate_threshold"] == 0.5
+    above = runnable.invoke("Who painted the Mona Lisa?", config={"configurable": {"gate_threshold": 0.6}})
+    assert above.retrieve is False
 
 
 def test_forced_decisions_say_so():

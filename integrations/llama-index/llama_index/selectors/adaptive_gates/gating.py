@@ -12,8 +12,6 @@ gate) is raised: a fallback on every query would hide the setting to fix.
 
 from __future__ import annotations
 
-import logging
-import math
 from typing import Any, NamedTuple
 
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
@@ -23,7 +21,6 @@ from llama_index.core.instrumentation.dispatcher import Dispatcher
 from .events import fire_decision, forwarding_llm_calls
 from .reason import decision_of
 
-logger = logging.getLogger(__name__)
 
 #: How a query is answered after a decision: ``"retrieve"`` (over retrieved nodes),
 #: ``"direct"`` (the LLM alone) or ``"draft"`` (the gate's own draft answer, with no
@@ -42,11 +39,7 @@ class Decided(NamedTuple):
 
 def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecision:
     """The decision taken when ``gate`` raised: its fallback, with the exception as ``error``."""
-    error = f"the gate raised {type(exc).__name__}: {exc}"
-    logger.warning("%s: %s; taking its fallback", gate.name, error)
-    return GateDecision(
-        retrieve=gate.fallback_retrieve, score=math.nan, threshold=math.nan, gate=gate.name, question=question, error=error
-    )
+    return gate.fallback_decision(question, f"the gate raised {type(exc).__name__}: {exc}")
 
 
 def _fired(question: str, decision: GateDecision, on: Dispatcher) -> Decided:
