@@ -88,8 +88,8 @@ Factory = Callable[[Encoders], Gate]
 VARIANTS: dict[str, tuple[str, Factory]] = {
     "skr-knn (k=10, similarity)": ("member", lambda e: SKRKnnGate(e.sentence, k=10, weighting="similarity")),
     "skr-cls (balanced)": ("member", lambda e: SKRClassifierGate(e.sentence, class_weight="balanced")),
-    "thrust (MiniLM)": ("member", lambda e: ThrustGate(e.sentence, fit_scores="in_sample")),
-    "thrust (SmolLM2 hidden state)": ("member", lambda e: ThrustGate(e.lm, fit_scores="in_sample")),
+    "thrust (MiniLM)": ("member", lambda e: ThrustGate(e.sentence, level_scores="in_sample")),
+    "thrust (SmolLM2 hidden state)": ("member", lambda e: ThrustGate(e.lm, level_scores="in_sample")),
     "bm25-difficulty": ("member", lambda e: BM25DifficultyGate()),
     **{
         f"popularity rule={rule}": ("popularity", lambda e, rule=rule: PopularityGate(rule=rule))

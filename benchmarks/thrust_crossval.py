@@ -117,7 +117,7 @@ def table_variants(reps: SplitRepresentations) -> list[Variant]:
     ]
     last = reps.layer(30)
     out += [
-        Variant("thrust L30 last_token, in-sample levels (paper)", lambda: ThrustGate(last, fit_scores="in_sample")),
+        Variant("thrust L30 last_token, in-sample levels (paper)", lambda: ThrustGate(last, level_scores="in_sample")),
         Variant("thrust L30 last_token, floor K (code)", lambda: ThrustGate(last, n_clusters_rule="floor")),
         Variant("thrust L30 last_token, chat", lambda r=reps.layer(30, chat=True): ThrustGate(r)),
         Variant("thrust MiniLM", lambda: ThrustGate(reps.minilm)),
@@ -132,7 +132,7 @@ def sweep_variants(reps: SplitRepresentations) -> dict[str, list[Variant]]:
         form_name(pooling, chat): [
             Variant(
                 f"thrust L{layer} {form_name(pooling, chat)}",
-                lambda r=reps.layer(layer, pooling, chat): ThrustGate(r, fit_scores="in_sample"),
+                lambda r=reps.layer(layer, pooling, chat): ThrustGate(r, level_scores="in_sample"),
                 levels=False,
             )
             for layer in range(reps.lm.num_layers + 1)

@@ -69,7 +69,7 @@ def scoring_cost(dim: int, per_class: int, classes: int, rng: np.random.Generato
     rep = TableRepresenter(vectors)
     names = list(rep.table)
     labels = [i % classes for i in range(n_fit)]
-    gate = ThrustGate(rep, fit_scores="in_sample").fit(names[:n_fit], labels if classes > 1 else None)
+    gate = ThrustGate(rep, level_scores="in_sample").fit(names[:n_fit], labels if classes > 1 else None)
     queries = names[n_fit:]
     clusters = gate._clusters
     one = iter(queries)

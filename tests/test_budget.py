@@ -206,3 +206,12 @@ def test_a_budget_lock_serialises_decisions_with_a_save(knn, stream, tmp_path) -
     finally:
         stop.set()
         worker.join()
+
+
+def test_calibrating_never_changes_the_budget(knn, stream):
+    gate = BudgetedGate(knn, target_rate=TARGET, window=WINDOW)
+    gate.calibrate(stream.calibration, TARGET)  # the same rate: accepted
+    with pytest.raises(ValueError, match=r"its target_rate parameter \(0\.3\).*set_params\(target_rate=0\.2\)"):
+        gate.calibrate(stream.calibration, 0.2)
+    assert gate.target_rate == TARGET
+    assert gate.set_params(target_rate=0.2).target_rate == 0.2 and gate.is_fitted  # a serving parameter

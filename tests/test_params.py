@@ -39,7 +39,7 @@ def _gates(embedder, chat):
                           fallback_retrieve=False)),
         (SKRClassifierGate, dict(embedder=embedder, C=3, class_weight="balanced", memory=ExactMemory,
                                  fallback_retrieve=False)),
-        (ThrustGate, dict(representer=embedder, n_clusters_rule="floor", scale="code", fit_scores="in_sample",
+        (ThrustGate, dict(representer=embedder, n_clusters_rule="floor", scale="code", level_scores="in_sample",
                           n_init=3, random_state=7, fallback_retrieve=False)),
         (BM25DifficultyGate, dict(top_k=None, fallback_retrieve=False)),
         (VerbalizedGate, dict(chat=chat, strategy="punish", template="Q: {question}", max_tokens=9, judge=False,
@@ -87,7 +87,7 @@ def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, embe
     fitted = [
         SKRKnnGate(embedder, k=5).fit_outcomes(outcome_records),
         SKRClassifierGate(embedder).fit_outcomes(outcome_records),
-        ThrustGate(embedder, fit_scores="in_sample").fit(questions),
+        ThrustGate(embedder, level_scores="in_sample").fit(questions),
         BM25DifficultyGate().fit(questions),
     ]
     for gate in fitted:

@@ -114,7 +114,7 @@ def test_fit_uses_the_cluster_rule(rule, expected):
 
 
 def test_bad_parameters_are_refused():
-    for bad in ({"n_clusters_rule": "round"}, {"scale": "x"}, {"fit_scores": "x"}, {"n_init": 0}):
+    for bad in ({"n_clusters_rule": "round"}, {"scale": "x"}, {"level_scores": "x"}, {"n_init": 0}):
         with pytest.raises(ValueError):
             ThrustGate(PointRepresenter(HAND), **bad)
     with pytest.raises(ValueError, match="n_samples"):
@@ -212,6 +212,21 @@ def test_save_load_identity(tmp_path):
         np.testing.assert_array_equal(loaded.score(probe), gate.score(probe))
         assert [d.retrieve for d in loaded.decide_batch(probe)] == [d.retrieve for d in gate.decide_batch(probe)]
         assert isinstance(load_gate(path, representer=rep), ThrustGate)
+
+
+def test_a_gate_saved_before_level_scores_was_renamed_loads(tmp_path):
+    """The parameter ``level_scores`` was called ``fit_scores`` beside the fitted
+    ``fit_scores_``; a gate saved under the old name loads with its value."""
+    from adaptive_gates.persistence import with_checksums
+
+    rep = PointRepresenter(HAND)
+    path = hand_gate(level_scores="in_sample").save(tmp_path / "thrust")
+    config = json.loads((path / "config.json").read_text())
+    config["params"]["fit_scores"] = config["params"].pop("level_scores")
+    (path / "config.json").write_text(json.dumps(with_checksums(config)))
+    loaded = ThrustGate.load(path, representer=rep)
+    assert loaded.level_scores == "in_sample" and "fit_scores" not in loaded.get_params()
+    assert loaded.score(["q"])[0] == hand_gate(level_scores="in_sample").score(["q"])[0]
 
 
 def test_mismatched_representer_is_refused(tmp_path):

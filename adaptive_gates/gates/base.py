@@ -483,7 +483,7 @@ class Gate(GateParams, ABC):
         target = Gate.gate_class(gate_type)
         if cls is not Gate and not issubclass(target, cls):
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
-        params = config_field(config, "params", dict)
+        params = target._current_params(config_field(config, "params", dict))
         state = config_field(config, "state", dict)
         # Backends (models) are passed at load, never saved: a saved value under a
         # backend's name is no model, whatever it holds.
@@ -513,6 +513,14 @@ class Gate(GateParams, ABC):
                 f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
             )
         return gate  # type: ignore[return-value]
+
+    #: Parameters renamed since a gate of this class was saved: old name -> new name.
+    _renamed_params: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Saved parameters under their current names (a gate saved before a rename loads)."""
+        return {cls._renamed_params.get(name, name): value for name, value in params.items()}
 
     @classmethod
     def _from_saved(cls: type[G], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> G:

@@ -30,7 +30,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class BM25DifficultyGate(FitPercentileGate):
         self._check_fitted()
         return list(self._queries)
 
-    def fit(self, questions: Sequence[str]) -> "BM25DifficultyGate":
+    def fit(self, questions: Sequence[str]) -> Self:
         """Index the fitting queries (no answers needed)."""
         clean = check_questions(questions)
         if not clean:

@@ -43,7 +43,7 @@ import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -250,9 +250,11 @@ class BudgetedGate(Gate):
         correct_without: Sequence[float] | None = None,
         correct_with: Sequence[float] | None = None,
         max_rate: float | None = None,
-    ) -> "BudgetedGate":
+    ) -> Self:
         """Keep the need scores of calibration questions (like the traffic's) as the
-        warm-up quantiles and the drift reference; ``target_rate`` also sets the budget."""
+        warm-up quantiles and the drift reference. The budget is the ``target_rate``
+        parameter, which fitting never changes: a ``target_rate`` given here must be it
+        (``set_params(target_rate=...)`` changes it and keeps this calibration)."""
         if correct_without is not None or correct_with is not None or max_rate is not None:
             raise ValueError(
                 "a budgeted gate's threshold follows its target rate; calibrate the wrapped gate on "
@@ -261,11 +263,12 @@ class BudgetedGate(Gate):
         reference = np.asarray(scores, dtype=np.float64).ravel()
         if reference.size == 0 or not np.all(np.isfinite(reference)):
             raise ValueError("calibration scores must be a non-empty array of finite numbers")
-        if target_rate is not None:
-            _check_rate(target_rate)
+        if target_rate is not None and target_rate != self.target_rate:
+            raise ValueError(
+                f"this budget's rate is its target_rate parameter ({self.target_rate}), which calibrating does "
+                f"not change; call set_params(target_rate={target_rate}) for another (it keeps the calibration)"
+            )
         with self._lock:
-            if target_rate is not None:
-                self.target_rate = target_rate
             self._reference = np.sort(reference)
             self._drift = False
         if reference.size < MIN_CALIBRATION_QUESTIONS:

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -120,11 +120,11 @@ class CascadeGate(Gate):
         band = self._fitted_band["band"]
         return None if band is None else (float(band[0]), float(band[1]))
 
-    def fit_band(self, questions: Sequence[str]) -> "CascadeGate":
+    def fit_band(self, questions: Sequence[str]) -> Self:
         """Fit the band to ``escalation_rate`` on questions like the traffic's."""
         return self.fit_band_scores(self.cheap.score(questions))
 
-    def fit_band_scores(self, cheap_scores: np.ndarray) -> "CascadeGate":
+    def fit_band_scores(self, cheap_scores: np.ndarray) -> Self:
         """``fit_band`` from the cheap gate's scores: the band spans the
         ``escalation_rate`` share of them nearest the cheap threshold (ties at its edges
         can make the share escalated larger; ``fitted_band_["realised_share"]``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 
@@ -62,7 +62,7 @@ class FitPercentileGate(Gate):
     def _default_threshold(self) -> float:
         return threshold_for_rate(self.fit_scores_, LEVELS["medium"]).threshold
 
-    def set_level(self, level: Level | float) -> "FitPercentileGate":
+    def set_level(self, level: Level | float) -> Self:
         """Threshold so that this share of the fitting queries retrieves: a level name
         (scarce 25%, medium 50%, abundant 75%) or a rate in [0, 1]."""
         if isinstance(level, str):
@@ -71,12 +71,12 @@ class FitPercentileGate(Gate):
             level = LEVELS[level]
         return self.calibrate_scores(self.fit_scores_, float(level))
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "FitPercentileGate":
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
         """Fit on the records' questions; no answers are needed (``metric`` is unused)."""
         return self.fit([r.question for r in records])
 
     @abstractmethod
-    def fit(self, questions: Sequence[str]) -> "FitPercentileGate":
+    def fit(self, questions: Sequence[str]) -> Self:
         """Learn from fitting queries alone and keep their need scores."""
 
     def _load_fit_scores(self, directory: Path, n: int) -> np.ndarray:

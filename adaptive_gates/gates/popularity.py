@@ -38,7 +38,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 
@@ -110,7 +110,7 @@ class PopularityGate(Gate):
         """The word frequencies in use (wordfreq's, blended with a fitted corpus's)."""
         return self._rarity or WordRarity()
 
-    def fit(self, corpus: Iterable[str | CorpusRecord]) -> "PopularityGate":
+    def fit(self, corpus: Iterable[str | CorpusRecord]) -> Self:
         """Blend in the word frequencies of the user's own corpus (texts or corpus records)."""
         texts = [f"{r.title} {r.text}" if isinstance(r, CorpusRecord) else r for r in corpus]
         if not all(isinstance(t, str) for t in texts):
@@ -122,7 +122,7 @@ class PopularityGate(Gate):
         logger.info("popularity: %d corpus tokens, %d distinct words", rarity.total, len(rarity.counts))
         return self
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "PopularityGate":
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
         """The paper's threshold: the one with the best accuracy on these outcome records."""
         a, b = outcome_scores(records, metric)
         return self.calibrate_scores(self.score([r.question for r in records]), correct_without=a, correct_with=b)

@@ -18,7 +18,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
         return self._memory
 
-    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> "_SKRMemoryGate":
+    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> Self:
         """Learn from labelled questions: label 1 = retrieval helped (D-), 0 = known (D+)."""
         clean = check_questions(questions)
         labels = check_labels(labels, len(clean))
@@ -118,12 +118,12 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     def fit_outcomes(
         self, records: Sequence[OutcomeRecord], metric: str = "contains", ties: TiePolicy = "known"
-    ) -> "_SKRMemoryGate":
+    ) -> Self:
         """Label outcome records (SPEC §1.1) and fit on them."""
         knowledge = label_outcomes(records, metric=metric, ties=ties)
         return self.fit(knowledge.questions, knowledge.labels)
 
-    def add(self, questions: Sequence[str], labels: Sequence[int]) -> "_SKRMemoryGate":
+    def add(self, questions: Sequence[str], labels: Sequence[int]) -> Self:
         """Add newly labelled questions to the memory; safe while others decide."""
         clean = check_questions(questions)
         labels = check_labels(labels, len(clean))
@@ -238,7 +238,7 @@ class SKRKnnGate(_SKRMemoryGate):
         self.vote = vote
         self.weighting = weighting
 
-    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> "SKRKnnGate":
+    def fit(self, questions: Sequence[str], labels: Sequence[int]) -> Self:
         """As ``_SKRMemoryGate.fit``; warns (``UserWarning``) when ``k`` is not below the
         number of questions, which makes every question's neighbours the whole memory."""
         super().fit(questions, labels)

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class MemberSpec:
 MEMBERS: dict[str, MemberSpec] = {
     "skr-knn": MemberSpec(lambda e: SKRKnnGate(e, k=10, weighting="similarity"), "embedder"),
     "skr-cls": MemberSpec(lambda e: SKRClassifierGate(e, class_weight="balanced"), "embedder"),
-    "thrust": MemberSpec(lambda e: ThrustGate(e, fit_scores="in_sample"), "representer"),
+    "thrust": MemberSpec(lambda e: ThrustGate(e, level_scores="in_sample"), "representer"),
     "bm25-difficulty": MemberSpec(lambda e: BM25DifficultyGate(), None),
     "popularity": MemberSpec(lambda e: PopularityGate(), None),
 }
@@ -234,7 +234,7 @@ class StackedGate(LearnsFromFeedback, Gate):
             return self._default_encoder
 
     # ------------------------------------------------------------------ fitting
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "StackedGate":
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
         """Fit the members and the combiner on outcome records (all of them)."""
         records = list(records)
         if len(records) < 2 * self.folds:
@@ -263,7 +263,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         return 0.0 if self.target == "gain" else self.combiner_.base_rate
 
     # ------------------------------------------------------------------ feedback (logged; learnt by refit)
-    def refit(self) -> "StackedGate":
+    def refit(self) -> Self:
         """Refit the combiner on the outcome rows it was first fitted on and every
         feedback observation logged so far (the members stay as they are)."""
         self._check_fitted()

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 ClusterRule = Literal["ceil", "floor"]
 Scale = Literal["paper", "code"]
-FitScores = Literal["cross_fitted", "in_sample"]
+LevelScores = Literal["cross_fitted", "in_sample"]
 
 #: Distances below this count as this (absolute, in representation units; hidden
 #: states have norms of tens to hundreds, unit-norm embeddings of 1). A query on a
@@ -146,7 +146,7 @@ class ThrustGate(FitPercentileGate):
         n_clusters_rule: ``"ceil"`` (paper) or ``"floor"`` (authors' code) in
             ``max(·(|D|^(1/4)), 3)``.
         scale: ``"paper"`` (the 1/(N·K) factor) or ``"code"`` (no factor).
-        fit_scores: how the fitting queries' scores, whose percentiles are the
+        level_scores: how the fitting queries' scores (``fit_scores_``), whose percentiles are the
             thresholds, are taken. ``"in_sample"`` (paper): against the clusters they
             formed, which flatters them: fitted on 200 queries (MiniLM, NQ and
             HotpotQA questions), the 25/50/75% levels retrieved for 34/58/81% of new
@@ -161,6 +161,7 @@ class ThrustGate(FitPercentileGate):
     name = "thrust"
     backend_params = frozenset({"representer"})
     _fitted_state = ("_fit_scores", "_clusters", "_class_names")
+    _renamed_params = {"fit_scores": "level_scores"}  # beside the fitted fit_scores_, it misled
 
     def __init__(
         self,
@@ -168,7 +169,7 @@ class ThrustGate(FitPercentileGate):
         *,
         n_clusters_rule: ClusterRule = "ceil",
         scale: Scale = "paper",
-        fit_scores: FitScores = "cross_fitted",
+        level_scores: LevelScores = "cross_fitted",
         n_init: int = 10,
         random_state: int = 42,
         fallback_retrieve: bool = True,
@@ -178,8 +179,8 @@ class ThrustGate(FitPercentileGate):
             raise ValueError(f"n_clusters_rule must be 'ceil' or 'floor', got {n_clusters_rule!r}")
         if scale not in ("paper", "code"):
             raise ValueError(f"scale must be 'paper' or 'code', got {scale!r}")
-        if fit_scores not in ("cross_fitted", "in_sample"):
-            raise ValueError(f"fit_scores must be 'cross_fitted' or 'in_sample', got {fit_scores!r}")
+        if level_scores not in ("cross_fitted", "in_sample"):
+            raise ValueError(f"level_scores must be 'cross_fitted' or 'in_sample', got {level_scores!r}")
         if isinstance(n_init, bool) or not isinstance(n_init, int) or n_init < 1:
             raise ValueError(f"n_init must be a positive int, got {n_init!r}")
         if isinstance(random_state, bool) or not isinstance(random_state, int):
@@ -189,7 +190,7 @@ class ThrustGate(FitPercentileGate):
         self._representer_lock = threading.Lock()
         self.n_clusters_rule = n_clusters_rule
         self.scale = scale
-        self.fit_scores = fit_scores
+        self.level_scores = level_scores
         self.n_init = n_init
         self.random_state = random_state
         self._clusters: _Clusters | None = None
@@ -244,7 +245,7 @@ class ThrustGate(FitPercentileGate):
         return list(self._class_names)
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, questions: Sequence[str], class_labels: Sequence[str | int] | None = None) -> "ThrustGate":
+    def fit(self, questions: Sequence[str], class_labels: Sequence[str | int] | None = None) -> Self:
         """Cluster the fitting queries (no answers needed; the paper uses ~200).
 
         ``class_labels`` (classification tasks) cluster each class on its own;
@@ -257,7 +258,7 @@ class ThrustGate(FitPercentileGate):
         names = list(dict.fromkeys(labels))
         vectors = self._represent(clean)
         clusters = self._cluster(vectors, labels, names)
-        if self.fit_scores == "in_sample" or len(clean) < 2:
+        if self.level_scores == "in_sample" or len(clean) < 2:
             fit_scores = self._need(vectors, clusters)[0]
         else:
             fit_scores = self._cross_fitted_scores(vectors, labels, names)
