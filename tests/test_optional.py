@@ -67,3 +67,49 @@ def test_core_imports_without_the_local_extra_and_its_defaults_name_it() -> None
     for line in lines[:3]:
         assert line.startswith("MissingExtraError ") and "pip install 'adaptive-gates[local]'" in line, line
     assert "torch is not installed" in lines[0] and "sentence_transformers is not installed" in lines[1]
+
+
+# A fresh interpreter where neither openai nor matplotlib can be imported.
+_WITHOUT_OPENAI_AND_PLOT = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class Absent(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {"openai", "matplotlib"}:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Absent())
+    import adaptive_gates
+    from adaptive_gates.evaluation import plot_reports
+    from adaptive_gates.models import OpenAIChatModel
+
+    for build in (lambda: OpenAIChatModel("a-model", base_url="http://127.0.0.1:9/v1"),
+                  lambda: plot_reports([{}], "curve.png")):
+        try:
+            build()
+        except ImportError as exc:
+            print(type(exc).__name__, exc)
+        else:
+            print("built")
+""")
+
+
+def test_openai_and_matplotlib_are_extras_named_when_missing() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", _WITHOUT_OPENAI_AND_PLOT], capture_output=True, text=True, env=env,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("MissingExtraError openai is not installed") and "adaptive-gates[openai]" in lines[0]
+    assert lines[1].startswith("MissingExtraError matplotlib is not installed") and "adaptive-gates[plot]" in lines[1]
+
+
+def test_the_extras_are_declared_and_local_brings_them() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith(("openai", "matplotlib")) for d in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert extras["openai"] == ["openai>=1.40"] and extras["plot"] == ["matplotlib>=3.7"]
+    assert "adaptive-gates[openai,plot]" in extras["local"]

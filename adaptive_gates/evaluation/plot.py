@@ -7,13 +7,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..models.optional import require
+
 
 def check_plot_path(path: str | Path) -> None:
     """Raise ``ValueError`` unless ``path`` ends in a suffix naming a format matplotlib
     writes (``.png``, ``.pdf``, ``.svg``...): the suffix picks the format, and a file
     name without one would be written under another name (matplotlib adds ``.png``).
     ``.pgf`` also needs the TeX program matplotlib lays its text out with."""
-    import matplotlib
+    matplotlib = require("matplotlib", extra="plot")
     from matplotlib.backend_bases import FigureCanvasBase
 
     formats = FigureCanvasBase.get_supported_filetypes()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BackendError, BackendUnavailableError
 from ..validation import check_base_url
 from .chat import ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+from .optional import require
 from .unavailable import is_unavailable
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class OpenAIChatModel:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         if base_url is not None:
             check_base_url(base_url)
+        require("openai", extra="openai")  # here, not at the first request
         self.model = model
         self.base_url = base_url
         self.timeout = float(timeout)

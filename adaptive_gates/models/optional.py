@@ -1,9 +1,11 @@
 """Imports of the packages that come with an optional extra.
 
-The core installs light (numpy, faiss, scikit-learn, bm25s, openai); the local models
-need torch, transformers, gguf and sentence-transformers from ``adaptive-gates[local]``.
-Every import of those goes through ``require``, so a default that needs a missing
-extra says which one to install instead of failing on a bare module name.
+The core installs light (numpy, faiss, scikit-learn, bm25s, wordfreq); the local
+models need torch, transformers, gguf and sentence-transformers from
+``adaptive-gates[local]``, ``OpenAIChatModel`` needs ``openai`` (``[openai]``) and plots
+need matplotlib (``[plot]``); ``[local]`` brings all of them. The first import of each
+goes through ``require``, so what needs a missing extra says which one to install
+instead of failing on a bare module name.
 """
 
 from __future__ import annotations
