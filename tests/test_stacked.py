@@ -190,7 +190,8 @@ def test_heads_are_calibrated_on_their_training_rows(train):
         fit_combiner(features, head_outcomes(np.zeros_like(a), b, "gain"), "gain", C=1.0)
 
 
-def test_round_trip_as_one_directory(fitted, encoder, test_questions, tmp_path):
+def test_round_trip_as_one_directory(fresh, encoder, test_questions, tmp_path):
+    fitted = fresh  # a copy of its own: calibrating it leaves the module's gate as fitted
     fitted.calibrate(test_questions, target_rate=0.4)
     path = fitted.save(tmp_path / "g")
     # one flat directory: each member's files under its prefix, its config in the state

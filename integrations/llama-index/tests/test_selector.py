@@ -113,18 +113,21 @@ def test_the_router_retriever_returns_nodes_only_when_the_gate_retrieves(knn_gat
 
 def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, llm, observed):
     events, spans = observed
-    engine = router(knn_gate, index, llm)
+    selector = GateSelector(knn_gate)
+    engine = RouterQueryEngine(selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)],
+                               llm=llm)
     response = engine.query(UNKNOWN_Q)
     (event,) = events.of(GateDecisionEvent)
     assert event.query == UNKNOWN_Q and event.decision == decision_of(response).to_dict()
-    assert spans.owners[event.span_id] is engine._selector, "the decision was fired outside the selector's span"
+    assert spans.owners[event.span_id] is selector, "the decision was fired outside the selector's span"
     assert event.span_id.startswith("GateSelector._select-")
 
 
 def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observed(index, llm, observed):
     events, spans = observed
-    gate = VerbalizedGate(llm.backend, max_tokens=24)
-    engine = router(gate, index, llm)
+    selector = GateSelector(VerbalizedGate(llm.backend, max_tokens=24))
+    engine = RouterQueryEngine(selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)],
+                               llm=llm)
     response = asyncio.run(engine.aquery("What is the capital of France?"))
     decision = decision_of(response)
     assert decision.gate == "verbalized" and decision.details, "the gate's evidence is missing"
@@ -136,7 +139,7 @@ def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observe
     assert calls[0].call["messages"][-1]["content"].count("What is the capital of France?") == 1
     (made,) = events.of(GateDecisionEvent)
     assert {c.span_id for c in calls} == {made.span_id}
-    assert spans.owners[made.span_id] is engine._selector
+    assert spans.owners[made.span_id] is selector
 
 
 async def test_deciding_asynchronously_leaves_the_event_loop_free(llm, loop_ticks):
