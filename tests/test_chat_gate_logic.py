@@ -325,3 +325,33 @@ def test_skr_prompt_yes_means_known_grades_by_the_probability_of_no() -> None:
 def test_skr_prompt_failing_backend_gives_the_fallback_decision() -> None:
     decision = SKRPromptGate(ScriptedChat({"ask": BackendError("timed out")})).decide(QUESTION)
     assert decision.is_fallback and decision.retrieve and decision.error == "backend error: BackendError: timed out"
+
+
+class _BatchFailing:
+    """A batching chat model whose batch call raises ``error``; one by one it answers."""
+
+    model_id = "batch-failing"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.single_calls = 0
+
+    def chat_batch(self, conversations, **options):
+        raise self.error
+
+    def chat(self, messages, **options):
+        self.single_calls += 1
+        return ChatReply("Paris. certain")
+
+
+def test_a_failing_batch_is_asked_one_conversation_at_a_time():
+    model = _BatchFailing(BackendError("the batch ran out of memory"))
+    decisions = VerbalizedGate(model).decide_batch(["What is the capital of France?", "Who wrote Hamlet?"])
+    assert model.single_calls == 2 and [d.draft_answer for d in decisions] == ["Paris", "Paris"]
+
+
+def test_a_bug_in_a_batch_is_no_quiet_retry():
+    model = _BatchFailing(TypeError("chat_batch() got an unexpected keyword argument 'top_logprobs'"))
+    decisions = VerbalizedGate(model).decide_batch(["What is the capital of France?", "Who wrote Hamlet?"])
+    assert model.single_calls == 0
+    assert all(d.is_fallback and "TypeError" in d.error for d in decisions)

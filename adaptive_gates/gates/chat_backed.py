@@ -129,7 +129,10 @@ class ChatBackend:
             return list(model.chat_batch(conversations, **options))
         except BackendUnavailableError as exc:  # the same wait again for each conversation
             return [exc] * len(conversations)
-        except Exception:
+        except (ValueError, RuntimeError, MemoryError):
+            # One conversation the batch cannot take (ValueError), or the backend failing
+            # on the batch as a whole (BackendError, a torch error, memory): one at a time,
+            # each failure then costs only its own reply. A bug (TypeError, ...) is raised.
             logger.warning("batched chat failed; asking one conversation at a time", exc_info=True)
         return chat_each(model, conversations, **options)
 
