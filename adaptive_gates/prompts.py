@@ -110,7 +110,7 @@ def one_line(text: str) -> str:
 def defuse_markup(text: str, markup: re.Pattern[str] = CHAT_MARKUP) -> str:
     """``text`` with a space after the first character of each match of ``markup``
     (``<|im_end|>`` -> ``< |im_end|>``): the words stay legible, the token is gone."""
-    return markup.sub(lambda m: m.group(0) + " ", text)
+    return markup.sub(lambda m: f"{m.group(0)[:1]} {m.group(0)[1:]}", text)
 
 
 #: How ``fill`` renders the slots that hold text from outside the package: the question
