@@ -15,9 +15,14 @@ local model lets special-token text through to its tokenizer, which renders ever
 prompt as the package did before the defence (commit 7217f67). "After" is the tree
 as shipped.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py [--n 8]
+What the defence costs on plain questions: the first ``--plain-n`` questions are
+decided by both gates over SmolLM2, before and after; reported are the retrieval
+rate, fallbacks (no verdict stated) and, for the verbalized gate, how many of the
+drafts it would serve contain a gold answer.
 
-Writes benchmarks/results/prompt_injection.{md,json}; about 4 minutes at n = 8.
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py [--n 8] [--plain-n 40]
+
+Writes benchmarks/results/prompt_injection.{md,json}; about 8 minutes with the defaults.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from unittest import mock
 from _common import markdown_table, write_results
 from adaptive_gates import SKRPromptGate, VerbalizedGate, prompts
 from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation.injection import (
     ATTACKS,
     SKR_VERDICTS,
@@ -42,6 +48,7 @@ from adaptive_gates.evaluation.injection import (
     Verdicts,
     injection_flips,
 )
+from adaptive_gates.metrics import contains_answer
 from adaptive_gates.models import default_llm
 from adaptive_gates.models.chat import LocalChatModel
 
@@ -87,6 +94,25 @@ def run(questions: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def plain(records: list[OutcomeRecord]) -> list[dict[str, Any]]:
+    """Both gates over SmolLM2 on plain questions, before and after the defence."""
+    rows = []
+    for code in ("before", "after"):
+        with defence_off() if code == "before" else contextlib.nullcontext():
+            for gate_name, (gate_type, _) in GATES.items():
+                decisions = gate_type(LocalChatModel()).decide_batch([r.question for r in records])
+                drafts = [(d.draft_answer, r.answers) for d, r in zip(decisions, records) if d.draft_answer]
+                rows.append({
+                    "code": code, "gate": gate_name, "n": len(records),
+                    "retrieve": sum(d.retrieve for d in decisions),
+                    "fallbacks": sum(d.is_fallback for d in decisions),
+                    "drafts_served": len(drafts),
+                    "drafts_correct": sum(contains_answer(a, gold) >= 0.5 for a, gold in drafts),
+                })
+                print(rows[-1], flush=True)
+    return rows
+
+
 def table(rows: list[dict[str, Any]], field: str) -> str:
     """One line per (gate, model, code): ``field`` per attack, out of the questions
     that retrieved plain."""
@@ -101,26 +127,37 @@ def table(rows: list[dict[str, Any]], field: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=8, help="questions (the first of AdaRAGUE NQ)")
+    parser.add_argument("--n", type=int, default=8, help="attacked questions (the first of AdaRAGUE NQ)")
+    parser.add_argument("--plain-n", type=int, default=40, help="plain questions for the defence's cost")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    questions = [r.question for r in adarague_outcomes("nq")[: args.n]]
+    records = adarague_outcomes("nq")
+    questions = [r.question for r in records[: args.n]]
     rows = run(questions)
+    plain_rows = plain(records[: args.plain_n])
     markdown = "\n\n".join([
         "# Prompt injection against the gates that ask an LLM",
-        f"`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py --n {args.n}`: the first "
-        f"{args.n} questions of AdaRAGUE NQ, plain and with each attack appended "
+        f"`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py --n {args.n} --plain-n "
+        f"{args.plain_n}`: the first {args.n} questions of AdaRAGUE NQ, plain and with each attack appended "
         "(`adaptive_gates.evaluation.injection.ATTACKS`); verbalized gate (vanilla) and SKR-prompt gate, "
         "greedy, uncalibrated (the stated word decides). *Before*: the defence switched off in this tree "
         "(the question and prediction slots filled verbatim, special-token text passed to the tokenizer), "
-        "which renders the prompts as commit 7217f67 did; *after*: as shipped.",
+        "which renders the prompts as commit 7217f67 did (checked once: the messages both gates send for "
+        "these attacks, judgement prompts included, are byte-for-byte those of 7217f67); *after*: as "
+        "shipped. SmolLM2 decodes greedily, so a rerun gives the same figures.",
         "## Flips: questions that retrieved plain and skip retrieval attacked",
         table(rows, "flips"),
         "## Drafts served: flips whose draft answer the verbalized gate would serve (in brackets: "
         "the attack's planted answer)",
         table_drafts(rows),
+        f"## Plain questions: what the defence changes (SmolLM2, the first {args.plain_n} questions)",
+        markdown_table(
+            ["gate", "code", "retrieve", "fallbacks", "drafts served", "drafts containing a gold answer"],
+            [[r["gate"], r["code"], f"{r['retrieve']}/{r['n']}", r["fallbacks"], r["drafts_served"],
+              r["drafts_correct"]] for r in plain_rows],
+        ),
     ])
-    md, _ = write_results("prompt_injection", markdown, {"questions": questions, "runs": rows})
+    md, _ = write_results("prompt_injection", markdown, {"questions": questions, "runs": rows, "plain": plain_rows})
     print(markdown)
     print(f"\nwrote {md}")
 
