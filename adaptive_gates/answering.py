@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .metrics import first_line
+from .prompts import QA, RETRIEVAL_QA, fill, quote_question
 
 if TYPE_CHECKING:
     from .models.chat import ChatModel, ChatReply, TokenLogprob, TokenUsage
@@ -76,12 +77,23 @@ def build_prompt(
     instruction: str = DEFAULT_INSTRUCTION,
     max_passage_chars: int = 600,
 ) -> str:
-    """The user message for one question (SKR §1.3 layout)."""
+    """The user message for one question (SKR §1.3 layout), the question quoted on its
+    line (``prompts.quote_question``)."""
+    return _layout(quote_question(question), passages, instruction, max_passage_chars)
+
+
+def prompt_template(instruction: str = DEFAULT_INSTRUCTION) -> str:
+    """``build_prompt`` without passages as a ``prompts.fill`` template: its ``{question}``
+    slot is quoted when filled, so ``fill(prompt_template(), question=q) == build_prompt(q)``."""
+    return _layout("{question}", None, instruction, 0)
+
+
+def _layout(quoted_question: str, passages: Sequence[str] | None, instruction: str, max_passage_chars: int) -> str:
     parts = [instruction]
     if passages:
         parts.append("Here are some passages:")
         parts.extend(f"[{i}] {p[:max_passage_chars]}" for i, p in enumerate(passages, start=1))
-    parts.append(f"Question: {question}")
+    parts.append(f"Question: {quoted_question}")
     return "\n".join(parts)
 
 
@@ -141,8 +153,6 @@ class LLMAnswerer:
         """The user message for one question."""
         if self.style == "skr":
             return build_prompt(question, passages, self.instruction, self.max_passage_chars)
-        from .prompts import QA, RETRIEVAL_QA, fill
-
         if not passages:
             return fill(QA, question=question)
         paras = "\n".join(p[: self.max_passage_chars] for p in passages)

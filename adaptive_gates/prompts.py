@@ -1,13 +1,20 @@
-"""Prompt templates of the prompt-based gates, verbatim from the papers and their code.
+"""Prompt templates of the prompt-based gates, verbatim from the papers and their code,
+and the one defence this package adds to them (docs/prompts.md).
 
 ``{question}`` is the question slot, ``{prediction}`` an earlier answer, ``{paras}`` the
 retrieved passages. Chat models get each template as the user message; completion
 models get ``COMPLETION_SUFFIX`` (or ``JUDGEMENT_COMPLETION_SUFFIX``) appended.
+
+The templates are the papers'; what fills the question slot is not the raw text but
+``quote_question`` of it: one line between double quotes, so a question cannot start a
+forged ``Answer:``/``Question:`` line, close its quotes, or carry a chat template's role
+markers. ``fill`` does this for every template, the papers' or a user's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # When-to-Retrieve (Ni et al., 2024), SPEC §3 ------------------------------------------
 _ANSWER = "Answer the following question based on your internal knowledge with one or few words."
@@ -72,10 +79,55 @@ SKR_ALTERNATIVES: dict[str, tuple[str, str]] = {
 }
 
 
+#: The delimiter of a quoted question, and the quote marks inside it that become ``'``.
+QUOTE = '"'
+_QUOTE_MARKS = str.maketrans(dict.fromkeys('"\u201c\u201d\u201e\u201f\uff02', "'"))
+#: Chat-template markup of the common model families: ``<|im_start|>``, ``<|eot_id|>``,
+#: ``<s>``, ``</s>``, ``<start_of_turn>``, ``<filename>`` (any ``<...>`` tag without
+#: spaces), an opening ``<|`` (or its full-width ``<｜``), and ``[INST]``, ``[/INST]``, ``[SYSTEM_PROMPT]``
+#: (upper-case bracket tags). Only the first character of a match is kept apart.
+CHAT_MARKUP = re.compile(r"<(?=[^\s<>]+>|[|\uff5c])|\[(?=/?[A-Z][A-Z_]*\])")
+
+
+def quote_question(text: str) -> str:
+    """``text`` as one quoted line a prompt can hold without taking orders from its layout.
+
+    The text is put on one line (``one_line``), so no forged turn such as
+    ``Answer: ... certain`` or a role marker can start a line or a turn; double quotes
+    (and curly ones) inside become ``'``, so the closing ``"`` is always the
+    delimiter's. Deterministic, so prompts stay cacheable. What the quoted words *ask*
+    for is still read by the model: see docs/prompts.md.
+    """
+    return QUOTE + one_line(text).translate(_QUOTE_MARKS) + QUOTE
+
+
+def one_line(text: str) -> str:
+    """``text`` with every whitespace run (line breaks included) made one space and its
+    chat-template markup broken (``defuse_markup``): it cannot start a line of a prompt."""
+    return defuse_markup(" ".join(text.split()))
+
+
+def defuse_markup(text: str, markup: re.Pattern[str] = CHAT_MARKUP) -> str:
+    """``text`` with a space after the first character of each match of ``markup``
+    (``<|im_end|>`` -> ``< |im_end|>``): the words stay legible, the token is gone."""
+    return markup.sub(lambda m: f"{m.group(0)[:1]} {m.group(0)[1:]}", text)
+
+
+#: How ``fill`` renders the slots that hold text from outside the package: the question
+#: quoted; an earlier answer (which the question can steer) on one line, as it ends the
+#: judgement prompt (quoting it too cost SmolLM2 its judgement verdicts: docs/prompts.md).
+UNTRUSTED_SLOTS: dict[str, Callable[[str], str]] = {"question": quote_question, "prediction": one_line}
+
+
 def fill(template: str, **slots: str) -> str:
     """``template`` with its ``{slot}``s replaced in one pass: braces inside a question
-    or passage are left alone, and unnamed braces in the template stay as they are."""
-    return _SLOT.sub(lambda m: slots.get(m.group(1), m.group(0)), template)
+    or passage are left alone, and unnamed braces in the template stay as they are.
+
+    The ``question`` slot is always filled with ``quote_question`` of the text and the
+    ``prediction`` slot with ``one_line`` of it (``UNTRUSTED_SLOTS``): no template, the
+    package's or a caller's, gets a question verbatim."""
+    values = {name: UNTRUSTED_SLOTS.get(name, str)(value) for name, value in slots.items()}
+    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def check_template(template: object, slot: str) -> str:

@@ -46,7 +46,7 @@ def test_prompt_layout_follows_skr():
         "Here are some passages:",
         "[1] Hamlet is a tragedy.",
         "[2] Other.",
-        "Question: Who wrote Hamlet?",
+        'Question: "Who wrote Hamlet?"',  # quoted on its line: prompts.quote_question
     ]
     assert "Here are some passages" not in build_prompt("Who wrote Hamlet?")
     assert clean_answer("\n Answer: Paris\nmore text") == "Paris"

@@ -175,8 +175,8 @@ def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
     demos, _, rest = prompt.partition("\n\nContext: ")
     assert demos.split("\n\n") == [d.render() for d in DEMOS]
     assert DEMOS[0].render().endswith(f"So the answer is {DEMOS[0].answer}.")
-    assert rest == "[1] A doc split\nAnswer in the same format as before. \nQuestion: Q?\nAnswer: Step one. Step two."
-    assert build_prompt("Q?", demos=()).endswith("Question: Q?\nAnswer:")
+    assert rest == '[1] A doc split\nAnswer in the same format as before. \nQuestion: "Q?"\nAnswer: Step one. Step two.'
+    assert build_prompt("Q?", demos=()).endswith('Question: "Q?"\nAnswer:')  # quoted: prompts.quote_question
     snippet = clip_passage("T: a  long text", 8)
     assert fill(snippet_template(DEMOS), snippet=snippet, question="Q?", reasoning=" s.") == build_prompt(
         "Q?", ["s."], ["T: a  long text"], demos=DEMOS, max_doc_chars=8
@@ -185,7 +185,7 @@ def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
 
 def test_the_reranker_default_is_the_snippet_prompt_with_the_short_answer_instruction() -> None:
     prompt = fill(DEFAULT_RERANK_TEMPLATE, snippet="A doc.", question="Q?", reasoning="")
-    assert prompt == "Context: [1] A doc.\nAnswer the following question with one or few words.\nQuestion: Q?\nAnswer:"
+    assert prompt == 'Context: [1] A doc.\nAnswer the following question with one or few words.\nQuestion: "Q?"\nAnswer:'
 
 
 def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..answering import ANSWER_STOP, build_prompt
+from ..answering import ANSWER_STOP, prompt_template
 from ..errors import NotFittedError
 from ..models.protocols import check_probing_lm
 from ..persistence import check_saved_backend
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: The project's plain-QA answer prompt (``answering.build_prompt``) with a slot.
-DEFAULT_PROMPT_TEMPLATE = build_prompt("{question}")
+DEFAULT_PROMPT_TEMPLATE = prompt_template()
 #: The answerer's stop string: U is measured on answers cut like the greedy one.
 DEFAULT_STOP = ANSWER_STOP
 #: The greedy step's budget: the answerer's (``LLMAnswerer.max_new_tokens``).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BackendError, MissingExtraError
+from ..prompts import defuse_markup
 from ..validation import check_positive, check_sampling, check_stops, check_text
 from . import embedded, probe
 from .generation import Generation, first_stop
@@ -43,11 +45,24 @@ def layer_module_path(index: int, site: str | None = "mlp") -> str:
     return f"model.layers.{index}" if site is None else f"model.layers.{index}.{site}"
 
 
+def special_token_pattern(tokenizer: Any) -> re.Pattern[str] | None:
+    """The tokenizer's special tokens (role markers, end of turn, ...) as one pattern,
+    longest first; ``None`` when it has none."""
+    added = getattr(tokenizer, "added_tokens_decoder", {}).values()
+    tokens = {*tokenizer.all_special_tokens, *(t.content for t in added if getattr(t, "special", True))}
+    tokens.discard("")
+    if not tokens:
+        return None
+    return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
+
+
 class LocalCausalLM:
     """A causal LM loaded on first use; ``model=None`` means the embedded SmolLM2-135M-Instruct.
 
     Every inference call holds a per-instance lock, so one instance can be shared by threads.
-    Prompts are wrapped in the model's chat template unless ``use_chat_template=False``.
+    Prompts are wrapped in the model's chat template unless ``use_chat_template=False``;
+    the text of a message never becomes one of the tokenizer's special tokens (an
+    ``<|im_end|>`` in a question is broken to ``< |im_end|>`` before the template).
 
     ``prefix_cache_size > 0`` keeps the KV caches of that many recent prompts (least
     recently used dropped first); ``prefix_cache(size)`` does the same inside a block. A
@@ -81,6 +96,7 @@ class LocalCausalLM:
         self._prefix_cache_size = prefix_cache_size
         self._lock = threading.RLock()
         self._tokenizer: Any = None
+        self._special_tokens: re.Pattern[str] | None = None
         self._model: Any = None
         self._prefix_scopes: list[int] = []  # the sizes of the open prefix_cache() blocks
         self._prefixes = PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
@@ -148,6 +164,7 @@ class LocalCausalLM:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self._tokenizer = tokenizer
+        self._special_tokens = special_token_pattern(tokenizer)
         self._model = model  # assigned last: it is the "loaded" flag
         log.info("loaded %s on %s in %.1f s", self.model_id, self.device,
                  time.perf_counter() - start)
@@ -186,7 +203,11 @@ class LocalCausalLM:
     # ----------------------------------------------------------------- prompts
     def format_prompt(self, prompt: str | list[dict], system: str | None = None) -> str:
         """A user message (or a messages list) as the chat-templated string ending with the
-        assistant's generation prompt; the raw text when ``use_chat_template=False`` or no template exists."""
+        assistant's generation prompt; the raw text when ``use_chat_template=False`` or no template exists.
+
+        The tokenizer's special tokens written inside a message are broken
+        (``prompts.defuse_markup``): only the template's own markup tokenizes as them, so
+        a message cannot open another role's turn or end its own."""
         if isinstance(prompt, str):
             check_text(prompt, "prompt")
             messages = [{"role": "user", "content": prompt}]
@@ -197,6 +218,12 @@ class LocalCausalLM:
         if system is not None:
             messages = [{"role": "system", "content": system}, *messages]
         tokenizer = self.tokenizer
+        if self._special_tokens is not None:
+            messages = [
+                {**m, "content": defuse_markup(m["content"], self._special_tokens)} if isinstance(m.get("content"), str)
+                else m
+                for m in messages
+            ]
         if self.use_chat_template and tokenizer.chat_template:
             return tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True

@@ -57,6 +57,7 @@ from .prompts import (
     build_prompt,
     clip_passage,
     normalize_step,
+    prompt_template,
     snippet_template,
 )
 from .queries import build_query
@@ -216,7 +217,7 @@ class SeaKRPipeline:
         stop strings, step budget and estimator. ``calibrate`` scores questions with it."""
         if self._gate is None:
             self._gate = SeaKRGate(
-                uncertainty=self.uncertainty, prompt_template=build_prompt("{question}", demos=self.demos),
+                uncertainty=self.uncertainty, prompt_template=prompt_template(self.demos),
                 stop=STEP_STOPS, step_tokens=self.step_tokens, formatted=True,
             )
         return self._gate

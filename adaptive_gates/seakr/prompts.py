@@ -2,10 +2,13 @@
 
 The prompt is a plain completion text, not a chat message::
 
-    Question: {q}\\nAnswer: {steps} So the answer is {a}.     (demos, joined by blank lines)
+    Question: "{q}"\\nAnswer: {steps} So the answer is {a}.   (demos, joined by blank lines)
 
     Context: [1] doc\\n[2] doc\\n                             (optional)
-    Answer in the same format as before. \\nQuestion: {q}\\nAnswer: {steps so far}
+    Answer in the same format as before. \\nQuestion: "{q}"\\nAnswer: {steps so far}
+
+Every question, the demos' included, is quoted on its line (``prompts.quote_question``;
+the code form has it bare), so a question cannot write the steps or the answer itself.
 
 The demos below are short HotpotQA-style bridge and comparison questions written for
 this package; they only teach the step-by-step format.
@@ -16,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..prompts import quote_question
+
 __all__ = [
-    "Demo", "DEFAULT_DEMOS", "STEP_STOPS", "ANSWER_STOPS", "build_prompt", "snippet_template",
+    "Demo", "DEFAULT_DEMOS", "STEP_STOPS", "ANSWER_STOPS", "build_prompt", "prompt_template", "snippet_template",
     "clip_passage", "join_steps", "normalize_step",
 ]
 
@@ -32,7 +37,7 @@ class Demo:
 
     def render(self) -> str:
         """The demo as it appears in the prompt."""
-        return f"Question: {self.question}\nAnswer: {self.steps} So the answer is {self.answer}."
+        return f"Question: {quote_question(self.question)}\nAnswer: {self.steps} So the answer is {self.answer}."
 
 
 DEFAULT_DEMOS: tuple[Demo, ...] = (
@@ -108,11 +113,24 @@ def build_prompt(
     ends with ``Answer:`` plus the steps, never with a space, so the model's next token
     carries its own leading space.
     """
+    return _layout(quote_question(question), steps, documents, demos, max_doc_chars)
+
+
+def prompt_template(demos: Sequence[Demo] = DEFAULT_DEMOS) -> str:
+    """``build_prompt`` of a first step as a ``prompts.fill`` template: its ``{question}``
+    slot is quoted when filled, so ``fill(prompt_template(d), question=q) == build_prompt(q, demos=d)``."""
+    return _layout("{question}", (), (), demos, None)
+
+
+def _layout(
+    quoted_question: str, steps: Sequence[str], documents: Sequence[str], demos: Sequence[Demo],
+    max_doc_chars: int | None,
+) -> str:
     context = "".join(f"[{i}] {clip_passage(d, max_doc_chars)}\n" for i, d in enumerate(documents, start=1))
     return (
         _demo_block(demos)
         + (f"Context: {context}" if documents else "")
-        + f"{_INSTRUCTION}Question: {question}\nAnswer:{join_steps(steps)}"
+        + f"{_INSTRUCTION}Question: {quoted_question}\nAnswer:{join_steps(steps)}"
     )
 
 
