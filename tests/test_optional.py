@@ -30,31 +30,37 @@ def test_require_names_the_extra_for_a_missing_module() -> None:
         require("adaptive_gates_absent", extra="gpu")
 
 
-# A fresh interpreter where the local extra's packages cannot be imported.
-_WITHOUT_LOCAL = textwrap.dedent("""
-    import importlib.abc, sys
+def _without(absent: set[str], imports: str, builds: str) -> str:
+    """A script for a fresh interpreter where the top-level packages ``absent`` cannot be
+    imported: it runs ``imports``, then prints what each of ``builds`` (lambdas) raises."""
+    return textwrap.dedent("""
+        import importlib.abc, sys
 
-    class Absent(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"}:
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return None
+        class Absent(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ABSENT:
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
 
-    sys.meta_path.insert(0, Absent())
-    import adaptive_gates
-    from adaptive_gates import SelfAwareUncertainty
-    from adaptive_gates.models import LocalCausalLM, SentenceEmbedder
+        sys.meta_path.insert(0, Absent())
+        import adaptive_gates
+        IMPORTS
+        for build in (BUILDS):
+            try:
+                build()
+            except ImportError as exc:
+                print(type(exc).__name__, exc)
+            else:
+                print("built")
+    """).replace("ABSENT", repr(absent)).replace("IMPORTS", imports).replace("BUILDS", builds)
 
-    for build in (lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]),
-                  lambda: SelfAwareUncertainty().estimate("a question")):
-        try:
-            build()
-        except ImportError as exc:
-            print(type(exc).__name__, exc)
-        else:
-            print("loaded")
-    print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))
-""")
+
+_WITHOUT_LOCAL = _without(
+    {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"},
+    "from adaptive_gates import SelfAwareUncertainty; from adaptive_gates.models import LocalCausalLM, SentenceEmbedder",
+    'lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]), '
+    'lambda: SelfAwareUncertainty().estimate("a question")',
+) + 'print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))\n'
 
 
 def test_core_imports_without_the_local_extra_and_its_defaults_name_it() -> None:
@@ -69,30 +75,11 @@ def test_core_imports_without_the_local_extra_and_its_defaults_name_it() -> None
     assert "torch is not installed" in lines[0] and "sentence_transformers is not installed" in lines[1]
 
 
-# A fresh interpreter where neither openai nor matplotlib can be imported.
-_WITHOUT_OPENAI_AND_PLOT = textwrap.dedent("""
-    import importlib.abc, sys
-
-    class Absent(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in {"openai", "matplotlib"}:
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return None
-
-    sys.meta_path.insert(0, Absent())
-    import adaptive_gates
-    from adaptive_gates.evaluation import plot_reports
-    from adaptive_gates.models import OpenAIChatModel
-
-    for build in (lambda: OpenAIChatModel("a-model", base_url="http://127.0.0.1:9/v1"),
-                  lambda: plot_reports([{}], "curve.png")):
-        try:
-            build()
-        except ImportError as exc:
-            print(type(exc).__name__, exc)
-        else:
-            print("built")
-""")
+_WITHOUT_OPENAI_AND_PLOT = _without(
+    {"openai", "matplotlib"},
+    "from adaptive_gates.evaluation import plot_reports; from adaptive_gates.models import OpenAIChatModel",
+    'lambda: OpenAIChatModel("a-model", base_url="http://127.0.0.1:9/v1"), lambda: plot_reports([{}], "curve.png")',
+)
 
 
 def test_openai_and_matplotlib_are_extras_named_when_missing() -> None:
