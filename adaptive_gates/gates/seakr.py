@@ -45,7 +45,8 @@ from ..persistence import check_saved_backend
 from ..prompts import check_template, fill
 from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 from ..validation import check_stops
-from .base import FALLBACK_REASON, Gate
+from .assessment import Assessment
+from .base import Gate
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
@@ -203,8 +204,8 @@ class SeaKRGate(Gate):
             )
         return float(self.threshold)
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        scores, details = [], []
+    def _score(self, questions: list[str]) -> Assessment:
+        scores, details, fallbacks = [], [], []
         for question in questions:
             step = pseudo_step(
                 self._estimator.lm, self._estimator, fill(self.prompt_template, question=question),
@@ -221,10 +222,10 @@ class SeaKRGate(Gate):
                 scores.append(step.estimate.value)  # type: ignore[union-attr]
                 logger.debug("seakr: U=%.4f for %r", scores[-1], question)
             else:
-                evidence[FALLBACK_REASON] = reason
                 scores.append(math.nan)
             details.append(evidence)
-        return np.array(scores, dtype=np.float64), details
+            fallbacks.append(reason)
+        return Assessment(np.array(scores, dtype=np.float64), details, fallbacks=fallbacks)
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {"model_id": self._estimator.lm.model_id}
