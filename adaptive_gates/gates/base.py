@@ -59,6 +59,9 @@ class Gate(GateParams, ABC):
     #: Whether the gate's first LLM call is the answer itself (a confident decision
     #: carries it as ``draft_answer``, so answering costs no further call).
     answers_first: ClassVar[bool] = False
+    #: Whether the gate holds other gates (a budget, a cascade), saved in its directory
+    #: and loaded with every backend ``load`` is given, to pass on to them.
+    holds_gates: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type["Gate"]]] = {}

@@ -96,6 +96,7 @@ class BudgetedGate(Gate):
 
     name = "budget"
     backend_params = frozenset({"gate"})
+    holds_gates = True
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
 

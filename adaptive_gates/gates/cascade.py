@@ -76,6 +76,7 @@ class CascadeGate(Gate):
 
     name = "cascade"
     backend_params = frozenset({"cheap", "costly"})
+    holds_gates = True
     _fitted_state = ("_fitted_band",)
 
     def __init__(
