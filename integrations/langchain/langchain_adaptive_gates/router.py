@@ -16,6 +16,7 @@ from typing import Any
 
 from adaptive_gates import Gate, GateDecision
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
 
@@ -171,8 +172,7 @@ def gated_router(
 
 
 def _coerce(branch: Runnable | Callable[..., Any], name: str) -> Runnable:
-    if isinstance(branch, Runnable):
-        return branch
-    if callable(branch):
-        return RunnableLambda(branch, name=name)
-    raise TypeError(f"{name} must be a Runnable or a callable, got {type(branch).__name__}")
+    """``branch`` as LangChain coerces it (``coerce_to_runnable``), a function traced
+    under the branch's name."""
+    runnable = coerce_to_runnable(branch)
+    return runnable if isinstance(branch, Runnable) else runnable.with_config(run_name=name)
