@@ -20,7 +20,7 @@ from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
 
-from .gate_runnable import GateRunnable, decision_payload
+from .gate_runnable import GateRunnable
 
 #: Tag on the chosen branch's run: ``adaptive-gates:retrieve``, ``…:direct`` or ``…:draft``.
 TAG_PREFIX = "adaptive-gates:"
@@ -60,7 +60,7 @@ class _GatedRouter(RunnableLambda):
         return branch.with_config(
             run_name=f"{label}_branch",
             tags=[TAG_PREFIX + label, f"{TAG_PREFIX}gate:{decision.gate}"],
-            metadata={METADATA_KEY: decision_payload(decision)},
+            metadata={METADATA_KEY: decision.to_dict()},
         )
 
     def batch(
