@@ -1,11 +1,22 @@
-"""Seeded K-fold splits, shared by cross-fitted evaluation and the gates' own
-cross-fitted fitting scores, so both hold out the same items for the same seed."""
+"""Seeded K-fold splits and cross-fitted need scores, shared by evaluation and by the
+gates that learn from out-of-fold scores (the stacked gate's members, the fitting
+scores of Thrust and IAPEK-BM25), so all hold out the same items for the same seed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # gates are built by the factories given, never imported here
+    from .data import OutcomeRecord
+    from .gates.base import Gate
+
+#: Makes a fresh, unfitted gate.
+GateFactory = Callable[[], "Gate"]
+#: A fold's gate, fitted on the records ``kept``, with the records it scored (``held_out``).
+Fold = tuple["Gate", np.ndarray, np.ndarray]
 
 
 def fold_splits(n: int, folds: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -16,3 +27,39 @@ def fold_splits(n: int, folds: int, seed: int) -> Iterator[tuple[np.ndarray, np.
     order = np.random.default_rng(seed).permutation(n)
     for held_out in np.array_split(order, folds):
         yield np.setdiff1d(order, held_out), held_out
+
+
+def fit_gate(factory: GateFactory, records: Sequence[OutcomeRecord], metric: str) -> Gate:
+    """A fresh gate of ``factory`` fitted on outcome records."""
+    return factory().fit_outcomes(records, metric=metric)
+
+
+def cross_fitted_folds(
+    factory: GateFactory,
+    records: Sequence[OutcomeRecord],
+    metric: str = "contains",
+    folds: int = 5,
+    seed: int = 0,
+) -> tuple[np.ndarray, list[Fold]]:
+    """Need scores of each record from a gate fitted on the other folds, and each
+    fold's gate with the records it was fitted on and scored."""
+    if folds < 2 or folds > len(records):
+        raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
+    scores = np.empty(len(records), dtype=np.float64)
+    fitted: list[Fold] = []
+    for kept, held_out in fold_splits(len(records), folds, seed):
+        gate = fit_gate(factory, [records[i] for i in kept], metric)
+        scores[held_out] = gate.score_records([records[i] for i in held_out])
+        fitted.append((gate, kept, held_out))
+    return scores, fitted
+
+
+def cross_fitted_scores(
+    factory: GateFactory,
+    records: Sequence[OutcomeRecord],
+    metric: str = "contains",
+    folds: int = 5,
+    seed: int = 0,
+) -> np.ndarray:
+    """Need scores of each record from a gate fitted on the other folds."""
+    return cross_fitted_folds(factory, records, metric, folds, seed)[0]

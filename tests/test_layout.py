@@ -97,11 +97,19 @@ def test_each_models_module_imports_alone() -> None:
 
 def test_seakr_building_blocks_do_not_import_the_gates() -> None:
     graph = _graph("seakr")
-    blocks = {"uncertainty", "rerank", "reasoning", "prompts", "queries", "trace"}
+    blocks = {"uncertainty", "rerank", "reasoning", "prompts", "queries", "trace", "step"}
     for name in blocks:
         imported = _imports(PACKAGE / "seakr" / f"{name}.py")
         assert not {m for m in imported if m.startswith("adaptive_gates.gates")}, name
     assert _cycle(graph) is None
+
+
+def test_the_gates_do_not_import_the_evaluation() -> None:
+    """Evaluation judges gates; a gate that learns from out-of-fold scores takes them
+    from ``folds``, the layer below both."""
+    for path in sorted((PACKAGE / "gates").glob("*.py")):
+        imported = _imports(path)
+        assert not {m for m in imported if m.startswith("adaptive_gates.evaluation")}, path.name
 
 
 def test_importing_the_package_loads_no_heavy_library() -> None:

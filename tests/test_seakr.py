@@ -26,7 +26,7 @@ from adaptive_gates import (
 )
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
-from adaptive_gates.gates.seakr import PseudoStep
+from adaptive_gates.seakr.step import PseudoStep
 from adaptive_gates.models import LocalCausalLM, layer_module_path
 from adaptive_gates.models.generation import Generation
 from adaptive_gates.seakr import snippet_text

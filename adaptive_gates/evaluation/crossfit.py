@@ -20,7 +20,7 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..selfknowledge import outcome_scores
-from .offline import GateFactory, cross_fitted_folds
+from ..folds import GateFactory, cross_fitted_folds
 from .report import evaluate_scores
 from .units import lm_calls_per_decision
 

@@ -19,7 +19,8 @@ import numpy as np
 from ..answering import Answerer
 from ..data import QARecord
 from ..decision import GateDecision
-from ..gates.base import DRAFT_ANSWER, Gate
+from ..gates.assessment import ANSWER_EVIDENCE
+from ..gates.base import Gate
 from ..metrics import get_metric
 from ..retrieval.base import Retriever
 from .alignment import alignment_metrics
@@ -69,7 +70,7 @@ def evaluate_live(
             timing["gate_s"] += time.perf_counter() - clock
 
             missing = [i for i, d in enumerate(batch_decisions) if not _has_draft(d)]
-            answers = [d.details.get(DRAFT_ANSWER) for d in batch_decisions]
+            answers = [d.details.get(ANSWER_EVIDENCE) for d in batch_decisions]
             clock = time.perf_counter()
             if missing:
                 for i, text in zip(missing, answerer.answer_batch([questions[i] for i in missing])):
@@ -145,5 +146,5 @@ def _ranking_scores(decisions: Sequence[GateDecision]) -> np.ndarray:
 
 def _has_draft(decision: GateDecision) -> bool:
     """True when the gate's reply already holds a non-empty answer."""
-    draft = decision.details.get(DRAFT_ANSWER)
+    draft = decision.details.get(ANSWER_EVIDENCE)
     return isinstance(draft, str) and bool(draft.strip())

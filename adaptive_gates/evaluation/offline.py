@@ -9,62 +9,19 @@ question, and a memory gate never finds a question among its own neighbours.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..data import OutcomeRecord
-from ..folds import fold_splits
+from ..folds import GateFactory, cross_fitted_scores, fit_gate
 from ..gates.base import Gate
 from ..selfknowledge import outcome_scores
 from .report import evaluate_scores
 from .units import lm_calls_per_decision
 
 logger = logging.getLogger(__name__)
-
-GateFactory = Callable[[], Gate]
-
-
-def _fit(factory: GateFactory, records: Sequence[OutcomeRecord], metric: str) -> Gate:
-    gate = factory()
-    return gate.fit_outcomes(records, metric=metric)
-
-
-#: A fold's gate, fitted on the records ``kept``, with the records it scored (``held_out``).
-Fold = tuple[Gate, np.ndarray, np.ndarray]
-
-
-def cross_fitted_folds(
-    factory: GateFactory,
-    records: Sequence[OutcomeRecord],
-    metric: str = "contains",
-    folds: int = 5,
-    seed: int = 0,
-) -> tuple[np.ndarray, list[Fold]]:
-    """Need scores of each record from a gate fitted on the other folds, and each
-    fold's gate with the records it was fitted on and scored."""
-    if folds < 2 or folds > len(records):
-        raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
-    scores = np.empty(len(records), dtype=np.float64)
-    fitted: list[Fold] = []
-    for kept, held_out in fold_splits(len(records), folds, seed):
-        gate = _fit(factory, [records[i] for i in kept], metric)
-        scores[held_out] = gate.score_records([records[i] for i in held_out])
-        fitted.append((gate, kept, held_out))
-    return scores, fitted
-
-
-def cross_fitted_scores(
-    factory: GateFactory,
-    records: Sequence[OutcomeRecord],
-    metric: str = "contains",
-    folds: int = 5,
-    seed: int = 0,
-) -> np.ndarray:
-    """Need scores of each record from a gate fitted on the other folds."""
-    return cross_fitted_folds(factory, records, metric, folds, seed)[0]
-
 
 def fit_calibrated(
     factory: GateFactory,
@@ -79,7 +36,7 @@ def fit_calibrated(
     """Fit a gate on all records and, if asked, calibrate its threshold on
     out-of-fold scores: for ``target_rate``, or for best accuracy (``objective``,
     optionally under ``max_rate``)."""
-    gate = _fit(factory, records, metric)
+    gate = fit_gate(factory, records, metric)
     if target_rate is None and not objective:
         return gate
     oof = cross_fitted_scores(factory, records, metric, folds=folds)

@@ -1,8 +1,9 @@
 """What every gate shares: scoring, thresholds, decisions, calibration, persistence.
 
-A subclass implements ``_score`` (need scores and per-question evidence for a
-batch of clean questions; see ``DRAFT_ANSWER`` and ``FALLBACK_REASON``),
-``_default_threshold``, ``is_fitted`` and its own
+A subclass implements ``_score`` (an ``Assessment`` of a batch of clean questions:
+need scores and evidence, and drafts, fallbacks or verdicts where it has them; a
+plain ``(scores, details)`` pair when it has nothing else), ``_default_threshold``,
+``is_fitted`` and its own
 state I/O; it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
 ``adecide_batch``, ``calibrate``, ``save``, ``load`` and the listeners. A gate that
 waits on a remote backend also implements ``_ascore``, the awaitable ``_score``.
@@ -32,18 +33,13 @@ from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, reading, save_directory
 from ..validation import check_batch, check_question, check_questions
+from .assessment import Assessment, Verdict
 from .params import GateParams
 
 logger = logging.getLogger(__name__)
 
-#: Evidence keys with a meaning to ``decide_batch``: a gate that already answered puts
-#: the answer under DRAFT_ANSWER (it is also ``GateDecision.draft_answer`` when the
-#: decision is not to retrieve); a gate that cannot judge a question says why under
-#: FALLBACK_REASON (it becomes the fallback's ``error``) and returns a NaN score, or
-#: one that stands for the fallback in ``score`` (the end of its scale the fallback
-#: decision is on), so composites and offline evaluation can still read a number.
-DRAFT_ANSWER = "answer"
-FALLBACK_REASON = "fallback_reason"
+#: What ``_score`` may return: an ``Assessment``, or ``(scores, details)`` alone.
+Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 
 G = TypeVar("G", bound="Gate")
 
@@ -63,6 +59,9 @@ class Gate(GateParams, ABC):
     #: Whether the gate's first LLM call is the answer itself (a confident decision
     #: carries it as ``draft_answer``, so answering costs no further call).
     answers_first: ClassVar[bool] = False
+    #: Whether the gate holds other gates (a budget, a cascade), saved in its directory
+    #: and loaded with every backend ``load`` is given, to pass on to them.
+    holds_gates: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type["Gate"]]] = {}
@@ -113,10 +112,14 @@ class Gate(GateParams, ABC):
         raise NotImplementedError(f"{type(self).__name__} has no fit(); it learns from {how}")
 
     @abstractmethod
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """Need scores and per-question evidence for validated questions."""
+    def _score(self, questions: list[str]) -> Scored:
+        """The assessment of validated questions (need scores and evidence, and what
+        else the gate found: ``Assessment``). A question the gate cannot judge gets
+        its reason in ``fallbacks`` and a NaN score, or one that stands for the
+        fallback in ``score`` (the end of its scale the fallback decision is on), so
+        composites and offline evaluation can still read a number."""
 
-    async def _ascore(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    async def _ascore(self, questions: list[str]) -> Scored:
         """``_score`` awaited; by default in a worker thread, so the event loop is never
         blocked. Gates that wait on a remote backend await it natively instead."""
         return await asyncio.to_thread(self._score, questions)
@@ -281,12 +284,28 @@ class Gate(GateParams, ABC):
         clean = check_questions(questions)
         if not clean:
             return np.zeros(0, dtype=np.float64)
-        with gate_asking(self.name, self._listeners):
-            scores, _ = self._score(clean)
-        scores = np.asarray(scores, dtype=np.float64)
+        scores = self.assess(clean).scores
         if not np.all(np.isfinite(scores)):
             raise BackendError(f"{self.name}: the backend produced a non-finite score")
         return scores
+
+    @property
+    def listeners(self) -> tuple[Any, ...]:
+        """This gate's own listeners (``add_listener``), in the order added."""
+        return self._listeners
+
+    def assess(self, questions: list[str], *, listeners: Sequence[Any] = ()) -> Assessment:
+        """The assessment of validated questions (``check_questions``), before any
+        decision: what a composite gate reads of the gates it holds. Every LLM call
+        goes to ``listeners`` (the composite's own) and this gate's listeners."""
+        with gate_asking(self.name, (*listeners, *self._listeners)):
+            return Assessment.of(self._score(questions))
+
+    async def aassess(self, questions: list[str], *, listeners: Sequence[Any] = ()) -> Assessment:
+        """``assess`` awaited (``_ascore``: a remote backend awaited, in-process work
+        in a worker thread)."""
+        with gate_asking(self.name, (*listeners, *self._listeners)):
+            return Assessment.of(await self._ascore(questions))
 
     def score_records(self, records: Sequence[OutcomeRecord]) -> np.ndarray:
         """Need scores of outcome records, for offline evaluation: by default the
@@ -343,13 +362,12 @@ class Gate(GateParams, ABC):
         batch is taken and recorded with it. Every decision goes to the listeners.
         """
         batch = self._open_batch(questions)
-        with gate_asking(self.name, self._listeners):
-            try:
-                scored = self._score(batch.to_score) if batch.to_score else None
-            except BackendMisconfiguredError:
-                raise  # no question could be scored: a fallback on each would hide it
-            except Exception as exc:  # a failing backend must not take the chain down
-                scored = exc
+        try:
+            scored = self.assess(batch.to_score) if batch.to_score else None
+        except BackendMisconfiguredError:
+            raise  # no question could be scored: a fallback on each would hide it
+        except Exception as exc:  # a failing backend must not take the chain down
+            scored = exc
         return self._close_batch(batch, scored)
 
     async def adecide(self, question: str) -> GateDecision:
@@ -361,13 +379,12 @@ class Gate(GateParams, ABC):
         awaits a remote backend's replies and runs in-process work in a worker thread,
         so the event loop is never blocked."""
         batch = self._open_batch(questions)
-        with gate_asking(self.name, self._listeners):
-            try:
-                scored = await self._ascore(batch.to_score) if batch.to_score else None
-            except BackendMisconfiguredError:
-                raise  # as in decide_batch
-            except Exception as exc:  # a failing backend must not take the chain down
-                scored = exc
+        try:
+            scored = await self.aassess(batch.to_score) if batch.to_score else None
+        except BackendMisconfiguredError:
+            raise  # as in decide_batch
+        except Exception as exc:  # a failing backend must not take the chain down
+            scored = exc
         return self._close_batch(batch, scored)
 
     def _open_batch(self, questions: Sequence[str]) -> _Batch:
@@ -382,56 +399,61 @@ class Gate(GateParams, ABC):
                 batch.problems[i] = f"invalid question: {exc}"
         return batch
 
-    def _close_batch(
-        self, batch: _Batch, scored: tuple[np.ndarray, list[dict[str, Any]]] | Exception | None
-    ) -> list[GateDecision]:
-        """The decisions of a batch from what scoring its clean questions gave (their
-        scores and evidence, or the exception it raised), sent to the listeners."""
+    def _close_batch(self, batch: _Batch, scored: Assessment | Exception | None) -> list[GateDecision]:
+        """The decisions of a batch from the assessment of its clean questions (or the
+        exception scoring them raised), sent to the listeners."""
         problems = dict(batch.problems)
-        scores: dict[int, float] = {}
-        evidence: dict[int, dict[str, Any]] = {}
+        judged: list[int] = []  # batch positions decided by their score
+        at: dict[int, int] = {}  # batch position -> position in the assessment
         if isinstance(scored, Exception):
             logger.error("%s: scoring failed", self.name, exc_info=scored)
             problems.update({i: f"backend error: {type(scored).__name__}: {scored}" for i in batch.clean})
         elif scored is not None:
-            batch_scores, batch_details = scored
-            for i, s, d in zip(batch.clean, np.asarray(batch_scores, dtype=np.float64), batch_details):
-                evidence[i] = d
-                reason = d.pop(FALLBACK_REASON, None)
-                if reason is None and math.isfinite(s):
-                    scores[i] = float(s)
+            for j, i in enumerate(batch.clean):
+                at[i] = j
+                reason = scored.reason(j)
+                if reason is None:
+                    judged.append(i)
                 else:
-                    problems[i] = reason or "backend error: non-finite score"
+                    problems[i] = reason
         threshold = batch.threshold
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
-        verdicts = self._verdicts(np.array(list(scores.values())), threshold, [evidence[i] for i in scores])
-        retrieve = dict(zip(scores, verdicts[0]))
-        thresholds = dict(zip(scores, verdicts[1]))
-        decisions = [
-            self.fallback_decision(q, problems[i], threshold, latency, evidence.get(i))
-            if i in problems
-            else GateDecision(
-                retrieve=bool(retrieve[i]),
-                score=scores[i],
-                threshold=float(thresholds[i]),
+        retrieve: dict[int, bool] = {}
+        thresholds: dict[int, float] = {}
+        if judged:
+            assert isinstance(scored, Assessment)
+            rows = [at[i] for i in judged]
+            flags, used = self._verdicts(
+                scored.scores[rows], threshold, [scored.details[j] for j in rows], [scored.verdicts[j] for j in rows]
+            )
+            retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
+        decisions = []
+        for i, question in enumerate(batch.questions):
+            details = scored.details[at[i]] if isinstance(scored, Assessment) and i in at else None
+            if i in problems:
+                decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details))
+                continue
+            j = at[i]
+            decisions.append(GateDecision(
+                retrieve=retrieve[i],
+                score=float(scored.scores[j]),  # type: ignore[union-attr]  # judged: an assessment
+                threshold=thresholds[i],
                 gate=self.name,
                 latency_ms=latency,
                 question=batch.clean[i],
-                details=evidence[i],
-                draft_answer=None if retrieve[i] else evidence[i].get(DRAFT_ANSWER),
-            )
-            for i, q in enumerate(batch.questions)
-        ]
+                details=details or {},
+                draft_answer=None if retrieve[i] else scored.drafts[j],  # type: ignore[union-attr]
+            ))
         notify_decisions(decisions, self._listeners)
         return decisions
 
     def _verdicts(
-        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]]
+        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]], taken: list[Verdict | None]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Whether each finite score of a batch retrieves, and the threshold each was
+        """Whether each judged score of a batch retrieves, and the threshold each was
         decided by: ``retrieves`` at the batch's threshold. A gate whose decisions are
-        not one fixed threshold (a budget, a cascade) overrides this; it may add to
-        each question's ``evidence`` (its decision's details)."""
+        not one fixed threshold (a budget; a cascade, whose stages took ``taken``)
+        overrides this; it may add to each question's ``evidence``."""
         return self.retrieves(scores, threshold), np.full(len(scores), threshold)
 
     # ----------------------------------------------------------------- listeners

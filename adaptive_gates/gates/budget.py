@@ -51,9 +51,10 @@ from ..calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
 from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
 from ..feedback import Feedback
-from ..listeners import gate_asking, notify_decisions
+from ..listeners import notify_decisions
 from ..persistence import load_array, save_array
 from ..validation import check_batch
+from .assessment import Assessment, Verdict
 from .base import Gate
 from .members import load_member, save_member
 
@@ -95,6 +96,7 @@ class BudgetedGate(Gate):
 
     name = "budget"
     backend_params = frozenset({"gate"})
+    holds_gates = True
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
 
@@ -136,13 +138,11 @@ class BudgetedGate(Gate):
     def is_fitted(self) -> bool:
         return self.gate.is_fitted
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        with gate_asking(self.gate.name, (*self._listeners, *self.gate._listeners)):
-            return self.gate._score(questions)
+    def _score(self, questions: list[str]) -> Assessment:
+        return self.gate.assess(questions, listeners=self._listeners)
 
-    async def _ascore(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        with gate_asking(self.gate.name, (*self._listeners, *self.gate._listeners)):
-            return await self.gate._ascore(questions)
+    async def _ascore(self, questions: list[str]) -> Assessment:
+        return await self.gate.aassess(questions, listeners=self._listeners)
 
     def _default_threshold(self) -> float:
         """The threshold the next decision would use (ties aside)."""
@@ -151,7 +151,7 @@ class BudgetedGate(Gate):
             return self.gate.threshold_ if len(pool) < self.min_scores else _quantile(pool, self.target_rate)[0]
 
     def _verdicts(
-        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]]
+        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]], taken: list[Verdict | None]
     ) -> tuple[np.ndarray, np.ndarray]:
         retrieve, thresholds = np.zeros(len(scores), dtype=bool), np.zeros(len(scores))
         with self._lock:

@@ -33,15 +33,12 @@ import numpy as np
 
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
-from ..listeners import gate_asking, listening
-from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
+from ..listeners import listening
+from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
+from .base import Gate
 from .members import load_member, save_member
 
 logger = logging.getLogger(__name__)
-
-#: Private evidence key: a question's verdict and threshold, from scoring to ``_verdicts``.
-_VERDICT = "_verdict"
-
 
 class _CallCounter:
     """Counts the LLM requests reported while it listens (from any thread)."""
@@ -57,10 +54,10 @@ class _CallCounter:
 
 @dataclass
 class _Stage:
-    """What one stage's scoring gave: scores, evidence, LLM calls, or the error it raised."""
+    """What one stage made of its questions, the LLM calls it took, and the error it
+    raised (then its assessment holds no scores)."""
 
-    scores: np.ndarray
-    details: list[dict[str, Any]]
+    judged: Assessment
     calls: int = 0
     error: str | None = None
 
@@ -79,6 +76,7 @@ class CascadeGate(Gate):
 
     name = "cascade"
     backend_params = frozenset({"cheap", "costly"})
+    holds_gates = True
     _fitted_state = ("_fitted_band",)
 
     def __init__(
@@ -158,50 +156,57 @@ class CascadeGate(Gate):
     def _default_threshold(self) -> float:
         return self.cheap.threshold_
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    def _score(self, questions: list[str]) -> Assessment:
         cheap = self._run(self.cheap, questions)
         if cheap.error is not None:
             raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
-        escalated = self._escalated(cheap.scores)
+        escalated = self._escalated(cheap.judged.scores)
         costly = self._run(self.costly, [questions[i] for i in escalated]) if escalated else None
         return self._combine(cheap, escalated, costly)
 
-    async def _ascore(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    async def _ascore(self, questions: list[str]) -> Assessment:
         cheap = await self._arun(self.cheap, questions)
         if cheap.error is not None:
             raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
-        escalated = self._escalated(cheap.scores)
+        escalated = self._escalated(cheap.judged.scores)
         costly = await self._arun(self.costly, [questions[i] for i in escalated]) if escalated else None
         return self._combine(cheap, escalated, costly)
 
     def _verdicts(
-        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]]
+        self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]], taken: list[Verdict | None]
     ) -> tuple[np.ndarray, np.ndarray]:
-        verdicts = [e.pop(_VERDICT) for e in evidence]
         if self._calibration is not None:  # one calibrated threshold on the combined scores
-            return super()._verdicts(scores, threshold, evidence)
-        return np.array([v[0] for v in verdicts], dtype=bool), np.array([v[1] for v in verdicts], dtype=np.float64)
+            return super()._verdicts(scores, threshold, evidence, taken)
+        verdicts = [v for v in taken if v is not None]
+        assert len(verdicts) == len(scores), "every judged question of a cascade has its stage's verdict"
+        return (
+            np.array([v.retrieve for v in verdicts], dtype=bool),
+            np.array([v.threshold for v in verdicts], dtype=np.float64),
+        )
 
     # ------------------------------------------------------------------ the stages
     def _run(self, gate: Gate, questions: list[str]) -> _Stage:
         counter = _CallCounter()
-        with listening(counter), gate_asking(gate.name, (*self._listeners, *gate._listeners)):
+        with listening(counter):
             try:
-                scores, details = gate._score(questions)
+                judged = gate.assess(questions, listeners=self._listeners)
             except Exception as exc:  # a failing stage is decided around, not raised through
-                logger.error("%s: the %s stage failed", self.name, gate.name, exc_info=exc)
-                return _Stage(np.full(len(questions), math.nan), [{} for _ in questions], counter.calls, _describe(exc))
-        return _Stage(np.asarray(scores, dtype=np.float64), details, counter.calls)
+                return self._failed(gate, questions, counter, exc)
+        return _Stage(judged, counter.calls)
 
     async def _arun(self, gate: Gate, questions: list[str]) -> _Stage:
         counter = _CallCounter()
-        with listening(counter), gate_asking(gate.name, (*self._listeners, *gate._listeners)):
+        with listening(counter):
             try:
-                scores, details = await gate._ascore(questions)
+                judged = await gate.aassess(questions, listeners=self._listeners)
             except Exception as exc:  # a failing stage is decided around, not raised through
-                logger.error("%s: the %s stage failed", self.name, gate.name, exc_info=exc)
-                return _Stage(np.full(len(questions), math.nan), [{} for _ in questions], counter.calls, _describe(exc))
-        return _Stage(np.asarray(scores, dtype=np.float64), details, counter.calls)
+                return self._failed(gate, questions, counter, exc)
+        return _Stage(judged, counter.calls)
+
+    def _failed(self, gate: Gate, questions: list[str], counter: _CallCounter, exc: Exception) -> _Stage:
+        logger.error("%s: the %s stage failed", self.name, gate.name, exc_info=exc)
+        nothing = Assessment(np.full(len(questions), math.nan), [{} for _ in questions])
+        return _Stage(nothing, counter.calls, _describe(exc))
 
     def _escalated(self, cheap_scores: np.ndarray) -> list[int]:
         band = self.band_
@@ -209,63 +214,61 @@ class CascadeGate(Gate):
             return []
         return [i for i, s in enumerate(cheap_scores) if band[0] <= s <= band[1]]
 
-    def _combine(
-        self, cheap: _Stage, escalated: list[int], costly: _Stage | None
-    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    def _combine(self, cheap: _Stage, escalated: list[int], costly: _Stage | None) -> Assessment:
         band = self.band_
         t_cheap = self.cheap.threshold_
-        finite = np.isfinite(cheap.scores)
-        cheap_retrieves = np.zeros(len(cheap.scores), dtype=bool)
-        cheap_retrieves[finite] = self.cheap.retrieves(cheap.scores[finite], t_cheap)
-        cheap_share = cheap.calls / max(len(cheap.scores), 1)
-        scores = cheap.scores.copy()
-        evidence: list[dict[str, Any]] = []
-        for i, (score, details) in enumerate(zip(cheap.scores, cheap.details)):
-            entry: dict[str, Any] = {
+        judged = cheap.judged
+        finite = np.isfinite(judged.scores)
+        cheap_retrieves = np.zeros(len(judged.scores), dtype=bool)
+        cheap_retrieves[finite] = self.cheap.retrieves(judged.scores[finite], t_cheap)
+        cheap_share = cheap.calls / max(len(judged.scores), 1)
+        evidence = [
+            {
                 "stage": "cheap",
                 "band": None if band is None else list(band),
                 "llm_calls": cheap_share,
                 "cheap": {"gate": self.cheap.name, "score": float(score), "threshold": t_cheap, "details": details},
             }
-            reason = details.pop(FALLBACK_REASON, None)
-            if reason is None and math.isfinite(score):
-                entry[_VERDICT] = (bool(cheap_retrieves[i]), t_cheap)
+            for score, details in zip(judged.scores, judged.details)
+        ]
+        combined = Assessment(judged.scores.copy(), evidence, drafts=list(judged.drafts))
+        for i in range(len(evidence)):
+            reason = judged.reason(i)
+            if reason is None:
+                combined.verdicts[i] = Verdict(bool(cheap_retrieves[i]), t_cheap)
             else:
-                entry[FALLBACK_REASON] = reason or "the cheap stage gave no score"
-            evidence.append(entry)
+                combined.fallbacks[i] = judged.fallbacks[i] or "the cheap stage gave no score"
         if costly is not None:
-            self._escalate(scores, evidence, escalated, costly, band)  # type: ignore[arg-type]
-        return scores, evidence
+            self._escalate(combined, escalated, costly, band)  # type: ignore[arg-type]
+        return combined
 
-    def _escalate(
-        self, scores: np.ndarray, evidence: list[dict[str, Any]], escalated: list[int], costly: _Stage,
-        band: tuple[float, float],
-    ) -> None:
+    def _escalate(self, combined: Assessment, escalated: list[int], costly: _Stage, band: tuple[float, float]) -> None:
         """Let the costly stage's verdicts replace the cheap ones for ``escalated``."""
+        error = costly.error
         try:
             t_costly = self.costly.threshold_
         except NotFittedError as exc:
-            costly = _Stage(costly.scores, costly.details, costly.calls, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
         lo, hi = band
         midpoint = (lo + hi) / 2
+        judged = costly.judged
         for j, i in enumerate(escalated):
-            score, details, entry = float(costly.scores[j]), costly.details[j], evidence[i]
+            score, details, entry = float(judged.scores[j]), judged.details[j], combined.details[i]
             calls = details.get("llm_calls")
             entry["llm_calls"] += calls if isinstance(calls, int) else costly.calls / len(escalated)
-            reason = details.pop(FALLBACK_REASON, None)
-            error = costly.error or reason or (None if math.isfinite(score) else "no score")
             entry["costly"] = {"gate": self.costly.name, "score": score if math.isfinite(score) else None,
                                "details": details}
-            if error is not None:
-                entry["costly_error"] = error  # the cheap stage's verdict stands
+            failure = error or judged.fallbacks[j] or (None if math.isfinite(score) else "no score")
+            if failure is not None:
+                entry["costly_error"] = failure  # the cheap stage's verdict stands
                 continue
             entry["costly"]["threshold"] = t_costly
             entry["stage"] = "costly"
-            entry.pop(FALLBACK_REASON, None)  # the costly stage judged what the cheap one could not
-            scores[i] = lo + (hi - lo) / (1.0 + math.exp(-(score - t_costly)))
-            entry[_VERDICT] = (bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
-            if DRAFT_ANSWER in details:
-                entry[DRAFT_ANSWER] = details[DRAFT_ANSWER]
+            combined.fallbacks[i] = None  # the costly stage judged what the cheap one could not
+            combined.scores[i] = lo + (hi - lo) / (1.0 + math.exp(-(score - t_costly)))
+            combined.verdicts[i] = Verdict(bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
+            if judged.drafts[j] is not None:
+                combined.drafts[i] = entry[ANSWER_EVIDENCE] = judged.drafts[j]
 
     # ------------------------------------------------------------------ feedback
     @property

@@ -23,6 +23,7 @@ from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
 from ..persistence import check_saved_backend
+from .assessment import Assessment
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ MAX_CHARS_PER_TOKEN = 32
 _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default=None)
 
 Replies = list[ChatReply | Exception]
-Scored = tuple[np.ndarray, list[dict[str, Any]]]
+Scored = Assessment
 
 
 @dataclass(frozen=True)

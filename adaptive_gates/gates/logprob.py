@@ -23,7 +23,8 @@ from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, TokenLogprob, user
 from ..token_uncertainty import answer_tokens, check_signal, position_entropy, signal_values
-from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
+from .assessment import ANSWER_EVIDENCE, Assessment
+from .base import Gate
 from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
@@ -56,7 +57,7 @@ class LogprobGate(AsksInRounds, Gate):
     punctuation-only tokens, and whitespace-only tokens at either end are left out;
     a reply made of nothing else is scored on all its tokens. The details of a
     decision hold every signal's value (``signals``), the tokens scored
-    (``n_tokens``), the reply and its answer (``DRAFT_ANSWER``).
+    (``n_tokens``), the reply and its answer (``ANSWER_EVIDENCE``).
 
     A backend that returns no log-probabilities raises ``LogprobsUnavailableError``
     out of ``score``, ``decide`` and ``decide_batch`` alike (not a fallback: it would
@@ -150,11 +151,13 @@ class LogprobGate(AsksInRounds, Gate):
             max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
         )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
-        scores, details = [], []
+        scores, details, drafts, fallbacks = [], [], [], []
         for reply in replies:
             if isinstance(reply, Exception):
                 scores.append(math.nan)
-                details.append({"llm_calls": 1, FALLBACK_REASON: describe_failure(reply)})
+                details.append({"llm_calls": 1})
+                drafts.append(None)
+                fallbacks.append(describe_failure(reply))
                 continue
             if reply.tokens is None:
                 raise LogprobsUnavailableError(
@@ -165,12 +168,12 @@ class LogprobGate(AsksInRounds, Gate):
                 )
             score, detail = self._score_tokens(reply.tokens)
             detail.update(llm_calls=1, reply=reply.text)
-            detail[DRAFT_ANSWER] = clean_answer(reply.text)
-            if math.isnan(score):
-                detail[FALLBACK_REASON] = "the reply has no tokens to score"
+            detail[ANSWER_EVIDENCE] = clean_answer(reply.text)
             scores.append(score)
             details.append(detail)
-        return np.array(scores, dtype=np.float64), details
+            drafts.append(detail[ANSWER_EVIDENCE])
+            fallbacks.append("the reply has no tokens to score" if math.isnan(score) else None)
+        return Assessment(np.array(scores, dtype=np.float64), details, drafts=drafts, fallbacks=fallbacks)
 
     def _score_tokens(self, tokens: Sequence[TokenLogprob]) -> tuple[float, dict[str, Any]]:
         """The need score of an answer's tokens and its evidence (NaN for no tokens)."""

@@ -63,6 +63,6 @@ def load_member(directory: Path, state: object, what: str, backends: dict[str, A
 def member_backends(target: type[Gate], backends: dict[str, Any]) -> dict[str, Any]:
     """The backends a gate of type ``target`` is built with: those among its
     ``backend_params``; a gate that holds members itself gets them all to pass on."""
-    if target._from_saved.__func__ is not Gate._from_saved.__func__:  # type: ignore[attr-defined]
+    if target.holds_gates:
         return backends
     return {name: value for name, value in backends.items() if name in target.backend_params}

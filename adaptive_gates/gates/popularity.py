@@ -47,7 +47,8 @@ from ..errors import GateLoadError
 from ..persistence import load_array, read_json_object, save_array
 from ..selfknowledge import outcome_scores
 from ..word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
-from .base import FALLBACK_REASON, Gate
+from .assessment import Assessment
+from .base import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class PopularityGate(Gate):
     def _default_threshold(self) -> float:
         return _DEFAULT_THRESHOLDS[self.rule]
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    def _score(self, questions: list[str]) -> Assessment:
         rarity = self.rarity_
         rated = [rarity.rate(q) for q in questions]
         unjudged = _NEVER_SEEN[self.rule] if self.fallback_retrieve else 0.0
@@ -147,10 +148,8 @@ class PopularityGate(Gate):
             for q, r in zip(questions, rated)
         ]
         nothing = "no content word" + (" or capitalised name" if self.rule == "entity" else "")
-        for detail, r in zip(details, rated):
-            if not can_rate(r, self.rule):
-                detail[FALLBACK_REASON] = f"{nothing} to judge the subject's popularity by"
-        return scores, details
+        fallbacks = [None if can_rate(r, self.rule) else f"{nothing} to judge the subject's popularity by" for r in rated]
+        return Assessment(scores, details, fallbacks=fallbacks)
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +42,13 @@ from ..errors import NotFittedError
 from ..models.protocols import check_probing_lm
 from ..persistence import check_saved_backend
 from ..prompts import check_template, fill
-from ..seakr.uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+from ..seakr.step import pseudo_step
+from ..seakr.uncertainty import SelfAwareUncertainty
 from ..validation import check_stops
-from .base import FALLBACK_REASON, Gate
+from .assessment import Assessment
+from .base import Gate
 
 if TYPE_CHECKING:
-    from ..models.generation import Generation
     from ..models.protocols import ProbingLM
 
 logger = logging.getLogger(__name__)
@@ -61,59 +61,6 @@ DEFAULT_STOP = ANSWER_STOP
 DEFAULT_STEP_TOKENS = 24
 #: Sample texts shown in a decision's details.
 _SHOWN_SAMPLES = 3
-
-
-@dataclass(frozen=True)
-class PseudoStep:
-    """SPEC §4.2's test of one context: the greedy next step, and U of the context.
-
-    Attributes:
-        generation: the greedy pseudo-generation (its tokens and log-probabilities feed
-            FLARE-style queries).
-        estimate: U of the context; ``None`` when the step is empty (U is not needed).
-    """
-
-    generation: Generation
-    estimate: UncertaintyEstimate | None
-
-    @property
-    def text(self) -> str:
-        """The greedy step, stripped."""
-        return self.generation.text.strip()
-
-    @property
-    def forced_reason(self) -> str | None:
-        """Why SeaKR retrieves whatever δ is (empty step, undefined U), else ``None``."""
-        if self.estimate is None:
-            return "empty greedy step: the model has nothing to go on, so SeaKR retrieves"
-        if not self.estimate.defined:
-            return "U undefined: every sampled continuation was empty, so SeaKR retrieves"
-        return None
-
-    def retrieves(self, threshold: float) -> bool:
-        """SPEC §4.2: retrieve iff U > ``threshold`` or the step is empty (or U undefined)."""
-        return self.forced_reason is not None or self.estimate.value > threshold  # type: ignore[union-attr]
-
-
-def pseudo_step(
-    lm: ProbingLM,
-    uncertainty: SelfAwareUncertainty,
-    prompt: str,
-    *,
-    stop: Sequence[str] | None,
-    max_new_tokens: int,
-    formatted: bool = False,
-) -> PseudoStep:
-    """Pseudo-generate the next step of ``prompt`` greedily with ``lm`` and, unless it is
-    empty, estimate U of ``prompt`` (samples cut by the same ``stop`` strings).
-
-    ``formatted``: ``prompt`` is the full model input, not a chat user message.
-    """
-    stops = check_stops(stop)
-    generation = lm.generate(prompt, max_new_tokens=max_new_tokens, stop=stops, formatted=formatted)[0]
-    if not generation.text.strip():
-        return PseudoStep(generation, None)
-    return PseudoStep(generation, uncertainty.estimate(prompt, stop=stops, formatted=formatted))
 
 
 class SeaKRGate(Gate):
@@ -203,8 +150,8 @@ class SeaKRGate(Gate):
             )
         return float(self.threshold)
 
-    def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        scores, details = [], []
+    def _score(self, questions: list[str]) -> Assessment:
+        scores, details, fallbacks = [], [], []
         for question in questions:
             step = pseudo_step(
                 self._estimator.lm, self._estimator, fill(self.prompt_template, question=question),
@@ -221,10 +168,10 @@ class SeaKRGate(Gate):
                 scores.append(step.estimate.value)  # type: ignore[union-attr]
                 logger.debug("seakr: U=%.4f for %r", scores[-1], question)
             else:
-                evidence[FALLBACK_REASON] = reason
                 scores.append(math.nan)
             details.append(evidence)
-        return np.array(scores, dtype=np.float64), details
+            fallbacks.append(reason)
+        return Assessment(np.array(scores, dtype=np.float64), details, fallbacks=fallbacks)
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {"model_id": self._estimator.lm.model_id}

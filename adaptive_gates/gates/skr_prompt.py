@@ -28,7 +28,8 @@ from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
-from .base import FALLBACK_REASON, Gate
+from .assessment import Assessment
+from .base import Gate
 from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
 from .skr import MemoryFactory, _SKRMemoryGate
 
@@ -130,16 +131,18 @@ class _PolarQuestionMixin(AsksInRounds):
             [conversation for conversation, _ in prompts], self.name,  # type: ignore[attr-defined]
             dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
         )
-        scores, details = [], []
+        scores, details, fallbacks = [], [], []
         for (_, known), reply in zip(prompts, replies):
             if isinstance(reply, Exception):
                 scores.append(math.nan)
-                details.append({FALLBACK_REASON: describe_failure(reply), **known})
+                details.append(dict(known))
+                fallbacks.append(describe_failure(reply))
             else:
                 score, evidence = polar_need(reply, self.known_reply)
                 scores.append(score)
                 details.append({**evidence, **known})
-        return np.array(scores, dtype=np.float64), details
+                fallbacks.append(None)
+        return Assessment(np.array(scores, dtype=np.float64), details, fallbacks=fallbacks)
 
 
 class SKRPromptGate(_PolarQuestionMixin, Gate):

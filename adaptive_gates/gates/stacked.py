@@ -45,6 +45,7 @@ import numpy as np
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import FeedbackLog
+from ..folds import cross_fitted_scores
 from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
 from ..models.protocols import Embedder
@@ -115,8 +116,6 @@ def member_scores(
 ) -> np.ndarray:
     """The member's cross-fitted need scores of ``records``: each scored by the member
     fitted on the other folds. What the combiner learns from."""
-    from ..evaluation.offline import cross_fitted_scores
-
     return cross_fitted_scores(lambda: MEMBERS[name].build(encoder), records, metric, folds, seed)
 
 

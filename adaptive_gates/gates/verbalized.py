@@ -28,7 +28,8 @@ from ..certainty import (
 from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
-from .base import DRAFT_ANSWER, FALLBACK_REASON, Gate
+from .assessment import ANSWER_EVIDENCE, Assessment
+from .base import Gate
 from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Replies, Round, Rounds, describe_failure
 
 logger = logging.getLogger(__name__)
@@ -158,10 +159,11 @@ class VerbalizedGate(AsksInRounds, Gate):
         replies = yield self._round(first_turns, purpose, self.reply_tokens)
         details: list[dict[str, Any]] = [{"strategy": self.strategy, "llm_calls": 1} for _ in questions]
         verdicts: list[_Verdict | None] = [None] * len(questions)
+        failures: list[str | None] = [None] * len(questions)
         answers: list[str] = [""] * len(questions)
         for i, reply in enumerate(replies):
             if isinstance(reply, Exception):
-                details[i][FALLBACK_REASON] = describe_failure(reply)
+                failures[i] = describe_failure(reply)
                 continue
             details[i]["reply"] = reply.text
             if self.strategy == "challenge":  # the certainty comes from the second turn
@@ -173,16 +175,19 @@ class VerbalizedGate(AsksInRounds, Gate):
             yield from self._follow_up(
                 [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
                 lambda i: [*first_turns[i], {"role": "assistant", "content": replies[i].text}, user(CHALLENGE)[0]],
-                "challenge", details, verdicts,
+                "challenge", details, verdicts, failures,
             )
         if self.judge:
             yield from self._follow_up(
                 [i for i, v in enumerate(verdicts) if v is not None and v.parse.certainty is None],
                 lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
-                "judgement", details, verdicts,
+                "judgement", details, verdicts, failures,
             )
-        scores = np.array([self._conclude(a, v, d) for a, v, d in zip(answers, verdicts, details)])
-        return scores, details
+        concluded = [self._conclude(a, v, d, f) for a, v, d, f in zip(answers, verdicts, details, failures)]
+        return Assessment(
+            np.array([score for score, _ in concluded]), details,
+            drafts=list(answers), fallbacks=[reason for _, reason in concluded],
+        )
 
     def _follow_up(
         self,
@@ -191,26 +196,29 @@ class VerbalizedGate(AsksInRounds, Gate):
         label: str,
         details: list[dict[str, Any]],
         verdicts: list[_Verdict | None],
+        failures: list[str | None],
     ) -> Generator[Round, Replies, None]:
-        """Ask a second prompt for ``indices``; its reply's certainty replaces theirs."""
+        """Ask a second prompt for ``indices``; its reply's certainty replaces theirs
+        (a failed request: its failure does)."""
         if not indices:
             return
         replies = yield self._round([conversation(i) for i in indices], label, max_tokens=16)
         for i, reply in zip(indices, replies):
             details[i]["llm_calls"] += 1
             if isinstance(reply, Exception):
-                details[i][FALLBACK_REASON] = describe_failure(reply)
+                failures[i] = describe_failure(reply)
                 verdicts[i] = None
                 continue
             details[i][f"{label}_reply"] = reply.text
             verdicts[i] = _Verdict.of(reply, label)
 
-    def _conclude(self, answer: str, verdict: _Verdict | None, detail: dict[str, Any]) -> float:
-        """The need score of one question (NaN with a reason when there is none)."""
-        detail[DRAFT_ANSWER] = answer
+    def _conclude(
+        self, answer: str, verdict: _Verdict | None, detail: dict[str, Any], failure: str | None
+    ) -> tuple[float, str | None]:
+        """The need score of one question, or NaN and why there is none."""
+        detail[ANSWER_EVIDENCE] = answer
         if verdict is None:
-            detail.setdefault(FALLBACK_REASON, "no reply")
-            return math.nan
+            return math.nan, failure or "no reply"
         parse, tokens = verdict.parse, verdict.tokens
         detail["certainty_from"] = verdict.source
         certainty, p_uncertain = parse.certainty, marker_uncertain_probability(verdict.text, parse, tokens)
@@ -224,12 +232,11 @@ class VerbalizedGate(AsksInRounds, Gate):
                 detail["certainty_from"] += " (first-token probabilities)"
         detail.update(certainty=certainty, marker=parse.marker, marker_source=parse.source, p_uncertain=p_uncertain)
         if certainty is None:
-            detail[FALLBACK_REASON] = self._unparseable_reason(verdict.source)
-            return math.nan
+            return math.nan, self._unparseable_reason(verdict.source)
         if certainty == CERTAIN and not answer:
             detail["note"] = "certain, but the reply holds no answer to reuse"
-            return 1.0
-        return graded_need(certainty == UNCERTAIN, p_uncertain)
+            return 1.0, None
+        return graded_need(certainty == UNCERTAIN, p_uncertain), None
 
     def _unparseable_reason(self, source: str) -> str:
         reason = "unparseable: the reply states no certainty"

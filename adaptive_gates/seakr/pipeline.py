@@ -2,7 +2,7 @@
 
 Multi-hop mode, per question:
 
-1. **Gate** (§4.2, ``gates.seakr.pseudo_step``). Pseudo-generate the next reasoning step
+1. **Gate** (§4.2, ``seakr.step.pseudo_step``). Pseudo-generate the next reasoning step
    greedily from the question and the steps so far (no documents) and estimate the
    uncertainty U of that context; retrieve iff U > δ, U is undefined, or the step is empty.
 2. **Query** (§4.2). FLARE-style (``seakr.queries``): the confident and already-known
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from ..calibration import Calibration
 from ..errors import NotFittedError
-from ..gates.seakr import SeaKRGate, pseudo_step
+from ..gates.seakr import SeaKRGate
 from ..metrics import extract_seakr_answer
 from ..models.protocols import check_probing_lm
 from ..retrieval.base import Hit, Retriever
@@ -61,6 +61,7 @@ from .prompts import (
     snippet_template,
 )
 from .queries import build_query
+from .step import pseudo_step
 from .trace import Candidate, Route, SeaKRResult, Step
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, Re
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .feedback import GateFeedback
-from .gate_runnable import DECISION_EVENT, GateRunnable, decision_payload
+from .gate_runnable import DECISION_EVENT, GateRunnable
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
@@ -54,7 +54,6 @@ __all__ = [
     "UNCERTAINTY_KEY",
     "VectorStoreMemory",
     "condense_question_chain",
-    "decision_payload",
     "gate_node",
     "gated_router",
     "llm_call_payload",

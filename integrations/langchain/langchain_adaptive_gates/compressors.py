@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -63,9 +62,3 @@ class SeaKRCompressor(BaseDocumentCompressor):
         scored += [(d, math.inf) for d in documents if not d.page_content.strip()]
         kept = scored if self.top_n is None else scored[: self.top_n]
         return [d.model_copy(update={"metadata": {**d.metadata, UNCERTAINTY_KEY: u}}) for d, u in kept]
-
-    async def acompress_documents(
-        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
-    ) -> Sequence[Document]:
-        # Sampling runs in a worker thread: the event loop stays free.
-        return await asyncio.to_thread(self.compress_documents, documents, query, callbacks)

@@ -25,12 +25,6 @@ logger = logging.getLogger(__name__)
 DECISION_EVENT = "adaptive_gates_decision"
 
 
-def decision_payload(decision: GateDecision) -> dict[str, Any]:
-    """The decision as a JSON-ready dict (``GateDecision.to_dict``: non-finite numbers
-    become ``None``)."""
-    return decision.to_dict()
-
-
 class GateRunnable(RunnableSerializable[Any, GateDecision]):
     """Any core gate as a runnable from a question to its ``GateDecision``.
 
@@ -148,7 +142,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         results = [_result(r) for r in requests]
         for result, cfg in zip(results, config):
             if isinstance(result, GateDecision):
-                dispatch_custom_event(DECISION_EVENT, decision_payload(result), config=cfg)
+                dispatch_custom_event(DECISION_EVENT, result.to_dict(), config=cfg)
         return results
 
     async def _adecide_all(self, inputs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
@@ -171,7 +165,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         results = [_result(r) for r in requests]
         for result, cfg in zip(results, config):
             if isinstance(result, GateDecision):
-                await adispatch_custom_event(DECISION_EVENT, decision_payload(result), config=cfg)
+                await adispatch_custom_event(DECISION_EVENT, result.to_dict(), config=cfg)
         return results
 
     def _request(self, value: Any, config: RunnableConfig) -> "_Request | Exception":

@@ -10,7 +10,7 @@ from typing import Any
 from adaptive_gates import Gate, GateDecision
 from langchain_core.runnables import RunnableConfig
 
-from .gate_runnable import GateRunnable, decision_payload
+from .gate_runnable import GateRunnable
 
 #: State key the node writes the decision to (as a dict).
 STATE_DECISION_KEY = "gate_decision"
@@ -26,7 +26,7 @@ def gate_node(
     runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
 
     def node(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: decision_payload(runnable.invoke(state[input_key], config))}
+        return {decision_key: runnable.invoke(state[input_key], config).to_dict()}
 
     return node
 

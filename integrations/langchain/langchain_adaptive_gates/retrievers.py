@@ -12,7 +12,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from pydantic import ConfigDict, Field, field_validator
 
-from .gate_runnable import GateRunnable, decision_payload
+from .gate_runnable import GateRunnable
 
 #: Metadata key of each returned document holding the decision (as a dict).
 DOCUMENT_DECISION_KEY = "gate_decision"
@@ -112,7 +112,7 @@ def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
 
 
 def _stamped(documents: list[Document], decision: GateDecision) -> list[Document]:
-    payload = decision_payload(decision)
+    payload = decision.to_dict()
     return [
         Document(page_content=d.page_content, metadata={**d.metadata, DOCUMENT_DECISION_KEY: payload}, id=d.id)
         for d in documents

@@ -16,10 +16,11 @@ from typing import Any
 
 from adaptive_gates import Gate, GateDecision
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
 
-from .gate_runnable import GateRunnable, decision_payload
+from .gate_runnable import GateRunnable
 
 #: Tag on the chosen branch's run: ``adaptive-gates:retrieve``, ``…:direct`` or ``…:draft``.
 TAG_PREFIX = "adaptive-gates:"
@@ -59,7 +60,7 @@ class _GatedRouter(RunnableLambda):
         return branch.with_config(
             run_name=f"{label}_branch",
             tags=[TAG_PREFIX + label, f"{TAG_PREFIX}gate:{decision.gate}"],
-            metadata={METADATA_KEY: decision_payload(decision)},
+            metadata={METADATA_KEY: decision.to_dict()},
         )
 
     def batch(
@@ -171,8 +172,7 @@ def gated_router(
 
 
 def _coerce(branch: Runnable | Callable[..., Any], name: str) -> Runnable:
-    if isinstance(branch, Runnable):
-        return branch
-    if callable(branch):
-        return RunnableLambda(branch, name=name)
-    raise TypeError(f"{name} must be a Runnable or a callable, got {type(branch).__name__}")
+    """``branch`` as LangChain coerces it (``coerce_to_runnable``), a function traced
+    under the branch's name."""
+    runnable = coerce_to_runnable(branch)
+    return runnable if isinstance(branch, Runnable) else runnable.with_config(run_name=name)

@@ -74,6 +74,9 @@ def test_empty_documents_rank_last(small_uncertainty):
     assert [d.id for d in out] == ["paris", "empty"] and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
     assert out[0].metadata["title"] == "France" and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
     assert given[1].metadata == {"title": "France"}  # the caller's documents are left as they were
+    # awaited, LangChain's own executor runs the same re-ranking
+    awaited = asyncio.run(compressor.acompress_documents(given, "What is the capital of France?"))
+    assert [(d.id, d.metadata[UNCERTAINTY_KEY]) for d in awaited] == [(d.id, d.metadata[UNCERTAINTY_KEY]) for d in out]
 
 
 def test_answer_selector_runnable(small_uncertainty):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 
@@ -93,13 +92,6 @@ class SeaKRRerank(BaseNodePostprocessor):
             event.on_end(payload={EventPayload.NODES: ranked})
         dispatcher.event(ReRankEndEvent(nodes=ranked))
         return ranked
-
-    @dispatcher.span
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        # Sampling is CPU-bound model work: a worker thread keeps the event loop free.
-        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
 
     def _rank(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
         measured = [self._measure(query, item.node) for item in nodes]

@@ -181,7 +181,6 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         return nodes
 
     # ----------------------------------------------------------------- answering
-    @dispatcher.span
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         question = query_bundle.query_str
         with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:
@@ -199,7 +198,6 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             event.on_end(payload={EventPayload.RESPONSE: response})
         return response
 
-    @dispatcher.span
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         question = query_bundle.query_str
         with self.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: question}) as event:

@@ -95,12 +95,10 @@ class GateSelector(BaseSelector):
         """A gate's prompts belong to the gate; nothing to update here."""
 
     # ----------------------------------------------------------------- selection
-    @dispatcher.span
     def _select(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
         return self._selection(decide(self._gate, query.query_str, dispatcher), targets)
 
-    @dispatcher.span
     async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
         return self._selection(await adecide(self._gate, query.query_str, dispatcher), targets)
