@@ -324,6 +324,21 @@ def test_reranker_puts_empty_output_last(lm: LocalCausalLM) -> None:
         reranker.rerank(KNOWN, [Document(page_content=" ")])
 
 
+def test_a_snippet_whose_u_cannot_be_measured_ranks_last_with_why(lm: LocalCausalLM) -> None:
+    class FailingOnViolins(SelfAwareUncertainty):
+        def estimate(self, prompt, **kwargs):
+            if "violin" in prompt:
+                raise BackendError("the probing model ran out of memory")
+            return super().estimate(prompt, **kwargs)
+
+    snippets = ["The violin is a wooden string instrument.", "Paris is the capital of France."]
+    ranked = UncertaintyReranker(FailingOnViolins(lm, k=2, max_new_tokens=4)).rerank(KNOWN, snippets)
+    assert [r.index for r in ranked] == [1, 0]
+    assert ranked[1].uncertainty == math.inf and ranked[1].estimate is None
+    assert ranked[1].error == "BackendError: the probing model ran out of memory"
+    assert ranked[0].error is None and ranked[0].estimate is not None
+
+
 # ------------------------------------------------------------- the selector
 def test_selector_fallbacks_without_computing_u() -> None:
     selector = ReasoningSelector()  # no estimator is built unless U is needed

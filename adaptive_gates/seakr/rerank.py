@@ -10,6 +10,7 @@ re-ranker works on any retriever's output, so it drops into any RAG pipeline.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from ..validation import check_stops
 from .prompts import snippet_template
 from .snippets import snippet_text
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
+
+logger = logging.getLogger(__name__)
 
 #: SeaKR's code form with one snippet in the context (``Context: [1] doc``), the
 #: project's short-answer instruction, then the question and the answer so far.
@@ -34,17 +37,21 @@ class RankedSnippet:
     Attributes:
         index: its position in the candidates given.
         text: the snippet text put in the context.
-        uncertainty: U after reading it; ``math.inf`` when U is undefined.
-        estimate: the full estimate (sample count, samples, ablation signals).
+        uncertainty: U after reading it; ``math.inf`` when U is undefined or could
+            not be measured.
+        estimate: the full estimate (sample count, samples, ablation signals);
+            ``None`` when measuring failed.
         item: the candidate as given (a string or the caller's object), so an adapter
             maps results back without a table of its own.
+        error: why U could not be measured (the estimator raised), else ``None``.
     """
 
     index: int
     text: str
     uncertainty: float
-    estimate: UncertaintyEstimate
+    estimate: UncertaintyEstimate | None
     item: Any
+    error: str | None = None
 
 
 class UncertaintyReranker:
@@ -75,7 +82,10 @@ class UncertaintyReranker:
         self.formatted = formatted
 
     def rerank(self, question: str, snippets: Sequence[Any], *, reasoning: str = "") -> list[RankedSnippet]:
-        """``snippets`` from lowest to highest U; ties keep the given order.
+        """``snippets`` from lowest to highest U; ties keep the given order. A snippet
+        whose U cannot be measured (the estimator raised: a backend failure) ranks last
+        with the reason in its ``error``: one snippet's failure costs it its rank, not
+        the question its answer.
 
         A snippet is a string or any object with a text accessor (see
         :func:`~adaptive_gates.seakr.snippets.snippet_text`): a LangChain ``Document``,
@@ -96,7 +106,12 @@ class UncertaintyReranker:
         ranked = []
         for i, (item, text) in enumerate(zip(snippets, texts)):
             prompt = fill(self.prompt_template, snippet=text, question=question.strip(), reasoning=answer_so_far)
-            estimate = self.uncertainty.estimate(prompt, stop=self.stop, formatted=self.formatted)
+            try:
+                estimate = self.uncertainty.estimate(prompt, stop=self.stop, formatted=self.formatted)
+            except Exception as exc:  # one snippet's failure, not the ranking's
+                logger.warning("U after snippet %d could not be measured; it ranks last", i, exc_info=True)
+                ranked.append(RankedSnippet(i, text, math.inf, None, item, f"{type(exc).__name__}: {exc}"))
+                continue
             u = estimate.value if estimate.defined else math.inf
             ranked.append(RankedSnippet(i, text, u, estimate, item))
         return sorted(ranked, key=lambda r: r.uncertainty)  # stable: ties keep the given order

@@ -12,7 +12,7 @@
 """
 
 from .chat_models import AdaptiveGatesChatModel
-from .compressors import UNCERTAINTY_KEY, SeaKRCompressor
+from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
 from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
@@ -34,6 +34,7 @@ __all__ = [
     "AnswerSelector",
     "DECISION_EVENT",
     "DOCUMENT_DECISION_KEY",
+    "ERROR_KEY",
     "GATE_KEY",
     "GateFeedback",
     "GateRunnable",

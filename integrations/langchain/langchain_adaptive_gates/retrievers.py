@@ -41,15 +41,15 @@ class GatedRetriever(BaseRetriever):
     ``gate_retrieval``, ``gate_name``), also inside a chain that passes its config on.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     retriever: Runnable
-    gate: Any
+    gate: GateRunnable
     k: int | None = Field(default=None, ge=1)
     """Most documents returned (``None``: all the wrapped retriever gives); a call's
     ``k=`` overrides it."""
 
-    @field_validator("gate")
+    @field_validator("gate", mode="before")
     @classmethod
     def _as_runnable(cls, gate: Any) -> GateRunnable:
         if isinstance(gate, GateRunnable):

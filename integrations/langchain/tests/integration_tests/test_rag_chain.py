@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnablePassthrough
 from langchain_adaptive_gates import (
     UNCERTAINTY_KEY,
     AnswerSelector,
+    GatedRetriever,
     SeaKRCompressor,
     gated_router,
 )
@@ -89,3 +90,37 @@ def test_answer_selector_runnable(small_uncertainty):
     assert chosen.answer == "Paris" and chosen.reason == "lower uncertainty" and chosen.uncertainties[0] is not None
     with pytest.raises(ValueError, match="unknown keys"):
         selector.invoke([{"answer": "x", "score": 1}])
+
+
+def test_a_failing_document_ranks_last_with_its_error_as_seakr_rerank_does(small_uncertainty):
+    from adaptive_gates import BackendError, SelfAwareUncertainty
+    from langchain_core.documents import Document
+
+    from langchain_adaptive_gates import ERROR_KEY
+
+    class FailingOnLyon(SelfAwareUncertainty):
+        def estimate(self, prompt, **kwargs):
+            if "Lyon" in prompt:
+                raise BackendError("the probing model ran out of memory")
+            return super().estimate(prompt, **kwargs)
+
+    uncertainty = FailingOnLyon(k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens)
+    compressor = SeaKRCompressor(reranker=UncertaintyReranker(uncertainty), top_n=None)
+    given = [Document(page_content="Lyon is a city in France.", id="lyon"),
+             Document(page_content="Paris is the capital of France.", id="paris")]
+    out = compressor.compress_documents(given, "What is the capital of France?")
+    assert [d.id for d in out] == ["paris", "lyon"]
+    assert out[1].metadata == {UNCERTAINTY_KEY: float("inf"), ERROR_KEY: "BackendError: the probing model ran out of memory"}
+    assert ERROR_KEY not in out[0].metadata and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
+
+
+def test_the_compressor_and_the_retriever_refuse_unknown_fields(knn_gate):
+    from langchain_core.runnables import RunnableLambda
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="top"):
+        SeaKRCompressor(top=1)
+    with pytest.raises(ValidationError, match="UncertaintyReranker"):
+        SeaKRCompressor(reranker="seakr")
+    with pytest.raises(ValidationError, match="kk"):
+        GatedRetriever(retriever=RunnableLambda(lambda q: []), gate=knn_gate, kk=2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 
 from adaptive_gates import UncertaintyReranker
@@ -13,7 +12,6 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
-logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 #: Metadata key of each returned node: the LLM's uncertainty U after reading it
@@ -94,7 +92,7 @@ class SeaKRRerank(BaseNodePostprocessor):
         return ranked
 
     def _rank(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
-        measured = [self._measure(query, item.node) for item in nodes]
+        measured = self._measure(query, [item.node for item in nodes])
         order = sorted(range(len(nodes)), key=lambda i: measured[i][0])  # stable: ties keep the given order
         if self.max_uncertainty is not None:
             order = [i for i in order if measured[i][0] <= self.max_uncertainty]
@@ -102,17 +100,16 @@ class SeaKRRerank(BaseNodePostprocessor):
             order = order[: self.top_n]
         return [_with_uncertainty(nodes[i].node, *measured[i]) for i in order]
 
-    def _measure(self, query: str, node: BaseNode) -> tuple[float, str | None]:
-        """U after reading ``node`` and, when measuring failed, why."""
-        text = node.get_content(metadata_mode=self.metadata_mode)
-        if not text.strip():
-            return math.inf, None
-        try:
-            (ranked,) = self.reranker.rerank(query, [text])
-        except Exception as exc:  # one node's failure costs it its rank, not the query its answer
-            logger.warning("SeaKRRerank: U of node %s could not be measured; it ranks last", node.node_id, exc_info=True)
-            return math.inf, f"{type(exc).__name__}: {exc}"
-        return ranked.uncertainty, None
+    def _measure(self, query: str, nodes: list[BaseNode]) -> list[tuple[float, str | None]]:
+        """U after reading each node and, when measuring failed, why (the core re-ranker
+        ranks a failed node last with its error; an empty node cannot be read: inf)."""
+        texts = [node.get_content(metadata_mode=self.metadata_mode) for node in nodes]
+        readable = [i for i, text in enumerate(texts) if text.strip()]
+        measured: list[tuple[float, str | None]] = [(math.inf, None)] * len(nodes)
+        if readable:
+            for ranked in self.reranker.rerank(query, [texts[i] for i in readable]):
+                measured[readable[ranked.index]] = (ranked.uncertainty, ranked.error)
+        return measured
 
 
 def _with_uncertainty(node: BaseNode, uncertainty: float, error: str | None) -> NodeWithScore:
