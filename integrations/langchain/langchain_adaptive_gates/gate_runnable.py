@@ -8,15 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.listeners import listening
-from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from pydantic import ConfigDict, Field, field_validator
 
 from .control import RequestControl
 from .history import windowed_question
-from .llm_events import LLM_CALL_EVENT, LLMCalls
+from . import steps
+from .llm_events import LLM_CALL_EVENT
 from .messages import conversation_of
 
 logger = logging.getLogger(__name__)
@@ -106,7 +105,8 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         **kwargs: Any,
     ) -> list[GateDecision]:
         return self._batch_with_config(
-            self._decide_all, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+            lambda xs, config: steps.run(self._decisions(xs, config)), list(inputs), config,
+            return_exceptions=return_exceptions, run_type="chain",
         )
 
     async def abatch(
@@ -117,55 +117,37 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[GateDecision]:
+        # LangChain passes each input's config to a function whose parameter is named ``config``.
+        async def decide(xs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
+            return await steps.arun(self._decisions(xs, config))
+
         return await self._abatch_with_config(
-            self._adecide_all, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+            decide, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
         )
 
     # ----------------------------------------------------------------- decisions
-    def _decide_all(self, inputs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
+    def _decisions(self, inputs: list[Any], config: list[RunnableConfig]) -> steps.Steps[list[GateDecision | Exception]]:
+        """Each input's decision (or the exception its malformed input or control
+        raised), written once for both paths (``steps``): condense the follow-ups,
+        decide each gate's share in one batch, send the events."""
         requests = [self._request(x, c) for x, c in zip(inputs, config)]
         for request, cfg in zip(requests, config):
             if isinstance(request, _Request) and request.needs_condensing:
                 try:
-                    request.condensed(self.condense.invoke(request.condense_input, cfg))  # type: ignore[union-attr]
+                    request.condensed((yield steps.Invoke(self.condense, request.condense_input, cfg)))
                 except Exception as exc:  # a failing condenser must not take the chain down
                     request.condensed(exc)
         for gate, members in _groups(requests):
-            calls = LLMCalls()
-            with listening(calls):
-                decisions = gate.decide_batch([r.text for r in members])
+            decisions, calls = yield steps.Decide(gate, [r.text for r in members])
             for request, decision in zip(members, decisions):
                 request.decision = decision
             for owners, payload in calls.by_question([r.text for r in members]):
                 for i in owners:
-                    dispatch_custom_event(LLM_CALL_EVENT, payload, config=members[i].config)
+                    yield steps.Dispatch(LLM_CALL_EVENT, payload, members[i].config)
         results = [_result(r) for r in requests]
         for result, cfg in zip(results, config):
             if isinstance(result, GateDecision):
-                dispatch_custom_event(DECISION_EVENT, result.to_dict(), config=cfg)
-        return results
-
-    async def _adecide_all(self, inputs: list[Any], config: list[RunnableConfig]) -> list[GateDecision | Exception]:
-        requests = [self._request(x, c) for x, c in zip(inputs, config)]
-        for request, cfg in zip(requests, config):
-            if isinstance(request, _Request) and request.needs_condensing:
-                try:
-                    request.condensed(await self.condense.ainvoke(request.condense_input, cfg))  # type: ignore[union-attr]
-                except Exception as exc:  # a failing condenser must not take the chain down
-                    request.condensed(exc)
-        for gate, members in _groups(requests):
-            calls = LLMCalls()
-            with listening(calls):
-                decisions = await gate.adecide_batch([r.text for r in members])
-            for request, decision in zip(members, decisions):
-                request.decision = decision
-            for owners, payload in calls.by_question([r.text for r in members]):
-                for i in owners:
-                    await adispatch_custom_event(LLM_CALL_EVENT, payload, config=members[i].config)
-        results = [_result(r) for r in requests]
-        for result, cfg in zip(results, config):
-            if isinstance(result, GateDecision):
-                await adispatch_custom_event(DECISION_EVENT, result.to_dict(), config=cfg)
+                yield steps.Dispatch(DECISION_EVENT, result.to_dict(), cfg)
         return results
 
     def _request(self, value: Any, config: RunnableConfig) -> "_Request | Exception":

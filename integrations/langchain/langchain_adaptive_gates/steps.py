@@ -1,0 +1,110 @@
+"""Work written once for LangChain's blocking and awaited paths.
+
+A piece of work that waits on LangChain (a runnable's call, a gate's decisions, a
+custom event) is a generator that yields each step and is sent back what it gave
+(or has the step's exception thrown in). ``run`` drives it blocking, ``arun``
+awaiting: only the awaits differ, as the core's rounds do for a gate's LLM requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from adaptive_gates import Gate, GateDecision
+from adaptive_gates.listeners import listening
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.runnables import Runnable, RunnableConfig
+
+from .llm_events import LLMCalls
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Invoke:
+    """Call ``runnable`` on ``input`` with ``config``: gives its output."""
+
+    runnable: Runnable
+    input: Any
+    config: RunnableConfig
+
+    def run(self) -> Any:
+        return self.runnable.invoke(self.input, self.config)
+
+    async def arun(self) -> Any:
+        return await self.runnable.ainvoke(self.input, self.config)
+
+
+@dataclass(frozen=True)
+class Decide:
+    """``gate``'s decisions on ``texts``, with the LLM calls it made meanwhile."""
+
+    gate: Gate
+    texts: Sequence[str]
+
+    def run(self) -> tuple[list[GateDecision], LLMCalls]:
+        calls = LLMCalls()
+        with listening(calls):
+            return self.gate.decide_batch(list(self.texts)), calls
+
+    async def arun(self) -> tuple[list[GateDecision], LLMCalls]:
+        calls = LLMCalls()
+        with listening(calls):
+            return await self.gate.adecide_batch(list(self.texts)), calls
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Send the custom event ``name`` with ``data`` from the run of ``config``."""
+
+    name: str
+    data: Any
+    config: RunnableConfig
+
+    def run(self) -> None:
+        dispatch_custom_event(self.name, self.data, config=self.config)
+
+    async def arun(self) -> None:
+        await adispatch_custom_event(self.name, self.data, config=self.config)
+
+
+Step = Invoke | Decide | Dispatch
+Steps = Generator[Step, Any, T]
+
+
+@dataclass(frozen=True)
+class _Finished:
+    value: Any
+
+
+def _next(steps: Steps[Any], sent: Any, raised: Exception | None) -> Step | _Finished:
+    """The next step of ``steps`` after sending it what the last one gave (or throwing
+    in what it raised), or its result once it is done."""
+    try:
+        return steps.throw(raised) if raised is not None else steps.send(sent)
+    except StopIteration as done:
+        return _Finished(done.value)
+
+
+def run(steps: Steps[T]) -> T:
+    """Drive ``steps`` blocking."""
+    sent, raised = None, None
+    while not isinstance(step := _next(steps, sent, raised), _Finished):
+        try:
+            sent, raised = step.run(), None
+        except Exception as exc:  # the work decides what a failing step means
+            sent, raised = None, exc
+    return step.value
+
+
+async def arun(steps: Steps[T]) -> T:
+    """Drive ``steps``, awaiting each step."""
+    sent, raised = None, None
+    while not isinstance(step := _next(steps, sent, raised), _Finished):
+        try:
+            sent, raised = await step.arun(), None
+        except Exception as exc:  # the work decides what a failing step means
+            sent, raised = None, exc
+    return step.value
