@@ -22,8 +22,9 @@ def check_question(question: object) -> str:
     text = question.strip()
     if not text:
         raise InvalidQuestionError("a question must not be empty or whitespace")
+    text = text[:MAX_QUESTION_CHARS]
     check_encodable(text, "a question")
-    return text[:MAX_QUESTION_CHARS]
+    return text
 
 
 def check_encodable(text: str, what: str) -> None:

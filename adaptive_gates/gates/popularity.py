@@ -21,10 +21,12 @@ Need score (``rule``; rarity = 8 − Zipf, so a word never seen scores 8):
 
 A question with nothing to rate ("who is it?", "???", "12345": no content word, and
 no capitalised span under ``"entity"``) cannot be judged: its decision is the fallback
-(retrieve by default) with the reason as its ``error``. Its ``score`` is the end of the
-scale that fallback stands on (that of a word never seen when the fallback retrieves,
-0 when it does not), so offline evaluation and the stacked gate read what the
-decision does.
+(retrieve by default) with the reason as its ``error``. Its ``score`` stands where that
+fallback does (that of a word never seen when the fallback retrieves, 0 when it does
+not), so offline evaluation and the stacked gate read what the decision does. Under
+``"min"``, ``"entity"`` and ``"mean"`` that is the end of the scale; ``"rare_count"``
+and ``"total"`` have no end, so there a threshold calibrated above one rare word (or
+8) lets ``score`` say "no retrieval" where the decision falls back to retrieval.
 
 Threshold: until calibrated, retrieve when the rarity passes that of a word met
 fewer than once in a million words (Zipf 3; one such word for ``rare_count``, two
@@ -134,10 +136,9 @@ class PopularityGate(Gate):
     def _score(self, questions: list[str]) -> Assessment:
         rarity = self.rarity_
         rated = [rarity.rate(q) for q in questions]
+        judged = [can_rate(r, self.rule) for r in rated]
         unjudged = _NEVER_SEEN[self.rule] if self.fallback_retrieve else 0.0
-        scores = np.array(
-            [need_score(r, self.rule) if can_rate(r, self.rule) else unjudged for r in rated], dtype=np.float64
-        )
+        scores = np.array([need_score(r, self.rule) if ok else unjudged for r, ok in zip(rated, judged)])
         details: list[dict[str, Any]] = [
             {
                 "rule": self.rule,
@@ -148,7 +149,7 @@ class PopularityGate(Gate):
             for q, r in zip(questions, rated)
         ]
         nothing = "no content word" + (" or capitalised name" if self.rule == "entity" else "")
-        fallbacks = [None if can_rate(r, self.rule) else f"{nothing} to judge the subject's popularity by" for r in rated]
+        fallbacks = [None if ok else f"{nothing} to judge the subject's popularity by" for ok in judged]
         return Assessment(scores, details, fallbacks=fallbacks)
 
     # ------------------------------------------------------------------ persistence
