@@ -417,10 +417,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("give --target-rate or --objective, not both")
     if args.out.exists() and not args.overwrite:
         raise UsageError(f"--out {args.out} already exists; give --overwrite to replace the gate saved there")
-    try:
-        check_save_target(args.out, args.overwrite)  # what --overwrite may not replace, refused before the fit
-    except FileExistsError as exc:
-        raise UsageError(f"--out {exc}") from None
+    if args.overwrite:
+        try:
+            check_save_target(args.out, overwrite=True)  # what --overwrite may not replace, refused before the fit
+        except FileExistsError as exc:
+            raise UsageError(f"--out {exc}") from None
     factory = _gate_factory(args)
     gate = fit_calibrated(
         factory, _gate_outcomes(args, args.train), args.metric,
