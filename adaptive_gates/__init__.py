@@ -137,7 +137,7 @@ __all__ = [
 def __getattr__(name: str):
     # The SeaKR pipeline pulls in scikit-learn's stop words: imported on first use only.
     if name in ("SeaKRPipeline", "run_pipeline"):
-        from . import seakr
+        from . import pipeline
 
-        return getattr(seakr, name)
+        return getattr(pipeline, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -469,7 +469,7 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
     from .models.defaults import default_llm
     from .models.local_lm import LocalCausalLM
     from .retrieval import BM25Retriever
-    from .seakr.runner import run_pipeline
+    from .pipeline.runner import run_pipeline
     from .seakr.uncertainty import SelfAwareUncertainty
 
     # δ first: a run without it (or with two) fails before any file is read or model loaded.
@@ -518,7 +518,7 @@ def _cmd_seakr(args: argparse.Namespace) -> int:
 
 def _add_seakr_parser(sub: Any) -> None:
     """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
-    from .seakr.pipeline import MODES, RATIONALE_FORMS
+    from .pipeline.seakr import MODES, RATIONALE_FORMS
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
     sk.add_argument("--test", required=True, type=_input_file, help="QA records (JSONL)")

@@ -3,7 +3,8 @@
 A gate that learns online has ``learns_online`` true and implements
 ``record_feedback(question, retrieved, correct)``; every other gate raises
 ``FeedbackNotSupportedError`` there. The SKR gates turn feedback into self-knowledge
-labels (``feedback_label``) and add them to their memory; every observation is also
+labels (``feedback_label``) and add them to their memory (``LearnsFromFeedback``
+holds what every such gate shares); every observation is also
 kept in a ``FeedbackLog`` saved with the gate, so a gate that must be refitted (a
 combiner over other gates) can learn from the whole history later.
 
@@ -26,6 +27,7 @@ The rule for each case, with a = correct without retrieval and b = with it:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +36,9 @@ from typing import Any
 from .errors import AdaptiveGatesError, GateLoadError
 from .metrics import normalize_answer
 from .selfknowledge import KNOWN, UNKNOWN
+from .validation import check_question
+
+logger = logging.getLogger(__name__)
 
 #: The file a saved gate keeps its feedback log in.
 FEEDBACK_FILE = "feedback.jsonl"
@@ -157,3 +162,36 @@ def _entry(directory: Path, line_number: int, line: str) -> Feedback:
     ):
         raise GateLoadError(f"{where}: a field has the wrong type or value")
     return Feedback(obj["question"], obj["retrieved"], obj["correct"], obj["label"])
+
+
+class LearnsFromFeedback:
+    """Mixin for a ``Gate`` that learns online; list it before ``Gate`` in the bases.
+
+    The gate keeps ``self._feedback`` (a ``FeedbackLog``, started empty by ``fit``)."""
+
+    _feedback: FeedbackLog | None
+
+    @property
+    def learns_online(self) -> bool:
+        return True
+
+    @property
+    def feedback_(self) -> FeedbackLog:
+        """Every feedback observation since the gate was fitted (fitted state)."""
+        self._check_fitted()  # type: ignore[attr-defined]
+        return self._feedback  # type: ignore[return-value]
+
+    def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
+        """Learn from one answered question. Returns the logged observation with the
+        self-knowledge label the feedback rule gives it (see ``adaptive_gates.feedback``)."""
+        self._check_fitted()  # type: ignore[attr-defined]
+        clean = check_question(question)
+        retrieved, correct = check_feedback(retrieved, correct)
+        entry = self.feedback_.observe(clean, retrieved, correct)
+        self._learn(entry)
+        self.feedback_.append(entry)  # logged once learned, so the log never runs ahead of the gate
+        logger.debug("%s feedback: %s", self.name, entry)  # type: ignore[attr-defined]
+        return entry
+
+    def _learn(self, entry: Feedback) -> None:
+        """What this gate does with one observation as it arrives (it is logged after)."""

@@ -16,7 +16,7 @@ from adaptive_gates import CachedEmbedder, SKRKnnGate
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, iter_jsonl, load_outcomes
 from adaptive_gates.datasets import boolq_outcomes
 from adaptive_gates.models import default_embedder
-from adaptive_gates.models.cache import cache_dir
+from adaptive_gates.models import cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"

@@ -47,7 +47,7 @@ from adaptive_gates.evaluation import (
     threshold_outcome,
 )
 from adaptive_gates.gates.base import Gate
-from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.memory.memories import l2_normalise
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
 from adaptive_gates.models.protocols import Embedder

@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from _common import RESULTS, ADARAGUE_SPLITS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import FaissMemory, SKRKnnGate, load_corpus, load_outcomes, load_qa
-from adaptive_gates.models.cache import cache_dir
+from adaptive_gates.models import cache_dir
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.protocols import Embedder
 

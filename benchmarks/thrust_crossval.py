@@ -61,7 +61,7 @@ from adaptive_gates.evaluation import (
     oracle_curve,
     random_auc,
 )
-from adaptive_gates.gates.fit_percentile import LEVELS, FitPercentileGate
+from adaptive_gates.gates.percentile import LEVELS, FitPercentileGate
 from adaptive_gates.models.defaults import default_embedder, default_llm
 from adaptive_gates.models.local_lm import LocalCausalLM
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import ExactMemory, FaissMemory, GateLoadError, SKRKnnGate, label_outcomes, load_gate
-from adaptive_gates.gates.skr_memory import l2_normalise
+from adaptive_gates.memory.memories import l2_normalise
 from adaptive_gates.persistence import with_checksums
 
 N_MEMORY = 3000

@@ -15,7 +15,7 @@ from adaptive_gates.evaluation import (
     random_band,
 )
 from adaptive_gates.folds import fold_splits
-from adaptive_gates.gates.fit_percentile import CV_FOLDS, cross_fit
+from adaptive_gates.gates.percentile import CV_FOLDS, cross_fit
 
 # Four questions: retrieval helps q0, hurts q1, changes nothing for q2 (both right) and q3 (both wrong).
 A = np.array([0, 1, 1, 0])

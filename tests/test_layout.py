@@ -20,13 +20,14 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, typing_too: bool = False) -> set[str]:
     """Every adaptive_gates module ``path`` imports when run, at its top or inside a
-    function (imports for type checkers only are left out)."""
+    function; with ``typing_too``, also those imported for type checkers only."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if typing_too else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -51,10 +52,16 @@ def _runtime_nodes(tree: ast.AST):
         yield from _runtime_nodes(node)
 
 
-def _graph(subpackage: str) -> dict[str, set[str]]:
-    files = sorted((PACKAGE / subpackage).glob("*.py"))
-    names = {_module_name(f) for f in files}
-    return {_module_name(f): _imports(f) & names for f in files if f.name != "__init__.py"}
+def _graph(*, typing_too: bool = False) -> dict[str, set[str]]:
+    """Which module imports which, across the package (packages' ``__init__`` left out:
+    they only gather names)."""
+    files = sorted(PACKAGE.rglob("*.py"))
+    modules = {_module_name(f) for f in files if f.name != "__init__.py"}
+    return {
+        _module_name(f): (_imports(f, typing_too=typing_too) & modules) - {_module_name(f)}
+        for f in files
+        if f.name != "__init__.py"
+    }
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -82,10 +89,45 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_models_have_no_import_cycle() -> None:
-    graph = _graph("models")
-    assert "adaptive_gates.models.local_lm" in graph
-    assert _cycle(graph) is None, f"import cycle in adaptive_gates.models: {_cycle(graph)}"
+def test_the_package_has_no_import_cycle() -> None:
+    for typing_too in (False, True):
+        graph = _graph(typing_too=typing_too)
+        assert "adaptive_gates.models.local_lm" in graph
+        assert _cycle(graph) is None, f"import cycle: {_cycle(graph)}"
+
+
+#: The layers, lowest first: a module imports its own layer and those below only.
+#: The modules at the package's top (``data``, ``folds``, ...) are building blocks.
+LAYERS = (
+    ("models", "retrieval", "memory", "seakr"),  # building blocks
+    ("gates",),
+    ("pipeline", "evaluation"),  # built on the gates
+    ("cli", "<package>"),  # the command and the package's front door
+)
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    place = "<package>" if len(parts) == 1 else parts[1]
+    for level, places in enumerate(LAYERS):
+        if place in places:
+            return level
+    return 0 if len(parts) == 2 else -1  # a module at the top is a building block
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        assert _layer(module) >= 0, f"{module} is in no layer: add its place to LAYERS"
+        above = {m for m in _imports(path) if _layer(m) > _layer(module)}
+        assert not above, f"{module} imports a layer above its own: {sorted(above)}"
+
+
+def test_the_layer_rule_catches_an_upward_import() -> None:
+    assert _layer("adaptive_gates.seakr.uncertainty") < _layer("adaptive_gates.gates.seakr")
+    assert _layer("adaptive_gates.gates.base") < _layer("adaptive_gates.evaluation.offline")
+    assert _layer("adaptive_gates.folds") < _layer("adaptive_gates.gates.base")
+    assert _layer("adaptive_gates.pipeline.seakr") < _layer("adaptive_gates.cli")
 
 
 def test_each_models_module_imports_alone() -> None:
@@ -93,23 +135,6 @@ def test_each_models_module_imports_alone() -> None:
     for module in modules:
         done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
         assert done.returncode == 0, f"{module}: {done.stderr}"
-
-
-def test_seakr_building_blocks_do_not_import_the_gates() -> None:
-    graph = _graph("seakr")
-    blocks = {"uncertainty", "rerank", "reasoning", "prompts", "queries", "trace", "step"}
-    for name in blocks:
-        imported = _imports(PACKAGE / "seakr" / f"{name}.py")
-        assert not {m for m in imported if m.startswith("adaptive_gates.gates")}, name
-    assert _cycle(graph) is None
-
-
-def test_the_gates_do_not_import_the_evaluation() -> None:
-    """Evaluation judges gates; a gate that learns from out-of-fold scores takes them
-    from ``folds``, the layer below both."""
-    for path in sorted((PACKAGE / "gates").glob("*.py")):
-        imported = _imports(path)
-        assert not {m for m in imported if m.startswith("adaptive_gates.evaluation")}, path.name
 
 
 def test_importing_the_package_loads_no_heavy_library() -> None:
@@ -123,8 +148,8 @@ def test_importing_the_package_loads_no_heavy_library() -> None:
 
 def test_seakr_pipeline_and_runner_stay_importable_from_the_top() -> None:
     from adaptive_gates import SeaKRPipeline, run_pipeline
-    from adaptive_gates.seakr.pipeline import SeaKRPipeline as pipeline_class
-    from adaptive_gates.seakr.runner import run_pipeline as runner
+    from adaptive_gates.pipeline.seakr import SeaKRPipeline as pipeline_class
+    from adaptive_gates.pipeline.runner import run_pipeline as runner
 
     assert SeaKRPipeline is pipeline_class and run_pipeline is runner
     for name in adaptive_gates.__all__:

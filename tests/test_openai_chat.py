@@ -15,7 +15,7 @@ from openai_server import ChatCompletionsServer, Fault
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError, BackendUnavailableError
-from adaptive_gates.gates.chat_backed import ChatBackend
+from adaptive_gates.gates.asking import ChatBackend
 from adaptive_gates.models import (
     ChatModel,
     ChatReply,

@@ -163,7 +163,7 @@ def test_saved_params_are_the_params_without_backends(embedder, chat):
 def test_every_gate_is_a_scikit_learn_estimator(embedder, chat):
     from sklearn.base import BaseEstimator
 
-    from adaptive_gates.gates.params import GateParams
+    from adaptive_gates.estimator import GateParams
 
     assert "get_params" not in GateParams.__dict__  # BaseEstimator's own
     for cls, args in _gates(embedder, chat):

@@ -23,7 +23,7 @@ from adaptive_gates.metrics import extract_seakr_answer
 from adaptive_gates.models import LocalCausalLM
 from adaptive_gates.prompts import fill
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.seakr import SeaKRPipeline, run_pipeline
+from adaptive_gates.pipeline import SeaKRPipeline, run_pipeline
 from adaptive_gates.seakr.trace import Step
 from adaptive_gates.seakr.prompts import (
     DEFAULT_DEMOS,

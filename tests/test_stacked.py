@@ -22,7 +22,7 @@ from adaptive_gates.cli import main
 from adaptive_gates.evaluation import cross_fitted_scores
 from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
-from adaptive_gates.gates.stacked_combiner import fit_combiner, head_outcomes
+from adaptive_gates.stacking import fit_combiner, head_outcomes
 from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.question_features import FEATURE_NAMES
 from adaptive_gates.selfknowledge import UNKNOWN

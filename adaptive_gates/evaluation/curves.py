@@ -35,7 +35,7 @@ class Curve:
         return [[round(float(r), digits), round(float(a), digits)] for r, a in zip(self.rates, self.accuracy)]
 
 
-def _as_outcomes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def as_outcomes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
@@ -58,7 +58,7 @@ def _tie_aware_cumulative_gain(scores: np.ndarray, gain: np.ndarray) -> np.ndarr
 
 def gate_curve(scores: np.ndarray, a: np.ndarray, b: np.ndarray) -> Curve:
     """The curve of a gate whose need scores are ``scores`` (higher = retrieve first)."""
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != a.shape:
         raise ValueError(f"got {scores.size} scores for {a.size} outcomes")
@@ -71,11 +71,20 @@ def gate_curve(scores: np.ndarray, a: np.ndarray, b: np.ndarray) -> Curve:
 
 def oracle_curve(a: np.ndarray, b: np.ndarray) -> Curve:
     """Retrieve where it helps first, then where it changes nothing, then where it hurts."""
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     return gate_curve(b - a, a, b)
 
 
 def random_auc(a: np.ndarray, b: np.ndarray) -> float:
     """AUC of a random gate: the straight line from never- to always-retrieve."""
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     return float((a.mean() + b.mean()) / 2)
+
+
+def gap_capture(auc_gate: float, auc_random: float, auc_oracle: float) -> float | None:
+    """(AUC_gate - AUC_random) / (AUC_oracle - AUC_random); ``None`` when the oracle
+    is no better than random (nothing to capture)."""
+    room = auc_oracle - auc_random
+    if room <= 1e-12:
+        return None
+    return float((auc_gate - auc_random) / room)

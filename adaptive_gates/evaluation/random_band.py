@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .curves import _as_outcomes, gate_curve, oracle_curve, random_auc
-from .report import gap_capture
+from .curves import as_outcomes, gap_capture, gate_curve, oracle_curve, random_auc
 
 #: Random gates drawn for a band: enough that its 2.5/97.5% percentiles move by
 #: about 0.01 between seeds on 100–500 questions.
@@ -26,7 +25,7 @@ def null_gap_captures(
     """Gap capture of ``draws`` gates with random need scores on the outcomes
     ``a`` (correct without retrieval) and ``b`` (with it); empty when the oracle
     is no better than random (gap capture undefined)."""
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     auc_random, auc_oracle = random_auc(a, b), oracle_curve(a, b).auc
     if gap_capture(auc_random, auc_random, auc_oracle) is None:
         return np.zeros(0)
@@ -40,7 +39,7 @@ def null_accuracies(
 ) -> np.ndarray:
     """Accuracy of ``draws`` gates that retrieve for ``n_retrieve`` questions
     chosen at random (the same retrieval rate as a real gate's decisions)."""
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     if not 0 <= n_retrieve <= a.size:
         raise ValueError(f"n_retrieve must be in [0, {a.size}], got {n_retrieve}")
     gain = b - a

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .curves import gate_curve, oracle_curve, random_auc
+from .curves import gap_capture, gate_curve, oracle_curve, random_auc
+from .units import field_units
 
 
 def decision_auroc(scores: np.ndarray, a: np.ndarray, b: np.ndarray) -> float | None:
@@ -18,15 +19,6 @@ def decision_auroc(scores: np.ndarray, a: np.ndarray, b: np.ndarray) -> float | 
     if helps.all() or not helps.any():
         return None
     return float(roc_auc_score(helps, np.asarray(scores, dtype=np.float64)))
-
-
-def gap_capture(auc_gate: float, auc_random: float, auc_oracle: float) -> float | None:
-    """(AUC_gate - AUC_random) / (AUC_oracle - AUC_random); ``None`` when the oracle
-    is no better than random (nothing to capture)."""
-    room = auc_oracle - auc_random
-    if room <= 1e-12:
-        return None
-    return float((auc_gate - auc_random) / room)
 
 
 def threshold_outcome(retrieve: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[str, float]:
@@ -65,8 +57,6 @@ def evaluate_scores(
         lm_calls: LM calls per question at ``retrieve`` (``units.lm_calls_per_decision``);
             default one each.
     """
-    from .units import field_units  # here: units -> random_band -> this module
-
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     curve = gate_curve(scores, a, b)

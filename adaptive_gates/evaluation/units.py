@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .curves import Curve, _as_outcomes
+from .curves import Curve, as_outcomes
 from .random_band import random_band
 
 #: Slack when comparing an accuracy on the curve with always-retrieve's: both are sums
@@ -85,7 +85,7 @@ def field_units(
     question) and ``random_band`` (``random_band(a, b, retrieve)``: where 95% of
     random gates land in gap capture, and in accuracy at the gate's retrieval rate).
     """
-    a, b = _as_outcomes(a, b)
+    a, b = as_outcomes(a, b)
     retrieve = np.asarray(retrieve, dtype=bool)
     if retrieve.shape != a.shape:
         raise ValueError(f"got {retrieve.size} decisions for {a.size} outcomes")

@@ -7,7 +7,7 @@ from .cascade import CascadeGate
 from .logprob import LogprobGate
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
-from .skr_memory import ExactMemory, FaissMemory, SKRMemory
+from ..memory import ExactMemory, FaissMemory, SKRMemory
 from .skr_prompt import SKRIclGate, SKRPromptGate
 from .seakr import SeaKRGate
 from .stacked import StackedGate

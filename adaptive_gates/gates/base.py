@@ -34,7 +34,7 @@ from ..listeners import check_listener, gate_asking, notify_decisions
 from ..persistence import config_field, library_versions, read_config, reading, save_directory
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
-from .params import GateParams
+from ..estimator import GateParams
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from ..data import CorpusRecord
 from ..errors import GateLoadError, NotFittedError
 from ..persistence import read_json_object, save_array
 from ..validation import check_questions
-from .fit_percentile import FitPercentileGate, cross_fit
+from .percentile import FitPercentileGate, cross_fit
 
 if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
     from ..retrieval.base import Hit

@@ -56,7 +56,7 @@ from ..persistence import load_array, save_array
 from ..validation import check_batch
 from .assessment import Assessment, Verdict
 from .base import Gate
-from .members import load_member, save_member
+from .composite import load_member, save_member
 
 logger = logging.getLogger(__name__)
 

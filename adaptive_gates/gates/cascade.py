@@ -36,7 +36,7 @@ from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
 from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .base import Gate
-from .members import load_member, save_member
+from .composite import load_member, save_member
 
 logger = logging.getLogger(__name__)
 

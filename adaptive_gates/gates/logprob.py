@@ -25,7 +25,7 @@ from ..models.chat import ChatModel, TokenLogprob, user
 from ..token_uncertainty import answer_tokens, check_signal, position_entropy, signal_values
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a

@@ -30,9 +30,9 @@ from ..models.protocols import Embedder, check_vectors
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
-from .online import LearnsFromFeedback
+from ..feedback import LearnsFromFeedback
 from ..persistence import check_saved_backend, load_array, save_array
-from .skr_memory import FaissMemory, SKRMemory, l2_normalise
+from ..memory.memories import FaissMemory, SKRMemory, l2_normalise
 
 logger = logging.getLogger(__name__)
 

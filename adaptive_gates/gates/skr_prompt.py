@@ -30,7 +30,7 @@ from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .assessment import Assessment
 from .base import Gate
-from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
 from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ features of the question's wording.
 Every published signal alone captures little of what a perfect gate would; they err
 on different questions. The stacked gate fits member gates (default: SKR-kNN and the
 balanced SKR classifier on MiniLM, Thrust on MiniLM, IAPEK-BM25 and the popularity
-gate: no LLM) and a logistic-regression combiner (``stacked_combiner``) on their
+gate: no LLM) and a logistic-regression combiner (``adaptive_gates.stacking``) on their
 scores plus ``question_features``, learning from *every* outcome row, including the
 ones SKR drops because both answers were wrong.
 
@@ -25,7 +25,7 @@ would score it in-sample); any other is scored by the serving members, which nev
 it: out-of-sample too, only by members fitted on all rows rather than on
 (folds - 1)/folds of them.
 
-Persistence: one directory; the members are saved into it as ``members`` does for
+Persistence: one directory; the members are saved into it as ``gates.composite`` does for
 every gate that holds gates (``member-<i>-<name>.<file>``, their configs in this
 gate's state), beside the combiner's arrays, its training rows and the feedback log.
 """
@@ -52,12 +52,12 @@ from ..models.protocols import Embedder
 from ..question_features import FEATURE_NAMES, question_features
 from ..selfknowledge import outcome_scores
 from .base import Gate
-from .online import LearnsFromFeedback
+from ..feedback import LearnsFromFeedback
 from .bm25_difficulty import BM25DifficultyGate
-from .members import load_member, save_member
+from .composite import load_member, save_member
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
-from .stacked_combiner import (
+from ..stacking import (
     TARGETS,
     Combiner,
     CombinerRows,

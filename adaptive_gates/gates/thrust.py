@@ -31,7 +31,7 @@ from ..persistence import check_saved_backend, load_array, save_array
 from ..models.protocols import check_vectors
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
-from .fit_percentile import FitPercentileGate, cross_fit
+from .percentile import FitPercentileGate, cross_fit
 
 logger = logging.getLogger(__name__)
 

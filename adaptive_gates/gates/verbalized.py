@@ -30,7 +30,7 @@ from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .chat_backed import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Replies, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Replies, Round, Rounds, describe_failure
 
 logger = logging.getLogger(__name__)
 

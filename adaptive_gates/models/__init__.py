@@ -6,7 +6,6 @@ Importing this package is cheap; torch, transformers and openai load on first mo
 
 from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
-from .cache import cache_dir
 from .chat import (
     ChatModel,
     ChatReply,
@@ -18,11 +17,12 @@ from .chat import (
     achat_each,
     chat_each,
     chat_many,
+    chat_model_or_default,
     with_achat,
 )
-from .chat_default import chat_model_or_default
+
 from .defaults import default_embedder, default_llm
-from .embedded import embedded_minilm_dir, embedded_smollm2_gguf
+from .embedded import cache_dir, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
 from .generation import Generation
 from .local_lm import LocalCausalLM, layer_module_path

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
-from .cache import cache_dir
 from .optional import require
 
 log = logging.getLogger(__name__)
@@ -25,6 +24,17 @@ SMOLLM2_ID = "SmolLM2-135M-Instruct (embedded GGUF Q4_1)"
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _SMOLLM2_CACHE = "smollm2-135m-instruct-f32"
+
+
+def cache_dir() -> Path:
+    """The cache root: ``$ADAPTIVE_GATES_CACHE``, else ``$XDG_CACHE_HOME/adaptive-gates``,
+    else ``~/.cache/adaptive-gates``. Not created here; writers create what they need."""
+    explicit = os.environ.get("ADAPTIVE_GATES_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "adaptive-gates"
 
 
 def use_offline_hub() -> None:

@@ -4,12 +4,11 @@
 - ``rerank``: snippets ordered by U after reading each (§4.3), their text read by
   ``snippets.snippet_text`` (strings, LangChain documents, LlamaIndex nodes);
 - ``reasoning``: the final answer picked by lower U (§4.4);
-- ``pipeline``: retrieval, re-ranking and reasoning end to end, with its few-shot
-  ``prompts``, FLARE-style search ``queries`` and the ``trace`` of a run;
-- ``runner``: a pipeline over a QA set, scored and checkpointed.
+- ``prompts``, FLARE-style search ``queries``, the pseudo-``step`` test and the
+  ``trace`` of a run: the parts of the multi-hop pipeline.
 
-The gate itself is ``adaptive_gates.gates.seakr.SeaKRGate``. The pipeline and its
-runner import scikit-learn's stop words, so they load on first use.
+The gate itself is ``adaptive_gates.gates.seakr.SeaKRGate``; the multi-hop pipeline
+that runs it on every reasoning step, above both, is ``adaptive_gates.pipeline``.
 """
 
 from .reasoning import AnswerCandidate, ReasoningSelector, Selection
@@ -27,18 +26,5 @@ __all__ = [
     "ReasoningSelector",
     "AnswerCandidate",
     "Selection",
-    "SeaKRPipeline",
-    "run_pipeline",
 ]
 
-
-def __getattr__(name: str):
-    if name == "SeaKRPipeline":
-        from .pipeline import SeaKRPipeline
-
-        return SeaKRPipeline
-    if name == "run_pipeline":
-        from .runner import run_pipeline
-
-        return run_pipeline
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

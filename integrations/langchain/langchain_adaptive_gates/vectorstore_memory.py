@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from adaptive_gates.gates.skr_memory import _check_added, l2_normalise
-from adaptive_gates.gates.store_memory import LABEL_KEY, StoreBackedMemory, same_score
+from adaptive_gates.memory.memories import check_added, l2_normalise
+from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
@@ -77,7 +77,7 @@ class VectorStoreMemory(StoreBackedMemory):
         """Store the questions with their labels. A store that takes vectors
         (``add_embeddings``, as FAISS has) gets the gate's own, so nothing is embedded
         twice; any other encodes the questions itself with the embeddings it was given."""
-        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        new_labels = check_added(vectors, labels, questions, self.dimension)
         if not len(questions):
             return
         metadatas = [{LABEL_KEY: int(label)} for label in new_labels]

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.gates.skr_memory import FaissMemory, SKRMemory, l2_normalise
+from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.gates.skr_memory import FaissMemory, SKRMemory, l2_normalise
+from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 

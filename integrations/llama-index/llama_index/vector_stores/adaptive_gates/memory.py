@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
-from adaptive_gates.gates.skr_memory import _check_added, l2_normalise
-from adaptive_gates.gates.store_memory import LABEL_KEY, StoreBackedMemory, same_score
+from adaptive_gates.memory.memories import check_added, l2_normalise
+from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -54,7 +54,7 @@ class VectorStoreMemory(StoreBackedMemory):
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
         """Store the questions as nodes with their labels and normalised embeddings."""
-        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        new_labels = check_added(vectors, labels, questions, self.dimension)
         if not len(questions):
             return
         nodes = [

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from .skr_memory import _LabelledMemory, l2_normalise
+from .memories import _LabelledMemory, l2_normalise
 
 #: Metadata key of a stored question's label (0 known, 1 unknown).
 LABEL_KEY = "skr_label"

@@ -90,7 +90,7 @@ def _counts(labels: np.ndarray) -> tuple[int, int]:
     return len(labels) - n, n
 
 
-def _check_added(vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str], dimension: int) -> np.ndarray:
+def check_added(vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str], dimension: int) -> np.ndarray:
     """The labels as int8, once the three parts of an ``add`` agree."""
     if np.shape(vectors) != (len(questions), dimension):
         raise ValueError(f"expected vectors of shape {(len(questions), dimension)}, got {np.shape(vectors)}")
@@ -215,7 +215,7 @@ class FaissMemory(_LabelledMemory):
             faiss_index.configure(self.settings, self._index)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
-        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        new_labels = check_added(vectors, labels, questions, self.dimension)
         normalised = l2_normalise(vectors)
         with self._lock:
             self._index.add(normalised)
@@ -341,7 +341,7 @@ class ExactMemory(_LabelledMemory):
         return vectors / np.where(norms > 0, norms, 1.0)  # a zero vector stays zero
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
-        new_labels = _check_added(vectors, labels, questions, self.dimension)
+        new_labels = check_added(vectors, labels, questions, self.dimension)
         normalised = self._normalise(vectors)
         with self._lock:
             # New arrays, never resized in place: a search holding the old ones is unaffected.

@@ -30,7 +30,7 @@ completion text: on 16 HotpotQA dev questions SmolLM2-135M-Instruct ended its ch
 thought with "So the answer is …" 10 times with the raw text, 4 times when the same text
 was sent as a chat message.
 
-``seakr.runner.run_pipeline`` runs a pipeline over a QA set and scores it.
+``pipeline.runner.run_pipeline`` runs a pipeline over a QA set and scores it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ..metrics import extract_seakr_answer
 from ..models.protocols import check_probing_lm
 from ..retrieval.base import Hit, Retriever
 from ..validation import check_question
-from .prompts import (
+from ..seakr.prompts import (
     ANSWER_STOPS,
     DEFAULT_DEMOS,
     STEP_STOPS,
@@ -60,16 +60,16 @@ from .prompts import (
     prompt_template,
     snippet_template,
 )
-from .queries import build_query
-from .step import pseudo_step
-from .trace import Candidate, Route, SeaKRResult, Step
+from ..seakr.queries import build_query
+from ..seakr.step import pseudo_step
+from ..seakr.trace import Candidate, Route, SeaKRResult, Step
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
     from ..models.protocols import ProbingLM
-    from .reasoning import AnswerCandidate, ReasoningSelector
-    from .rerank import UncertaintyReranker
-    from .uncertainty import SelfAwareUncertainty
+    from ..seakr.reasoning import AnswerCandidate, ReasoningSelector
+    from ..seakr.rerank import UncertaintyReranker
+    from ..seakr.uncertainty import SelfAwareUncertainty
 
 __all__ = ["SeaKRPipeline", "MODES", "RATIONALE_FORMS"]
 
@@ -197,7 +197,7 @@ class SeaKRPipeline:
     def uncertainty(self) -> SelfAwareUncertainty:
         """The U estimator (SeaKR's settings on ``lm`` when none was given)."""
         if self._uncertainty is None:
-            from .uncertainty import SelfAwareUncertainty
+            from ..seakr.uncertainty import SelfAwareUncertainty
 
             self._uncertainty = SelfAwareUncertainty(self.lm)
         return self._uncertainty
@@ -256,7 +256,7 @@ class SeaKRPipeline:
         """The self-aware re-ranker on this pipeline's prompt; its samples end like the
         call that reads the chosen snippet (a step, or a whole answer in simple QA)."""
         if self._reranker is None:
-            from .rerank import UncertaintyReranker
+            from ..seakr.rerank import UncertaintyReranker
 
             stop = STEP_STOPS if self.mode == "multihop" else ANSWER_STOPS
             self._reranker = UncertaintyReranker(
@@ -268,7 +268,7 @@ class SeaKRPipeline:
     def selector(self) -> ReasoningSelector:
         """The self-aware reasoning selector of the final answer."""
         if self._selector is None:
-            from .reasoning import ReasoningSelector
+            from ..seakr.reasoning import ReasoningSelector
 
             self._selector = ReasoningSelector(self.uncertainty, stop=ANSWER_STOPS, formatted=True)
         return self._selector
@@ -423,7 +423,7 @@ class SeaKRPipeline:
     # ---------------------------------------------------------- final answer
     def _finish(self, result: SeaKRResult, read: list[Hit]) -> None:
         """The final answer (SPEC §4.4): the loop's own, or the route the selector picks."""
-        from .reasoning import is_usable
+        from ..seakr.reasoning import is_usable
 
         question = result.question
         steps = [s.text for s in result.steps if s.text]
@@ -447,7 +447,7 @@ class SeaKRPipeline:
     def _read_route(self, name: str, question: str, documents: list[str], result: SeaKRResult) -> AnswerCandidate:
         """A route that answers with a full chain of thought from ``documents`` as context;
         its U (that context's) is left to the selector, which needs it only for a choice."""
-        from .reasoning import AnswerCandidate
+        from ..seakr.reasoning import AnswerCandidate
 
         prompt = self._prompt(question, documents=documents)
         text = self._greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
@@ -458,7 +458,7 @@ class SeaKRPipeline:
     def _rationale_route(self, question: str, steps: list[str], result: SeaKRResult) -> AnswerCandidate:
         """The rationale route: re-read the steps as context (code form), or append
         "So the final answer is" to them and score the mean U of the steps (paper form)."""
-        from .reasoning import AnswerCandidate
+        from ..seakr.reasoning import AnswerCandidate
 
         if self.rationale == "reread":
             if steps:

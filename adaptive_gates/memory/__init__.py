@@ -1,0 +1,13 @@
+"""SKR's self-knowledge memory: labelled past questions, searchable by similarity.
+
+``SKRMemory`` is the protocol the SKR gates need; ``FaissMemory`` (faiss, exact or
+approximate: ``faiss_index``) and ``ExactMemory`` implement it here, and
+``StoreBackedMemory`` is the base of the framework packages' memories over their
+vector stores.
+"""
+
+from .faiss_index import IndexSettings
+from .memories import ExactMemory, FaissMemory, SKRMemory
+from .store_backed import StoreBackedMemory
+
+__all__ = ["ExactMemory", "FaissMemory", "IndexSettings", "SKRMemory", "StoreBackedMemory"]
