@@ -4,12 +4,15 @@ embedded SmolLM2), and each branch of its decision logic with a scripted chat mo
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
 import pytest
 
-from adaptive_gates import CascadeGate, DecisionListener, GateLoadError, SKRKnnGate, VerbalizedGate, listening, load_gate
+from adaptive_gates import (
+    CascadeGate, DecisionListener, GateLoadError, LogprobGate, SKRKnnGate, VerbalizedGate, listening, load_gate,
+)
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.chat import ChatReply
 
@@ -97,6 +100,29 @@ def test_a_failing_costly_stage_leaves_the_cheap_verdict(knn, questions) -> None
     assert not any(d.is_fallback for d in decisions)
     for i in inside:
         assert decisions[i].details["stage"] == "cheap" and "down" in decisions[i].details["costly_error"]
+
+
+@pytest.mark.parametrize(
+    "costly",
+    [ChatReply("Paris (uncertain)"), ChatReply("Paris, certain."), ConnectionError("down")],
+    ids=["uncertain", "certain", "failing"],
+)
+def test_awaited_decisions_are_the_blocking_ones(knn, questions, costly) -> None:
+    band, _ = _middle_band(knn, questions)
+    cascade = CascadeGate(knn, _scripted(costly), band=band)
+    blocking = cascade.decide_batch(questions)
+    awaited = asyncio.run(cascade.adecide_batch(questions))
+    assert [(d.retrieve, d.score, d.threshold, d.details, d.draft_answer, d.error) for d in awaited] == [
+        (d.retrieve, d.score, d.threshold, d.details, d.draft_answer, d.error) for d in blocking
+    ]
+    assert any(d.details["stage"] == "costly" or "costly_error" in d.details for d in awaited)
+
+
+def test_a_failing_cheap_stage_gives_fallbacks_blocking_or_awaited(knn, questions) -> None:
+    no_logprobs = LogprobGate(ScriptedChat({"ask": ChatReply("Paris")}))  # raises: it needs log-probabilities
+    cascade = CascadeGate(no_logprobs, _scripted(ChatReply("Paris (uncertain)")), band=(0.0, 1.0))
+    for decisions in (cascade.decide_batch(questions[:2]), asyncio.run(cascade.adecide_batch(questions[:2]))):
+        assert all(d.is_fallback and "the cheap stage (logprob) failed" in d.error for d in decisions)
 
 
 @pytest.mark.parametrize(("rate", "asked"), [(0.0, 0), (0.5, 4), (1.0, 8)])
