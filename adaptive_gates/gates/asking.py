@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default
 
 Replies = list[ChatReply | Exception]
 Scored = Assessment
+R, S, T = TypeVar("R"), TypeVar("S"), TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -140,19 +141,19 @@ class ChatBackend:
     def run(self, rounds: Rounds) -> Scored:
         """Drive a gate's scoring, asking each round; all rounds share one deadline."""
         with self.shared_deadline():
-            step = _advance(rounds, None)
+            step = advance(rounds, None)
             while isinstance(step, Round):
-                step = _advance(rounds, self.ask(step.conversations, purpose=step.purpose, **step.options))
+                step = advance(rounds, self.ask(step.conversations, purpose=step.purpose, **step.options))
             return step
 
     async def arun(self, rounds: Rounds) -> Scored:
         """``run`` awaited: requests are awaited, and the gate's own work between them
         (prompts, embeddings, parsing) runs in a worker thread."""
         with self.shared_deadline():
-            step = await asyncio.to_thread(_advance, rounds, None)
+            step = await asyncio.to_thread(advance, rounds, None)
             while isinstance(step, Round):
                 replies = await self.aask(step.conversations, purpose=step.purpose, **step.options)
-                step = await asyncio.to_thread(_advance, rounds, replies)
+                step = await asyncio.to_thread(advance, rounds, replies)
             return step
 
     @contextlib.contextmanager
@@ -210,11 +211,11 @@ class AsksInRounds:
         return await self._backend.arun(self._rounds(questions))
 
 
-def _advance(rounds: Rounds, replies: Replies | None) -> Round | Scored:
-    """The next round of ``rounds`` after sending it ``replies`` (``None`` to start),
+def advance(rounds: Generator[R, S, T], sent: S | None) -> R | T:
+    """The next request of ``rounds`` after sending it ``sent`` (``None`` to start),
     or its result once it is done. (A ``StopIteration`` cannot cross a future.)"""
     try:
-        return next(rounds) if replies is None else rounds.send(replies)
+        return next(rounds) if sent is None else rounds.send(sent)
     except StopIteration as done:
         return done.value
 

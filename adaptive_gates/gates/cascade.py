@@ -21,10 +21,11 @@ stage fails on is decided by the cheap stage (``details["costly_error"]`` says w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -35,6 +36,7 @@ from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
 from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
+from .asking import advance
 from .base import Gate
 from .composite import load_member, save_member
 
@@ -60,6 +62,20 @@ class _Stage:
     judged: Assessment
     calls: int = 0
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """A round of the cascade's scoring: ``gate``'s assessment of ``questions``."""
+
+    gate: Gate
+    questions: list[str]
+
+
+#: The cascade's scoring as rounds, written once: it yields each stage's ``_Ask``, is
+#: sent back that gate's assessment (or the exception it raised), and returns the
+#: combined assessment. ``_score`` drives it blocking, ``_ascore`` awaited.
+_Stages = Generator[_Ask, Assessment | Exception, Assessment]
 
 
 class CascadeGate(Gate):
@@ -157,20 +173,28 @@ class CascadeGate(Gate):
         return self.cheap.threshold_
 
     def _score(self, questions: list[str]) -> Assessment:
-        cheap = self._run(self.cheap, questions)
-        if cheap.error is not None:
-            raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
-        escalated = self._escalated(cheap.judged.scores)
-        costly = self._run(self.costly, [questions[i] for i in escalated]) if escalated else None
-        return self._combine(cheap, escalated, costly)
+        # Closed on the way out, so a stage cut short (interrupted, cancelled) ends its
+        # listening scope here, in this context, not whenever the generator is collected.
+        with contextlib.closing(self._stages(questions)) as stages:
+            step = advance(stages, None)
+            while isinstance(step, _Ask):
+                try:
+                    judged = step.gate.assess(step.questions, listeners=self._listeners)
+                except Exception as exc:  # the stage decides what a failing gate means
+                    judged = exc
+                step = advance(stages, judged)
+            return step
 
     async def _ascore(self, questions: list[str]) -> Assessment:
-        cheap = await self._arun(self.cheap, questions)
-        if cheap.error is not None:
-            raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
-        escalated = self._escalated(cheap.judged.scores)
-        costly = await self._arun(self.costly, [questions[i] for i in escalated]) if escalated else None
-        return self._combine(cheap, escalated, costly)
+        with contextlib.closing(self._stages(questions)) as stages:  # as in _score
+            step = advance(stages, None)
+            while isinstance(step, _Ask):
+                try:
+                    judged = await step.gate.aassess(step.questions, listeners=self._listeners)
+                except Exception as exc:  # the stage decides what a failing gate means
+                    judged = exc
+                step = advance(stages, judged)
+            return step
 
     def _verdicts(
         self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]], taken: list[Verdict | None]
@@ -185,22 +209,21 @@ class CascadeGate(Gate):
         )
 
     # ------------------------------------------------------------------ the stages
-    def _run(self, gate: Gate, questions: list[str]) -> _Stage:
-        counter = _CallCounter()
-        with listening(counter):
-            try:
-                judged = gate.assess(questions, listeners=self._listeners)
-            except Exception as exc:  # a failing stage is decided around, not raised through
-                return self._failed(gate, questions, counter, exc)
-        return _Stage(judged, counter.calls)
+    def _stages(self, questions: list[str]) -> _Stages:
+        """The cheap stage on every question, then the costly one on those in the band."""
+        cheap = yield from self._stage(self.cheap, questions)
+        if cheap.error is not None:
+            raise RuntimeError(f"the cheap stage ({self.cheap.name}) failed: {cheap.error}")
+        escalated = self._escalated(cheap.judged.scores)
+        costly = (yield from self._stage(self.costly, [questions[i] for i in escalated])) if escalated else None
+        return self._combine(cheap, escalated, costly)
 
-    async def _arun(self, gate: Gate, questions: list[str]) -> _Stage:
+    def _stage(self, gate: Gate, questions: list[str]) -> Generator[_Ask, Assessment | Exception, _Stage]:
         counter = _CallCounter()
-        with listening(counter):
-            try:
-                judged = await gate.aassess(questions, listeners=self._listeners)
-            except Exception as exc:  # a failing stage is decided around, not raised through
-                return self._failed(gate, questions, counter, exc)
+        with listening(counter):  # open across the yield: it counts the driver's call to the gate
+            judged = yield _Ask(gate, questions)
+            if isinstance(judged, Exception):  # a failing stage is decided around, not raised through
+                return self._failed(gate, questions, counter, judged)
         return _Stage(judged, counter.calls)
 
     def _failed(self, gate: Gate, questions: list[str], counter: _CallCounter, exc: Exception) -> _Stage:
