@@ -3,6 +3,7 @@
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from adaptive_gates import VerbalizedGate
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
@@ -111,6 +112,29 @@ def test_a_batch_is_decided_in_one_decide_batch(knn_gate, monkeypatch):
     assert runs.tree() == [("direct_branch", "gated_router"), ("gate:skr-knn", "gated_router"),
                            ("gate:skr-knn", "gated_router"), ("gated_router", None), ("gated_router", None),
                            ("retrieve_branch", "gated_router")]
+
+
+def test_a_failed_input_or_branch_is_its_own_result_blocking_or_awaited(knn_gate):
+    """With ``return_exceptions`` a malformed input's error and a failing branch's error
+    are that input's result; without it the branch's error is raised. Both paths alike."""
+
+    def no_index(q):
+        raise LookupError(f"no index for {q}")
+
+    router = gated_router(knn_gate, direct=RunnableLambda(lambda q: f"direct: {q}"), retrieval=RunnableLambda(no_index))
+    inputs, configs = [KNOWN_Q, UNKNOWN_Q, KNOWN_Q], [{}, {}, {"configurable": {"gate_threshold": "high"}}]
+
+    def shown(results):
+        return [r if isinstance(r, str) else type(r).__name__ for r in results]
+
+    blocking = router.batch(inputs, configs, return_exceptions=True)
+    awaited = asyncio.run(router.abatch(inputs, configs, return_exceptions=True))
+    assert shown(blocking) == shown(awaited) == [f"direct: {KNOWN_Q}", "LookupError", "ValueError"]
+    assert shown(router.batch([UNKNOWN_Q], return_exceptions=True)) == ["LookupError"]
+    with pytest.raises(LookupError, match="no index"):
+        router.batch(inputs[:2])
+    with pytest.raises(LookupError, match="no index"):
+        asyncio.run(router.abatch(inputs[:2]))
 
 
 def test_draft_answer_skips_the_direct_llm():
