@@ -20,6 +20,7 @@ from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
 
+from . import steps
 from .gate_runnable import GateRunnable
 
 #: Tag on the chosen branch's run: ``adaptive-gates:retrieve``, ``…:direct`` or ``…:draft``.
@@ -90,40 +91,40 @@ class _GatedRouter(RunnableLambda):
     def _route_all(self, inputs: list[Any], config: list[RunnableConfig], *, return_exceptions: bool) -> list[Any]:
         """One ``decide_batch`` for all inputs, then each chosen branch, concurrently."""
         decisions = self.gate.batch(inputs, config, return_exceptions=return_exceptions)
-
-        def run(value: Any, decision: GateDecision | Exception, cfg: RunnableConfig) -> Any:
-            if isinstance(decision, Exception):
-                return decision
-            try:
-                return self._branch_for(decision).invoke(value, cfg)
-            except Exception as exc:
-                if return_exceptions:
-                    return exc
-                raise
-
-        if len(inputs) == 1:
-            return [run(inputs[0], decisions[0], config[0])]
+        answers = self._answers(inputs, decisions, config, return_exceptions)
+        if len(answers) == 1:
+            return [steps.run(answers[0])]
         with get_executor_for_config(config[0]) as executor:
-            return list(executor.map(run, inputs, decisions, config))
+            return list(executor.map(steps.run, answers))
 
     async def _aroute_all(
         self, inputs: list[Any], config: list[RunnableConfig], *, return_exceptions: bool
     ) -> list[Any]:
         """``_route_all`` on the event loop."""
         decisions = await self.gate.abatch(inputs, config, return_exceptions=return_exceptions)
+        answers = self._answers(inputs, decisions, config, return_exceptions)
+        return await gather_with_concurrency(config[0].get("max_concurrency"), *map(steps.arun, answers))
 
-        async def run(value: Any, decision: GateDecision | Exception, cfg: RunnableConfig) -> Any:
-            if isinstance(decision, Exception):
-                return decision
-            try:
-                return await self._branch_for(decision).ainvoke(value, cfg)
-            except Exception as exc:
-                if return_exceptions:
-                    return exc
-                raise
+    def _answers(
+        self, inputs: list[Any], decisions: list[GateDecision | Exception], config: list[RunnableConfig],
+        return_exceptions: bool,
+    ) -> list[steps.Steps[Any]]:
+        """Each input's answer from the branch its decision chose, written once for both
+        paths (``steps``): a failed decision is its input's answer, and so is a failing
+        branch's exception under ``return_exceptions``."""
+        return [self._answer(x, d, c, return_exceptions) for x, d, c in zip(inputs, decisions, config)]
 
-        runs = (run(x, d, c) for x, d, c in zip(inputs, decisions, config))
-        return await gather_with_concurrency(config[0].get("max_concurrency"), *runs)
+    def _answer(
+        self, value: Any, decision: GateDecision | Exception, config: RunnableConfig, return_exceptions: bool
+    ) -> steps.Steps[Any]:
+        if isinstance(decision, Exception):
+            return decision
+        try:
+            return (yield steps.Invoke(self._branch_for(decision), value, config))
+        except Exception as exc:
+            if return_exceptions:
+                return exc
+            raise
 
 
 def _draft_branch(draft: Callable[[GateDecision], Any], decision: GateDecision) -> Runnable:
