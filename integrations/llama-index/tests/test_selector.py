@@ -198,6 +198,18 @@ async def test_a_gate_that_raises_is_treated_as_its_fallback(core_embedder, inde
     assert GateSelector(stays_direct).select(["direct", "retrieve"], UNKNOWN_Q).ind == 0
 
 
+def test_a_gate_that_raises_gives_one_fallback_blocking_or_awaited(core_embedder, observed):
+    events, _ = observed
+    selector = GateSelector(SKRKnnGate(core_embedder, k=1))  # unfitted: decide() raises NotFittedError
+    blocking = selector.select(["direct", "retrieve"], UNKNOWN_Q)
+    awaited = asyncio.run(selector.aselect(["direct", "retrieve"], UNKNOWN_Q))
+    assert blocking.ind == awaited.ind == 1
+    decisions = [decision_of(blocking), decision_of(awaited)]
+    assert [(d.retrieve, d.error, d.question) for d in decisions] == [
+        (True, decisions[0].error, UNKNOWN_Q)] * 2 and "NotFittedError" in decisions[0].error
+    assert [e.decision["error"] for e in events.of(GateDecisionEvent)] == [decisions[0].error] * 2
+
+
 def test_misconfigured_routes_are_refused_with_what_is_wrong(knn_gate):
     with pytest.raises(ValueError, match="unknown routes"):
         GateSelector(knn_gate, routes={"retrieve": 1, "direct": 0, "rag": 2})
