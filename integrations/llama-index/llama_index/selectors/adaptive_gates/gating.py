@@ -12,6 +12,8 @@ gate) is raised: a fallback on every query would hide the setting to fix.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
@@ -48,30 +50,41 @@ def _fired(question: str, decision: GateDecision, on: Dispatcher) -> Decided:
     return Decided(decision, payload)
 
 
+class _Taken:
+    """The decision a ``_taking`` block took."""
+
+    decision: GateDecision
+
+
+@contextlib.contextmanager
+def _taking(gate: Gate, question: str, on: Dispatcher) -> Iterator[_Taken]:
+    """The block in which ``gate`` decides ``question``, shared by ``decide`` and
+    ``adecide``: the gate's LLM calls in it are forwarded to ``on``, and a gate that
+    raises gets ``raised_decision``."""
+    taken = _Taken()
+    with forwarding_llm_calls(on):
+        try:
+            yield taken
+        except BackendMisconfiguredError:
+            raise  # a setting to fix, not a passing failure
+        except Exception as exc:  # a gate must not take the query down
+            taken.decision = raised_decision(gate, question, exc)
+
+
 def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     """``gate``'s decision on ``question``, fired as a ``GateDecisionEvent`` on ``on``
     from the caller's span (after a ``GateLLMCallEvent`` per request the gate sent its
     LLM)."""
-    with forwarding_llm_calls(on):
-        try:
-            decision = gate.decide(question)
-        except BackendMisconfiguredError:
-            raise  # a setting to fix, not a passing failure
-        except Exception as exc:  # a gate must not take the query down
-            decision = raised_decision(gate, question, exc)
-    return _fired(question, decision, on)
+    with _taking(gate, question, on) as taken:
+        taken.decision = gate.decide(question)
+    return _fired(question, taken.decision, on)
 
 
 async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     """``decide`` awaited: the gate's ``adecide`` (worker thread or native async)."""
-    with forwarding_llm_calls(on):
-        try:
-            decision = await gate.adecide(question)
-        except BackendMisconfiguredError:
-            raise  # a setting to fix, not a passing failure
-        except Exception as exc:  # a gate must not take the query down
-            decision = raised_decision(gate, question, exc)
-    return _fired(question, decision, on)
+    with _taking(gate, question, on) as taken:
+        taken.decision = await gate.adecide(question)
+    return _fired(question, taken.decision, on)
 
 
 def route_of(decision: GateDecision, reuse_draft: bool = True) -> str:
