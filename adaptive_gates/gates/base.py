@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 
 G = TypeVar("G", bound="Gate")
+T = TypeVar("T")
 
 
 def _validating(init: Callable[..., None]) -> Callable[..., None]:
@@ -93,6 +94,8 @@ class Gate(GateParams, ABC):
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
     _listeners: tuple[Any, ...] = ()
     _listeners_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: Held while an object the gate builds on first use is built (``_built_once``).
+    _build_lock: ClassVar[threading.Lock] = threading.Lock()
     #: What each constructor parameter must be (``adaptive_gates.constraints``); a
     #: class's table adds to those of the classes it derives from.
     _parameter_constraints: ClassVar[dict[str, Any]] = {"fallback_retrieve": Boolean(error=TypeError)}
@@ -136,6 +139,20 @@ class Gate(GateParams, ABC):
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         self.fallback_retrieve = fallback_retrieve
         self._calibration: Calibration | None = None
+
+    def _built_once(self, slot: str, build: Callable[[], T]) -> T:
+        """The object in attribute ``slot``, built by ``build`` on first use, once
+        whichever threads ask. ``__init__`` sets the slot to ``None``, so ``set_params``
+        and ``clone``, which take a fresh gate's attributes, never keep an object built
+        from the old parameters."""
+        built = getattr(self, slot)
+        if built is None:
+            with self._build_lock:
+                built = getattr(self, slot)
+                if built is None:
+                    built = build()
+                    setattr(self, slot, built)
+        return built
 
     # ----------------------------------------------------------------- subclass hooks
     @property
