@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
+
 class Constraint:
     """What a value must be: ``is_satisfied_by`` tells, ``str`` completes
     "<parameter> must be ...", and ``error`` is the exception a refused value raises."""

@@ -7,7 +7,16 @@ from collections.abc import Mapping
 import pytest
 
 from adaptive_gates import PopularityGate, SKRClassifierGate, SKRIclGate, ThrustGate
-from adaptive_gates.constraints import Boolean, Callable, InstanceOf, Integer, OneOf, Real, Text, validate_params
+from adaptive_gates.constraints import (
+    Boolean,
+    Callable,
+    InstanceOf,
+    Integer,
+    OneOf,
+    Real,
+    Text,
+    validate_params,
+)
 
 
 @pytest.mark.parametrize("constraint, good, bad, described", [
