@@ -206,7 +206,7 @@ class AsksInRounds:
     @property
     def _backend(self) -> ChatBackend:
         """The backend asked, built from the gate's parameters on first use."""
-        return self._built_once(  # type: ignore[attr-defined,no-any-return]
+        return self._built_once(  # type: ignore[attr-defined]
             "_chat_backend", lambda: ChatBackend(self.chat, max_workers=self.max_workers, deadline=self.deadline)
         )
 
