@@ -142,9 +142,9 @@ class Gate(GateParams, ABC):
 
     def _built_once(self, slot: str, build: Callable[[], T]) -> T:
         """The object in attribute ``slot``, built by ``build`` on first use, once
-        whichever threads ask. ``__init__`` sets the slot to ``None``, so ``set_params``
-        and ``clone``, which take a fresh gate's attributes, never keep an object built
-        from the old parameters."""
+        whichever threads ask. ``__init__`` sets the slot to ``None``, so ``set_params``,
+        which takes a fresh gate's attributes, never keeps an object built from the old
+        parameters (and a clone, a fresh gate, builds its own)."""
         built = getattr(self, slot)
         if built is None:
             with self._build_lock:
