@@ -3,6 +3,7 @@ get_params / set_params, and ``sklearn.base.clone``."""
 
 import inspect
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -24,7 +25,8 @@ from adaptive_gates import (
     ThrustGate,
     VerbalizedGate,
 )
-from adaptive_gates.models import LocalChatModel
+from adaptive_gates.gates.asking import DEFAULT_DEADLINE
+from adaptive_gates.models import ChatReply, LocalCausalLM, LocalChatModel
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +143,55 @@ def test_set_params_of_a_chat_gate_reaches_its_backend(chat):
     assert gate.calibration_ is not None  # how it waits on the backend is no part of the threshold
     gate.set_params(known_reply="yes")
     assert gate.calibration_ is None
+
+
+class _CountingChat:
+    """A chat model that replies "Paris. Certain." and counts the requests it answers."""
+
+    def __init__(self, model_id):
+        self.model_id = model_id
+        self.requests = 0
+
+    def chat(self, messages, **options):
+        self.requests += 1
+        return ChatReply("Paris. Certain.")
+
+
+def test_a_chat_gate_builds_its_backend_on_first_use_from_its_current_parameters():
+    first, second = _CountingChat("first"), _CountingChat("second")
+    gate = VerbalizedGate(first, judge=False)
+    assert gate._chat_backend is None  # constructing builds nothing
+    gate.decide("What is the capital of France?")
+    assert first.requests == 1 and gate._backend.deadline == DEFAULT_DEADLINE
+    gate.set_params(chat=second, deadline=5.0)
+    gate.decide("What is the capital of France?")
+    assert (first.requests, second.requests) == (1, 1)
+    assert gate.chat_model is second and gate._backend.deadline == 5.0
+    copy = clone(gate)
+    assert copy._chat_backend is None
+    assert copy._backend is not gate._backend and copy.chat_model is second and copy._backend.deadline == 5.0
+
+
+def test_a_backend_is_built_once_whichever_threads_ask_first():
+    gate = SKRPromptGate(_CountingChat("chat"))
+    with ThreadPoolExecutor(8) as pool:
+        backends = list(pool.map(lambda _: gate._backend, range(64)))
+    assert all(backend is backends[0] for backend in backends)
+
+
+def test_seakr_builds_its_estimator_on_first_use_from_its_current_parameters():
+    unloaded = LocalCausalLM()
+    gate = SeaKRGate(unloaded, uncertainty={"k": 4, "max_new_tokens": 8})
+    assert gate._estimator is None and unloaded._model is None  # constructing builds and loads nothing
+    assert gate.estimator.k == 4 and gate.estimator.lm is unloaded and unloaded._model is None
+    gate.set_params(uncertainty={"k": 6})
+    assert gate.estimator.k == 6 and gate.estimator.max_new_tokens == 100
+    copy = clone(gate)
+    assert copy._estimator is None
+    assert copy.estimator is not gate.estimator and copy.estimator.get_params() == gate.estimator.get_params()
+    with pytest.raises(ValueError, match="k must be a positive int, got 0"):
+        gate.set_params(uncertainty={"k": 0})  # settings are refused at once, not at first use
+    assert gate.estimator.k == 6
 
 
 def test_nested_params_are_reported_deep(lm):

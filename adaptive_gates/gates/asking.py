@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ..constraints import Integer, Real, validate_params
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
@@ -42,6 +42,9 @@ _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default
 Replies = list[ChatReply | Exception]
 Scored = Assessment
 R, S, T = TypeVar("R"), TypeVar("S"), TypeVar("T")
+
+#: What ``ChatBackend`` (and so every chat-backed gate) takes for how it asks.
+_ASKING_CONSTRAINTS: dict[str, Any] = {"max_workers": Integer(1), "deadline": [Real(0, closed="neither"), None]}
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,7 @@ class ChatBackend:
     def __init__(
         self, chat: SyncChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
     ) -> None:
-        if max_workers < 1:
-            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-        if deadline is not None and (
-            not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not 0 < deadline < math.inf
-        ):
-            raise ValueError(f"deadline must be a positive number of seconds or None, got {deadline!r}")
+        validate_params({"max_workers": max_workers, "deadline": deadline}, _ASKING_CONSTRAINTS)
         self._chat = chat
         self._lock = threading.Lock()
         self.max_workers = max_workers
@@ -195,10 +193,23 @@ class ChatBackend:
 
 
 class AsksInRounds:
-    """Mixin of a chat-backed gate: ``_score`` and ``_ascore`` both drive the gate's
-    ``_rounds``, so the blocking and the awaited scoring are one piece of logic."""
+    """Mixin of a chat-backed gate (listed before ``Gate``): ``_score`` and ``_ascore``
+    both drive the gate's ``_rounds``, so the blocking and the awaited scoring are one
+    piece of logic. The gate keeps ``chat``, ``max_workers`` and ``deadline``, and sets
+    ``_chat_backend`` to ``None``; its ``ChatBackend`` is built from them on first use."""
 
-    _backend: ChatBackend
+    _parameter_constraints: ClassVar[dict[str, Any]] = _ASKING_CONSTRAINTS
+    chat: SyncChatModel | None
+    max_workers: int
+    deadline: float | None
+    _chat_backend: ChatBackend | None
+
+    @property
+    def _backend(self) -> ChatBackend:
+        """The backend asked, built from the gate's parameters on first use."""
+        return self._built_once(  # type: ignore[attr-defined]
+            "_chat_backend", lambda: ChatBackend(self.chat, max_workers=self.max_workers, deadline=self.deadline)
+        )
 
     def _rounds(self, questions: list[str]) -> Rounds:
         """The scoring of validated questions, as rounds of requests."""

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import numpy as np
 
+from ..constraints import Integer
 from ..data import CorpusRecord
 from ..errors import GateLoadError, NotFittedError
 from ..persistence import read_json_object, save_array
@@ -67,11 +68,10 @@ class BM25DifficultyGate(FitPercentileGate):
 
     name = "bm25-difficulty"
     _fitted_state = ("_fit_scores", "_index", "_queries", "_query_terms")
+    _parameter_constraints = {"top_k": [Integer(1), None]}
 
     def __init__(self, *, top_k: int | None = 10, fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
         self.top_k = top_k
         self._index: BM25Retriever | None = None
         self._queries: list[str] | None = None

@@ -48,6 +48,7 @@ from typing import Any, Self
 import numpy as np
 
 from ..calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
+from ..constraints import InstanceOf, Integer, Real
 from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
 from ..feedback import Feedback
@@ -99,6 +100,13 @@ class BudgetedGate(Gate):
     holds_gates = True
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
+    _parameter_constraints = {
+        "gate": InstanceOf(Gate, error=TypeError),
+        "target_rate": Real(0, 1),
+        "window": Integer(2),
+        "min_scores": Integer(1),
+        "drift_threshold": [Real(0, 1, closed="right"), None],
+    }
 
     def __init__(
         self,
@@ -111,16 +119,6 @@ class BudgetedGate(Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if not isinstance(gate, Gate):
-            raise TypeError(f"gate must be a Gate, got {type(gate).__name__}")
-        _check_rate(target_rate)
-        for label, value, low in (("window", window, 2), ("min_scores", min_scores, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
-        if min_scores > window:
-            raise ValueError(f"min_scores ({min_scores}) must not exceed window ({window})")
-        if drift_threshold is not None and not (isinstance(drift_threshold, (int, float)) and 0 < drift_threshold <= 1):
-            raise ValueError(f"drift_threshold must be in (0, 1] or None, got {drift_threshold!r}")
         self.gate = gate
         self.target_rate = target_rate
         self.window = window
@@ -132,6 +130,11 @@ class BudgetedGate(Gate):
         self._retrieved: deque[bool] = deque(maxlen=window)
         self._credit = 0.0  # error diffusion of the ties' share
         self._drift = False
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        if params["min_scores"] > params["window"]:
+            raise ValueError(f"min_scores ({params['min_scores']}) must not exceed window ({params['window']})")
 
     # ------------------------------------------------------------------ Gate hooks
     @property
@@ -375,9 +378,5 @@ def _quantile(pool: np.ndarray, rate: float) -> tuple[float, float]:
     ties = int(np.count_nonzero(ordered == q))
     return q, float(np.clip((allowed - above[j]) / ties, 0.0, 1.0))
 
-
-def _check_rate(rate: object) -> None:
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
-        raise ValueError(f"target_rate must be a number in [0, 1], got {rate!r}")
 
 

@@ -32,6 +32,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from ..constraints import Constraint, InstanceOf, Real
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
@@ -78,6 +79,16 @@ class _Ask:
 _Stages = Generator[_Ask, Assessment | Exception, Assessment]
 
 
+class _Band(Constraint):
+    """A band ``(lo, hi)`` as ``_is_band`` takes it."""
+
+    def is_satisfied_by(self, value: object) -> bool:
+        return _is_band(value)
+
+    def __str__(self) -> str:
+        return "two finite numbers lo <= hi"
+
+
 class CascadeGate(Gate):
     """Escalate from a cheap gate to a costly one inside an uncertainty band.
 
@@ -94,6 +105,12 @@ class CascadeGate(Gate):
     backend_params = frozenset({"cheap", "costly"})
     holds_gates = True
     _fitted_state = ("_fitted_band",)
+    _parameter_constraints = {
+        "cheap": InstanceOf(Gate, error=TypeError),
+        "costly": InstanceOf(Gate, error=TypeError),
+        "band": [_Band(), None],
+        "escalation_rate": [Real(0, 1), None],
+    }
 
     def __init__(
         self,
@@ -105,23 +122,16 @@ class CascadeGate(Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        for label, gate in (("cheap", cheap), ("costly", costly)):
-            if not isinstance(gate, Gate):
-                raise TypeError(f"{label} must be a Gate, got {type(gate).__name__}")
-        if (band is None) == (escalation_rate is None):
-            raise ValueError("give either band=(lo, hi) or escalation_rate (a share of questions to escalate)")
-        if band is not None and not _is_band(band):
-            raise ValueError(f"band must be two finite numbers lo <= hi, got {band!r}")
-        if escalation_rate is not None and (
-            isinstance(escalation_rate, bool) or not isinstance(escalation_rate, (int, float))
-            or not 0 <= escalation_rate <= 1
-        ):
-            raise ValueError(f"escalation_rate must be a number in [0, 1], got {escalation_rate!r}")
         self.cheap = cheap
         self.costly = costly
         self.band = band
         self.escalation_rate = escalation_rate
         self._fitted_band: dict[str, Any] | None = None
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        if (params["band"] is None) == (params["escalation_rate"] is None):
+            raise ValueError("give either band=(lo, hi) or escalation_rate (a share of questions to escalate)")
 
     # ------------------------------------------------------------------ the band
     @property

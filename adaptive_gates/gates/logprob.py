@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
+from ..constraints import Integer, OneOf, Text
 from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, TokenLogprob, user
-from ..token_uncertainty import answer_tokens, check_signal, position_entropy, signal_values
+from ..token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a
@@ -83,6 +84,12 @@ class LogprobGate(AsksInRounds, Gate):
     record_fields = ("logprobs_no_retrieval",)
     backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
+    _parameter_constraints = {
+        "signal": OneOf(*SIGNALS),
+        "top_logprobs": Integer(1),  # the gate reads log-probabilities
+        "instruction": Text(),
+        "max_tokens": Integer(1),
+    }
 
     def __init__(
         self,
@@ -98,16 +105,6 @@ class LogprobGate(AsksInRounds, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        check_signal(signal)
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 1:
-            raise ValueError(
-                f"top_logprobs must be an int >= 1 (the gate reads log-probabilities), got {top_logprobs!r}"
-            )
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        if not isinstance(instruction, str) or not instruction.strip():
-            raise ValueError("instruction must be a non-empty string")
-        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
         self.chat = chat
         self.signal = signal
         self.answer_tokens_only = answer_tokens_only
@@ -116,6 +113,7 @@ class LogprobGate(AsksInRounds, Gate):
         self.max_tokens = max_tokens
         self.max_workers = max_workers
         self.deadline = deadline
+        self._chat_backend = None
 
     @property
     def chat_model(self) -> ChatModel:

@@ -44,6 +44,7 @@ from typing import Any, Literal, Self
 
 import numpy as np
 
+from ..constraints import OneOf
 from ..data import CorpusRecord, OutcomeRecord
 from ..errors import GateLoadError
 from ..persistence import load_array, read_json_object, save_array
@@ -96,11 +97,10 @@ class PopularityGate(Gate):
 
     name = "popularity"
     _fitted_state = ("_rarity",)
+    _parameter_constraints = {"rule": OneOf(*_RULES)}
 
     def __init__(self, *, rule: Rule = "min", fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if rule not in _RULES:
-            raise ValueError(f"rule must be one of {', '.join(_RULES)}, got {rule!r}")
         self.rule = rule
         self._rarity: WordRarity | None = None
 

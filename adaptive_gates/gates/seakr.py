@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..answering import ANSWER_STOP, prompt_template
+from ..constraints import Boolean, InstanceOf, Integer, Real, Text
 from ..errors import NotFittedError
 from ..models.protocols import check_probing_lm
 from ..persistence import check_saved_backend
-from ..prompts import check_template, fill
+from ..prompts import fill
 from ..seakr.step import pseudo_step
 from ..seakr.uncertainty import SelfAwareUncertainty
 from ..validation import check_stops
@@ -86,6 +87,13 @@ class SeaKRGate(Gate):
 
     name = "seakr"
     backend_params = frozenset({"lm"})
+    _parameter_constraints = {
+        "uncertainty": [InstanceOf(SelfAwareUncertainty), InstanceOf(Mapping), None],
+        "prompt_template": Text("question"),
+        "step_tokens": Integer(1),
+        "formatted": Boolean(),
+        "threshold": [Real(), None],
+    }
 
     def __init__(
         self,
@@ -100,26 +108,6 @@ class SeaKRGate(Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if lm is not None:
-            check_probing_lm(lm, "SeaKRGate")
-        if isinstance(uncertainty, SelfAwareUncertainty):
-            if lm is not None:
-                raise ValueError("give lm= or an uncertainty estimator (which has its own lm), not both")
-            self._estimator = uncertainty
-        elif uncertainty is None or isinstance(uncertainty, Mapping):
-            self._estimator = SelfAwareUncertainty(lm, **dict(uncertainty or {}))
-        else:
-            raise ValueError(f"uncertainty must be a SelfAwareUncertainty, a dict or None, got {type(uncertainty).__name__}")
-        check_template(prompt_template, "question")
-        check_stops(stop)
-        if isinstance(step_tokens, bool) or not isinstance(step_tokens, int) or step_tokens < 1:
-            raise ValueError(f"step_tokens must be a positive int, got {step_tokens!r}")
-        if not isinstance(formatted, bool):
-            raise ValueError(f"formatted must be a bool, got {formatted!r}")
-        if threshold is not None and (
-            isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
-        ):
-            raise ValueError(f"threshold must be a finite number or None, got {threshold!r}")
         self.lm = lm
         self.uncertainty = uncertainty
         self.prompt_template = prompt_template
@@ -127,15 +115,27 @@ class SeaKRGate(Gate):
         self.step_tokens = step_tokens
         self.formatted = formatted
         self.threshold = threshold
+        self._estimator: SelfAwareUncertainty | None = None
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        lm, uncertainty = params["lm"], params["uncertainty"]
+        if lm is not None:
+            check_probing_lm(lm, "SeaKRGate")
+        if isinstance(uncertainty, SelfAwareUncertainty) and lm is not None:
+            raise ValueError("give lm= or an uncertainty estimator (which has its own lm), not both")
+        _estimator_of(lm, uncertainty)  # refuses bad settings now, though the gate's estimator is built on first use
+        check_stops(params["stop"])
 
     @property
     def estimator(self) -> SelfAwareUncertainty:
-        """The estimator of U in use (``uncertainty`` itself, or built from its settings)."""
-        return self._estimator
+        """The estimator of U in use (``uncertainty`` itself, or built from its settings
+        on first use)."""
+        return self._built_once("_estimator", lambda: _estimator_of(self.lm, self.uncertainty))
 
     def _json_params(self) -> dict[str, Any]:
         # The estimator's settings, whichever form ``uncertainty`` was given in.
-        return {**super()._json_params(), "uncertainty": self._estimator.get_params()}
+        return {**super()._json_params(), "uncertainty": self.estimator.get_params()}
 
     @property
     def is_fitted(self) -> bool:
@@ -152,9 +152,10 @@ class SeaKRGate(Gate):
 
     def _score(self, questions: list[str]) -> Assessment:
         scores, details, fallbacks = [], [], []
+        estimator = self.estimator
         for question in questions:
             step = pseudo_step(
-                self._estimator.lm, self._estimator, fill(self.prompt_template, question=question),
+                estimator.lm, estimator, fill(self.prompt_template, question=question),
                 stop=self.stop, max_new_tokens=self.step_tokens, formatted=self.formatted,
             )
             evidence: dict[str, Any] = {"pseudo_step": step.text}
@@ -174,11 +175,19 @@ class SeaKRGate(Gate):
         return Assessment(np.array(scores, dtype=np.float64), details, fallbacks=fallbacks)
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        return {"model_id": self._estimator.lm.model_id}
+        return {"model_id": self.estimator.lm.model_id}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         check_saved_backend(
-            directory, "state.model_id", state.get("model_id"), self._estimator.lm.model_id, "model",
+            directory, "state.model_id", state.get("model_id"), self.estimator.lm.model_id, "model",
             why="U (and so the threshold) belongs to the model it was calibrated with",
         )
 
+
+def _estimator_of(
+    lm: ProbingLM | None, uncertainty: SelfAwareUncertainty | Mapping[str, Any] | None
+) -> SelfAwareUncertainty:
+    """``uncertainty`` itself, or an estimator of its settings (SeaKR's by default) on ``lm``."""
+    if isinstance(uncertainty, SelfAwareUncertainty):
+        return uncertainty
+    return SelfAwareUncertainty(lm, **dict(uncertainty or {}))

@@ -13,16 +13,17 @@ Both keep learning: ``add()`` puts newly labelled questions into the memory, and
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 import numpy as np
 
 from ..calibration import first_caller_outside_package
+from ..constraints import Callable as IsCallable
+from ..constraints import Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackLog
@@ -53,13 +54,12 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     _fitted_state = ("_memory", "_feedback")
     backend_params = frozenset({"embedder", "memory"})
+    _parameter_constraints = {"memory": [IsCallable(), None]}
 
     def __init__(
         self, embedder: Embedder | None = None, *, memory: MemoryFactory | None = None, fallback_retrieve: bool = True
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if memory is not None and not callable(memory):
-            raise ValueError(f"memory must make an SKRMemory from a dimension (e.g. ExactMemory), got {memory!r}")
         self.embedder = embedder
         self.memory = memory
         self._default_embedder: Embedder | None = None
@@ -216,6 +216,11 @@ class SKRKnnGate(_SKRMemoryGate):
     """
 
     name = "skr-knn"
+    _parameter_constraints = {
+        "k": Integer(1),
+        "vote": OneOf(*get_args(Vote)),
+        "weighting": OneOf(*get_args(Weighting)),
+    }
 
     def __init__(
         self,
@@ -228,12 +233,6 @@ class SKRKnnGate(_SKRMemoryGate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        if vote not in ("ratio", "majority"):
-            raise ValueError(f"vote must be 'ratio' or 'majority', got {vote!r}")
-        if weighting not in ("uniform", "similarity"):
-            raise ValueError(f"weighting must be 'uniform' or 'similarity', got {weighting!r}")
         self.k = k
         self.vote = vote
         self.weighting = weighting
@@ -314,6 +313,7 @@ class SKRClassifierGate(_SKRMemoryGate):
 
     name = "skr-cls"
     _fitted_state = ("_coef", "_intercept")
+    _parameter_constraints = {"C": Real(0, closed="neither"), "class_weight": [OneOf("balanced"), None]}
 
     def __init__(
         self,
@@ -325,10 +325,6 @@ class SKRClassifierGate(_SKRMemoryGate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
-        if isinstance(C, bool) or not isinstance(C, (int, float)) or not 0 < C < math.inf:
-            raise ValueError(f"C must be a positive number, got {C!r}")
-        if class_weight not in (None, "balanced"):
-            raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
         self.C = C
         self.class_weight = class_weight
         self._coef: np.ndarray | None = None

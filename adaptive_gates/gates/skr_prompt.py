@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..constraints import Integer, OneOf, Text
 from ..models.chat import ChatModel, ChatReply, TokenLogprob
 from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
@@ -30,7 +31,7 @@ from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .assessment import Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,13 @@ def _alternate(texts: Sequence[str], labels: Sequence[int], per_class: int) -> l
 class _PolarQuestionMixin(AsksInRounds):
     """Scoring shared by the two gates: ask each question's conversation, read the polar reply."""
 
-    _backend: ChatBackend
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
+    _parameter_constraints = {
+        "template": Text("question"),
+        "known_reply": OneOf(*_POLAR),
+        "max_tokens": Integer(1),
+        "top_logprobs": Integer(0),
+    }
     known_reply: str
     max_tokens: int
     top_logprobs: int
@@ -102,14 +108,7 @@ class _PolarQuestionMixin(AsksInRounds):
         self, chat: ChatModel | None, template: str, known_reply: str, max_tokens: int,
         top_logprobs: int, max_workers: int, deadline: float | None,
     ) -> None:
-        """Validate and keep the parameters both gates take."""
-        if "{question}" not in template:
-            raise ValueError("template must contain the {question} slot")
-        if known_reply not in _POLAR:
-            raise ValueError(f"known_reply must be 'yes' or 'no', got {known_reply!r}")
-        if max_tokens < 1 or top_logprobs < 0:
-            raise ValueError(f"need max_tokens >= 1 and top_logprobs >= 0, got {max_tokens}, {top_logprobs}")
-        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
+        """Keep the parameters both gates take."""
         self.chat = chat
         self.template = template
         self.known_reply = known_reply
@@ -117,6 +116,7 @@ class _PolarQuestionMixin(AsksInRounds):
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
         self.deadline = deadline
+        self._chat_backend = None
 
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own yes/no decides
@@ -221,6 +221,7 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
 
     name = "skr-icl"
     backend_params = frozenset({"chat", "embedder", "memory"})
+    _parameter_constraints = {"n_demos": Integer(2), "demos": OneOf("nearest", "fixed")}
 
     def __init__(
         self,
@@ -240,12 +241,13 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
     ) -> None:
         super().__init__(embedder, memory=memory, fallback_retrieve=fallback_retrieve)
         self._configure(chat, template, known_reply, max_tokens, top_logprobs, max_workers, deadline)
-        if n_demos < 2 or n_demos % 2:
-            raise ValueError(f"n_demos must be an even number >= 2, got {n_demos}")
-        if demos not in ("nearest", "fixed"):
-            raise ValueError(f"demos must be 'nearest' or 'fixed', got {demos!r}")
         self.n_demos = n_demos
         self.demos = demos
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        if params["n_demos"] % 2:  # half from each class
+            raise ValueError(f"n_demos must be an even number >= 2, got {params['n_demos']}")
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {**super()._save_state(directory), **self._backend.state()}

@@ -33,7 +33,6 @@ gate's state), beside the combiner's arrays, its training rows and the feedback 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from typing import Any, Literal, Self
 
 import numpy as np
 
+from ..constraints import Boolean, Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import FeedbackLog
@@ -154,6 +154,13 @@ class StackedGate(LearnsFromFeedback, Gate):
     name = "stacked"
     backend_params = frozenset({"embedder"})
     _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
+    _parameter_constraints = {
+        "target": OneOf(*TARGETS),
+        "features": Boolean(),
+        "C": Real(0, closed="neither"),
+        "folds": Integer(2),
+        "seed": Integer(),
+    }
 
     def __init__(
         self,
@@ -168,19 +175,6 @@ class StackedGate(LearnsFromFeedback, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        names = parse_members(members)
-        if target not in TARGETS:
-            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
-        if not isinstance(features, bool):
-            raise ValueError(f"features must be true or false, got {features!r}")
-        if not names and not features:
-            raise ValueError("a stacked gate needs members, question features, or both")
-        if isinstance(C, bool) or not isinstance(C, (int, float)) or not 0 < C < math.inf:
-            raise ValueError(f"C must be a positive number, got {C!r}")
-        if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
-            raise ValueError(f"folds must be an int >= 2, got {folds!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an int, got {seed!r}")
         self.embedder = embedder
         self.members = members
         self.target = target
@@ -188,13 +182,18 @@ class StackedGate(LearnsFromFeedback, Gate):
         self.C = C
         self.folds = folds
         self.seed = seed
-        self._names = names
+        self._names = parse_members(members)
         self._encoder_lock = threading.Lock()
         self._default_encoder: Embedder | None = None
         self._members: list[Gate] | None = None
         self._combiner: Combiner | None = None
         self._rows: CombinerRows | None = None
         self._feedback: FeedbackLog | None = None
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        if not parse_members(params["members"]) and not params["features"]:  # parse_members refuses bad names
+            raise ValueError("a stacked gate needs members, question features, or both")
 
     # ------------------------------------------------------------------ state
     @property

@@ -22,10 +22,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 import numpy as np
 
+from ..constraints import Integer, OneOf
 from ..errors import GateLoadError, NotFittedError
 from ..persistence import check_saved_backend, load_array, save_array
 from ..models.protocols import check_vectors
@@ -162,6 +163,13 @@ class ThrustGate(FitPercentileGate):
     backend_params = frozenset({"representer"})
     _fitted_state = ("_fit_scores", "_clusters", "_class_names")
     _renamed_params = {"fit_scores": "level_scores"}  # beside the fitted fit_scores_, it misled
+    _parameter_constraints = {
+        "n_clusters_rule": OneOf(*get_args(ClusterRule)),
+        "scale": OneOf(*get_args(Scale)),
+        "level_scores": OneOf(*get_args(LevelScores)),
+        "n_init": Integer(1),
+        "random_state": Integer(),
+    }
 
     def __init__(
         self,
@@ -175,16 +183,6 @@ class ThrustGate(FitPercentileGate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if n_clusters_rule not in ("ceil", "floor"):
-            raise ValueError(f"n_clusters_rule must be 'ceil' or 'floor', got {n_clusters_rule!r}")
-        if scale not in ("paper", "code"):
-            raise ValueError(f"scale must be 'paper' or 'code', got {scale!r}")
-        if level_scores not in ("cross_fitted", "in_sample"):
-            raise ValueError(f"level_scores must be 'cross_fitted' or 'in_sample', got {level_scores!r}")
-        if isinstance(n_init, bool) or not isinstance(n_init, int) or n_init < 1:
-            raise ValueError(f"n_init must be a positive int, got {n_init!r}")
-        if isinstance(random_state, bool) or not isinstance(random_state, int):
-            raise ValueError(f"random_state must be an int, got {random_state!r}")
         self.representer = representer
         self._default_representer: Representer | None = None
         self._representer_lock = threading.Lock()

@@ -25,12 +25,13 @@ from ..certainty import (
     parse_certainty,
     uncertain_share,
 )
+from ..constraints import Integer, OneOf, Text
 from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, ChatBackend, Replies, Round, Rounds, describe_failure
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,13 @@ class VerbalizedGate(AsksInRounds, Gate):
     answers_first = True
     backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
+    _parameter_constraints = {
+        "strategy": OneOf(*STRATEGIES),
+        "template": [Text("question"), None],
+        "max_tokens": [Integer(1), None],
+        "unparseable": OneOf(*UNPARSEABLE),
+        "top_logprobs": Integer(0),
+    }
 
     def __init__(
         self,
@@ -96,17 +104,6 @@ class VerbalizedGate(AsksInRounds, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {strategy!r}")
-        if template is not None and "{question}" not in template:
-            raise ValueError("template must contain the {question} slot")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        if top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
-        if unparseable not in UNPARSEABLE:
-            raise ValueError(f"unparseable must be one of {UNPARSEABLE}, got {unparseable!r}")
-        self._backend = ChatBackend(chat, max_workers=max_workers, deadline=deadline)
         self.chat = chat
         self.strategy = strategy
         self.template = template
@@ -116,6 +113,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         self.top_logprobs = top_logprobs
         self.max_workers = max_workers
         self.deadline = deadline
+        self._chat_backend = None
 
     @property
     def chat_model(self) -> ChatModel:
