@@ -3,7 +3,12 @@
 ``check_is_fitted``), with the ``set_params`` and clone that gates need.
 
 A gate's ``__init__`` keeps every argument as-is under its own name, so the
-parameters are read back from its signature, as ``BaseEstimator`` does.
+parameters are read back from its signature, as ``BaseEstimator`` does. What each
+parameter must be is declared in a table per class (``_parameter_constraints``, as
+scikit-learn's estimators declare theirs; the vocabulary is ``adaptive_gates.constraints``),
+checked once per construction by the constructor marked ``@validating``, so also by
+``set_params`` and clone. Objects a gate builds from its parameters (a chat backend,
+an estimator) are built on first use (``_built_once``), never in ``__init__``.
 
 ``set_params`` on a gate that holds fitted state (a memory, clusters, a calibrated
 threshold): that state was learned under the old parameters, so keeping it would
@@ -17,18 +22,45 @@ state of the gate, and copying one would copy the model) and copies the rest.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
+import threading
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from sklearn.base import BaseEstimator
 
+from .constraints import validate_params
+
 logger = logging.getLogger(__name__)
 
 P = TypeVar("P", bound="GateParams")
+T = TypeVar("T")
 
 #: Values a clone copies; anything else (a model, an embedder) is a backend it shares.
 _PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
+
+
+def validating(init: Callable[..., None]) -> Callable[..., None]:
+    """Mark a gate constructor: it first checks its arguments (``GateParams._check_arguments``)
+    when it is the one called, not a subclass's ``super().__init__``: once per gate,
+    before any state is built from a refused value."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self: GateParams, *args: Any, **kwargs: Any) -> None:
+        if type(self).__init__ is __init__:
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+            except TypeError:
+                pass  # a call that does not fit: the constructor says so in Python's words
+            else:
+                bound.apply_defaults()
+                type(self)._check_arguments({k: v for k, v in bound.arguments.items() if k != "self"})
+        init(self, *args, **kwargs)
+
+    return __init__
 
 
 class GateParams(BaseEstimator):
@@ -45,6 +77,44 @@ class GateParams(BaseEstimator):
     _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
     #: Constructor parameters that are backends (models): passed again at load, never saved.
     backend_params: ClassVar[frozenset[str]] = frozenset()
+    #: What each constructor parameter must be (``adaptive_gates.constraints``); a
+    #: class's table adds to those of the classes it derives from.
+    _parameter_constraints: ClassVar[dict[str, Any]] = {}
+    #: Held while an object the gate builds on first use is built (``_built_once``).
+    _build_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = validating(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    @classmethod
+    def _check_arguments(cls, params: dict[str, Any]) -> None:
+        """Refuse constructor arguments that break the tables of the class and its bases,
+        then those ``_check_params`` refuses. Every constructor calls it (``set_params``
+        and ``clone`` construct too)."""
+        tables = (vars(klass).get("_parameter_constraints", {}) for klass in reversed(cls.__mro__))
+        validate_params(params, {name: entry for table in tables for name, entry in table.items()})
+        cls._check_params(params)
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        """Checks no table entry can make (parameters that depend on each other);
+        ``params`` are the constructor's arguments, each of them already checked."""
+
+    def _built_once(self, slot: str, build: Callable[[], T]) -> T:
+        """The object in attribute ``slot``, built by ``build`` on first use, once
+        whichever threads ask. ``__init__`` sets the slot to ``None``, so ``set_params``,
+        which takes a fresh gate's attributes, never keeps an object built from the old
+        parameters (and a clone, a fresh gate, builds its own)."""
+        built = getattr(self, slot)
+        if built is None:
+            with self._build_lock:
+                built = getattr(self, slot)
+                if built is None:
+                    built = build()
+                    setattr(self, slot, built)
+        return built
 
     @classmethod
     def param_names(cls) -> list[str]:

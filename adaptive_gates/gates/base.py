@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
-import inspect
 import logging
 import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
-from ..constraints import Boolean, validate_params
+from ..constraints import Boolean
 from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
@@ -45,28 +43,6 @@ logger = logging.getLogger(__name__)
 Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 
 G = TypeVar("G", bound="Gate")
-T = TypeVar("T")
-
-
-def _validating(init: Callable[..., None]) -> Callable[..., None]:
-    """A gate constructor that first checks its arguments (``Gate._check_arguments``)
-    when it is the one called, not a subclass's ``super().__init__``: once per gate,
-    before any state is built from a refused value."""
-    signature = inspect.signature(init)
-
-    @functools.wraps(init)
-    def __init__(self: Gate, *args: Any, **kwargs: Any) -> None:
-        if type(self).__init__ is __init__:
-            try:
-                bound = signature.bind(self, *args, **kwargs)
-            except TypeError:
-                pass  # a call that does not fit: the constructor says so in Python's words
-            else:
-                bound.apply_defaults()
-                type(self)._check_arguments({k: v for k, v in bound.arguments.items() if k != "self"})
-        init(self, *args, **kwargs)
-
-    return __init__
 
 
 class Gate(GateParams, ABC):
@@ -94,32 +70,12 @@ class Gate(GateParams, ABC):
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
     _listeners: tuple[Any, ...] = ()
     _listeners_lock: ClassVar[threading.Lock] = threading.Lock()
-    #: Held while an object the gate builds on first use is built (``_built_once``).
-    _build_lock: ClassVar[threading.Lock] = threading.Lock()
-    #: What each constructor parameter must be (``adaptive_gates.constraints``); a
-    #: class's table adds to those of the classes it derives from.
     _parameter_constraints: ClassVar[dict[str, Any]] = {"fallback_retrieve": Boolean(error=TypeError)}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
             Gate._registry[cls.name] = cls
-        if "__init__" in cls.__dict__:
-            cls.__init__ = _validating(cls.__dict__["__init__"])  # type: ignore[method-assign]
-
-    @classmethod
-    def _check_arguments(cls, params: dict[str, Any]) -> None:
-        """Refuse constructor arguments that break the tables of the class and its bases,
-        then those ``_check_params`` refuses. Every constructor calls it (``set_params``
-        and ``clone`` construct too)."""
-        tables = (vars(klass).get("_parameter_constraints", {}) for klass in reversed(cls.__mro__))
-        validate_params(params, {name: entry for table in tables for name, entry in table.items()})
-        cls._check_params(params)
-
-    @classmethod
-    def _check_params(cls, params: dict[str, Any]) -> None:
-        """Checks no table entry can make (parameters that depend on each other);
-        ``params`` are the constructor's arguments, each of them already checked."""
 
     @staticmethod
     def gate_names() -> list[str]:
@@ -135,24 +91,9 @@ class Gate(GateParams, ABC):
             raise ValueError(f"unknown gate {name!r}; choose from {', '.join(Gate.gate_names())}")
         return cls
 
-    @_validating
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         self.fallback_retrieve = fallback_retrieve
         self._calibration: Calibration | None = None
-
-    def _built_once(self, slot: str, build: Callable[[], T]) -> T:
-        """The object in attribute ``slot``, built by ``build`` on first use, once
-        whichever threads ask. ``__init__`` sets the slot to ``None``, so ``set_params``,
-        which takes a fresh gate's attributes, never keeps an object built from the old
-        parameters (and a clone, a fresh gate, builds its own)."""
-        built = getattr(self, slot)
-        if built is None:
-            with self._build_lock:
-                built = getattr(self, slot)
-                if built is None:
-                    built = build()
-                    setattr(self, slot, built)
-        return built
 
     # ----------------------------------------------------------------- subclass hooks
     @property
