@@ -321,10 +321,10 @@ _PAUSABLE_LOAD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    import adaptive_gates.gates.base as base
+    import adaptive_gates.gates.saved as saved
     from adaptive_gates import load_gate
 
-    resume, real = Path(sys.argv[2]), base.read_config
+    resume, real = Path(sys.argv[2]), saved.read_config
 
     def pausing(path):
         config = real(path)
@@ -333,7 +333,7 @@ _PAUSABLE_LOAD = textwrap.dedent(
             time.sleep(0.01)
         return config
 
-    base.read_config = pausing
+    saved.read_config = pausing
     gate = load_gate(sys.argv[1])
     print(gate.rule, gate.rarity_.total)
     """

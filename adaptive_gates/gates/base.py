@@ -1,10 +1,10 @@
-"""What every gate shares: scoring, thresholds, decisions, calibration, persistence.
+"""What every gate shares: scoring, thresholds, decisions, calibration, listeners;
+saving and loading come from ``saved.SavedGate``.
 
 A subclass implements ``_score`` (an ``Assessment`` of a batch of clean questions:
 need scores and evidence, and drafts, fallbacks or verdicts where it has them; a
 plain ``(scores, details)`` pair when it has nothing else), ``_default_threshold``,
-``is_fitted`` and its own
-state I/O; it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
+``is_fitted`` and its own state I/O (``_save_state``, ``_load_state``); it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
 ``adecide_batch``, ``calibrate``, ``save``, ``load`` and the listeners. A gate that
 waits on a remote backend also implements ``_ascore``, the awaitable ``_score``.
 """
@@ -17,7 +17,7 @@ import logging
 import math
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +29,12 @@ from ..constraints import Boolean
 from ..data import OutcomeRecord
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
-from ..errors import BackendError, BackendMisconfiguredError, GateLoadError, InvalidQuestionError, NotFittedError
+from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
-from ..persistence import config_field, library_versions, read_config, reading, save_directory
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
-from ..estimator import GateParams
+from .saved import SavedGate
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 G = TypeVar("G", bound="Gate")
 
 
-class Gate(GateParams, ABC):
+class Gate(SavedGate):
     """Base class of every adaptive retrieval gate.
 
     A gate maps questions to *need scores* (higher = more need for retrieval) and
@@ -60,9 +59,6 @@ class Gate(GateParams, ABC):
     #: Whether the gate's first LLM call is the answer itself (a confident decision
     #: carries it as ``draft_answer``, so answering costs no further call).
     answers_first: ClassVar[bool] = False
-    #: Whether the gate holds other gates (a budget, a cascade), saved in its directory
-    #: and loaded with every backend ``load`` is given, to pass on to them.
-    holds_gates: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type["Gate"]]] = {}
@@ -127,18 +123,6 @@ class Gate(GateParams, ABC):
     @abstractmethod
     def _default_threshold(self) -> float:
         """The method's own threshold, used until the gate is calibrated."""
-
-    def _json_params(self) -> dict[str, Any]:
-        """The constructor parameters to save: all but the backends (JSON values)."""
-        return {k: v for k, v in self.get_params(deep=False).items() if k not in self.backend_params}
-
-    @abstractmethod
-    def _save_state(self, directory: Path) -> dict[str, Any]:
-        """Write the fitted state's files into ``directory``; return its JSON part."""
-
-    @abstractmethod
-    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        """Restore the fitted state written by ``_save_state``."""
 
     def retrieves(self, scores: np.ndarray, threshold: float | None = None) -> np.ndarray:
         """Which need scores retrieve at ``threshold`` (default: the current one).
@@ -473,82 +457,6 @@ class Gate(GateParams, ABC):
             kept = list(self._listeners)
             kept.remove(listener)
             self._listeners = tuple(kept)
-
-    # ----------------------------------------------------------------- persistence
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
-        self._check_fitted()
-        config = {
-            "gate_type": self.name,
-            "library_versions": library_versions(),
-            "params": self._json_params(),
-            "threshold": self.threshold_,
-            "calibration": self._calibration.to_dict() if self._calibration else None,
-        }
-        return save_directory(path, config, self._save_state, overwrite=overwrite)
-
-    @classmethod
-    def load(cls: type[G], path: str | Path, **backends: Any) -> G:
-        """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
-        to the constructor. Refuses a gate of another type or a mismatched backend."""
-        path = Path(path)
-        with reading(path):  # no save swaps the directory while its files are read
-            return cls._load_read(path, backends)
-
-    @classmethod
-    def _load_read(cls: type[G], path: Path, backends: dict[str, Any]) -> G:
-        """``load`` of a directory no save swaps meanwhile."""
-        config = read_config(path)
-        gate_type = config_field(config, "gate_type", str)
-        if gate_type not in Gate.gate_names():
-            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
-        target = Gate.gate_class(gate_type)
-        if cls is not Gate and not issubclass(target, cls):
-            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
-        params = target._current_params(config_field(config, "params", dict))
-        state = config_field(config, "state", dict)
-        # Backends (models) are passed at load, never saved: a saved value under a
-        # backend's name is no model, whatever it holds.
-        saved_backends = sorted(params.keys() & target.backend_params)
-        if saved_backends:
-            name = saved_backends[0]
-            raise GateLoadError(
-                f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
-                f"pass {name}= to load()"
-            )
-        try:
-            gate = target._from_saved(path, state, params, backends)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, GateLoadError):
-                raise
-            raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
-        gate._load_state(path, state)
-        calibration = config_field(config, "calibration", (dict, type(None)))
-        if calibration is not None:
-            try:
-                gate._calibration = Calibration.from_dict(calibration)
-            except (TypeError, ValueError) as exc:
-                raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
-        saved = config_field(config, "threshold", (int, float))
-        if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
-            raise GateLoadError(
-                f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
-            )
-        return gate  # type: ignore[return-value]
-
-    #: Parameters renamed since a gate of this class was saved: old name -> new name.
-    _renamed_params: ClassVar[dict[str, str]] = {}
-
-    @classmethod
-    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Saved parameters under their current names (a gate saved before a rename loads)."""
-        return {cls._renamed_params.get(name, name): value for name, value in params.items()}
-
-    @classmethod
-    def _from_saved(cls: type[G], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> G:
-        """The gate ``load`` restores the state into, from its saved parameters and the
-        backends given; a gate holding other gates (saved in its directory) loads them here."""
-        return cls(**backends, **params)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._json_params().items())

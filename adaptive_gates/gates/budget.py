@@ -57,7 +57,7 @@ from ..persistence import load_array, save_array
 from ..validation import check_batch
 from .assessment import Assessment, Verdict
 from .base import Gate
-from .composite import load_member, save_member
+from .saved import load_member, save_member
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ class BudgetedGate(Gate):
     def _from_saved(
         cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
     ) -> "BudgetedGate":
-        return cls(load_member(path, state.get("gate"), "wrapped gate", backends), **params)
+        return cls(load_member(Gate, path, state.get("gate"), "wrapped gate", backends), **params)
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         credit, drift, has_reference = state.get("credit"), state.get("drift"), state.get("reference")

@@ -39,7 +39,7 @@ from ..listeners import listening
 from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .asking import advance
 from .base import Gate
-from .composite import load_member, save_member
+from .saved import load_member, save_member
 
 logger = logging.getLogger(__name__)
 
@@ -329,8 +329,8 @@ class CascadeGate(Gate):
     def _from_saved(
         cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
     ) -> "CascadeGate":
-        cheap = load_member(path, state.get("cheap"), "cheap stage", backends)
-        costly = load_member(path, state.get("costly"), "costly stage", backends)
+        cheap = load_member(Gate, path, state.get("cheap"), "cheap stage", backends)
+        costly = load_member(Gate, path, state.get("costly"), "costly stage", backends)
         return cls(cheap, costly, **params)
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:

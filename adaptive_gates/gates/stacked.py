@@ -54,7 +54,7 @@ from ..selfknowledge import outcome_scores
 from .base import Gate
 from ..feedback import LearnsFromFeedback
 from .bm25_difficulty import BM25DifficultyGate
-from .composite import load_member, save_member
+from .saved import load_member, save_member
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
 from ..stacking import (
@@ -340,7 +340,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         members = []
         for i, (name, member_state) in enumerate(zip(self._names, saved)):
             backend = MEMBERS[name].backend
-            member = load_member(directory, member_state, f"member {name!r}", {backend: encoder} if backend else {})
+            member = load_member(Gate, directory, member_state, f"member {name!r}", {backend: encoder} if backend else {})
             if member.name != name:
                 raise GateLoadError(f"{directory}: member {i} is a {member.name!r} gate, expected {name!r}")
             members.append(member)

@@ -1,0 +1,198 @@
+"""Saving a gate to a directory of JSON and arrays (never a pickle), loading it back,
+and gates saved inside another gate's directory.
+
+A saved gate's ``config.json`` names its type (``gate_type``, the class's ``name`` in
+the registry of every gate class), its parameters but the backends (models are passed
+again at load), its threshold and calibration, and the fitted state its class writes
+(``_save_state``/``_load_state``); ``persistence`` writes it atomically with checksums.
+
+A gate inside another (a budget's wrapped gate, a cascade's stages, a stacked gate's
+members) is saved as a gate of its own, then its files are moved into the holder's
+directory under a prefix (``<prefix>.<file>``) and its ``config.json`` becomes a field
+of the holder's state. The holder's checksums so cover the member's files and config,
+the member's own checksums are verified again when it is loaded, and the directory
+stays flat, so holders nest (a budget around a cascade) and can be overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from ..calibration import Calibration
+from ..errors import GateLoadError
+from ..estimator import GateParams
+from ..persistence import CONFIG_FILE, config_field, library_versions, read_config, reading, safe_member_path, save_directory
+
+S = TypeVar("S", bound="SavedGate")
+
+
+class SavedGate(GateParams, ABC):
+    """What saving and loading asks of a gate (``Gate`` derives from it): the registry
+    of gate classes to load by name, its fitted state's files, and its threshold."""
+
+    name: ClassVar[str] = "gate"
+    #: Whether the gate holds other gates (a budget, a cascade), saved in its directory
+    #: and loaded with every backend ``load`` is given, to pass on to them.
+    holds_gates: ClassVar[bool] = False
+    _calibration: Calibration | None
+
+    @staticmethod
+    @abstractmethod
+    def gate_names() -> list[str]:
+        """The names of the gate classes a saved config may name."""
+
+    @staticmethod
+    @abstractmethod
+    def gate_class(name: str) -> type[SavedGate]:
+        """The gate class registered under ``name``."""
+
+    @abstractmethod
+    def _check_fitted(self) -> None:
+        """Raise ``NotFittedError`` unless the gate is fitted."""
+
+    @property
+    @abstractmethod
+    def threshold_(self) -> float:
+        """The threshold the gate decides by."""
+
+    def _json_params(self) -> dict[str, Any]:
+        """The constructor parameters to save: all but the backends (JSON values)."""
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in self.backend_params}
+
+    @abstractmethod
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        """Write the fitted state's files into ``directory``; return its JSON part."""
+
+    @abstractmethod
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        """Restore the fitted state written by ``_save_state``."""
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
+        self._check_fitted()
+        config = {
+            "gate_type": self.name,
+            "library_versions": library_versions(),
+            "params": self._json_params(),
+            "threshold": self.threshold_,
+            "calibration": self._calibration.to_dict() if self._calibration else None,
+        }
+        return save_directory(path, config, self._save_state, overwrite=overwrite)
+
+    @classmethod
+    def load(cls: type[S], path: str | Path, **backends: Any) -> S:
+        """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
+        to the constructor. Refuses a gate of another type or a mismatched backend."""
+        path = Path(path)
+        with reading(path):  # no save swaps the directory while its files are read
+            return cls._load_read(path, backends)
+
+    @classmethod
+    def _load_read(cls: type[S], path: Path, backends: dict[str, Any]) -> S:
+        """``load`` of a directory no save swaps meanwhile."""
+        config = read_config(path)
+        gate_type = config_field(config, "gate_type", str)
+        if gate_type not in cls.gate_names():
+            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
+        target = cls.gate_class(gate_type)
+        if not issubclass(target, cls):
+            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
+        params = target._current_params(config_field(config, "params", dict))
+        state = config_field(config, "state", dict)
+        # Backends (models) are passed at load, never saved: a saved value under a
+        # backend's name is no model, whatever it holds.
+        saved_backends = sorted(params.keys() & target.backend_params)
+        if saved_backends:
+            name = saved_backends[0]
+            raise GateLoadError(
+                f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
+                f"pass {name}= to load()"
+            )
+        try:
+            gate = target._from_saved(path, state, params, backends)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, GateLoadError):
+                raise
+            raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
+        gate._load_state(path, state)
+        calibration = config_field(config, "calibration", (dict, type(None)))
+        if calibration is not None:
+            try:
+                gate._calibration = Calibration.from_dict(calibration)
+            except (TypeError, ValueError) as exc:
+                raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
+        saved = config_field(config, "threshold", (int, float))
+        if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
+            raise GateLoadError(
+                f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
+            )
+        return gate  # type: ignore[return-value]
+
+    #: Parameters renamed since a gate of this class was saved: old name -> new name.
+    _renamed_params: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Saved parameters under their current names (a gate saved before a rename loads)."""
+        return {cls._renamed_params.get(name, name): value for name, value in params.items()}
+
+    @classmethod
+    def _from_saved(cls: type[S], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> S:
+        """The gate ``load`` restores the state into, from its saved parameters and the
+        backends given; a gate holding other gates (saved in its directory) loads them here."""
+        return cls(**backends, **params)
+
+
+def save_member(gate: SavedGate, directory: Path, prefix: str) -> dict[str, Any]:
+    """Save ``gate`` into ``directory`` under ``prefix``; return the state that loads it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = gate.save(Path(tmp) / "member")
+        config = json.loads((saved / CONFIG_FILE).read_text(encoding="utf-8"))
+        for name in config["files"]:
+            shutil.copyfile(saved / name, directory / f"{prefix}.{name}")
+    return {"prefix": prefix, "config": config}
+
+
+def load_member(kind: type[S], directory: Path, state: object, what: str, backends: dict[str, Any]) -> S:
+    """The member ``save_member`` wrote (``state`` is what it returned), a gate of
+    ``kind``, built with the backends among ``backends`` that its kind of gate takes."""
+    if not isinstance(state, dict) or not isinstance(state.get("prefix"), str) or not isinstance(state.get("config"), dict):
+        raise GateLoadError(f"{directory}: field 'state.{what}' is missing or malformed")
+    prefix, config = state["prefix"], state["config"]
+    files = config.get("files")
+    if not isinstance(files, dict):
+        raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
+    if config.get("gate_type") not in kind.gate_names():
+        raise GateLoadError(f"{directory}: {what} is of gate type {config.get('gate_type')!r}, which is no known gate")
+    target = kind.gate_class(config["gate_type"])
+    if not issubclass(target, kind):
+        raise GateLoadError(f"{directory}: {what} is of gate type {config['gate_type']!r}, not a {kind.__name__}")
+    with tempfile.TemporaryDirectory() as tmp:
+        member = Path(tmp) / "member"
+        member.mkdir()
+        (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+        safe_member_path(directory, prefix, f"state.{what}.prefix")
+        for name in files:
+            safe_member_path(member, name, f"state.{what}.config.files")
+            source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
+            if not source.is_file():
+                raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
+            shutil.copyfile(source, member / name)
+        try:
+            return target.load(member, **member_backends(target, backends))
+        except GateLoadError as exc:
+            raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
+
+
+def member_backends(target: type[SavedGate], backends: dict[str, Any]) -> dict[str, Any]:
+    """The backends a gate of type ``target`` is built with: those among its
+    ``backend_params``; a gate that holds members itself gets them all to pass on."""
+    if target.holds_gates:
+        return backends
+    return {name: value for name, value in backends.items() if name in target.backend_params}
