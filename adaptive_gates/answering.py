@@ -178,7 +178,8 @@ class LLMAnswerer:
         """``answer_batch`` with each answer's reply: its tokens with log-probabilities
         (``top_logprobs`` alternatives per position; ``0`` asks for none) and its token
         usage. Up to ``max_workers`` requests are in flight; the first failure is raised."""
-        from .models.chat import chat_many, user
+        from .models.chat import user
+        from .models.chat_batch import chat_many
 
         if passages is not None and len(passages) != len(questions):
             raise ValueError(f"got {len(passages)} passage lists for {len(questions)} questions")
@@ -200,7 +201,7 @@ def _as_chat_model(model: "ChatModel | LocalCausalLM | None", batch_size: int) -
     A local LM is recognised by its type rather than by the ``ChatModel`` protocol: a
     runtime protocol check only sees that attributes exist, not what they hold.
     """
-    from .models.chat import LocalChatModel
+    from .models.local_chat import LocalChatModel
     from .models.local_lm import LocalCausalLM
 
     if model is None or isinstance(model, LocalCausalLM):

@@ -41,7 +41,8 @@ from _common import RESULTS, adarague_path, add_data_argument, markdown_table, s
 from adaptive_gates import CascadeGate, SKRClassifierGate, VerbalizedGate, listening, load_outcomes, outcome_scores
 from adaptive_gates.evaluation import evaluate_scores
 from adaptive_gates.models.cached_embedder import CachedEmbedder
-from adaptive_gates.models.chat import ChatReply, LocalChatModel
+from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.local_chat import LocalChatModel
 from adaptive_gates.models.defaults import default_embedder
 
 #: --outcomes -> what the header calls the sample.

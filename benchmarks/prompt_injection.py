@@ -50,7 +50,7 @@ from adaptive_gates.evaluation.injection import (
 )
 from adaptive_gates.metrics import contains_answer
 from adaptive_gates.models import default_llm
-from adaptive_gates.models.chat import LocalChatModel
+from adaptive_gates.models.local_chat import LocalChatModel
 
 GATES: dict[str, tuple[type, Verdicts]] = {
     "verbalized": (VerbalizedGate, VERBALIZED_VERDICTS),

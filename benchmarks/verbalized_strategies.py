@@ -31,7 +31,7 @@ from _common import RESULTS, add_data_argument, markdown_table, write_results
 from adaptive_gates import SKRPromptGate, VerbalizedGate, load_qa
 from adaptive_gates.answering import LLMAnswerer
 from adaptive_gates.evaluation import evaluate_live, plot_reports
-from adaptive_gates.models.chat import LocalChatModel
+from adaptive_gates.models.local_chat import LocalChatModel
 from adaptive_gates.prompts import STRATEGIES
 from adaptive_gates.retrieval import BM25Retriever
 

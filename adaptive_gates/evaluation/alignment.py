@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def alignment_metrics(uncertain: Sequence[bool], correct: Sequence[float]) -> dict[str, float]:
+def alignment_metrics(
+    uncertain: Sequence[bool] | np.ndarray, correct: Sequence[float] | np.ndarray
+) -> dict[str, float]:
     """The paper's five figures over N questions.
 
     ``uncertain[i]``: the model said it was uncertain (would retrieve); ``correct[i]``:

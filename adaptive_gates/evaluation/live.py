@@ -8,10 +8,12 @@ is not asked again: its draft is the answer without retrieval.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,45 +56,68 @@ def evaluate_live(
     """
     from tqdm.auto import tqdm
 
-    score_answer = get_metric(metric)
-    decisions: list[GateDecision] = []
-    direct: list[str] = []
-    grounded: list[str] = []
-    retrieved: list[list[str]] = []
-    timing = {"gate_s": 0.0, "direct_answer_s": 0.0, "retrieval_s": 0.0, "grounded_answer_s": 0.0}
-    direct_calls = 0
+    run = _LiveRun()
     with tqdm(total=len(records), desc=f"live {gate.name}", unit="q", disable=not progress) as bar:
         for start in range(0, len(records), batch_size):
             batch = records[start : start + batch_size]
-            questions = [r.question for r in batch]
-            clock = time.perf_counter()
-            batch_decisions = gate.decide_batch(questions)
-            timing["gate_s"] += time.perf_counter() - clock
-
-            missing = [i for i, d in enumerate(batch_decisions) if not _has_draft(d)]
-            answers = [d.details.get(ANSWER_EVIDENCE) for d in batch_decisions]
-            clock = time.perf_counter()
-            if missing:
-                for i, text in zip(missing, answerer.answer_batch([questions[i] for i in missing])):
-                    answers[i] = text
-            timing["direct_answer_s"] += time.perf_counter() - clock
-            direct_calls += len(missing)
-
-            clock = time.perf_counter()
-            hits = retriever.search_batch(questions, k=k)
-            timing["retrieval_s"] += time.perf_counter() - clock
-            clock = time.perf_counter()
-            with_passages = answerer.answer_batch(questions, [[h.as_passage() for h in row] for row in hits])
-            timing["grounded_answer_s"] += time.perf_counter() - clock
-
-            decisions.extend(batch_decisions)
-            direct.extend(answers)
-            grounded.extend(with_passages)
-            retrieved.extend([h.id for h in row] for row in hits)
+            run.add_batch(gate, [r.question for r in batch], retriever, answerer, k)
             bar.update(len(batch))
+    return _report(gate, records, run, k=k, metric=metric, target_rate=target_rate)
 
-    a = np.array([score_answer(p, r.answers) for p, r in zip(direct, records)], dtype=np.float64)
-    b = np.array([score_answer(p, r.answers) for p, r in zip(grounded, records)], dtype=np.float64)
+
+@dataclass
+class _LiveRun:
+    """What a live run gathers, question by question: the gate's decisions, the answers
+    without and with passages, the passages' ids, the answers the gate's drafts could
+    not save, and where the time went."""
+
+    decisions: list[GateDecision] = field(default_factory=list)
+    direct: list[str] = field(default_factory=list)
+    grounded: list[str] = field(default_factory=list)
+    retrieved: list[list[str]] = field(default_factory=list)
+    direct_calls: int = 0
+    timing: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(("gate_s", "direct_answer_s", "retrieval_s", "grounded_answer_s"), 0.0)
+    )
+
+    def add_batch(
+        self, gate: Gate, questions: list[str], retriever: Retriever, answerer: Answerer, k: int
+    ) -> None:
+        """Decide a batch, answer it without retrieval (where the gate left no draft) and
+        with the top ``k`` passages, timing each part."""
+        with self._timed("gate_s"):
+            decisions = gate.decide_batch(questions)
+        drafts = [_draft(d) for d in decisions]
+        missing = [i for i, draft in enumerate(drafts) if draft is None]
+        with self._timed("direct_answer_s"):
+            fresh = dict(zip(missing, answerer.answer_batch([questions[i] for i in missing]))) if missing else {}
+        self.direct_calls += len(missing)
+        with self._timed("retrieval_s"):
+            hits = retriever.search_batch(questions, k=k)
+        with self._timed("grounded_answer_s"):
+            with_passages = answerer.answer_batch(questions, [[h.as_passage() for h in row] for row in hits])
+        self.decisions.extend(decisions)
+        self.direct.extend(draft if draft is not None else fresh[i] for i, draft in enumerate(drafts))
+        self.grounded.extend(with_passages)
+        self.retrieved.extend([h.id for h in row] for row in hits)
+
+    @contextlib.contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        clock = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timing[part] += time.perf_counter() - clock
+
+
+def _report(
+    gate: Gate, records: Sequence[QARecord], run: _LiveRun, *, k: int, metric: str, target_rate: float | None
+) -> dict[str, Any]:
+    """The offline report of the run's answers, with the live figures and one row per question."""
+    score_answer = get_metric(metric)
+    decisions = run.decisions
+    a = np.array([score_answer(p, r.answers) for p, r in zip(run.direct, records)], dtype=np.float64)
+    b = np.array([score_answer(p, r.answers) for p, r in zip(run.grounded, records)], dtype=np.float64)
     flags = np.array([d.retrieve for d in decisions], dtype=bool)
     report = evaluate_scores(
         _ranking_scores(decisions), a, b, gate=gate.name, metric=metric, retrieve=flags, target_rate=target_rate,
@@ -104,10 +129,10 @@ def evaluate_live(
         k=k,
         threshold=gate.threshold_,
         fallbacks=sum(d.is_fallback for d in decisions),
-        llm_answer_calls=direct_calls,
-        drafts_reused=len(records) - direct_calls,
+        llm_answer_calls=run.direct_calls,
+        drafts_reused=len(records) - run.direct_calls,
         alignment=alignment_metrics(flags, a),
-        seconds_per_question={key.removesuffix("_s"): value / n for key, value in timing.items()},
+        seconds_per_question={key.removesuffix("_s"): value / n for key, value in run.timing.items()},
         questions=[
             {
                 "id": r.id, "question": r.question, "answers": list(r.answers), "retrieve": d.retrieve,
@@ -115,7 +140,7 @@ def evaluate_live(
                 "correct_without": float(x), "correct_with": float(y), "retrieved": ids,
                 "error": d.error, "details": d.details,
             }
-            for r, d, p0, p1, x, y, ids in zip(records, decisions, direct, grounded, a, b, retrieved)
+            for r, d, p0, p1, x, y, ids in zip(records, decisions, run.direct, run.grounded, a, b, run.retrieved)
         ],
     )
     return report
@@ -129,7 +154,7 @@ def _lm_calls(gate: Gate, decisions: Sequence[GateDecision], retrieve: np.ndarra
     return lm_calls_per_decision(
         retrieve,
         gate_calls=[c if isinstance(c, (int, float)) else float(answers_first) for c in made],
-        drafts=[_has_draft(d) for d in decisions],
+        drafts=[_draft(d) is not None for d in decisions],
     )
 
 
@@ -144,7 +169,7 @@ def _ranking_scores(decisions: Sequence[GateDecision]) -> np.ndarray:
     )
 
 
-def _has_draft(decision: GateDecision) -> bool:
-    """True when the gate's reply already holds a non-empty answer."""
+def _draft(decision: GateDecision) -> str | None:
+    """The answer the gate's reply already holds, when it holds a non-empty one."""
     draft = decision.details.get(ANSWER_EVIDENCE)
-    return isinstance(draft, str) and bool(draft.strip())
+    return draft if isinstance(draft, str) and draft.strip() else None

@@ -21,7 +21,8 @@ import numpy as np
 from ..constraints import Integer, Real, validate_params
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
-from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
+from ..models.chat import ChatReply, Message, SyncChatModel, with_achat
+from ..models.chat_batch import achat_each, chat_each
 from ..persistence import check_saved_backend
 from .assessment import Assessment
 
@@ -89,7 +90,7 @@ class ChatBackend:
     def model(self) -> SyncChatModel:
         with self._lock:
             if self._chat is None:
-                from ..models.chat import LocalChatModel
+                from ..models.local_chat import LocalChatModel
 
                 self._chat = LocalChatModel()
             return self._chat

@@ -6,25 +6,13 @@ Importing this package is cheap; torch, transformers and openai load on first mo
 
 from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
-from .chat import (
-    ChatModel,
-    ChatReply,
-    LocalChatModel,
-    SyncChatModel,
-    ThreadedAsyncChat,
-    TokenLogprob,
-    TokenUsage,
-    achat_each,
-    chat_each,
-    chat_many,
-    chat_model_or_default,
-    with_achat,
-)
-
+from .chat import ChatModel, ChatReply, SyncChatModel, ThreadedAsyncChat, TokenLogprob, TokenUsage, with_achat
+from .chat_batch import achat_each, chat_each, chat_many
 from .defaults import default_embedder, default_llm
 from .embedded import cache_dir, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
 from .generation import Generation
+from .local_chat import LocalChatModel, chat_model_or_default
 from .local_lm import LocalCausalLM, layer_module_path
 from .openai_chat import OpenAIChatModel
 from .protocols import Embedder, ProbingLM

@@ -1,15 +1,15 @@
-"""SeaKR's probe (SPEC §4.1) on a ``LocalCausalLM``: sampled continuations, each with
+"""SeaKR's probe (SPEC §4.1) on a loaded causal LM: sampled continuations, each with
 the output of one sub-module at the EOS that closes it, from one decoding loop.
 
 ``LocalCausalLM.sample_with_states`` calls ``sample_with_states`` here; the loop drives
-the LM's own tokenizer, prefix cache and activation capture.
+the LM's own tokenizer, prefix cache and activation capture (``LoadedCausalLM``'s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from .optional import require
 if TYPE_CHECKING:
     import torch
 
-    from .local_lm import LocalCausalLM
+    from .loaded_lm import LoadedCausalLM
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class ProbedSample:
 
 
 def sample_with_states(
-    lm: LocalCausalLM,
+    lm: LoadedCausalLM,
     prompt: str,
     k: int = 20,
     *,
@@ -74,49 +74,88 @@ def sample_with_states(
     check_sampling(k, temperature, top_k, top_p, max_new_tokens)
     stops = check_stops(stop)
     draw = _Sampler(temperature, top_k, top_p, seed, lm.device)
-    eos_ids, eos = lm._eos_ids(), lm.eos_token_id
+    ends = _Ends(lm._eos_ids(), lm.eos_token_id, stops, max_new_tokens, lm._decode)
     drafts = [_Draft() for _ in range(k)]
     with lm.capture(module_path) as captured, torch.inference_mode():
         ids = lm._encode([text], "left").input_ids
-        cache = lm._remembered_kv(ids)
-        out = lm.model(
-            input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
-            use_cache=True, logits_to_keep=1,
-        )
-        cache = out.past_key_values
-        if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
-            raise BackendError(f"{lm.model_id}: its KV cache cannot be repeated and sliced per sample")
-        cache.batch_repeat_interleave(k)
-        logits, states = out.logits[:, -1].float().expand(k, -1), None
+        cache, logits = _prefill(lm, ids, k)
+        states = torch.empty(0)  # the probed outputs of the latest step: none before the first
         rows = list(range(k))  # the draft index of each batch row
         while True:
-            sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
-            picks = draw(logits[sampling]) if sampling else []
-            drawn = dict(zip(sampling, picks))
-            keep, feed = [], []
-            for i, r in enumerate(rows):
-                draft = drafts[r]
-                if draft.mode == "close":
-                    draft.state = states[i].numpy().copy()
-                    continue
-                if draft.mode == "last":  # the capped sample's last token is in: close it
-                    draft.mode, token = "close", eos
-                else:
-                    token = draft.add(*drawn[i], eos_ids, eos, stops, max_new_tokens, lm._decode)
-                keep.append(i)
-                feed.append(token)
+            keep, feed = _next_tokens(drafts, rows, logits, states, draw, ends)
             if not keep:
                 break
             if len(keep) < len(rows):
                 cache.batch_select_indices(torch.tensor(keep, device=lm.device))
             rows = [rows[i] for i in keep]
-            captured.clear()
-            out = lm.model(
-                input_ids=torch.tensor(feed, device=lm.device, dtype=ids.dtype)[:, None],
-                past_key_values=cache, use_cache=True, logits_to_keep=1,
-            )
-            cache, logits, states = out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
-    return [d.result(ids.shape[1], stops, lm._decode) for d in drafts]
+            cache, logits, states = _step(lm, cache, feed, captured, ids.dtype)
+    return [d.result(ids.shape[1], ends) for d in drafts]
+
+
+def _prefill(lm: LoadedCausalLM, ids: torch.Tensor, k: int) -> tuple[Any, torch.Tensor]:
+    """The prompt's KV cache repeated for ``k`` rows, and its next-token logits, one row
+    per sample. Only the prompt's last token is computed when the prefix cache holds the rest."""
+    cache = lm._remembered_kv(ids)
+    out = lm.model(
+        input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
+        use_cache=True, logits_to_keep=1,
+    )
+    cache = out.past_key_values
+    if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
+        raise BackendError(f"{lm.model_id}: its KV cache cannot be repeated and sliced per sample")
+    cache.batch_repeat_interleave(k)
+    return cache, out.logits[:, -1].float().expand(k, -1)
+
+
+def _next_tokens(
+    drafts: list[_Draft], rows: list[int], logits: torch.Tensor, states: torch.Tensor, draw: _Sampler, ends: _Ends,
+) -> tuple[list[int], list[int]]:
+    """One step's bookkeeping over the batch rows (``rows[i]`` is row i's draft): a row fed
+    its closing EOS at the last step has its state read from ``states`` and leaves; the
+    others draw from ``logits`` (or, after the length cap, are given EOS). Returns the
+    rows that stay and the token each is fed next."""
+    sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
+    drawn = dict(zip(sampling, draw(logits[sampling]) if sampling else []))
+    keep, feed = [], []
+    for i, r in enumerate(rows):
+        draft = drafts[r]
+        if draft.mode == "close":
+            draft.state = states[i].numpy().copy()
+            continue
+        if draft.mode == "last":  # the capped sample's last token is in: close it
+            draft.mode, token = "close", ends.eos
+        else:
+            token = draft.add(*drawn[i], ends)
+        keep.append(i)
+        feed.append(token)
+    return keep, feed
+
+
+def _step(
+    lm: LoadedCausalLM, cache: Any, feed: list[int], captured: list[torch.Tensor], dtype: torch.dtype,
+) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """Feed one token per row: the extended KV cache, the next-token logits and the
+    probed sub-module's output at the fed tokens (``captured`` holds this step's only)."""
+    torch = require("torch")
+
+    captured.clear()
+    out = lm.model(
+        input_ids=torch.tensor(feed, device=lm.device, dtype=dtype)[:, None],
+        past_key_values=cache, use_cache=True, logits_to_keep=1,
+    )
+    return out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """What ends a sample (an EOS id, a stop string, the length cap), the EOS fed to
+    close one, and how its tokens read as text."""
+
+    eos_ids: set[int]
+    eos: int
+    stops: list[str]
+    max_new_tokens: int
+    decode: Callable[[list[int]], str]
 
 
 class _Sampler:
@@ -169,27 +208,24 @@ class _Draft:
         self.energies: list[float] = []
         self.state = np.empty(0, dtype=np.float32)  # set when its closing EOS is read
 
-    def add(
-        self, token: int, logprob: float, energy: float, eos_ids: set[int], eos: int,
-        stops: list[str], max_new_tokens: int, decode: Callable[[list[int]], str],
-    ) -> int:
+    def add(self, token: int, logprob: float, energy: float, ends: _Ends) -> int:
         """Record a drawn token and return the token its row is fed next."""
         self.tokens.append(token)
         self.logprobs.append(logprob)
         self.energies.append(energy)
-        if token in eos_ids:  # an emitted EOS is kept
+        if token in ends.eos_ids:  # an emitted EOS is kept
             self.mode, self.reason = "close", "eos"
-        elif stops and first_stop(decode(self.tokens), stops) is not None:
-            self.mode, self.reason, token = "close", "stop", eos  # EOS replaces the stop token
-        elif len(self.tokens) == max_new_tokens:
+        elif ends.stops and first_stop(ends.decode(self.tokens), ends.stops) is not None:
+            self.mode, self.reason, token = "close", "stop", ends.eos  # EOS replaces the stop token
+        elif len(self.tokens) == ends.max_new_tokens:
             self.mode, self.reason = "last", "length"
         return token
 
-    def result(self, n_prompt: int, stops: list[str], decode: Callable[[list[int]], str]) -> ProbedSample:
+    def result(self, n_prompt: int, ends: _Ends) -> ProbedSample:
         """The finished sample, its text cut like ``generate``'s."""
         body = self.tokens[:-1] if self.reason == "eos" else self.tokens
-        text = decode(body)
+        text = ends.decode(body)
         if self.reason == "stop":
-            text = text[: first_stop(text, stops)]
+            text = text[: first_stop(text, ends.stops)]
         generation = Generation(text, self.tokens, self.logprobs, self.reason, n_prompt)
         return ProbedSample(generation, self.state, self.energies)

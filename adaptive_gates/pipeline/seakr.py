@@ -30,7 +30,8 @@ completion text: on 16 HotpotQA dev questions SmolLM2-135M-Instruct ended its ch
 thought with "So the answer is …" 10 times with the raw text, 4 times when the same text
 was sent as a chat message.
 
-``pipeline.runner.run_pipeline`` runs a pipeline over a QA set and scores it.
+The final answer's routes are ``pipeline.seakr_routes``'s; ``pipeline.runner.run_pipeline``
+runs a pipeline over a QA set and scores it.
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ from ..seakr.prompts import (
 )
 from ..seakr.queries import build_query
 from ..seakr.step import pseudo_step
-from ..seakr.trace import Candidate, Route, SeaKRResult, Step
+from ..seakr.trace import Candidate, SeaKRResult, Step
+from .seakr_routes import FinalAnswer
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
     from ..models.protocols import ProbingLM
-    from ..seakr.reasoning import AnswerCandidate, ReasoningSelector
+    from ..seakr.reasoning import ReasoningSelector
     from ..seakr.rerank import UncertaintyReranker
     from ..seakr.uncertainty import SelfAwareUncertainty
 
@@ -83,8 +85,6 @@ MODES = ("multihop", "simple", "no-retrieval", "single-retrieval")
 #: with the steps as the context; its U is that context's. ``append`` (the paper): append
 #: "So the final answer is" to the steps; its U is the mean U of the steps.
 RATIONALE_FORMS = ("reread", "append")
-_FINAL_CUE = " So the final answer is"
-_ANSWER_CUE = " So the answer is"
 
 
 class SeaKRPipeline:
@@ -240,7 +240,7 @@ class SeaKRPipeline:
             self.gate.calibrate(questions, target_rate, correct_without=correct_without,
                                 correct_with=correct_with, max_rate=max_rate)
         self._calibration = self.gate.calibration_
-        logger.info("SeaKR pipeline: δ = %.4f (%s)", self._calibration.threshold, self._calibration)
+        logger.info("SeaKR pipeline: δ = %.4f (%s)", self.threshold, self._calibration)
         return self
 
     def check_ready(self) -> None:
@@ -282,7 +282,7 @@ class SeaKRPipeline:
         result = SeaKRResult(question=question, mode=self.mode)
         with self._cache():
             if self.mode == "multihop":
-                self._finish(result, self._reason(result))
+                self._final().finish(result, self._reason(result), self.selector if self.select else None)
             else:
                 self._answer_once(result)
         result.seconds = time.perf_counter() - start
@@ -294,12 +294,16 @@ class SeaKRPipeline:
         """The final answer without reasoning selection: the one the steps reached, else
         what the model says when "So the answer is" follows the steps (after
         ``documents``, the passages in context)."""
-        return loop_answer or self._forced_answer(question, steps, _ANSWER_CUE, documents)
+        return self._final().unselected(question, steps, loop_answer, documents)
 
     # ----------------------------------------------------------------- helpers
     def _cache(self) -> contextlib.AbstractContextManager[None]:
         """The LM's prompt-prefix cache for the duration of one question (or calibration)."""
         return self.lm.prefix_cache(self.prefix_cache) if self.prefix_cache else contextlib.nullcontext()
+
+    def _final(self) -> FinalAnswer:
+        """The writer of the final answer (SPEC §4.4), on this pipeline's prompt and settings."""
+        return FinalAnswer(self._prompt, self._greedy, self.rationale, self.step_tokens, self.answer_tokens)
 
     def _prompt(self, question: str, steps: Sequence[str] = (), documents: Sequence[str] = ()) -> str:
         return build_prompt(question, steps, documents, demos=self.demos, max_doc_chars=self.max_doc_chars)
@@ -327,7 +331,8 @@ class SeaKRPipeline:
             snippets = [clip_passage(h.as_passage(), self.max_doc_chars) for h in hits]
             ranked = self.reranker.rerank(question, snippets, reasoning=" ".join(steps))
             for r in ranked:
-                step.candidates[r.index].uncertainty = r.estimate.value
+                # No estimate: the estimator failed on that snippet (the re-ranker put it last).
+                step.candidates[r.index].uncertainty = None if r.estimate is None else r.estimate.value
             best = ranked[0].index
             step.chosen_uncertainty = step.candidates[best].uncertainty
         step.chosen = hits[best].id
@@ -419,70 +424,6 @@ class SeaKRPipeline:
         generated = self._greedy(self._prompt(question, steps, [chosen.as_passage()]), STEP_STOPS, self.step_tokens)
         step.text = normalize_step(generated.text)
         return None
-
-    # ---------------------------------------------------------- final answer
-    def _finish(self, result: SeaKRResult, read: list[Hit]) -> None:
-        """The final answer (SPEC §4.4): the loop's own, or the route the selector picks."""
-        from ..seakr.reasoning import is_usable
-
-        question = result.question
-        steps = [s.text for s in result.steps if s.text]
-        if not self.select:
-            result.answer = self.unselected_answer(question, steps, result.loop_answer)
-            return
-        candidates = [self._rationale_route(question, steps, result)]
-        if read:
-            candidates.append(self._read_route("knowledge", question, [h.as_passage() for h in read], result))
-        if not any(is_usable(c.answer) for c in candidates):
-            # Our fallback: no route answered, so there is nothing for U to choose between;
-            # answer as without selection rather than not at all.
-            result.answer = self.unselected_answer(question, steps, result.loop_answer)
-            return
-        selection = self.selector.select(candidates)
-        for route, u in zip(result.routes, selection.uncertainties):
-            route.uncertainty = u
-        result.chosen_route, result.selection_reason = selection.name, selection.reason
-        result.answer = selection.answer or ""
-
-    def _read_route(self, name: str, question: str, documents: list[str], result: SeaKRResult) -> AnswerCandidate:
-        """A route that answers with a full chain of thought from ``documents`` as context;
-        its U (that context's) is left to the selector, which needs it only for a choice."""
-        from ..seakr.reasoning import AnswerCandidate
-
-        prompt = self._prompt(question, documents=documents)
-        text = self._greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
-        answer = extract_seakr_answer(text)
-        result.routes.append(Route(name, answer, text))
-        return AnswerCandidate(answer, prompt, name=name)
-
-    def _rationale_route(self, question: str, steps: list[str], result: SeaKRResult) -> AnswerCandidate:
-        """The rationale route: re-read the steps as context (code form), or append
-        "So the final answer is" to them and score the mean U of the steps (paper form)."""
-        from ..seakr.reasoning import AnswerCandidate
-
-        if self.rationale == "reread":
-            if steps:
-                return self._read_route("rationale", question, [" ".join(steps)], result)
-            result.routes.append(Route("rationale", None, ""))
-            return AnswerCandidate(None, name="rationale")
-        answer = self._forced_answer(question, steps, _FINAL_CUE) or None
-        defined = [u for u in map(_step_uncertainty, result.steps) if u is not None and not math.isnan(u)]
-        mean = sum(defined) / len(defined) if defined else math.nan
-        result.routes.append(Route("rationale", answer, answer or "", uncertainty=mean))
-        return AnswerCandidate(answer, uncertainty=mean, name="rationale")
-
-    def _forced_answer(self, question: str, steps: Sequence[str], cue: str, documents: Sequence[str] = ()) -> str:
-        """The answer the model gives when ``cue`` follows the steps (lower-cased, like
-        ``extract_seakr_answer``)."""
-        generated = self._greedy(self._prompt(question, steps, documents) + cue, STEP_STOPS, self.step_tokens)
-        return generated.text.strip().rstrip(".").strip().lower()
-
-
-def _step_uncertainty(step: Step) -> float | None:
-    """U of the context a kept step came from: the chosen snippet's, else the gate's."""
-    if not step.text:
-        return None
-    return step.chosen_uncertainty if step.chosen is not None else step.uncertainty
 
 
 def _candidates(hits: Sequence[Hit]) -> list[Candidate]:

@@ -1,0 +1,73 @@
+"""The command line's values, checked as they are parsed: counts, rates, ``--option``
+pairs and server URLs (an error here is the argument's own)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from ..validation import check_base_url
+
+#: The most alternatives per token OpenAI gives.
+MAX_TOP_LOGPROBS = 20
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """A ``--option KEY=VALUE``: VALUE read as JSON, else kept as a bare word."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"options are KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word such as majority
+    return key.replace("-", "_"), value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def top_logprobs(text: str) -> int:
+    """Alternatives per token: at least one, at most OpenAI's bound."""
+    value = positive_int(text)
+    if value > MAX_TOP_LOGPROBS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TOP_LOGPROBS}, got {text!r}")
+    return value
+
+
+def _share(text: str, *, allow_one: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0.0 < value <= 1.0 if allow_one else 0.0 < value < 1.0):  # NaN fails either way
+        bounds = "in (0, 1]" if allow_one else "strictly between 0 and 1"
+        raise argparse.ArgumentTypeError(f"must be a number {bounds}, got {text!r}")
+    return value
+
+
+def rate(text: str) -> float:
+    """A retrieval rate to calibrate for: 0 and 1 need no gate (never / always retrieve)."""
+    return _share(text, allow_one=False)
+
+
+def max_rate(text: str) -> float:
+    """A cap on the retrieval rate: 1 is no cap, 0 would forbid retrieving at all."""
+    return _share(text, allow_one=True)
+
+
+def base_url(text: str) -> str:
+    """A server's base URL: an http(s) URL with a host, refused before anything is loaded."""
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -1,0 +1,131 @@
+"""The chat protocol over a local causal LM (the embedded SmolLM2 by default), and the
+default chat model of the gates that ask one."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .chat import ChatModel, ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+
+if TYPE_CHECKING:
+    from .generation import Generation
+    from .local_lm import LocalCausalLM
+
+
+class LocalChatModel:
+    """The chat protocol over a ``LocalCausalLM`` (the embedded SmolLM2 by default).
+
+    Greedy replies of a batch are generated together; ``temperature > 0`` samples
+    (plain temperature sampling, seeded by ``seed`` so runs repeat).
+    """
+
+    def __init__(self, lm: LocalCausalLM | None = None, *, seed: int = 0, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self._lm = lm
+        self.seed = seed
+        self.batch_size = batch_size
+
+    @property
+    def lm(self) -> LocalCausalLM:
+        """The wrapped model (the process-wide embedded default when none was given)."""
+        if self._lm is None:
+            from .defaults import default_llm
+
+            self._lm = default_llm()
+        return self._lm
+
+    @property
+    def model_id(self) -> str:
+        return self.lm.model_id
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """One assistant reply to ``messages``."""
+        return self.chat_batch(
+            [messages], max_tokens=max_tokens, temperature=temperature,
+            top_logprobs=top_logprobs, stop=stop,
+        )[0]
+
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        """``chat`` in a worker thread: generation is in-process work that would
+        otherwise hold the event loop."""
+        return await asyncio.to_thread(
+            self.chat, messages, max_tokens=max_tokens, temperature=temperature,
+            top_logprobs=top_logprobs, stop=stop,
+        )
+
+    def chat_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> list[ChatReply]:
+        """Replies to many conversations; greedy ones are generated ``batch_size`` at a time."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        lm = self.lm
+        texts = [lm.format_prompt(check_messages(c)) for c in conversations]
+        if temperature > 0:
+            # Sampling is per prompt; top_k=0 / top_p=1 leave the distribution unchanged.
+            generations = [
+                lm.sample(t, 1, temperature=temperature, top_k=0, top_p=1.0,
+                          max_new_tokens=max_tokens, seed=self.seed, stop=stop, formatted=True)[0]
+                for t in texts
+            ]
+        else:
+            generations = []
+            for start in range(0, len(texts), self.batch_size):
+                generations.extend(lm.generate(
+                    texts[start : start + self.batch_size], max_new_tokens=max_tokens,
+                    stop=stop, formatted=True, top_logprobs=top_logprobs,
+                ))
+        return [self._reply(g, top_logprobs) for g in generations]
+
+    def _reply(self, generation: Generation, top_logprobs: int) -> ChatReply:
+        # Counted by the tokenizer: the prompt as encoded, every token generated (the
+        # one that ended generation included, as a server bills it).
+        usage = TokenUsage(generation.prompt_tokens, len(generation.token_ids))
+        if not top_logprobs or not generation.top_logprobs:
+            return ChatReply(generation.text, None, generation.finish_reason, usage)
+        decode = self.lm.tokenizer.decode
+        tokens = tuple(
+            TokenLogprob(
+                decode([token_id]),
+                logprob,
+                tuple((decode([alt]), alt_lp) for alt, alt_lp in top),
+            )
+            for token_id, logprob, top in zip(
+                generation.token_ids, generation.token_logprobs, generation.top_logprobs
+            )
+        )
+        return ChatReply(generation.text, tokens, generation.finish_reason, usage)
+
+
+def chat_model_or_default(chat_model: object | None) -> ChatModel:
+    """``chat_model`` once checked to implement ``ChatModel``, or a ``LocalChatModel``
+    over the embedded SmolLM2 when it is ``None``; anything else raises ``TypeError``."""
+    backend = chat_model if chat_model is not None else LocalChatModel()
+    if not isinstance(backend, ChatModel):
+        raise TypeError(f"chat_model must implement the core's ChatModel protocol, got {type(backend).__name__}")
+    return backend
