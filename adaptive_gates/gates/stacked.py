@@ -25,7 +25,7 @@ would score it in-sample); any other is scored by the serving members, which nev
 it: out-of-sample too, only by members fitted on all rows rather than on
 (folds - 1)/folds of them.
 
-Persistence: one directory; the members are saved into it as ``gates.composite`` does for
+Persistence: one directory; the members are saved into it as ``gates.saved`` does for
 every gate that holds gates (``member-<i>-<name>.<file>``, their configs in this
 gate's state), beside the combiner's arrays, its training rows and the feedback log.
 """
