@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -147,8 +148,8 @@ def threshold_for_rate(scores: np.ndarray, target_rate: float) -> Calibration:
 
 def threshold_for_objective(
     scores: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
+    a: np.ndarray | Sequence[float],
+    b: np.ndarray | Sequence[float],
     max_rate: float | None = None,
 ) -> Calibration:
     """The threshold with the best accuracy on outcome records.

@@ -124,10 +124,10 @@ def packaged_qa(name: str) -> list[QARecord]:
             answers, context = [_boolq_answer(obj, where)], obj.get("passage")
             question = question if question.endswith("?") else question + "?"
         else:
-            answers, context = obj.get("answer"), None
-            if not isinstance(answers, list) or not answers:
+            given, context = obj.get("answer"), None
+            if not isinstance(given, list) or not given:
                 raise DataFormatError(f"{where}: field 'answer' must be a non-empty list")
-            answers = [str(a) for a in answers]
+            answers = [str(a) for a in given]
         records.append(QARecord(f"{name}-{i}", question, answers, context))
     return records
 

@@ -188,7 +188,7 @@ def feedback_outcomes(entries: Sequence[Feedback], target: Target) -> dict[str, 
         shown = np.array([float(e.correct) for e in entries], dtype=np.float64)
         retrieved = np.array([e.retrieved for e in entries], dtype=bool)
         return {"with": np.where(retrieved, shown, np.nan), "without": np.where(retrieved, np.nan, shown)}
-    helps = {KNOWN: 0.0, UNKNOWN: 1.0}
+    helps: dict[int | None, float] = {KNOWN: 0.0, UNKNOWN: 1.0}
     return {"helps": np.array([helps.get(e.label, np.nan) for e in entries], dtype=np.float64)}
 
 

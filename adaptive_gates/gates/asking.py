@@ -11,7 +11,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
-from ..models.chat import ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
+from ..models.chat import ChatModel, ChatReply, Message, SyncChatModel, achat_each, chat_each, with_achat
 from ..persistence import check_saved_backend
 from .assessment import Assessment
 
@@ -73,7 +73,7 @@ class ChatBackend:
     """
 
     def __init__(
-        self, chat: SyncChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
+        self, chat: ChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
     ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
@@ -87,7 +87,7 @@ class ChatBackend:
         self.deadline = deadline
 
     @property
-    def model(self) -> SyncChatModel:
+    def model(self) -> ChatModel:
         with self._lock:
             if self._chat is None:
                 from ..models.chat import LocalChatModel
@@ -225,7 +225,9 @@ class _Reported:
     def __init__(self, model: SyncChatModel, purpose: str) -> None:
         self.model = model
         self.purpose = purpose
-        self.batches = callable(getattr(model, "chat_batch", None))
+        batch = getattr(model, "chat_batch", None)  # an optional method: in-process batching
+        self._chat_batch: Callable[..., Iterable[ChatReply]] | None = batch if callable(batch) else None
+        self.batches = self._chat_batch is not None
 
     @property
     def model_id(self) -> str:
@@ -243,7 +245,9 @@ class _Reported:
 
     def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Any) -> list[ChatReply]:
         with self._reporting(conversations) as replies:
-            replies.extend(self.model.chat_batch(conversations, **options))  # type: ignore[attr-defined]
+            if self._chat_batch is None:
+                raise AttributeError(f"{type(self.model).__name__!r} object has no attribute 'chat_batch'")
+            replies.extend(self._chat_batch(conversations, **options))
         return replies
 
     @contextlib.contextmanager

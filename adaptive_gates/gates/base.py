@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 
 G = TypeVar("G", bound="Gate")
+_T = TypeVar("_T")
 
 
 class Gate(GateParams, ABC):
@@ -190,6 +191,13 @@ class Gate(GateParams, ABC):
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
 
+    def _fitted_value(self, value: _T | None) -> _T:
+        """``value``, a part of the fitted state, or ``NotFittedError`` while the gate has
+        none: what the code of a fitted gate reads as set."""
+        if value is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+        return value
+
     @property
     def threshold_(self) -> float:
         """The calibrated threshold if any, else the method's own."""
@@ -250,8 +258,8 @@ class Gate(GateParams, ABC):
         scores: np.ndarray,
         target_rate: float | None = None,
         *,
-        correct_without: Sequence[float] | None = None,
-        correct_with: Sequence[float] | None = None,
+        correct_without: np.ndarray | Sequence[float] | None = None,
+        correct_with: np.ndarray | Sequence[float] | None = None,
         max_rate: float | None = None,
     ) -> G:
         """``calibrate`` from need scores already computed, e.g. out-of-fold
@@ -362,6 +370,7 @@ class Gate(GateParams, ABC):
         batch is taken and recorded with it. Every decision goes to the listeners.
         """
         batch = self._open_batch(questions)
+        scored: Assessment | Exception | None
         try:
             scored = self.assess(batch.to_score) if batch.to_score else None
         except BackendMisconfiguredError:
@@ -379,6 +388,7 @@ class Gate(GateParams, ABC):
         awaits a remote backend's replies and runs in-process work in a worker thread,
         so the event loop is never blocked."""
         batch = self._open_batch(questions)
+        scored: Assessment | Exception | None
         try:
             scored = await self.aassess(batch.to_score) if batch.to_score else None
         except BackendMisconfiguredError:
@@ -389,10 +399,10 @@ class Gate(GateParams, ABC):
 
     def _open_batch(self, questions: Sequence[str]) -> _Batch:
         """A batch checked and ready to score, with the threshold it is decided by."""
-        questions = check_batch(questions)
+        items = check_batch(questions)
         self._check_fitted()
-        batch = _Batch(questions, self.threshold_, time.perf_counter())
-        for i, question in enumerate(questions):
+        batch = _Batch(items, self.threshold_, time.perf_counter())
+        for i, question in enumerate(items):
             try:
                 batch.clean[i] = check_question(question)
             except InvalidQuestionError as exc:
@@ -420,29 +430,34 @@ class Gate(GateParams, ABC):
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
         retrieve: dict[int, bool] = {}
         thresholds: dict[int, float] = {}
+        assessment = scored if isinstance(scored, Assessment) else None
         if judged:
-            assert isinstance(scored, Assessment)
+            assert assessment is not None
             rows = [at[i] for i in judged]
             flags, used = self._verdicts(
-                scored.scores[rows], threshold, [scored.details[j] for j in rows], [scored.verdicts[j] for j in rows]
+                assessment.scores[rows],
+                threshold,
+                [assessment.details[j] for j in rows],
+                [assessment.verdicts[j] for j in rows],
             )
             retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
         decisions = []
         for i, question in enumerate(batch.questions):
-            details = scored.details[at[i]] if isinstance(scored, Assessment) and i in at else None
+            details = assessment.details[at[i]] if assessment is not None and i in at else None
             if i in problems:
                 decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details))
                 continue
+            assert assessment is not None  # judged: only an assessment judges
             j = at[i]
             decisions.append(GateDecision(
                 retrieve=retrieve[i],
-                score=float(scored.scores[j]),  # type: ignore[union-attr]  # judged: an assessment
+                score=float(assessment.scores[j]),
                 threshold=thresholds[i],
                 gate=self.name,
                 latency_ms=latency,
                 question=batch.clean[i],
                 details=details or {},
-                draft_answer=None if retrieve[i] else scored.drafts[j],  # type: ignore[union-attr]
+                draft_answer=None if retrieve[i] else assessment.drafts[j],
             ))
         notify_decisions(decisions, self._listeners)
         return decisions
@@ -534,7 +549,7 @@ class Gate(GateParams, ABC):
             raise GateLoadError(
                 f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
             )
-        return gate  # type: ignore[return-value]
+        return gate
 
     #: Parameters renamed since a gate of this class was saved: old name -> new name.
     _renamed_params: ClassVar[dict[str, str]] = {}

@@ -247,8 +247,8 @@ class BudgetedGate(Gate):
         scores: np.ndarray,
         target_rate: float | None = None,
         *,
-        correct_without: Sequence[float] | None = None,
-        correct_with: Sequence[float] | None = None,
+        correct_without: np.ndarray | Sequence[float] | None = None,
+        correct_with: np.ndarray | Sequence[float] | None = None,
         max_rate: float | None = None,
     ) -> Self:
         """Keep the need scores of calibration questions (like the traffic's) as the

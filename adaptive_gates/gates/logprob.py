@@ -120,7 +120,7 @@ class LogprobGate(AsksInRounds, Gate):
     @property
     def chat_model(self) -> ChatModel:
         """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
-        return self._backend.model  # type: ignore[return-value]
+        return self._backend.model
 
     # ------------------------------------------------------------------ Gate hooks
     @property
@@ -151,7 +151,10 @@ class LogprobGate(AsksInRounds, Gate):
             max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
         )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
-        scores, details, drafts, fallbacks = [], [], [], []
+        scores: list[float] = []
+        details: list[dict[str, Any]] = []
+        drafts: list[str | None] = []
+        fallbacks: list[str | None] = []
         for reply in replies:
             if isinstance(reply, Exception):
                 scores.append(math.nan)

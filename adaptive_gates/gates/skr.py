@@ -352,13 +352,14 @@ class SKRClassifierGate(_SKRMemoryGate):
         self._intercept = float(head.intercept_[0])
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        logits = l2_normalise(self._embed(questions)).astype(np.float64) @ self._coef + self._intercept
+        coef, intercept = self._fitted_value(self._coef), self._fitted_value(self._intercept)
+        logits = l2_normalise(self._embed(questions)).astype(np.float64) @ coef + intercept
         p_unknown = 1.0 / (1.0 + np.exp(-logits))
         return p_unknown, [{"p_unknown": float(p), "logit": float(z)} for p, z in zip(p_unknown, logits)]
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         state = super()._save_state(directory)
-        save_array(directory, "coef.npy", self._coef)
+        save_array(directory, "coef.npy", self._fitted_value(self._coef))
         state["intercept"] = self._intercept
         return state
 

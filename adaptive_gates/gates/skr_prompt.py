@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def _polar_share(
     return None if position is None else word_share(tokens[position], (other,), (known_reply,))
 
 
-def _alternate(texts: Sequence[str], labels: Sequence[int], per_class: int) -> list[tuple[str, int]]:
+def _alternate(texts: Sequence[str], labels: Sequence[int] | np.ndarray, per_class: int) -> list[tuple[str, int]]:
     """The first ``per_class`` known and unknown questions of a ranking, alternating
     (known first); fewer when a class has fewer."""
     known = [t for t, label in zip(texts, labels) if label == KNOWN][:per_class]
@@ -97,6 +97,8 @@ class _PolarQuestionMixin(AsksInRounds):
     known_reply: str
     max_tokens: int
     top_logprobs: int
+    if TYPE_CHECKING:  # the Gate it mixes into provides it
+        name: ClassVar[str]
 
     def _configure(
         self, chat: ChatModel | None, template: str, known_reply: str, max_tokens: int,
@@ -128,10 +130,12 @@ class _PolarQuestionMixin(AsksInRounds):
     def _rounds(self, questions: list[str]) -> Rounds:
         prompts = self._prompts(questions)
         replies = yield Round(
-            [conversation for conversation, _ in prompts], self.name,  # type: ignore[attr-defined]
+            [conversation for conversation, _ in prompts], self.name,
             dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
         )
-        scores, details, fallbacks = [], [], []
+        scores: list[float] = []
+        details: list[dict[str, Any]] = []
+        fallbacks: list[str | None] = []
         for (_, known), reply in zip(prompts, replies):
             if isinstance(reply, Exception):
                 scores.append(math.nan)
@@ -286,7 +290,9 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
                 else:
                     chosen[i] = demos
             pending, k = np.array(short, dtype=int), 2 * k
-        return chosen  # type: ignore[return-value]
+        done = [demos for demos in chosen if demos is not None]
+        assert len(done) == len(chosen)  # the searches stop once every query has its demonstrations
+        return done
 
     def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
         prompts = []

@@ -205,7 +205,7 @@ class StackedGate(LearnsFromFeedback, Gate):
     def members_(self) -> dict[str, Gate]:
         """The fitted member gates by name (those that score served questions)."""
         self._check_fitted()
-        return dict(zip(self._names, self._members))
+        return dict(zip(self._names, self._fitted_value(self._members)))
 
     @property
     def combiner_(self) -> Combiner:
@@ -266,7 +266,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         """Refit the combiner on the outcome rows it was first fitted on and every
         feedback observation logged so far (the members stay as they are)."""
         self._check_fitted()
-        rows, entries = self._rows, self.feedback_.entries()
+        rows, entries = self._fitted_value(self._rows), self.feedback_.entries()
         features, outcomes = rows.features, head_outcomes(rows.a, rows.b, self.target)
         if entries:
             features = np.vstack([features, self._feedback_features([e.question for e in entries])])
@@ -283,15 +283,15 @@ class StackedGate(LearnsFromFeedback, Gate):
     def _feedback_features(self, questions: list[str]) -> np.ndarray:
         """The combiner's input rows of observed questions: a training question's own
         row (its members' scores out-of-fold), the serving members' scores otherwise."""
-        rows = self._rows
-        known = {}
+        rows = self._fitted_value(self._rows)
+        known: dict[str, int] = {}
         for i, question in enumerate(rows.questions):
             known.setdefault(_same_question(question), i)
         matches = [known.get(_same_question(q)) for q in questions]
         new = [q for q, row in zip(questions, matches) if row is None]
         out = np.empty((len(questions), rows.features.shape[1]))
         if new:
-            out[[row is None for row in matches]] = self._features([gate.score(new) for gate in self._members], new)
+            out[[row is None for row in matches]] = self._features([gate.score(new) for gate in self._fitted_value(self._members)], new)
         for i, row in enumerate(matches):
             if row is not None:
                 out[i] = rows.features[row]
@@ -299,7 +299,7 @@ class StackedGate(LearnsFromFeedback, Gate):
 
     # ------------------------------------------------------------------ scoring
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        member_scores = [gate.score(questions) for gate in self._members]
+        member_scores = [gate.score(questions) for gate in self._fitted_value(self._members)]
         features = self._features(member_scores, questions)
         combiner = self.combiner_
         scores = combiner.score(features)
@@ -318,10 +318,10 @@ class StackedGate(LearnsFromFeedback, Gate):
     def _save_state(self, directory: Path) -> dict[str, Any]:
         state = {
             "members": [save_member(gate, directory, f"member-{i}-{name}")
-                        for i, (name, gate) in enumerate(zip(self._names, self._members))],
+                        for i, (name, gate) in enumerate(zip(self._names, self._fitted_value(self._members)))],
             "feature_names": self.feature_names_,
             "combiner": self.combiner_.save(directory),
-            "rows": self._rows.save(directory),
+            "rows": self._fitted_value(self._rows).save(directory),
         }
         if len(self.feedback_):  # a gate without feedback saves no log
             state["feedback"] = self.feedback_.save(directory)

@@ -20,6 +20,7 @@ import logging
 import math
 import threading
 from collections.abc import Sequence
+from itertools import pairwise
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -109,13 +110,13 @@ def thrust_vectors(
     far_weight = np.where(near, 0.0, weight) if rows is not None else weight
     vectors = np.empty((len(queries), len(counts), queries.shape[1]), dtype=np.float64)
     bounds = np.cumsum([0, *counts])
-    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+    for c, (lo, hi) in enumerate(pairwise(bounds)):
         w = far_weight[:, lo:hi]
         vectors[:, c] = w @ centroids[lo:hi] - w.sum(axis=1, keepdims=True) * queries
     if rows is not None:
         class_of = np.repeat(np.arange(len(counts)), counts)[cols]
         np.add.at(vectors, (rows, class_of), weight[rows, cols, None] * exact)
-        np.add.at(vectors, (rows, class_of, 0), np.where(r[rows, cols] == 0.0, pull[rows, cols], 0.0))
+        np.add.at(vectors[:, :, 0], (rows, class_of), np.where(r[rows, cols] == 0.0, pull[rows, cols], 0.0))
     return vectors, r
 
 
@@ -242,7 +243,7 @@ class ThrustGate(FitPercentileGate):
     def class_names_(self) -> list[str]:
         """The classes (``["all"]`` for QA), in order of first appearance."""
         self._check_fitted()
-        return list(self._class_names)
+        return list(self._fitted_value(self._class_names))
 
     # ------------------------------------------------------------------ fitting
     def fit(self, questions: Sequence[str], class_labels: Sequence[str | int] | None = None) -> Self:
@@ -334,7 +335,7 @@ class ThrustGate(FitPercentileGate):
             per_class.tolist(),
             np.minimum.reduceat(distances, first, axis=1).tolist(),
         )
-        names = self._class_names
+        names = self._fitted_value(self._class_names)
         details = [
             {
                 "thrust": thrust,

@@ -169,12 +169,14 @@ class VerbalizedGate(AsksInRounds, Gate):
             if self.strategy == "challenge":  # the certainty comes from the second turn
                 answers[i] = clean_reply_answer(reply.text)
             else:
-                verdicts[i] = _Verdict.of(reply, "reply")
-                answers[i] = verdicts[i].parse.answer
+                verdict = _Verdict.of(reply, "reply")
+                verdicts[i] = verdict
+                answers[i] = verdict.parse.answer
         if self.strategy == "challenge":
+            first_replies = {i: r.text for i, r in enumerate(replies) if not isinstance(r, Exception)}
             yield from self._follow_up(
-                [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
-                lambda i: [*first_turns[i], {"role": "assistant", "content": replies[i].text}, user(CHALLENGE)[0]],
+                list(first_replies),
+                lambda i: [*first_turns[i], {"role": "assistant", "content": first_replies[i]}, user(CHALLENGE)[0]],
                 "challenge", details, verdicts, failures,
             )
         if self.judge:

@@ -185,6 +185,7 @@ class FaissMemory(_LabelledMemory):
         settings; checked now, so a wrong one fails before any fitting."""
         IndexSettings(**settings)
         factory = functools.partial(cls, **settings)
+        # a partial takes attributes: the kind and load of the class it builds
         factory.kind, factory.load = cls.kind, cls.load  # type: ignore[attr-defined]
         return factory
 
@@ -209,9 +210,13 @@ class FaissMemory(_LabelledMemory):
     def set_search(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
         """Change how hard the approximate search looks (HNSW ``ef_search``, IVF
         ``nprobe``) without rebuilding: more finds more true neighbours, slower."""
-        changes = {name: value for name, value in (("ef_search", ef_search), ("nprobe", nprobe)) if value is not None}
         with self._lock:
-            self.settings = dataclasses.replace(self.settings, **changes)
+            current = self.settings
+            self.settings = dataclasses.replace(
+                current,
+                ef_search=current.ef_search if ef_search is None else ef_search,
+                nprobe=current.nprobe if nprobe is None else nprobe,
+            )
             faiss_index.configure(self.settings, self._index)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
