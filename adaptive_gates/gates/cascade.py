@@ -239,7 +239,8 @@ class CascadeGate(Gate):
             else:
                 combined.fallbacks[i] = judged.fallbacks[i] or "the cheap stage gave no score"
         if costly is not None:
-            self._escalate(combined, escalated, costly, band)  # type: ignore[arg-type]
+            assert band is not None  # the costly stage runs on the band's questions only
+            self._escalate(combined, escalated, costly, band)
         return combined
 
     def _escalate(self, combined: Assessment, escalated: list[int], costly: _Stage, band: tuple[float, float]) -> None:

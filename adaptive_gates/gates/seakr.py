@@ -164,8 +164,8 @@ class SeaKRGate(Gate):
                 estimate["samples"] = estimate["samples"][:_SHOWN_SAMPLES]
                 evidence.update(estimate)
             reason = step.forced_reason
-            if reason is None:
-                scores.append(step.estimate.value)  # type: ignore[union-attr]
+            if reason is None and step.estimate is not None:  # no forced reason: an estimate
+                scores.append(step.estimate.value)
                 logger.debug("seakr: U=%.4f for %r", scores[-1], question)
             else:
                 scores.append(math.nan)

@@ -259,7 +259,7 @@ def _text(value: object) -> str:
 
 
 def _logprob(value: object) -> float:
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)  # type: ignore[arg-type]  # float() is the check: a non-number raises TypeError
     if math.isnan(number):
         raise ValueError("a logprob is NaN")
     return number

@@ -68,8 +68,8 @@ def run_pipeline(
     todo = [r for r in records if r.id not in done]
     if done:
         logger.info("%s: resuming, %d of %d done", checkpoint, len(records) - len(todo), len(records))
-    if target_rate is not None:
-        pipeline.calibrate(calibration_questions, target_rate)  # type: ignore[arg-type]
+    if target_rate is not None and calibration_questions is not None:  # given together, as checked above
+        pipeline.calibrate(calibration_questions, target_rate)
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
     for record in tqdm(todo, desc=f"seakr {pipeline.mode}", unit="q", disable=not progress):

@@ -59,7 +59,8 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     condense: Runnable | None = None
 
     def __init__(self, gate: Gate, **kwargs: Any) -> None:
-        super().__init__(gate=gate, **kwargs)
+        # a field of this model; mypy reads the parent model's generated __init__
+        super().__init__(gate=gate, **kwargs)  # type: ignore[call-arg]
 
     @field_validator("gate")
     @classmethod
@@ -122,7 +123,11 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
             return await steps.arun(self._decisions(xs, config))
 
         return await self._abatch_with_config(
-            decide, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+            decide,  # type: ignore[arg-type]  # its annotation names the run-manager forms only
+            list(inputs),
+            config,
+            return_exceptions=return_exceptions,
+            run_type="chain",
         )
 
     # ----------------------------------------------------------------- decisions
@@ -131,10 +136,12 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         raised), written once for both paths (``steps``): condense the follow-ups,
         decide each gate's share in one batch, send the events."""
         requests = [self._request(x, c) for x, c in zip(inputs, config)]
+        condense = self.condense
         for request, cfg in zip(requests, config):
-            if isinstance(request, _Request) and request.needs_condensing:
+            # a request needs condensing only when there is a condenser
+            if isinstance(request, _Request) and request.needs_condensing and condense is not None:
                 try:
-                    request.condensed((yield steps.Invoke(self.condense, request.condense_input, cfg)))
+                    request.condensed((yield steps.Invoke(condense, request.condense_input, cfg)))
                 except Exception as exc:  # a failing condenser must not take the chain down
                     request.condensed(exc)
         for gate, members in _groups(requests):

@@ -60,6 +60,7 @@ class VectorStoreMemory(StoreBackedMemory):
     kind: ClassVar[str] = "langchain-vectorstore"
     store_type: ClassVar[type] = VectorStore
     store_description: ClassVar[str] = "a LangChain VectorStore"
+    store: VectorStore
 
     def __init__(
         self, store: VectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score

@@ -30,7 +30,8 @@ class AdaptiveGatesEmbedding(BaseEmbedding):
     def __init__(self, embedder: Embedder | None = None, **kwargs: Any) -> None:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(f"embedder must implement the core's Embedder protocol, got {type(embedder).__name__}")
-        super().__init__(embedder=embedder, **kwargs)
+        # a field of this model; mypy reads the parent model's generated __init__
+        super().__init__(embedder=embedder, **kwargs)  # type: ignore[call-arg]
         if not kwargs.get("model_name"):
             self.model_name = self.encoder.model_id
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from adaptive_gates import UncertaintyReranker
 from llama_index.core.bridge.pydantic import Field
@@ -79,7 +80,7 @@ class SeaKRRerank(BaseNodePostprocessor):
             return []
         top_n = len(nodes) if self.top_n is None else self.top_n
         dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.model_name))
-        payload = {
+        payload: dict[str, Any] = {
             EventPayload.NODES: nodes,
             EventPayload.MODEL_NAME: self.model_name,
             EventPayload.QUERY_STR: query_bundle.query_str,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from adaptive_gates import Gate
@@ -223,9 +223,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         return StreamingResponse(_one(answer)) if sync else AsyncStreamingResponse(_aone(answer))
 
 
-def _one(text: str) -> Iterator[str]:
+def _one(text: str) -> Generator[str, None, None]:
     yield text
 
 
-async def _aone(text: str) -> AsyncIterator[str]:
+async def _aone(text: str) -> AsyncGenerator[str, None]:
     yield text

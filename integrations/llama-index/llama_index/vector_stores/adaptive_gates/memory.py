@@ -45,6 +45,7 @@ class VectorStoreMemory(StoreBackedMemory):
     kind: ClassVar[str] = "llama-index-vectorstore"
     store_type: ClassVar[type] = BasePydanticVectorStore
     store_description: ClassVar[str] = "a LlamaIndex BasePydanticVectorStore"
+    store: BasePydanticVectorStore
 
     def __init__(
         self, store: BasePydanticVectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
