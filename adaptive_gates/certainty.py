@@ -144,8 +144,8 @@ def _clause_span(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _last_word(text: str) -> re.Match[str] | None:
     last = None
-    for last in _WORD.finditer(text):
-        pass
+    for match in _WORD.finditer(text):
+        last = match
     return last
 
 

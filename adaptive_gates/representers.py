@@ -122,7 +122,10 @@ class LMHiddenStateRepresenter:
         return states[:, 0, :]
 
     def __repr__(self) -> str:
-        return f"LMHiddenStateRepresenter(layer={self.layer}, pooling={self.pooling!r}, chat_template={self.chat_template})"
+        return (
+            f"LMHiddenStateRepresenter(layer={self.layer}, pooling={self.pooling!r}, "
+            f"chat_template={self.chat_template})"
+        )
 
 
 def EmbedderRepresenter(embedder: Embedder | None = None) -> Embedder:  # noqa: N802 (the former class's name)

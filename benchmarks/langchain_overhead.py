@@ -127,8 +127,9 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join([
         "# gated_router overhead",
         "",
-        f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions, every embedding"
-        f" precomputed; {result['repeats']} rounds, calls interleaved and rotated. torch threads {result['threads']},"
+        f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions, "
+        f"every embedding precomputed; {result['repeats']} rounds, calls interleaved and rotated."
+        f" torch threads {result['threads']},"
         f" langchain-core {result['langchain_core']}, Python {result['python']}. Milliseconds per call.",
         "",
         markdown_table(["mode", "call", "median ms", "p90 ms"], rows),

@@ -222,8 +222,9 @@ def rerank_report(result: dict[str, Any]) -> str:
     return "\n".join([
         "## SeaKRRerank",
         "",
-        f"{result['queries']} real BoolQ questions with {result['nodes']} real passages each, U from {result['samples']}"
-        f" samples of a probing-LM test double (the estimator's own computation is real); {result['repeats']} rounds,"
+        f"{result['queries']} real BoolQ questions with {result['nodes']} real passages each, "
+        f"U from {result['samples']} samples of a probing-LM test double (the estimator's own computation is real);"
+        f" {result['repeats']} rounds,"
         " calls interleaved and rotated. Milliseconds per call.",
         "",
         markdown_table(["call", "median ms", "p90 ms"], rows),

@@ -95,7 +95,7 @@ def main() -> None:
     questions = [r.question for r in records]
     a, b = outcome_scores(records, "contains")
     chat = LocalChatModel()
-    chat.lm.model  # loaded before anything is timed
+    _ = chat.lm.model  # loaded before anything is timed
 
     rows = []
     logprob = LogprobGate(chat, instruction=BOOLQ_INSTRUCTION, max_tokens=1, top_logprobs=20)
@@ -127,7 +127,8 @@ def main() -> None:
     markdown = "\n".join([
         f"# Log-prob signals vs verbalized and SKR-prompt on SmolLM2's own BoolQ outcomes (n={len(records)})",
         "",
-        f"Accuracy (contains): never {data['never']:.3f}, always {data['always']:.3f}, oracle {data['oracle']:.3f}. "
+        f"Accuracy (contains): never {data['never']:.3f}, always {data['always']:.3f}, "
+        f"oracle {data['oracle']:.3f}. "
         f"Random need scores reach a gap capture in [{low:.3f}, {high:.3f}] (95%): only a figure outside that "
         f"band says anything. The log-prob gate's draft equals the recorded no-retrieval answer for "
         f"{drafts_match:.0%} of the questions (same prompt, greedy).",

@@ -63,7 +63,7 @@ def defence_off() -> Iterator[None]:
     """The package's prompts as before the defence: the untrusted slots filled verbatim
     and the embedded model's special tokens readable from a message's text."""
     lm = default_llm()
-    lm.tokenizer  # loads the model, which sets the special-token pattern
+    _ = lm.tokenizer  # loads the model, which sets the special-token pattern
     saved = lm._special_tokens
     lm._special_tokens = None
     try:

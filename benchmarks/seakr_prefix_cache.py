@@ -68,7 +68,7 @@ def main() -> None:
     records = load_qa(args.data / "hotpotqa_dev_qa_only.jsonl")[: args.n]
     retriever = BM25Retriever.from_jsonl(args.data / "wiki_paragraph_corpus.jsonl")
     lm = default_llm()
-    lm.model  # load before timing
+    _ = lm.model  # load before timing
     uncertainty = SelfAwareUncertainty(lm, k=args.samples)
     # δ of the HotpotQA run (see seakr_hotpotqa.py), which the recorded results also used.
     pipelines = {size: SeaKRPipeline(retriever, lm, uncertainty=uncertainty, threshold=RECORDED_THRESHOLD,

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,7 @@ class SplitRepresentations:
 
 def table_variants(reps: SplitRepresentations) -> list[Variant]:
     out = [
-        Variant(f"thrust L{layer} {form_name(pooling, False)}", lambda r=reps.layer(layer, pooling): ThrustGate(r))
+        Variant(f"thrust L{layer} {form_name(pooling, False)}", partial(ThrustGate, reps.layer(layer, pooling)))
         for pooling in ("last_token", "mean")
         for layer in TABLE_LAYERS
     ]
@@ -119,7 +120,7 @@ def table_variants(reps: SplitRepresentations) -> list[Variant]:
     out += [
         Variant("thrust L30 last_token, in-sample levels (paper)", lambda: ThrustGate(last, level_scores="in_sample")),
         Variant("thrust L30 last_token, floor K (code)", lambda: ThrustGate(last, n_clusters_rule="floor")),
-        Variant("thrust L30 last_token, chat", lambda r=reps.layer(30, chat=True): ThrustGate(r)),
+        Variant("thrust L30 last_token, chat", partial(ThrustGate, reps.layer(30, chat=True))),
         Variant("thrust MiniLM", lambda: ThrustGate(reps.minilm)),
         Variant("bm25-difficulty top-10", lambda: BM25DifficultyGate(top_k=10)),
         Variant("bm25-difficulty all", lambda: BM25DifficultyGate(top_k=None)),
@@ -132,7 +133,7 @@ def sweep_variants(reps: SplitRepresentations) -> dict[str, list[Variant]]:
         form_name(pooling, chat): [
             Variant(
                 f"thrust L{layer} {form_name(pooling, chat)}",
-                lambda r=reps.layer(layer, pooling, chat): ThrustGate(r, level_scores="in_sample"),
+                partial(ThrustGate, reps.layer(layer, pooling, chat), level_scores="in_sample"),
                 levels=False,
             )
             for layer in range(reps.lm.num_layers + 1)
@@ -245,7 +246,8 @@ def render(results: dict[str, Any]) -> str:
         ["variant", *(f"{level} ({int(rate * 100)}%)" for level, rate in LEVELS.items())],
         [
             [n, *(
-                f"{mean['table'][n]['levels'][level]['retrieval_rate']:.3f} / {mean['table'][n]['levels'][level]['accuracy']:.3f}"
+                f"{mean['table'][n]['levels'][level]['retrieval_rate']:.3f} / "
+                f"{mean['table'][n]['levels'][level]['accuracy']:.3f}"
                 for level in LEVELS
             )]
             for n in names

@@ -67,7 +67,7 @@ DIRECT_TEMPLATE = PromptTemplate(f"{YES_NO}\n{{query_str}}")
 class RetrievedOrder(BaseEventHandler):
     """Remembers the node order retrieval handed to the re-ranker (its start event)."""
 
-    retrieved: list[str] = []
+    retrieved: list[str] = []  # noqa: RUF012  # a pydantic field: each handler copies the default
 
     @classmethod
     def class_name(cls) -> str:

@@ -303,7 +303,10 @@ def run_mechanics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     print(f"    With {len(a)} questions and a model this small the random band is wide: expect the gate inside it.")
     (args.out / "mechanics_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     plot = plot_reports([report], args.out / "mechanics_curve.png", title=f"SmolLM2-135M, SKR-kNN on {len(a)} new questions")
-    print(f"    report: {args.out / 'mechanics_report.json'}   plot: {plot}   outcomes: {args.out / 'new_questions.jsonl'}")
+    print(
+        f"    report: {args.out / 'mechanics_report.json'}   plot: {plot}   "
+        f"outcomes: {args.out / 'new_questions.jsonl'}"
+    )
     return report
 
 

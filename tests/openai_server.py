@@ -2,10 +2,11 @@
 
 It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
-generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's ``usage``). Tests switch it into fault modes (HTTP 500, a reply
-slower than the client's timeout, a server that never answers, malformed JSON, no
-choices, no content, a reply far longer than asked for) to exercise clients against real HTTP failures, and read how many
-completion requests arrived to check that retries were bounded.
+generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's
+``usage``). Tests switch it into fault modes (HTTP 500, a reply slower than the
+client's timeout, a server that never answers, malformed JSON, no choices, no content,
+a reply far longer than asked for) to exercise clients against real HTTP failures, and
+read how many completion requests arrived to check that retries were bounded.
 
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
 is left running when the interpreter exits (a daemon thread inside torch at exit aborts
@@ -274,7 +275,7 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
 def served_chat_model() -> LocalChatModel:
     """The embedded SmolLM2 as the chat model the test servers answer with, loaded once."""
     chat_model = LocalChatModel()
-    chat_model.lm.model  # load before serving, so the first request is not a slow one
+    _ = chat_model.lm.model  # load before serving, so the first request is not a slow one
     return chat_model
 
 

@@ -136,7 +136,7 @@ def test_a_bm25_gate_saved_before_the_rule_keeps_its_terms(bm25_gate, trivia_que
     legacy = load_gate(path)
     assert legacy.score([question + " who" * 50])[0] < legacy.score([question])[0] - 1  # repeats counted
     _edit_state(path, lambda state: state.update(query_terms="some"))
-    with pytest.raises(GateLoadError, match="field 'state.query_terms'"):
+    with pytest.raises(GateLoadError, match=r"field 'state\.query_terms'"):
         load_gate(path)
 
 

@@ -109,7 +109,7 @@ def test_answerer_wraps_a_local_lm(lm):
 def test_answerer_takes_a_chat_model_as_it_is_and_refuses_anything_else():
     chat = LocalChatModel()
     assert LLMAnswerer(chat).chat is chat
-    with pytest.raises(TypeError, match="a ChatModel .* or a LocalCausalLM, got object"):
+    with pytest.raises(TypeError, match=r"a ChatModel .* or a LocalCausalLM, got object"):
         LLMAnswerer(object())
 
 

@@ -72,8 +72,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1  # on the current path
         for nxt in sorted(graph.get(node, set())):
             if state.get(nxt) == 1:
-                return path + [nxt]
-            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return [*path, nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
                 return found
         state[node] = 2  # done: no cycle through it
         return None

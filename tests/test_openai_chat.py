@@ -145,7 +145,7 @@ def test_async_fault_ends_in_backend_error(openai_server, openai_base_url) -> No
 
 def test_client_errors_are_not_retried(openai_server, openai_base_url) -> None:
     model = OpenAIChatModel("no-such-model", base_url=openai_base_url, max_retries=2)
-    with pytest.raises(BackendError, match="HTTP 404.*no-such-model"):
+    with pytest.raises(BackendError, match=r"HTTP 404.*no-such-model"):
         model.chat(FRANCE, max_tokens=2)
     assert openai_server.requests == 1
 

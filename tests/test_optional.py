@@ -57,7 +57,8 @@ def _without(absent: set[str], imports: str, builds: str) -> str:
 
 _WITHOUT_LOCAL = _without(
     {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"},
-    "from adaptive_gates import SelfAwareUncertainty; from adaptive_gates.models import LocalCausalLM, SentenceEmbedder",
+    "from adaptive_gates import SelfAwareUncertainty; "
+    "from adaptive_gates.models import LocalCausalLM, SentenceEmbedder",
     'lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]), '
     'lambda: SelfAwareUncertainty().estimate("a question")',
 ) + 'print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))\n'

@@ -185,12 +185,12 @@ def test_check_is_fitted_reads_is_fitted(embedder, outcome_records):
         check_is_fitted(stacked)
     check_is_fitted(stacked.fit_outcomes(outcome_records[:200]))
     check_is_fitted(PopularityGate())  # needs no fitting
-    with pytest.raises(NotImplementedError, match="StackedGate has no fit.*fit_outcomes"):
+    with pytest.raises(NotImplementedError, match=r"StackedGate has no fit.*fit_outcomes"):
         StackedGate().fit(["q"])
 
 
 def test_gate_classes_are_found_by_name():
     assert Gate.gate_class("skr-knn") is SKRKnnGate
     assert {"skr-knn", "popularity", "stacked", "verbalized"} <= set(Gate.gate_names())
-    with pytest.raises(ValueError, match="unknown gate 'nope'; choose from .*skr-knn"):
+    with pytest.raises(ValueError, match=r"unknown gate 'nope'; choose from .*skr-knn"):
         Gate.gate_class("nope")

@@ -230,7 +230,7 @@ def test_gate_saved_in_format_1_is_refused_with_what_to_do(fitted, embedder, tmp
     # What an earlier version wrote: the same layout, no checksums of the config.
     path = _saved(fitted, tmp_path, "knn")
     _edit_config(path, lambda c: (c.pop("checksums"), c.update(format_version=1)))
-    with pytest.raises(GateLoadError, match="'format_version' is 1.*no checksums.*fit and save the gate again"):
+    with pytest.raises(GateLoadError, match=r"'format_version' is 1.*no checksums.*fit and save the gate again"):
         load_gate(path, embedder=embedder)
 
 

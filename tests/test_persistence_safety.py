@@ -2,6 +2,7 @@
 was there: attacks on a copied gate refused naming the entry, saves killed at each
 step recovered, concurrent saves serialised."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -304,10 +305,9 @@ def test_save_into_a_path_another_save_is_swapping_waits_for_it(outcomes, tmp_pa
     while not (tmp_path / "g-started-total").exists():
         assert second.poll() is None, second.communicate()[1]
         time.sleep(0.05)
-    try:  # give the second save the time to run into the first (it waits for the lock)
+    # give the second save the time to run into the first (it waits for the lock)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         second.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
     resume.touch()
     errors = [p.communicate(timeout=300)[1] for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], errors
@@ -372,10 +372,9 @@ def test_a_save_waits_for_a_load_reading_the_gate(outcomes, tmp_path):
     while not Path(f"{path}-saving").exists():
         assert save.poll() is None, save.communicate()[1]
         time.sleep(0.05)
-    try:  # give the save the time to run into the load (it waits for the lock)
+    # give the save the time to run into the load (it waits for the lock)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         save.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        pass
     resume.touch()
     printed, errors = load.communicate(timeout=300)
     assert load.returncode == 0, errors

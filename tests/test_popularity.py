@@ -97,14 +97,14 @@ def test_round_trip_and_refusal_of_tampered_files(outcome_records, tmp_path):
 
     counts = np.load(tmp_path / "g" / "counts.npy")
     np.save(tmp_path / "g" / "counts.npy", counts + 1)
-    with pytest.raises(GateLoadError, match="'counts.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'counts\.npy' does not match its checksum"):
         load_gate(tmp_path / "g")
 
     gate.save(tmp_path / "h")
     vocabulary = json.loads((tmp_path / "h" / "vocabulary.json").read_text())
     vocabulary["words"][0] = "tampered"
     (tmp_path / "h" / "vocabulary.json").write_text(json.dumps(vocabulary))
-    with pytest.raises(GateLoadError, match="'vocabulary.json' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'vocabulary\.json' does not match its checksum"):
         load_gate(tmp_path / "h")
 
 

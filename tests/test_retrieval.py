@@ -283,7 +283,7 @@ def test_bm25_load_refuses_corpus_of_wrong_size(bm25_small: BM25Retriever, tmp_p
     bm25_small.save(tmp_path)
     lines = (tmp_path / "corpus.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "corpus.jsonl").write_text("".join(lines[:-1]))
-    with pytest.raises(GateLoadError, match="corpus.jsonl.*'count'"):
+    with pytest.raises(GateLoadError, match=r"corpus\.jsonl.*'count'"):
         BM25Retriever.load(tmp_path)
 
 
@@ -372,7 +372,7 @@ def test_dense_load_refuses_index_of_wrong_size(
 
 def test_dense_load_refuses_corrupt_index(saved_dense: Path) -> None:
     (saved_dense / "index.faiss").write_bytes(b"not a faiss index")
-    with pytest.raises(GateLoadError, match="index.faiss"):
+    with pytest.raises(GateLoadError, match=r"index\.faiss"):
         DenseRetriever.load(saved_dense, HashEmbedder())
 
 

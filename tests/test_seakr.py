@@ -162,7 +162,7 @@ def test_a_non_probing_lm_is_refused_by_name() -> None:
         def generate(self, prompts, **kwargs):
             return []
 
-    with pytest.raises(TypeError, match="SelfAwareUncertainty needs a probing LM.*ChatOnly lacks "
+    with pytest.raises(TypeError, match=r"SelfAwareUncertainty needs a probing LM.*ChatOnly lacks "
                                         "num_layers, prefix_cache, sample_with_states, tokenizer"):
         SelfAwareUncertainty(ChatOnly())
     with pytest.raises(TypeError, match="SeaKRGate needs a probing LM"):
@@ -305,7 +305,7 @@ def test_reranker_puts_the_relevant_snippet_first(lm: LocalCausalLM) -> None:
         "The violin is a wooden string instrument with four strings, usually played with a bow.",
     ]
     ranked = UncertaintyReranker(SelfAwareUncertainty(lm, **FAST)).rerank("In which city is the Eiffel Tower?", snippets)
-    assert [r.index for r in ranked][0] == 1
+    assert ranked[0].index == 1
     assert ranked[0].item is snippets[1] and ranked[0].text.startswith("The Eiffel Tower")
     assert {id(r.item) for r in ranked} == {id(s) for s in snippets}  # each result carries its own object back
     assert ranked[0].uncertainty < min(r.uncertainty for r in ranked[1:]) - 0.5

@@ -36,7 +36,7 @@ NEAR = [0, 1, 0, 1, 0]
 def test_ratio_rule_by_hand():
     # m = 3 + 3 = 6 known, n = 2 + 1 = 3 unknown; m/n = 2.
     questions = [f"p{a}" for a in (10, 20, 30, 40, 50, 170, 180, 190, 200)]
-    labels = NEAR + [0, 0, 0, 1]
+    labels = [*NEAR, 0, 0, 0, 1]
     gate = SKRKnnGate(AngleEmbedder(), k=5).fit(questions, labels)
     d = gate.decide("p0")
     # l/(k-l) = 3/2 = 1.5 < m/n = 2  ->  unknown  ->  retrieve.
@@ -63,7 +63,7 @@ def test_ratio_rule_boundary_counts_as_known():
 def test_majority_tie_goes_to_the_smaller_class(far_labels, expected):
     # Neighbours p10..p40 split 2-2. Extra far points make D- (n) or D+ (m) the smaller class.
     questions = [f"p{a}" for a in (10, 20, 30, 40, 180, 190)]
-    labels = [0, 1, 0, 1] + far_labels
+    labels = [0, 1, 0, 1, *far_labels]
     gate = SKRKnnGate(AngleEmbedder(), k=4, vote="majority").fit(questions, labels)
     d = gate.decide("p0")
     assert d.score == 0.5

@@ -113,7 +113,7 @@ def test_exact_memory_round_trips_and_is_not_read_as_faiss(outcome_records, embe
     ]
     loaded = SKRKnnGate.load(tmp_path / "g", embedder=embedder, memory=ExactMemory)
     assert [d.details for d in loaded.decide_batch(probes[:20])] == [d.details for d in gate.decide_batch(probes[:20])]
-    with pytest.raises(GateLoadError, match="'state.memory' is 'exact'.*'faiss'"):
+    with pytest.raises(GateLoadError, match=r"'state\.memory' is 'exact'.*'faiss'"):
         load_gate(tmp_path / "g", embedder=embedder)
 
 
@@ -141,7 +141,7 @@ class UnsavedMemory(ExactMemory):
 
 def test_a_memory_that_cannot_save_says_so_on_gate_save(embedder, tmp_path):
     gate = SKRKnnGate(embedder, memory=UnsavedMemory).fit(["who wrote hamlet", "capital of peru"], [KNOWN, UNKNOWN])
-    with pytest.raises(NotImplementedError, match="SKRKnnGate cannot be saved: its memory UnsavedMemory.*service keeps"):
+    with pytest.raises(NotImplementedError, match=r"SKRKnnGate cannot be saved: its memory UnsavedMemory.*service keeps"):
         gate.save(tmp_path / "g")
     assert not (tmp_path / "g").exists() and not list(tmp_path.iterdir())  # nothing half-written
 

@@ -5,6 +5,7 @@ too), refusal of tampered parts; the command line."""
 
 import json
 import logging
+from functools import partial
 
 import numpy as np
 import pytest
@@ -123,7 +124,7 @@ def test_the_combiner_learns_from_out_of_fold_member_scores_only(monkeypatch, en
     questions = [r.question for r in train]
     assert gate.feature_names_ == ["member:skr-knn", "member:popularity", *FEATURE_NAMES]
     for column, name in enumerate(["skr-knn", "popularity"]):
-        expected = cross_fitted_scores(lambda: stacked.MEMBERS[name].build(encoder), train, "contains", 5, 3)
+        expected = cross_fitted_scores(partial(stacked.MEMBERS[name].build, encoder), train, "contains", 5, 3)
         np.testing.assert_array_equal(seen["features"][:, column], expected)
     # In-sample, a kNN member finds each question itself among its neighbours: had the
     # combiner been fed those scores, the column above would be these.
@@ -237,7 +238,7 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
     path = fitted.save(tmp_path / "g")
     coef = path / "member-1-skr-cls.coef.npy"
     np.save(coef, np.load(coef) * 2)
-    with pytest.raises(GateLoadError, match="'member-1-skr-cls.coef.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'member-1-skr-cls\.coef\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     for name in ("combiner_with.npy", "rows_features.npy"):
@@ -251,7 +252,7 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
     path = fitted.save(tmp_path / "i")
     other = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train[: len(train) // 2]).save(tmp_path / "o")
     (path / "member-0-skr-knn.labels.npy").write_bytes((other / "member-0-skr-knn.labels.npy").read_bytes())
-    with pytest.raises(GateLoadError, match="'member-0-skr-knn.labels.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'member-0-skr-knn\.labels\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     # a member's saved parameters edited (its config sits in the stacked gate's state)
@@ -264,7 +265,7 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
 
     path = fitted.save(tmp_path / "k")
     (path / "member-0-skr-knn.labels.npy").unlink()
-    with pytest.raises(GateLoadError, match="missing file 'member-0-skr-knn.labels.npy'"):
+    with pytest.raises(GateLoadError, match=r"missing file 'member-0-skr-knn\.labels\.npy'"):
         load_gate(path, embedder=encoder)
 
     # members in another order, signed again: each member must be the gate its place names
@@ -277,7 +278,9 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
 # Training questions the fitted gate is surest to answer without retrieval, each with
 # another wording of it (checked in the test).
 PARAPHRASES = {
-    "what year did russia sell alaska to the united states": "in which year did the united states buy alaska from russia",
+    "what year did russia sell alaska to the united states": (
+        "in which year did the united states buy alaska from russia"
+    ),
     "who was president when the civil war started": "which us president was in office when the civil war began",
     "what year did the first ipod touch come out": "when was the first ipod touch released",
     "how many seasons of gossip girl are there": "how many seasons does gossip girl have",
@@ -432,8 +435,8 @@ def test_cli_eval_with_the_default_members(split, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert _eval(split, out) == 0
     report = json.loads(out.read_text())
-    n_train = sum(1 for _ in open(split / "train.jsonl"))
-    n = sum(1 for _ in open(split / "test.jsonl"))
+    with open(split / "train.jsonl") as train, open(split / "test.jsonl") as test:
+        n_train, n = sum(1 for _ in train), sum(1 for _ in test)
     assert report["gate"] == "stacked" and report["n"] == n and report["n_train"] == n_train
     assert report["threshold"] == 0.0 and len(report["curve"]) == n + 1
     assert report["gap_capture"] is not None and 0 <= report["decision_auroc"] <= 1

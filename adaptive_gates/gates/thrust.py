@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
@@ -162,7 +162,7 @@ class ThrustGate(FitPercentileGate):
     name = "thrust"
     backend_params = frozenset({"representer"})
     _fitted_state = ("_fit_scores", "_clusters", "_class_names")
-    _renamed_params = {"fit_scores": "level_scores"}  # beside the fitted fit_scores_, it misled
+    _renamed_params: ClassVar[dict[str, str]] = {"fit_scores": "level_scores"}  # beside the fitted fit_scores_, it misled
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ directory can be loaded without unpickling anything.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -62,10 +63,8 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"bm25s": bm25s.__version__, "numpy": np.__version__}
-    try:
+    with contextlib.suppress(PackageNotFoundError):
         versions["PyStemmer"] = version("PyStemmer")
-    except PackageNotFoundError:
-        pass
     return versions
 
 

@@ -40,8 +40,9 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     so no model work blocks the event loop. Every decision is dispatched as the custom
     event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
     tracers see it; before it, each request the gate sent its chat model is dispatched
-    as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked about. A failing model gives the gate's fallback decision (``error`` set),
-    not an exception. Per-request control comes from ``configurable`` (see
+    as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked
+    about. A failing model gives the gate's fallback decision (``error`` set), not an
+    exception. Per-request control comes from ``configurable`` (see
     ``langchain_adaptive_gates.control``); ``alternatives`` are the other gates a
     request may pick by name.
 

@@ -98,10 +98,10 @@ def test_keeps_learning_and_lists_its_entries(split, core_embedder):
         "question": asked[0], "label": "unknown", "similarity": pytest.approx(1.0, abs=1e-5)
     }
     vectors, stored_labels, stored_questions = memory.entries()
-    assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
+    assert stored_questions == [*questions[:20], asked[0]] and list(stored_labels) == [*labels[:20], 1]
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
     # Each node carries its label for whoever reads the store.
-    assert [m[LABEL_KEY] for m in memory.store.data.metadata_dict.values()] == labels[:20] + [1]
+    assert [m[LABEL_KEY] for m in memory.store.data.metadata_dict.values()] == [*labels[:20], 1]
 
 
 def test_refuses_bad_additions(core_embedder):

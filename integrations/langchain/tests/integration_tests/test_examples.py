@@ -61,7 +61,7 @@ def test_chatbot_script_shows_each_turns_decision_and_evidence(tmp_path):
     blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
     assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
     judged = []
-    for _, question, body, answer in blocks:
+    for _, _question, body, answer in blocks:
         judged.append(re.search(r"^   gate judged: (.*)$", body, re.M)[1])
         decision = DECISION.search(body)
         assert decision, body

@@ -86,7 +86,7 @@ def test_an_in_memory_store_lists_its_entries(split, core_embedder):
     memory = _store_memory(core_embedder)(core_embedder.dimension)
     SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(questions[:20], labels[:20]).add([asked[0]], [1])
     vectors, stored_labels, stored_questions = memory.entries()
-    assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
+    assert stored_questions == [*questions[:20], asked[0]] and list(stored_labels) == [*labels[:20], 1]
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
 
 

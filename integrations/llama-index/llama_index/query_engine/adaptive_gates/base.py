@@ -65,8 +65,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     gives its fallback decision (``error`` set) and the engine follows it; a gate that
     raises is treated the same way (its ``fallback_retrieve``, retrieve by default),
     with the exception recorded as the decision's ``error`` (a ``BackendMisconfiguredError``,
-    a backend that cannot serve the gate at all, is raised). The async path awaits the gate, retriever, synthesizer and LLM natively
-    or in worker threads: the event loop is never blocked.
+    a backend that cannot serve the gate at all, is raised). The async path awaits the
+    gate, retriever, synthesizer and LLM natively or in worker threads: the event loop
+    is never blocked.
 
     Args:
         gate: any gate of the core.

@@ -58,7 +58,7 @@ def decision_of(source: Any) -> GateDecision | None:
     if metadata.get(DECISION_METADATA_KEY) is not None:
         return GateDecision.from_dict(metadata[DECISION_METADATA_KEY])
     for reason in _reasons(source):
-        head, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
+        _, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
         if found:
             return _decision(payload)
     return None
