@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo lint test bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,17 @@ ONE_THREAD := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 demo: $(STAMP)
 	$(ONE_THREAD) $(PY) examples/selective_qa_demo.py
 
+# The linters over the whole tree (settings in pyproject.toml), and the types of the core
+# and of both integrations.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m mypy
+
 # Each integration's tests run from its own folder, as in its own repository (both
 # name their test package `tests`, and LlamaIndex's global Settings stay theirs).
 test: $(STAMP)
+	$(MAKE) --no-print-directory lint
 	$(ONE_THREAD) $(PY) -m pytest -q tests integrations/langchain/tests
 	cd integrations/llama-index && $(ONE_THREAD) $(abspath $(PY)) -m pytest -q tests
 

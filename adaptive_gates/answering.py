@@ -28,9 +28,7 @@ ANSWER_STOP: tuple[str, ...] = ("\n",)
 class Answerer(Protocol):
     """Produces short answers, optionally grounded in passages."""
 
-    def answer_batch(
-        self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None
-    ) -> list[str]:
+    def answer_batch(self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None) -> list[str]:
         """One answer per question; ``passages[i]`` are question i's passages."""
         ...
 
@@ -58,15 +56,15 @@ class Answer:
     the backend gives them) and its token usage (when the backend says)."""
 
     text: str
-    reply: "ChatReply"
+    reply: ChatReply
 
     @property
-    def tokens(self) -> "tuple[TokenLogprob, ...] | None":
+    def tokens(self) -> tuple[TokenLogprob, ...] | None:
         """The reply's tokens with their log-probabilities, or ``None``."""
         return self.reply.tokens
 
     @property
-    def usage(self) -> "TokenUsage | None":
+    def usage(self) -> TokenUsage | None:
         """What the request cost in tokens, or ``None``."""
         return self.reply.usage
 
@@ -124,7 +122,7 @@ class LLMAnswerer:
 
     def __init__(
         self,
-        model: "ChatModel | LocalCausalLM | None" = None,
+        model: ChatModel | LocalCausalLM | None = None,
         *,
         style: str = "skr",
         instruction: str = DEFAULT_INSTRUCTION,
@@ -145,7 +143,7 @@ class LLMAnswerer:
         self.max_workers = max_workers
 
     @property
-    def chat(self) -> "ChatModel":
+    def chat(self) -> ChatModel:
         """The chat model answering (a local LM arrives wrapped in a ``LocalChatModel``)."""
         return self._chat
 
@@ -162,9 +160,7 @@ class LLMAnswerer:
         """Answer one question."""
         return self.answer_batch([question], [passages] if passages is not None else None)[0]
 
-    def answer_batch(
-        self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None
-    ) -> list[str]:
+    def answer_batch(self, questions: Sequence[str], passages: Sequence[Sequence[str]] | None = None) -> list[str]:
         """Answer a batch; with ``passages`` each question gets its own passages."""
         return [a.text for a in self.answer_replies(questions, passages)]
 
@@ -189,13 +185,17 @@ class LLMAnswerer:
         # Log-probs asked for only when wanted: a minimal chat model need not take the option.
         logprobs = {"top_logprobs": top_logprobs} if top_logprobs else {}
         replies = chat_many(
-            self.chat, conversations, max_workers=self.max_workers,
-            max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP), **logprobs,
+            self.chat,
+            conversations,
+            max_workers=self.max_workers,
+            max_tokens=self.max_new_tokens,
+            stop=list(ANSWER_STOP),
+            **logprobs,
         )
         return [Answer(clean_answer(r.text), r) for r in replies]
 
 
-def _as_chat_model(model: "ChatModel | LocalCausalLM | None", batch_size: int) -> "ChatModel":
+def _as_chat_model(model: ChatModel | LocalCausalLM | None, batch_size: int) -> ChatModel:
     """``model`` as a chat model: a local LM (or ``None``, the embedded one) is wrapped.
 
     A local LM is recognised by its type rather than by the ``ChatModel`` protocol: a

@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ class Calibration:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
         sample = data.get("score_sample")
         return cls(**{**data, "score_sample": None if sample is None else tuple(float(v) for v in sample)})
 
@@ -141,14 +142,19 @@ def threshold_for_rate(scores: np.ndarray, target_rate: float) -> Calibration:
     cuts = _cut_positions(desc)
     j = int(cuts[np.argmin(np.abs(cuts / n - target_rate))])
     return Calibration(
-        "rate", _threshold_retrieving_top(desc, j), n, j / n, target_rate=target_rate, score_sample=_score_sample(scores)
+        "rate",
+        _threshold_retrieving_top(desc, j),
+        n,
+        j / n,
+        target_rate=target_rate,
+        score_sample=_score_sample(scores),
     )
 
 
 def threshold_for_objective(
     scores: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
+    a: np.ndarray | Sequence[float],
+    b: np.ndarray | Sequence[float],
     max_rate: float | None = None,
 ) -> Calibration:
     """The threshold with the best accuracy on outcome records.

@@ -34,11 +34,43 @@ _UNCERTAIN_WORDS = frozenset({"uncertain", "unsure"})
 _AFTER_CERTAIN = frozenset({"that", "about", "of", "and", "but", "because", "it's", "its", "this", "the"})
 _NEGATORS = frozenset({"not", "never", "isn't", "aren't", "don't", "doesn't", "am't", "ain't"})
 # Words that belong to a marker's clause ("I am fairly certain") and leave with it.
-_CLAUSE_FILLER = frozenset({
-    "i", "i'm", "im", "am", "is", "it", "it's", "this", "that", "my", "answer", "the", "very", "quite",
-    "fairly", "pretty", "completely", "absolutely", "totally", "entirely", "100", "and", "so", "feel",
-    "confidence", "certainty", "judgement", "judgment", "level", "not", "never", "i'd", "say",
-})
+_CLAUSE_FILLER = frozenset(
+    {
+        "i",
+        "i'm",
+        "im",
+        "am",
+        "is",
+        "it",
+        "it's",
+        "this",
+        "that",
+        "my",
+        "answer",
+        "the",
+        "very",
+        "quite",
+        "fairly",
+        "pretty",
+        "completely",
+        "absolutely",
+        "totally",
+        "entirely",
+        "100",
+        "and",
+        "so",
+        "feel",
+        "confidence",
+        "certainty",
+        "judgement",
+        "judgment",
+        "level",
+        "not",
+        "never",
+        "i'd",
+        "say",
+    }
+)
 # Words after a marker that still belong to its clause ("certain that the answer is").
 _RIGHT_FILLER = frozenset({"that", "the", "answer", "is", "this", "it", "it's", "about", "of", "and"})
 _LEFT_SEPARATORS = " \t,;:-–—([*\"'“”"
@@ -46,10 +78,23 @@ _RIGHT_SEPARATORS = " \t.,;:!)]*\"'“”"
 _REFUSALS = tuple(
     re.compile(rf"(?<![\w']){phrase}(?![\w'])")
     for phrase in (
-        r"i don't know", r"i do not know", r"i'm not sure", r"i am not sure", r"not sure",
-        r"cannot answer", r"can't answer", r"unable to (?:answer|determine|provide)",
-        r"no information", r"not enough information", r"no definitive answer", r"no specific answer",
-        r"cannot determine", r"can't determine", r"i'm sorry", r"i am sorry", r"i apologi[sz]e",
+        r"i don't know",
+        r"i do not know",
+        r"i'm not sure",
+        r"i am not sure",
+        r"not sure",
+        r"cannot answer",
+        r"can't answer",
+        r"unable to (?:answer|determine|provide)",
+        r"no information",
+        r"not enough information",
+        r"no definitive answer",
+        r"no specific answer",
+        r"cannot determine",
+        r"can't determine",
+        r"i'm sorry",
+        r"i am sorry",
+        r"i apologi[sz]e",
         r"my apologies",
     )
 )
@@ -96,7 +141,7 @@ def _markers(text: str) -> list[tuple[str, int, int, bool]]:
     for i, match in enumerate(words):
         word = match.group().lower()
         if word == CERTAIN:
-            followed_by_word = text[match.end():].lstrip(" \t")[:1].isalnum()
+            followed_by_word = text[match.end() :].lstrip(" \t")[:1].isalnum()
             if followed_by_word and (i + 1 >= len(words) or words[i + 1].group().lower() not in _AFTER_CERTAIN):
                 continue  # "a certain amount": the adjective, not a verdict
             certainty = CERTAIN
@@ -144,8 +189,8 @@ def _clause_span(text: str, start: int, end: int) -> tuple[int, int]:
 
 def _last_word(text: str) -> re.Match[str] | None:
     last = None
-    for last in _WORD.finditer(text):
-        pass
+    for match in _WORD.finditer(text):
+        last = match
     return last
 
 
@@ -181,7 +226,7 @@ def parse_certainty(reply: str) -> CertaintyParse:
 
 
 def marker_uncertain_probability(
-    reply: str, parse: CertaintyParse, tokens: Sequence["TokenLogprob"] | None
+    reply: str, parse: CertaintyParse, tokens: Sequence[TokenLogprob] | None
 ) -> float | None:
     """P(uncertain) / (P(uncertain) + P(certain)) at the token where the marker begins.
 
@@ -199,13 +244,13 @@ def marker_uncertain_probability(
     return None if position is None else uncertain_share(tokens[position])
 
 
-def uncertain_share(token: "TokenLogprob") -> float | None:
+def uncertain_share(token: TokenLogprob) -> float | None:
     """P(uncertain) / (P(uncertain) + P(certain)) among the alternatives at ``token``
     ("unsure" counts as uncertain; matching as ``word_choice.word_share``)."""
     return word_share(token, _UNCERTAIN_WORDS, (CERTAIN,))
 
 
-def _marker_token(reply_through_marker: str, wanted: str, tokens: Sequence["TokenLogprob"]) -> int | None:
+def _marker_token(reply_through_marker: str, wanted: str, tokens: Sequence[TokenLogprob]) -> int | None:
     """Index of the token whose text starts the marker word.
 
     The marker is found in the concatenated token text as the same occurrence of the

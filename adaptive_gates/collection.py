@@ -58,8 +58,8 @@ def collect_outcomes(
 
     if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or top_logprobs < 0:
         raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
-    with_replies = isinstance(answerer, ReplyAnswerer)
-    if top_logprobs and not with_replies:
+    replying = answerer if isinstance(answerer, ReplyAnswerer) else None
+    if top_logprobs and replying is None:
         raise TypeError(
             f"top_logprobs={top_logprobs} needs an answerer with answer_replies (e.g. LLMAnswerer), "
             f"got {type(answerer).__name__}"
@@ -87,11 +87,12 @@ def collect_outcomes(
             questions = [r.question for r in batch]
             hits = retriever.search_batch(questions, k=k)
             passages = [[h.as_passage() for h in row] for row in hits]
-            if with_replies:
-                without = answerer.answer_replies(questions, top_logprobs=top_logprobs)  # type: ignore[attr-defined]
-                with_ = answerer.answer_replies(questions, passages)  # type: ignore[attr-defined]
+            if replying is not None:
+                replies_without = replying.answer_replies(questions, top_logprobs=top_logprobs)
+                replies_with = replying.answer_replies(questions, passages)
                 new = [
-                    _outcome(r, row, a0.text, a1.text, (a0, a1)) for r, row, a0, a1 in zip(batch, hits, without, with_)
+                    _outcome(r, row, a0.text, a1.text, (a0, a1))
+                    for r, row, a0, a1 in zip(batch, hits, replies_without, replies_with)
                 ]
             else:
                 without, with_ = answerer.answer_batch(questions), answerer.answer_batch(questions, passages)
@@ -104,7 +105,10 @@ def collect_outcomes(
     if todo:
         logger.info(
             "%s: %d questions answered both ways, %d prompt and %d completion tokens",
-            out_path, len(todo), spent.prompt_tokens, spent.completion_tokens,
+            out_path,
+            len(todo),
+            spent.prompt_tokens,
+            spent.completion_tokens,
         )
     return [done[i] for i in ids]
 

@@ -54,8 +54,10 @@ class Integer(Constraint):
 
     def is_satisfied_by(self, value: object) -> bool:
         return (
-            isinstance(value, int) and not isinstance(value, bool)
-            and (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and (self.low is None or value >= self.low)
+            and (self.high is None or value <= self.high)
         )
 
     def __str__(self) -> str:

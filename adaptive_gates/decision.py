@@ -17,7 +17,7 @@ def check_retrieval_mode(mode: object, what: str = "retrieval") -> RetrievalMode
     """``mode`` if it is one of ``RETRIEVAL_MODES``, else ``ValueError`` naming ``what``."""
     if mode not in RETRIEVAL_MODES:
         raise ValueError(f"{what} must be one of {RETRIEVAL_MODES}, got {mode!r}")
-    return mode  # type: ignore[return-value]  # checked just above
+    return mode
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,9 @@ class GateParams(BaseEstimator):
         elif self._holds_fitted_state():
             logger.warning(
                 "%s.set_params(%s): its fitted state and calibration belong to the old parameters and "
-                "were dropped; fit (or calibrate) it again", type(self).__name__, ", ".join(sorted(own)),
+                "were dropped; fit (or calibrate) it again",
+                type(self).__name__,
+                ", ".join(sorted(own)),
             )
         self.__dict__.update(fresh.__dict__)
         self.__dict__.update(kept)

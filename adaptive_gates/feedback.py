@@ -31,12 +31,14 @@ import logging
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .errors import AdaptiveGatesError, GateLoadError
 from .metrics import normalize_answer
 from .selfknowledge import KNOWN, UNKNOWN
 from .validation import check_question
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ class FeedbackLog:
         return {"file": FEEDBACK_FILE, "size": len(entries)}
 
     @classmethod
-    def load(cls, directory: Path, state: dict[str, Any] | None) -> "FeedbackLog":
+    def load(cls, directory: Path, state: dict[str, Any] | None) -> FeedbackLog:
         """The log ``save`` wrote (an empty one for a gate saved without a log)."""
         if state is None:
             return cls()
@@ -171,6 +173,13 @@ class LearnsFromFeedback:
 
     _feedback: FeedbackLog | None
 
+    if TYPE_CHECKING:  # what the Gate it mixes into provides
+        name: ClassVar[str]
+
+        def _check_fitted(self) -> None: ...
+
+        def _fitted_value(self, value: _T | None) -> _T: ...
+
     @property
     def learns_online(self) -> bool:
         return True
@@ -178,19 +187,19 @@ class LearnsFromFeedback:
     @property
     def feedback_(self) -> FeedbackLog:
         """Every feedback observation since the gate was fitted (fitted state)."""
-        self._check_fitted()  # type: ignore[attr-defined]
-        return self._feedback  # type: ignore[return-value]
+        self._check_fitted()
+        return self._fitted_value(self._feedback)
 
     def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
         """Learn from one answered question. Returns the logged observation with the
         self-knowledge label the feedback rule gives it (see ``adaptive_gates.feedback``)."""
-        self._check_fitted()  # type: ignore[attr-defined]
+        self._check_fitted()
         clean = check_question(question)
         retrieved, correct = check_feedback(retrieved, correct)
         entry = self.feedback_.observe(clean, retrieved, correct)
         self._learn(entry)
         self.feedback_.append(entry)  # logged once learned, so the log never runs ahead of the gate
-        logger.debug("%s feedback: %s", self.name, entry)  # type: ignore[attr-defined]
+        logger.debug("%s feedback: %s", self.name, entry)
         return entry
 
     def _learn(self, entry: Feedback) -> None:

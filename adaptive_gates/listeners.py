@@ -122,7 +122,7 @@ def notify_llm_call(
         model_id=model_id,
         purpose=purpose,
         messages=tuple(dict(m) for m in messages),
-        reply=None if failed else outcome.text,  # type: ignore[union-attr]
+        reply=None if isinstance(outcome, BaseException) else outcome.text,
         error=f"{type(outcome).__name__}: {outcome}" if failed else None,
         latency_ms=latency_ms,
     )

@@ -15,15 +15,15 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 __all__ = [
-    "normalize_answer",
-    "exact_match",
-    "token_f1",
-    "contains_answer",
-    "get_metric",
     "METRICS",
+    "contains_answer",
+    "exact_match",
     "extract_after_answer_is",
-    "first_line",
     "extract_seakr_answer",
+    "first_line",
+    "get_metric",
+    "normalize_answer",
+    "token_f1",
 ]
 
 PunctuationMode = Literal["delete", "space"]
@@ -87,9 +87,7 @@ def contains_answer(prediction: str, answers: str | Sequence[str], punctuation: 
     """1.0 when a normalised gold answer occurs in the prediction as a contiguous
     token sequence (whole tokens: "paris" is not found in "parisian")."""
     pred = normalize_answer(prediction, punctuation).split()
-    return float(
-        any(_contains_tokens(pred, normalize_answer(g, punctuation).split()) for g in _golds(answers))
-    )
+    return float(any(_contains_tokens(pred, normalize_answer(g, punctuation).split()) for g in _golds(answers)))
 
 
 MetricFn = Callable[[str, Sequence[str]], float]

@@ -189,10 +189,7 @@ def _hidden_folders(path: Path, kind: str) -> list[Path]:
     if not path.parent.is_dir():
         return []
     pattern = _hidden_pattern(path, kind)
-    return [
-        p for p in path.parent.iterdir()
-        if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
-    ]
+    return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
 
 
 def _lock_path(path: Path) -> Path:

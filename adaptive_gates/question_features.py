@@ -21,7 +21,26 @@ from .word_rarity import TOP_ZIPF, WordRarity, capitalised_spans
 _WH_WORDS = ("who", "what", "when", "where", "which", "why", "how")
 #: Openings of yes/no questions.
 _AUXILIARIES = frozenset(
-    "is are was were do does did can could has have had will would should shall may might".split()
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "should",
+        "shall",
+        "may",
+        "might",
+    ]
 )
 _CUES: dict[str, re.Pattern[str]] = {
     # the answer is a date or a year

@@ -122,10 +122,13 @@ class LMHiddenStateRepresenter:
         return states[:, 0, :]
 
     def __repr__(self) -> str:
-        return f"LMHiddenStateRepresenter(layer={self.layer}, pooling={self.pooling!r}, chat_template={self.chat_template})"
+        return (
+            f"LMHiddenStateRepresenter(layer={self.layer}, pooling={self.pooling!r}, "
+            f"chat_template={self.chat_template})"
+        )
 
 
-def EmbedderRepresenter(embedder: Embedder | None = None) -> Embedder:  # noqa: N802 (the former class's name)
+def EmbedderRepresenter(embedder: Embedder | None = None) -> Embedder:
     """A sentence embedding as f(q), the black-box path: any ``Embedder`` is a
     representer as it is, so this returns ``embedder`` (default: the embedded
     all-MiniLM-L6-v2, loaded on first use)."""

@@ -72,14 +72,16 @@ class Combiner:
         }
 
     @classmethod
-    def load(cls, directory: Path, state: Any, n_features: int) -> "Combiner":
+    def load(cls, directory: Path, state: Any, n_features: int) -> Combiner:
         """Read a combiner saved by ``save`` for ``n_features`` features."""
         if not isinstance(state, dict) or state.get("target") not in TARGETS:
             raise GateLoadError(f"{directory}: field 'state.combiner.target' must be one of {TARGETS}")
         intercepts = state.get("intercepts")
         names = HEADS[state["target"]]
-        if not isinstance(intercepts, dict) or set(intercepts) != set(names) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in intercepts.values()
+        if (
+            not isinstance(intercepts, dict)
+            or set(intercepts) != set(names)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in intercepts.values())
         ):
             raise GateLoadError(f"{directory}: field 'state.combiner.intercepts' must give a number per head {names}")
         if not isinstance(state.get("base_rate"), (int, float)):
@@ -88,7 +90,9 @@ class Combiner:
         def vector(name: str) -> np.ndarray:
             array = load_array(directory, name).astype(np.float64)
             if array.shape != (n_features,) or not np.all(np.isfinite(array)):
-                raise GateLoadError(f"{directory}: file {name!r} must hold {n_features} finite values, got {array.shape}")
+                raise GateLoadError(
+                    f"{directory}: file {name!r} must hold {n_features} finite values, got {array.shape}"
+                )
             return array
 
         scale = vector("combiner_scale.npy")
@@ -119,7 +123,7 @@ class CombinerRows:
         return {"size": len(self.questions)}
 
     @classmethod
-    def load(cls, directory: Path, state: Any, n_features: int) -> "CombinerRows":
+    def load(cls, directory: Path, state: Any, n_features: int) -> CombinerRows:
         """Read rows saved by ``save`` with ``n_features`` features."""
         size = state.get("size") if isinstance(state, dict) else None
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
@@ -132,8 +136,10 @@ class CombinerRows:
             raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} must list the {size} questions")
         features = load_array(directory, "rows_features.npy").astype(np.float64)
         if features.shape != (size, n_features) or not np.all(np.isfinite(features)):
-            raise GateLoadError(f"{directory}: file 'rows_features.npy' must hold {size}x{n_features} finite values, "
-                                f"got {features.shape}")
+            raise GateLoadError(
+                f"{directory}: file 'rows_features.npy' must hold {size}x{n_features} finite values, "
+                f"got {features.shape}"
+            )
         outcomes = []
         for name in ("rows_without.npy", "rows_with.npy"):
             column = load_array(directory, name).astype(np.float64)
@@ -188,7 +194,7 @@ def feedback_outcomes(entries: Sequence[Feedback], target: Target) -> dict[str, 
         shown = np.array([float(e.correct) for e in entries], dtype=np.float64)
         retrieved = np.array([e.retrieved for e in entries], dtype=bool)
         return {"with": np.where(retrieved, shown, np.nan), "without": np.where(retrieved, np.nan, shown)}
-    helps = {KNOWN: 0.0, UNKNOWN: 1.0}
+    helps: dict[int | None, float] = {KNOWN: 0.0, UNKNOWN: 1.0}
     return {"helps": np.array([helps.get(e.label, np.nan) for e in entries], dtype=np.float64)}
 
 
@@ -215,8 +221,10 @@ def fit_combiner(
         raise ValueError(f"stacked gate: target {target!r} has the heads {HEADS[target]}, got {sorted(outcomes)}")
     mean, scale = standardisation(features) if scaling is None else scaling
     z = (features - mean) / scale
-    heads = {name: _fit_head(z, np.asarray(outcomes[name], dtype=np.float64), C, _HEAD_OUTCOMES[name])
-             for name in HEADS[target]}
+    heads = {
+        name: _fit_head(z, np.asarray(outcomes[name], dtype=np.float64), C, _HEAD_OUTCOMES[name])
+        for name in HEADS[target]
+    }
     means = [float(np.nanmean(outcomes[name])) for name in HEADS[target]]
     base_rate = means[0] - means[1] if target == "gain" else means[0]
     return Combiner(target, mean, scale, heads, base_rate)

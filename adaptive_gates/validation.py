@@ -16,9 +16,7 @@ MAX_QUESTION_CHARS = 20_000
 def check_question(question: object) -> str:
     """Return ``question`` stripped and bounded, or raise ``InvalidQuestionError``."""
     if not isinstance(question, str):
-        raise InvalidQuestionError(
-            f"a question must be a str, got {type(question).__name__}"
-        )
+        raise InvalidQuestionError(f"a question must be a str, got {type(question).__name__}")
     text = question.strip()
     if not text:
         raise InvalidQuestionError("a question must not be empty or whitespace")
@@ -51,9 +49,7 @@ def check_batch(questions: object) -> list[object]:
     with their type named.
     """
     if isinstance(questions, (str, bytes, bytearray)):
-        raise InvalidQuestionError(
-            "expected a sequence of questions, got a single string; wrap one question in a list"
-        )
+        raise InvalidQuestionError("expected a sequence of questions, got a single string; wrap one question in a list")
     if isinstance(questions, Mapping) or not isinstance(questions, Iterable):
         raise InvalidQuestionError(f"expected a sequence of questions, got {type(questions).__name__}")
     return list(questions)

@@ -26,7 +26,7 @@ _TRIM = string.whitespace + string.punctuation
 _MIN_PREFIX = 2
 
 
-def word_share(token: "TokenLogprob", words: Collection[str], others: Collection[str]) -> float | None:
+def word_share(token: TokenLogprob, words: Collection[str], others: Collection[str]) -> float | None:
     """P(words) / (P(words) + P(others)) among the alternatives at ``token``'s position
     (the token alone when the backend gave no alternatives).
 
@@ -51,7 +51,7 @@ def spells(token_text: str, words: Collection[str]) -> bool:
     return len(text) >= _MIN_PREFIX and any(word.lower().startswith(text) for word in words)
 
 
-def word_start_token(tokens: Sequence["TokenLogprob"], start: int, word: str) -> int | None:
+def word_start_token(tokens: Sequence[TokenLogprob], start: int, word: str) -> int | None:
     """Index of the token that chose ``word``, which begins at character ``start`` of
     the tokens' joined text: the token must begin there (leading whitespace allowed)
     and spell the word's start. ``None`` otherwise: then the choice between words was

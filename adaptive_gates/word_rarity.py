@@ -58,7 +58,7 @@ def capitalised_spans(question: str) -> list[str]:
         if not word or not word[0].isupper() or (i == 0 and word.lower() in stop_words()):
             previous_end = -2
             continue
-        gap = question[previous_end:match.start()] if previous_end >= 0 else None
+        gap = question[previous_end : match.start()] if previous_end >= 0 else None
         if gap is not None and gap.strip() == "":
             spans[-1].append(word)
         else:
@@ -106,7 +106,7 @@ class WordRarity:
     total: int = 0
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> "WordRarity":
+    def from_texts(cls, texts: Iterable[str]) -> WordRarity:
         """Count the tokens of a corpus (wordfreq's tokenizer, lower-cased)."""
         counts: Counter[str] = Counter()
         for text in texts:
@@ -125,9 +125,7 @@ class WordRarity:
             return web
         words = tokenize(text, LANGUAGE) or [text.lower()]
         vocabulary = len(self.counts)
-        own = min(
-            math.log10(1e9 * (self.counts.get(w, 0) + 1) / (self.total + vocabulary)) for w in words
-        )
+        own = min(math.log10(1e9 * (self.counts.get(w, 0) + 1) / (self.total + vocabulary)) for w in words)
         return (web + max(own, 0.0)) / 2
 
     def rate(self, question: str) -> QuestionRarity:

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from adaptive_gates import CachedEmbedder, SKRKnnGate
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, iter_jsonl, load_outcomes
 from adaptive_gates.datasets import boolq_outcomes
-from adaptive_gates.models import default_embedder
-from adaptive_gates.models import cache_dir
+from adaptive_gates.models import cache_dir, default_embedder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -26,9 +26,7 @@ ADARAGUE_SPLITS = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musi
 
 def add_data_argument(parser: argparse.ArgumentParser) -> None:
     """``--data DIR``: the shared data folder (holding ``adarague/``)."""
-    parser.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA, help=f"shared data folder (default: {DEFAULT_DATA})"
-    )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"shared data folder (default: {DEFAULT_DATA})")
 
 
 def adarague_path(data: Path, split: str) -> Path:
@@ -111,7 +109,6 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     return md, js
 
 
-
 def percentiles(seconds: Sequence[float]) -> dict[str, float]:
     """Median and p90 of durations given in seconds, in milliseconds."""
     ms = np.asarray(seconds, dtype=float) * 1000
@@ -127,8 +124,9 @@ def _rotations(names: list[str], items: Sequence[Any], repeats: int):
             yield item, names[shift:] + names[:shift]
 
 
-def interleaved(calls: dict[str, Callable[[Any], Any]], items: Sequence[Any], repeats: int,
-                warm_up: int = 5) -> dict[str, list[float]]:
+def interleaved(
+    calls: dict[str, Callable[[Any], Any]], items: Sequence[Any], repeats: int, warm_up: int = 5
+) -> dict[str, list[float]]:
     """Seconds per call of each variant on each item, measured side by side: per item
     every variant in turn (order rotated), ``repeats`` rounds, round-major order. The
     first ``warm_up`` items are run once untimed (lazy imports, first-call caches)."""
@@ -144,8 +142,9 @@ def interleaved(calls: dict[str, Callable[[Any], Any]], items: Sequence[Any], re
     return times
 
 
-async def ainterleaved(calls: dict[str, Callable[[Any], Awaitable[Any]]], items: Sequence[Any], repeats: int,
-                       warm_up: int = 5) -> dict[str, list[float]]:
+async def ainterleaved(
+    calls: dict[str, Callable[[Any], Awaitable[Any]]], items: Sequence[Any], repeats: int, warm_up: int = 5
+) -> dict[str, list[float]]:
     """``interleaved`` for coroutine functions, inside one event loop."""
     for item in items[:warm_up]:
         for call in calls.values():

@@ -42,11 +42,11 @@ from typing import Any
 from tqdm import tqdm
 
 from _common import RESULTS, markdown_table, write_results
-from gate_stack_crossval import VARIANTS, Encoders, share_member_fits
 from adaptive_gates import CachedEmbedder
 from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import ALL, cross_fitted_reports, plot_reports
 from adaptive_gates.models.defaults import default_embedder
+from gate_stack_crossval import VARIANTS, Encoders, share_member_fits
 
 METRIC = "contains"
 
@@ -82,7 +82,8 @@ def render(results: dict[str, Any]) -> str:
         "together. Band = where 95% of 1,000 random gates land on the same outcomes (gap capture; "
         "accuracy at the gate's own retrieval rate). Calls are per question; an LM call is one answer "
         "(no gate here asks the LLM).",
-        "## Baselines\n\n" + markdown_table(
+        "## Baselines\n\n"
+        + markdown_table(
             ["", *columns],
             [[key, *(results["baselines"][c][key] for c in columns)] for key in ("never", "always", "oracle")],
         ),
@@ -97,14 +98,24 @@ def render(results: dict[str, Any]) -> str:
         ):
             body = [[gate, *(rows[gate][c][figure] for c in columns)] for gate in rows]
             if figure == "gap_capture":
-                body.append(["random gates, 95%", *(_span(rows[next(iter(rows))][c]["random_band"]["gap_capture"])
-                                                     for c in columns)])
+                body.append(
+                    [
+                        "random gates, 95%",
+                        *(_span(rows[next(iter(rows))][c]["random_band"]["gap_capture"]) for c in columns),
+                    ]
+                )
             if figure == "in_accuracy":
-                body += [[f"{gate}: random gates at its rate", *(_span(rows[gate][c]["random_band"]["accuracy"])
-                                                                for c in columns)] for gate in rows]
+                body += [
+                    [
+                        f"{gate}: random gates at its rate",
+                        *(_span(rows[gate][c]["random_band"]["accuracy"]) for c in columns),
+                    ]
+                    for gate in rows
+                ]
             sections.append(f"## {setting}: {title}\n\n" + markdown_table(["gate", *columns], body))
-    sections.append("Seconds per gate (both settings): " + ", ".join(
-        f"{gate} {s:.0f}" for gate, s in results["seconds"].items()))
+    sections.append(
+        "Seconds per gate (both settings): " + ", ".join(f"{gate} {s:.0f}" for gate, s in results["seconds"].items())
+    )
     return "\n\n".join(sections)
 
 
@@ -127,17 +138,25 @@ def main() -> None:
     sentence.embed([r.question for rows in tasks.values() for r in rows])
     # No gate here reads the LM's hidden state: the sentence encoder fills both slots.
     encoders = Encoders(sentence, sentence)
-    results: dict[str, Any] = {"metric": METRIC, "folds": args.folds, "seed": args.seed, "tasks": list(tasks),
-                               "encoder": sentence.model_id, "calibration": "objective (best accuracy)",
-                               "configurations": {g: GATES[g] for g in args.gates},
-                               "settings": {"per task": {}, "pooled": {}}, "seconds": {}}
+    results: dict[str, Any] = {
+        "metric": METRIC,
+        "folds": args.folds,
+        "seed": args.seed,
+        "tasks": list(tasks),
+        "encoder": sentence.model_id,
+        "calibration": "objective (best accuracy)",
+        "configurations": {g: GATES[g] for g in args.gates},
+        "settings": {"per task": {}, "pooled": {}},
+        "seconds": {},
+    }
     full: dict[str, dict[str, Any]] = {}
     for gate in tqdm(args.gates, desc="gates"):
         make = lambda v=VARIANTS[GATES[gate]][1]: v(encoders)  # noqa: E731
         start = time.perf_counter()
         for setting, pooled in (("per task", False), ("pooled", True)):
-            reports = cross_fitted_reports(make, tasks, pooled=pooled, name=gate, metric=METRIC,
-                                           folds=args.folds, seed=args.seed)
+            reports = cross_fitted_reports(
+                make, tasks, pooled=pooled, name=gate, metric=METRIC, folds=args.folds, seed=args.seed
+            )
             results["settings"][setting][gate] = {c: summary(r) for c, r in reports.items()}
             if pooled:
                 full[gate] = reports[ALL]
@@ -149,8 +168,11 @@ def main() -> None:
     print(markdown)
     for path in write_results("adarague_gates", markdown, results):
         print(f"wrote {path}")
-    plot = plot_reports(list(full.values()), RESULTS / "adarague_gates.png",
-                        title="pooled gates, 3,000 AdaRAGUE questions (Llama-3.1-8B, cross-fitted)")
+    plot = plot_reports(
+        list(full.values()),
+        RESULTS / "adarague_gates.png",
+        title="pooled gates, 3,000 AdaRAGUE questions (Llama-3.1-8B, cross-fitted)",
+    )
     print(f"wrote {plot}")
 
 

@@ -30,11 +30,13 @@ from adaptive_gates.models.defaults import default_embedder
 N_CALIBRATION, N_EASY, N_HARD, BATCH = 200, 300, 250, 10
 
 
-def run_target(gate: SKRKnnGate, calibration: list[str], stream: list[str], target: float, window: int) -> dict[str, Any]:
+def run_target(
+    gate: SKRKnnGate, calibration: list[str], stream: list[str], target: float, window: int
+) -> dict[str, Any]:
     budget = BudgetedGate(gate, target_rate=target, window=window).calibrate(calibration)
-    decisions = [d for i in range(0, len(stream), BATCH) for d in budget.decide_batch(stream[i:i + BATCH])]
+    decisions = [d for i in range(0, len(stream), BATCH) for d in budget.decide_batch(stream[i : i + BATCH])]
     retrieved = np.array([d.retrieve for d in decisions], dtype=float)
-    windows = [retrieved[i - window:i].mean() for i in range(window, len(retrieved) + 1)]
+    windows = [retrieved[i - window : i].mean() for i in range(window, len(retrieved) + 1)]
     drift = [d.details["budget"]["drift"] for d in decisions]
     return {
         "target": target,
@@ -46,7 +48,7 @@ def run_target(gate: SKRKnnGate, calibration: list[str], stream: list[str], targ
         "capped": int(sum(d.details["budget"]["capped"] for d in decisions)),
         "first_drift": drift.index(True) if any(drift) else None,
         "drift_before_shift": any(drift[:N_EASY]),
-        "sliding_rate": [float(retrieved[max(0, i - window):i].mean()) for i in range(1, len(retrieved) + 1)],
+        "sliding_rate": [float(retrieved[max(0, i - window) : i].mean()) for i in range(1, len(retrieved) + 1)],
         "drift_statistic": [d.details["budget"]["drift_statistic"] for d in decisions],
         "drift_threshold": decisions[-1].details["budget"]["drift_threshold"],
     }
@@ -60,7 +62,7 @@ def plot(runs: list[dict[str, Any]], gate_alone: np.ndarray, window: int, path: 
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     x = np.arange(1, len(gate_alone) + 1)
-    alone = [gate_alone[max(0, i - window):i].mean() for i in x]
+    alone = [gate_alone[max(0, i - window) : i].mean() for i in x]
     top.plot(x, alone, color="grey", lw=1, label="gate alone (own threshold)")
     for run, colour in zip(runs, ("tab:blue", "tab:orange", "tab:green")):
         top.plot(x, run["sliding_rate"], color=colour, lw=1.5, label=f"budget, target {run['target']:.2f}")
@@ -91,25 +93,49 @@ def main() -> None:
     nq = load_outcomes(adarague_path(args.data, "nq"))
     musique = load_outcomes(adarague_path(args.data, "musique"))
     dev = [r.question for r in load_qa(args.data / "nq_open_dev.jsonl")]
-    gate = SKRKnnGate(CachedEmbedder(default_embedder()), k=10, weighting="similarity").fit_outcomes(nq[:250] + musique[:250])
+    gate = SKRKnnGate(CachedEmbedder(default_embedder()), k=10, weighting="similarity").fit_outcomes(
+        nq[:250] + musique[:250]
+    )
     calibration = dev[:N_CALIBRATION]
-    stream = dev[N_CALIBRATION:N_CALIBRATION + N_EASY] + [r.question for r in musique[250:250 + N_HARD]]
+    stream = dev[N_CALIBRATION : N_CALIBRATION + N_EASY] + [r.question for r in musique[250 : 250 + N_HARD]]
     gate_alone = gate.retrieves(gate.score(stream)).astype(float)
     runs = [run_target(gate, calibration, stream, t, args.window) for t in args.targets]
     rows = [
-        [r["target"], r["rate"], r["rate_easy"], r["rate_hard"], r["max_window_rate"], r["min_window_rate"],
-         r["capped"], r["first_drift"], r["drift_before_shift"]]
+        [
+            r["target"],
+            r["rate"],
+            r["rate_easy"],
+            r["rate_hard"],
+            r["max_window_rate"],
+            r["min_window_rate"],
+            r["capped"],
+            r["first_drift"],
+            r["drift_before_shift"],
+        ]
         for r in runs
     ]
     table = markdown_table(
-        ["target", "realised rate", "NQ half", "MuSiQue half", "max window", "min window", "capped",
-         "drift first flagged at", "drift before shift"],
+        [
+            "target",
+            "realised rate",
+            "NQ half",
+            "MuSiQue half",
+            "max window",
+            "min window",
+            "capped",
+            "drift first flagged at",
+            "drift before shift",
+        ],
         rows,
     )
-    alone = (f"The gate alone at its own threshold retrieves {gate_alone.mean():.3f} of the stream "
-             f"({gate_alone[:N_EASY].mean():.3f} on the NQ half, {gate_alone[N_EASY:].mean():.3f} on the MuSiQue half).")
-    markdown = (f"# Budget over a shifting stream\n\nWindow {args.window}; the shift is at decision {N_EASY}.\n\n"
-                f"{table}\n\n{alone}\n")
+    alone = (
+        f"The gate alone at its own threshold retrieves {gate_alone.mean():.3f} of the stream "
+        f"({gate_alone[:N_EASY].mean():.3f} on the NQ half, {gate_alone[N_EASY:].mean():.3f} on the MuSiQue half)."
+    )
+    markdown = (
+        f"# Budget over a shifting stream\n\nWindow {args.window}; the shift is at decision {N_EASY}.\n\n"
+        f"{table}\n\n{alone}\n"
+    )
     write_results("budget_stream", markdown, {"window": args.window, "gate_alone": gate_alone.tolist(), "runs": runs})
     plot(runs, gate_alone, args.window, RESULTS / "budget_stream.png")
     print(markdown)

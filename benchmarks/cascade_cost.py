@@ -42,8 +42,8 @@ from adaptive_gates import CascadeGate, SKRClassifierGate, VerbalizedGate, liste
 from adaptive_gates.evaluation import evaluate_scores
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.chat import ChatReply
-from adaptive_gates.models.local_chat import LocalChatModel
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.models.local_chat import LocalChatModel
 
 #: --outcomes -> what the header calls the sample.
 OUTCOMES = {
@@ -92,8 +92,12 @@ def main() -> None:
     add_data_argument(parser)
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--outcomes", default="adarague-nq", choices=tuple(OUTCOMES),
-                        help="whose outcomes judge the cascade (default: Llama-3.1-8B's on AdaRAGUE NQ)")
+    parser.add_argument(
+        "--outcomes",
+        default="adarague-nq",
+        choices=tuple(OUTCOMES),
+        help="whose outcomes judge the cascade (default: Llama-3.1-8B's on AdaRAGUE NQ)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     records = load_outcomes(adarague_path(args.data, "nq")) if args.outcomes == "adarague-nq" else smollm2_boolq(1000)
@@ -121,25 +125,55 @@ def main() -> None:
         random_accuracy = a.mean() + at["retrieval_rate"] * (b.mean() - a.mean())
         escalated = sum(d.details.get("stage") == "costly" or "costly" in d.details for d in decisions)
         run = {
-            "share": share, "escalated": escalated, "llm_calls": counter.calls,
-            "calls_per_question": counter.calls / len(questions), "retrieval_rate": at["retrieval_rate"],
-            "accuracy": at["accuracy"], "accuracy_vs_random": at["accuracy"] - random_accuracy,
-            "gap_capture": report["gap_capture"], "auroc": report["decision_auroc"], "fallbacks": fallbacks,
+            "share": share,
+            "escalated": escalated,
+            "llm_calls": counter.calls,
+            "calls_per_question": counter.calls / len(questions),
+            "retrieval_rate": at["retrieval_rate"],
+            "accuracy": at["accuracy"],
+            "accuracy_vs_random": at["accuracy"] - random_accuracy,
+            "gap_capture": report["gap_capture"],
+            "auroc": report["decision_auroc"],
+            "fallbacks": fallbacks,
             "band": cascade.band_,
         }
         runs.append(run)
         logging.getLogger("cascade_cost").error("share %.1f: %s", share, {k: v for k, v in run.items()})
     runs.sort(key=lambda r: r["share"])
     for r in runs:
-        rows.append([r["share"], r["escalated"], r["llm_calls"], r["calls_per_question"], r["retrieval_rate"],
-                     r["accuracy"], r["accuracy_vs_random"], r["gap_capture"], r["auroc"], r["fallbacks"]])
+        rows.append(
+            [
+                r["share"],
+                r["escalated"],
+                r["llm_calls"],
+                r["calls_per_question"],
+                r["retrieval_rate"],
+                r["accuracy"],
+                r["accuracy_vs_random"],
+                r["gap_capture"],
+                r["auroc"],
+                r["fallbacks"],
+            ]
+        )
     table = markdown_table(
-        ["escalation share", "escalated", "gating LLM calls", "calls / question", "retrieval rate", "accuracy",
-         "accuracy − random", "gap capture", "AUROC", "fallbacks"],
+        [
+            "escalation share",
+            "escalated",
+            "gating LLM calls",
+            "calls / question",
+            "retrieval rate",
+            "accuracy",
+            "accuracy − random",
+            "gap capture",
+            "AUROC",
+            "fallbacks",
+        ],
         rows,
     )
-    header = (f"# Cascade: quality against gating LLM calls\n\n{len(sample)} {OUTCOMES[args.outcomes]} (seed {args.seed}); "
-              f"never retrieve {a.mean():.3f}, always {b.mean():.3f}, oracle {np.maximum(a, b).mean():.3f}.\n")
+    header = (
+        f"# Cascade: quality against gating LLM calls\n\n{len(sample)} {OUTCOMES[args.outcomes]} (seed {args.seed}); "
+        f"never retrieve {a.mean():.3f}, always {b.mean():.3f}, oracle {np.maximum(a, b).mean():.3f}.\n"
+    )
     markdown = f"{header}\n{table}\n"
     name = "cascade_cost" if args.outcomes == "adarague-nq" else "cascade_cost_boolq_smollm2"
     write_results(name, markdown, {"outcomes": args.outcomes, "n": len(sample), "seed": args.seed, "runs": runs})
@@ -166,7 +200,9 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     for ax in (left, right):
         for r, x in zip(runs, calls):
             ax.annotate(f"{r['share']:.1f}", (x, ax.get_ylim()[0]), fontsize=7, ha="center", va="bottom")
-    fig.suptitle("Cascade (balanced SKR classifier → verbalized SmolLM2): quality vs gating cost (labels: escalation share)")
+    fig.suptitle(
+        "Cascade (balanced SKR classifier → verbalized SmolLM2): quality vs gating cost (labels: escalation share)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -100,13 +100,14 @@ VARIANTS: dict[str, tuple[str, Factory]] = {
     "stacked gain, members only": ("stacked", lambda e: StackedGate(e.sentence, features=False)),
     "stacked gain, question features only": ("stacked", lambda e: StackedGate(e.sentence, members="")),
     "stacked gain, C=1": ("stacked", lambda e: StackedGate(e.sentence, C=1.0)),
-    "stacked gain, question features only, C=0.01": (
-        "stacked", lambda e: StackedGate(e.sentence, members="", C=0.01)),
+    "stacked gain, question features only, C=0.01": ("stacked", lambda e: StackedGate(e.sentence, members="", C=0.01)),
     "stacked gain, members skr-cls+thrust": ("stacked", lambda e: StackedGate(e.sentence, members="skr-cls,thrust")),
     "stacked gain, SmolLM2 hidden state": ("stacked", lambda e: StackedGate(e.lm)),
     "stacked gain, question features only, pooled": ("pooled", lambda e: StackedGate(e.sentence, members="")),
     "stacked gain, members skr-cls+thrust, pooled": (
-        "pooled", lambda e: StackedGate(e.sentence, members="skr-cls,thrust")),
+        "pooled",
+        lambda e: StackedGate(e.sentence, members="skr-cls,thrust"),
+    ),
 }
 
 
@@ -117,8 +118,14 @@ def variants(pooled: bool) -> dict[str, tuple[str, Factory]]:
 
 #: The single gates the stacked gate must beat (its default members, popularity by its
 #: default rule, and Thrust on the LM's hidden state).
-SINGLE = ("skr-knn (k=10, similarity)", "skr-cls (balanced)", "thrust (MiniLM)", "thrust (SmolLM2 hidden state)",
-          "bm25-difficulty", "popularity rule=min")
+SINGLE = (
+    "skr-knn (k=10, similarity)",
+    "skr-cls (balanced)",
+    "thrust (MiniLM)",
+    "thrust (SmolLM2 hidden state)",
+    "bm25-difficulty",
+    "popularity rule=min",
+)
 
 
 def share_member_fits() -> None:
@@ -185,15 +192,18 @@ def render(results: dict[str, Any]) -> str:
     band = ["random scores: 95% band", *("{:+.3f} .. {:+.3f}".format(*rows[c]["null_gap_capture_95"]) for c in columns)]
     best_single = ["best single gate", *(max(rows[c]["gates"][n]["gap_capture"] for n in SINGLE) for c in columns)]
     sizes = sorted({s["n"] for s in results["datasets"].values()})
-    return "\n\n".join([
-        f"# Popularity and stacked gates, {FOLDS}-fold cross-validation (outcomes: {results['outcomes']}, "
-        f"metric: {results['metric']}, encoders: {results['encoders']}, seed {results['seed']})",
-        f"Out-of-fold scores of all {'/'.join(map(str, sizes))} questions per data set, pooled; the folds of "
-        "`skr_crossval.py`. " + ("'mean' is the unweighted mean over the data sets. " if len(sets) > 1 else "")
-        + "A stacked gate cross-fits its members inside the four training folds.",
-        "## Oracle-gap capture (0 = random, 1 = oracle)\n\n" + table("gap_capture", [best_single, band]),
-        "## Decision AUROC (need score vs. 'retrieval helps', b > a)\n\n" + table("decision_auroc", []),
-    ])
+    return "\n\n".join(
+        [
+            f"# Popularity and stacked gates, {FOLDS}-fold cross-validation (outcomes: {results['outcomes']}, "
+            f"metric: {results['metric']}, encoders: {results['encoders']}, seed {results['seed']})",
+            f"Out-of-fold scores of all {'/'.join(map(str, sizes))} questions per data set, pooled; the folds of "
+            "`skr_crossval.py`. "
+            + ("'mean' is the unweighted mean over the data sets. " if len(sets) > 1 else "")
+            + "A stacked gate cross-fits its members inside the four training folds.",
+            "## Oracle-gap capture (0 = random, 1 = oracle)\n\n" + table("gap_capture", [best_single, band]),
+            "## Decision AUROC (need score vs. 'retrieval helps', b > a)\n\n" + table("decision_auroc", []),
+        ]
+    )
 
 
 def outcome_sets(args: argparse.Namespace) -> dict[str, list[OutcomeRecord]]:
@@ -206,9 +216,13 @@ def outcome_sets(args: argparse.Namespace) -> dict[str, list[OutcomeRecord]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_argument(parser)
-    parser.add_argument("--outcomes", default="adarague", choices=("adarague", "boolq-smollm2"),
-                        help="Llama-3.1-8B's on the six AdaRAGUE splits (default), or the embedded SmolLM2's "
-                             "own on packaged BoolQ questions")
+    parser.add_argument(
+        "--outcomes",
+        default="adarague",
+        choices=("adarague", "boolq-smollm2"),
+        help="Llama-3.1-8B's on the six AdaRAGUE splits (default), or the embedded SmolLM2's "
+        "own on packaged BoolQ questions",
+    )
     parser.add_argument("--n", type=int, default=1000, help="BoolQ questions for --outcomes boolq-smollm2")
     parser.add_argument("--metric", default="contains", choices=("contains", "em", "f1"))
     parser.add_argument("--seed", type=int, default=0, help="fold split, sample and null-band seed (default: 0)")
@@ -217,8 +231,14 @@ def main() -> None:
     share_member_fits()
 
     encoders = Encoders(CachedEmbedder(default_embedder()), CachedEmbedder(LMHiddenStateRepresenter()))
-    results: dict[str, Any] = {"outcomes": args.outcomes, "metric": args.metric, "folds": FOLDS, "seed": args.seed,
-                               "encoders": f"{encoders.sentence.model_id}, {encoders.lm.model_id}", "datasets": {}}
+    results: dict[str, Any] = {
+        "outcomes": args.outcomes,
+        "metric": args.metric,
+        "folds": FOLDS,
+        "seed": args.seed,
+        "encoders": f"{encoders.sentence.model_id}, {encoders.lm.model_id}",
+        "datasets": {},
+    }
     rng = np.random.default_rng(args.seed)
     nulls = {}
     data = outcome_sets(args)
@@ -231,11 +251,18 @@ def main() -> None:
         nulls[split] = null_gap_captures(*outcome_scores(records, args.metric), rng)
     if len(data) > 1:
         splits = list(results["datasets"].values())
-        results["mean"] = {"gates": {
-            n: {"kind": VARIANTS[n][0], **{k: float(np.mean([s["gates"][n][k] for s in splits]))
-                                          for k in ("gap_capture", "decision_auroc", "auc")}}
-            for n in VARIANTS
-        }}
+        results["mean"] = {
+            "gates": {
+                n: {
+                    "kind": VARIANTS[n][0],
+                    **{
+                        k: float(np.mean([s["gates"][n][k] for s in splits]))
+                        for k in ("gap_capture", "decision_auroc", "auc")
+                    },
+                }
+                for n in VARIANTS
+            }
+        }
         nulls["mean"] = np.mean(list(nulls.values()), axis=0)
     for name, draws in nulls.items():
         target = results["mean"] if name == "mean" else results["datasets"][name]

@@ -38,6 +38,7 @@ from typing import Any
 import langchain_core
 import numpy as np
 import torch
+from langchain_core.runnables import Runnable, RunnableLambda
 
 from _common import (
     add_data_argument,
@@ -50,7 +51,6 @@ from _common import (
 )
 from adaptive_gates import SKRKnnGate
 from langchain_adaptive_gates import GateRunnable, gated_router
-from langchain_core.runnables import Runnable, RunnableLambda
 
 K = 10
 QUERIES = 200
@@ -75,7 +75,9 @@ def router_of(gate: SKRKnnGate) -> Runnable:
 def overhead_sync(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
     """Seconds per call of the gate, its runnable and the router, interleaved."""
     runnable, router = GateRunnable(gate), router_of(gate)
-    return interleaved({"gate": gate.decide, "gate_runnable": runnable.invoke, "router": router.invoke}, queries, repeats)
+    return interleaved(
+        {"gate": gate.decide, "gate_runnable": runnable.invoke, "router": router.invoke}, queries, repeats
+    )
 
 
 async def overhead_async(gate: SKRKnnGate, queries: list[str], repeats: int) -> dict[str, list[float]]:
@@ -102,7 +104,9 @@ def throughput(router: Runnable, queries: list[str], repeats: int) -> dict[str, 
         "sequential invoke": lambda: [router.invoke(q) for q in queries],
     }
     modes["abatch"]()  # warm-up
-    seconds = interleaved({name: lambda _, call=call: call() for name, call in modes.items()}, [None], repeats, warm_up=0)
+    seconds = interleaved(
+        {name: lambda _, call=call: call() for name, call in modes.items()}, [None], repeats, warm_up=0
+    )
     return {
         name: {"median_s": float(np.median(s)), "questions_per_s": len(queries) / float(np.median(s)), "rounds": len(s)}
         for name, s in seconds.items()
@@ -114,33 +118,39 @@ def report(result: dict[str, Any]) -> str:
     rows = []
     for mode in ("sync", "async"):
         r = result[mode]
-        for name, label in (("gate", "gate alone (decide / adecide)"), ("gate_runnable", "GateRunnable (invoke / ainvoke)"),
-                            ("router", "gated_router (invoke / ainvoke)"),
-                            ("runnable_overhead", "GateRunnable - gate (paired)"),
-                            ("router_overhead", "**router - gate (paired)**")):
+        for name, label in (
+            ("gate", "gate alone (decide / adecide)"),
+            ("gate_runnable", "GateRunnable (invoke / ainvoke)"),
+            ("router", "gated_router (invoke / ainvoke)"),
+            ("runnable_overhead", "GateRunnable - gate (paired)"),
+            ("router_overhead", "**router - gate (paired)**"),
+        ):
             rows.append([mode, label, r[name]["median_ms"], r[name]["p90_ms"]])
     tput = []
     for embedding in ("cached", "live"):
         for name, t in result["throughput"][embedding].items():
             tput.append([embedding, name, t["median_s"], t["questions_per_s"]])
     s, a = result["sync"]["router_overhead"], result["async"]["router_overhead"]
-    return "\n".join([
-        "# gated_router overhead",
-        "",
-        f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions, every embedding"
-        f" precomputed; {result['repeats']} rounds, calls interleaved and rotated. torch threads {result['threads']},"
-        f" langchain-core {result['langchain_core']}, Python {result['python']}. Milliseconds per call.",
-        "",
-        markdown_table(["mode", "call", "median ms", "p90 ms"], rows),
-        "",
-        f"The router adds {s['median_ms']:.3f} ms (median; p90 {s['p90_ms']:.3f}) to a synchronous invocation and"
-        f" {a['median_ms']:.3f} ms (p90 {a['p90_ms']:.3f}) to an asynchronous one, beyond the gate's own work"
-        f" (goal: under {GOAL_MS:g} ms).",
-        "",
-        f"## Throughput over {QUERIES} questions (trivial branches)",
-        "",
-        markdown_table(["embeddings", "mode", "median s", "questions/s"], tput),
-    ])
+    return "\n".join(
+        [
+            "# gated_router overhead",
+            "",
+            f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions, "
+            f"every embedding precomputed; {result['repeats']} rounds, calls interleaved and rotated."
+            f" torch threads {result['threads']},"
+            f" langchain-core {result['langchain_core']}, Python {result['python']}. Milliseconds per call.",
+            "",
+            markdown_table(["mode", "call", "median ms", "p90 ms"], rows),
+            "",
+            f"The router adds {s['median_ms']:.3f} ms (median; p90 {s['p90_ms']:.3f}) to a synchronous invocation and"
+            f" {a['median_ms']:.3f} ms (p90 {a['p90_ms']:.3f}) to an asynchronous one, beyond the gate's own work"
+            f" (goal: under {GOAL_MS:g} ms).",
+            "",
+            f"## Throughput over {QUERIES} questions (trivial branches)",
+            "",
+            markdown_table(["embeddings", "mode", "median s", "questions/s"], tput),
+        ]
+    )
 
 
 def main() -> None:
@@ -159,9 +169,15 @@ def main() -> None:
     cached = throughput(router_of(gate), queries, args.throughput_repeats)
     live = throughput(router_of(live_gate), queries, args.throughput_repeats)
     result = {
-        "gate": f"SKRKnnGate(k={K})", "memory": len(gate.memory_), "queries": len(queries), "repeats": args.repeats,
-        "threads": torch.get_num_threads(), "langchain_core": langchain_core.__version__,
-        "python": platform.python_version(), "sync": sync, "async": async_,
+        "gate": f"SKRKnnGate(k={K})",
+        "memory": len(gate.memory_),
+        "queries": len(queries),
+        "repeats": args.repeats,
+        "threads": torch.get_num_threads(),
+        "langchain_core": langchain_core.__version__,
+        "python": platform.python_version(),
+        "sync": sync,
+        "async": async_,
         "throughput": {"cached": cached, "live": live},
     }
     markdown = report(result)

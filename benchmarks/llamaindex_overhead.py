@@ -105,17 +105,32 @@ def selector_overhead(gate: Gate, queries: list[str], repeats: int) -> dict[str,
         return await engines[int((await gate.adecide(q)).retrieve)].aquery(q)
 
     sync = interleaved(
-        {"gate": gate.decide, "selector": lambda q: selector.select(choices, q), "by hand": by_hand,
-         "router": router.query},
-        queries, repeats,
+        {
+            "gate": gate.decide,
+            "selector": lambda q: selector.select(choices, q),
+            "by hand": by_hand,
+            "router": router.query,
+        },
+        queries,
+        repeats,
     )
-    async_ = asyncio.run(ainterleaved(
-        {"gate": gate.adecide, "selector": lambda q: selector.aselect(choices, q), "by hand": aby_hand,
-         "router": router.aquery},
-        queries, repeats,
-    ))
-    return {"sync": _paired(sync), "async": _paired(async_), "retrieval_rate": float(np.mean([
-        gate.decide(q).retrieve for q in queries]))}
+    async_ = asyncio.run(
+        ainterleaved(
+            {
+                "gate": gate.adecide,
+                "selector": lambda q: selector.aselect(choices, q),
+                "by hand": aby_hand,
+                "router": router.aquery,
+            },
+            queries,
+            repeats,
+        )
+    )
+    return {
+        "sync": _paired(sync),
+        "async": _paired(async_),
+        "retrieval_rate": float(np.mean([gate.decide(q).retrieve for q in queries])),
+    }
 
 
 def _paired(times: dict[str, list[float]]) -> dict[str, Any]:
@@ -127,26 +142,24 @@ def _paired(times: dict[str, list[float]]) -> dict[str, Any]:
 
 def selector_report(result: dict[str, Any]) -> str:
     """The selector section as markdown."""
-    rows = [
-        [mode, name, r["median_ms"], r["p90_ms"]]
-        for mode in ("sync", "async")
-        for name, r in result[mode].items()
-    ]
+    rows = [[mode, name, r["median_ms"], r["p90_ms"]] for mode in ("sync", "async") for name, r in result[mode].items()]
     s, a = result["sync"]["router - by hand"], result["async"]["router - by hand"]
-    return "\n".join([
-        "## GateSelector in RouterQueryEngine",
-        "",
-        f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions (every"
-        f" embedding precomputed; {result['retrieval_rate']:.0%} retrieve), two engines answering at once;"
-        f" {result['repeats']} rounds, calls interleaved and rotated. Milliseconds per call; the last two rows of"
-        " each mode are paired differences.",
-        "",
-        markdown_table(["mode", "call", "median ms", "p90 ms"], rows),
-        "",
-        f"Routing a query through the GateSelector and RouterQueryEngine adds {s['median_ms']:.3f} ms (median; p90"
-        f" {s['p90_ms']:.3f}) to deciding and querying the engine by hand, and {a['median_ms']:.3f} ms (p90"
-        f" {a['p90_ms']:.3f}) asynchronously (goal: under {GOAL_MS:g} ms).",
-    ])
+    return "\n".join(
+        [
+            "## GateSelector in RouterQueryEngine",
+            "",
+            f"SKRKnnGate (k={K}) fitted on AdaRAGUE NQ (500 questions), {QUERIES} held-out SQuAD questions (every"
+            f" embedding precomputed; {result['retrieval_rate']:.0%} retrieve), two engines answering at once;"
+            f" {result['repeats']} rounds, calls interleaved and rotated. Milliseconds per call; the last two rows of"
+            " each mode are paired differences.",
+            "",
+            markdown_table(["mode", "call", "median ms", "p90 ms"], rows),
+            "",
+            f"Routing a query through the GateSelector and RouterQueryEngine adds {s['median_ms']:.3f} ms (median; p90"
+            f" {s['p90_ms']:.3f}) to deciding and querying the engine by hand, and {a['median_ms']:.3f} ms (p90"
+            f" {a['p90_ms']:.3f}) asynchronously (goal: under {GOAL_MS:g} ms).",
+        ]
+    )
 
 
 class InstantProbingLM:
@@ -161,8 +174,9 @@ class InstantProbingLM:
     def generate(self, prompts: Any, **kwargs: Any) -> list[Generation]:
         raise NotImplementedError("the re-ranker only samples")
 
-    def sample_with_states(self, prompt: str, k: int = 20, *, module_path: str, seed: int = 0,
-                           **kwargs: Any) -> list[ProbedSample]:
+    def sample_with_states(
+        self, prompt: str, k: int = 20, *, module_path: str, seed: int = 0, **kwargs: Any
+    ) -> list[ProbedSample]:
         states = np.random.default_rng([zlib.crc32(prompt.encode()), seed]).normal(size=(k, self.dimension))
         return [
             ProbedSample(Generation(f"sample {i}", [i], [-0.5], "eos", 1), s.astype(np.float32), [-1.0])
@@ -213,25 +227,32 @@ def rerank_overhead(repeats: int, n: int = QUERIES) -> dict[str, Any]:
 
 def rerank_report(result: dict[str, Any]) -> str:
     """The re-ranker's section, as markdown."""
-    rows = [[label, result[name]["median_ms"], result[name]["p90_ms"]]
-            for name, label in (("core", "UncertaintyReranker.rerank (core)"),
-                                ("postprocessor", "SeaKRRerank.postprocess_nodes"),
-                                ("overhead", "**postprocessor - core (paired)**"),
-                                ("overhead_best", "postprocessor - core (each query's fastest round)"))]
+    rows = [
+        [label, result[name]["median_ms"], result[name]["p90_ms"]]
+        for name, label in (
+            ("core", "UncertaintyReranker.rerank (core)"),
+            ("postprocessor", "SeaKRRerank.postprocess_nodes"),
+            ("overhead", "**postprocessor - core (paired)**"),
+            ("overhead_best", "postprocessor - core (each query's fastest round)"),
+        )
+    ]
     o, best = result["overhead"], result["overhead_best"]
-    return "\n".join([
-        "## SeaKRRerank",
-        "",
-        f"{result['queries']} real BoolQ questions with {result['nodes']} real passages each, U from {result['samples']}"
-        f" samples of a probing-LM test double (the estimator's own computation is real); {result['repeats']} rounds,"
-        " calls interleaved and rotated. Milliseconds per call.",
-        "",
-        markdown_table(["call", "median ms", "p90 ms"], rows),
-        "",
-        f"The postprocessor adds {o['median_ms']:.3f} ms (median; p90 {o['p90_ms']:.3f}) per query of"
-        f" {result['nodes']} nodes beyond the estimator's own work (goal: under {GOAL_MS:g} ms); over each query's"
-        f" fastest rounds, {best['median_ms']:.3f} ms (p90 {best['p90_ms']:.3f}).",
-    ])
+    return "\n".join(
+        [
+            "## SeaKRRerank",
+            "",
+            f"{result['queries']} real BoolQ questions with {result['nodes']} real passages each, "
+            f"U from {result['samples']} samples of a probing-LM test double (the estimator's own computation is real);"
+            f" {result['repeats']} rounds,"
+            " calls interleaved and rotated. Milliseconds per call.",
+            "",
+            markdown_table(["call", "median ms", "p90 ms"], rows),
+            "",
+            f"The postprocessor adds {o['median_ms']:.3f} ms (median; p90 {o['p90_ms']:.3f}) per query of"
+            f" {result['nodes']} nodes beyond the estimator's own work (goal: under {GOAL_MS:g} ms); over each query's"
+            f" fastest rounds, {best['median_ms']:.3f} ms (p90 {best['p90_ms']:.3f}).",
+        ]
+    )
 
 
 def main() -> None:
@@ -245,23 +266,27 @@ def main() -> None:
 
     gate, _, queries = overhead_gates(args.data, k=K, queries=QUERIES)
     result = {
-        "threads": torch.get_num_threads(), "llama_index_core": llama_index_core_version,
+        "threads": torch.get_num_threads(),
+        "llama_index_core": llama_index_core_version,
         "python": platform.python_version(),
         "selector": {**selector_overhead(gate, queries, args.repeats), "repeats": args.repeats},
         "rerank": rerank_overhead(args.repeats),
-        "load_average": os.getloadavg()[0], "cpus": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
     }
-    markdown = "\n".join([
-        "# LlamaIndex components' overhead",
-        "",
-        f"torch threads {result['threads']}, llama-index-core {result['llama_index_core']},"
-        f" Python {result['python']}; load average {result['load_average']:.1f} on {result['cpus']} CPUs"
-        " at the end of the run (preemptions set the p90s).",
-        "",
-        selector_report(result["selector"]),
-        "",
-        rerank_report(result["rerank"]),
-    ])
+    markdown = "\n".join(
+        [
+            "# LlamaIndex components' overhead",
+            "",
+            f"torch threads {result['threads']}, llama-index-core {result['llama_index_core']},"
+            f" Python {result['python']}; load average {result['load_average']:.1f} on {result['cpus']} CPUs"
+            " at the end of the run (preemptions set the p90s).",
+            "",
+            selector_report(result["selector"]),
+            "",
+            rerank_report(result["rerank"]),
+        ]
+    )
     print(markdown)
     md, js = write_results("llamaindex_overhead", markdown, result)
     print(f"\nwrote {md} and {js}")

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from _common import markdown_table, smollm2_boolq, write_results
 from adaptive_gates import Gate, LogprobGate, SKRPromptGate, VerbalizedGate
 from adaptive_gates.evaluation import evaluate_scores
@@ -55,13 +56,16 @@ def run_live(gate: Gate, questions: list[str]) -> tuple[list[Any], dict[str, flo
     decisions = gate.decide_batch(questions)
     seconds = time.perf_counter() - start
     gate.remove_listener(counter)
-    return decisions, {"lm_calls_per_decision": counter.calls / len(questions),
-                       "ms_per_decision": 1000 * seconds / len(questions),
-                       "fallback_share": float(np.mean([d.error is not None for d in decisions]))}
+    return decisions, {
+        "lm_calls_per_decision": counter.calls / len(questions),
+        "ms_per_decision": 1000 * seconds / len(questions),
+        "fallback_share": float(np.mean([d.error is not None for d in decisions])),
+    }
 
 
-def row(name: str, scores: np.ndarray, retrieve: np.ndarray, a: np.ndarray, b: np.ndarray,
-        cost: dict[str, float]) -> dict[str, Any]:
+def row(
+    name: str, scores: np.ndarray, retrieve: np.ndarray, a: np.ndarray, b: np.ndarray, cost: dict[str, float]
+) -> dict[str, Any]:
     report = evaluate_scores(scores, a, b, gate=name, metric="contains", retrieve=retrieve)
     return {
         "gate": name,
@@ -80,8 +84,10 @@ def chance_sentence(rows: list[dict[str, Any]], band: list[float] | None, n: int
         return "The oracle is no better than random here, so gap capture is undefined."
     outside = [r["gate"] for r in rows if r["gap_capture"] is not None and not band[0] <= r["gap_capture"] <= band[1]]
     if not outside:
-        return (f"With {n} questions every gate's gap capture lies inside the random band: none is shown to "
-                "beat chance here, and none is shown not to.")
+        return (
+            f"With {n} questions every gate's gap capture lies inside the random band: none is shown to "
+            "beat chance here, and none is shown not to."
+        )
     return f"With {n} questions only {', '.join(outside)} lie outside the random band."
 
 
@@ -95,7 +101,7 @@ def main() -> None:
     questions = [r.question for r in records]
     a, b = outcome_scores(records, "contains")
     chat = LocalChatModel()
-    chat.lm.model  # loaded before anything is timed
+    _ = chat.lm.model  # loaded before anything is timed
 
     rows = []
     logprob = LogprobGate(chat, instruction=BOOLQ_INSTRUCTION, max_tokens=1, top_logprobs=20)
@@ -112,43 +118,71 @@ def main() -> None:
 
     band = random_band(a, b)
     data = {
-        "n": len(records), "never": float(a.mean()), "always": float(b.mean()),
-        "oracle": float(np.maximum(a, b).mean()), "gap_capture_random_band": band["gap_capture"],
-        "logprob_draft_equals_recorded_answer": drafts_match, "rows": rows,
+        "n": len(records),
+        "never": float(a.mean()),
+        "always": float(b.mean()),
+        "oracle": float(np.maximum(a, b).mean()),
+        "gap_capture_random_band": band["gap_capture"],
+        "logprob_draft_equals_recorded_answer": drafts_match,
+        "rows": rows,
     }
-    header = ["gate", "gap capture", "decision AUROC", "rate @ default", "accuracy @ default",
-              "random accuracy band", "fallbacks", "LM calls / decision", "ms / decision"]
-    table = markdown_table(header, [
-        [r["gate"], r["gap_capture"], r["decision_auroc"], r["retrieval_rate"], r["accuracy_at_threshold"],
-         f"{r['accuracy_band'][0]:.3f}–{r['accuracy_band'][1]:.3f}", r["fallback_share"], r["lm_calls_per_decision"],
-         f"{r['ms_per_decision']:.0f}"] for r in rows
-    ])
+    header = [
+        "gate",
+        "gap capture",
+        "decision AUROC",
+        "rate @ default",
+        "accuracy @ default",
+        "random accuracy band",
+        "fallbacks",
+        "LM calls / decision",
+        "ms / decision",
+    ]
+    table = markdown_table(
+        header,
+        [
+            [
+                r["gate"],
+                r["gap_capture"],
+                r["decision_auroc"],
+                r["retrieval_rate"],
+                r["accuracy_at_threshold"],
+                f"{r['accuracy_band'][0]:.3f}–{r['accuracy_band'][1]:.3f}",
+                r["fallback_share"],
+                r["lm_calls_per_decision"],
+                f"{r['ms_per_decision']:.0f}",
+            ]
+            for r in rows
+        ],
+    )
     low, high = band["gap_capture"] or (float("nan"), float("nan"))
-    markdown = "\n".join([
-        f"# Log-prob signals vs verbalized and SKR-prompt on SmolLM2's own BoolQ outcomes (n={len(records)})",
-        "",
-        f"Accuracy (contains): never {data['never']:.3f}, always {data['always']:.3f}, oracle {data['oracle']:.3f}. "
-        f"Random need scores reach a gap capture in [{low:.3f}, {high:.3f}] (95%): only a figure outside that "
-        f"band says anything. The log-prob gate's draft equals the recorded no-retrieval answer for "
-        f"{drafts_match:.0%} of the questions (same prompt, greedy).",
-        "",
-        table,
-        "",
-        "One live pass of the log-prob gate gives all four signals (its cost is shared). `python "
-        "benchmarks/logprob_signals.py`, one thread, batches of 8. Rate and accuracy are at each gate's "
-        "default threshold (uncalibrated); a fallback decision retrieves.",
-        "",
-        "What a 135M model can and cannot show. SmolLM2-135M answers BoolQ from its first token, so the "
-        "log-prob gate scores one token: max- and mean-entropy are then the same number, and perplexity "
-        "(1/p) and min-prob (1 - p) order the questions identically. The comparison of the four signals "
-        "on multi-token answers, where they differ, needs a model that gets open questions right (on "
-        "NQ-open SmolLM2 answers almost nothing correctly, so there is no gap to capture). "
-        f"{chance_sentence(rows, band['gap_capture'], len(records))} Retrieval also hurts this model on BoolQ "
-        "(always < never), so the best decisions are mostly not to retrieve. What the run does show: "
-        "the log-prob gate costs one LM call per decision (the answer, reused as the final answer when "
-        "confident) against the verbalized gate's extra judgement calls and unparseable replies, and "
-        "its draft is the answerer's own answer.",
-    ])
+    markdown = "\n".join(
+        [
+            f"# Log-prob signals vs verbalized and SKR-prompt on SmolLM2's own BoolQ outcomes (n={len(records)})",
+            "",
+            f"Accuracy (contains): never {data['never']:.3f}, always {data['always']:.3f}, "
+            f"oracle {data['oracle']:.3f}. "
+            f"Random need scores reach a gap capture in [{low:.3f}, {high:.3f}] (95%): only a figure outside that "
+            f"band says anything. The log-prob gate's draft equals the recorded no-retrieval answer for "
+            f"{drafts_match:.0%} of the questions (same prompt, greedy).",
+            "",
+            table,
+            "",
+            "One live pass of the log-prob gate gives all four signals (its cost is shared). `python "
+            "benchmarks/logprob_signals.py`, one thread, batches of 8. Rate and accuracy are at each gate's "
+            "default threshold (uncalibrated); a fallback decision retrieves.",
+            "",
+            "What a 135M model can and cannot show. SmolLM2-135M answers BoolQ from its first token, so the "
+            "log-prob gate scores one token: max- and mean-entropy are then the same number, and perplexity "
+            "(1/p) and min-prob (1 - p) order the questions identically. The comparison of the four signals "
+            "on multi-token answers, where they differ, needs a model that gets open questions right (on "
+            "NQ-open SmolLM2 answers almost nothing correctly, so there is no gap to capture). "
+            f"{chance_sentence(rows, band['gap_capture'], len(records))} Retrieval also hurts this model on BoolQ "
+            "(always < never), so the best decisions are mostly not to retrieve. What the run does show: "
+            "the log-prob gate costs one LM call per decision (the answer, reused as the final answer when "
+            "confident) against the verbalized gate's extra judgement calls and unparseable replies, and "
+            "its draft is the answerer's own answer.",
+        ]
+    )
     write_results("logprob_signals", markdown, data)
     print(markdown)
 

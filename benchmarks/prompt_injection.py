@@ -37,8 +37,8 @@ from unittest import mock
 
 from _common import markdown_table, write_results
 from adaptive_gates import SKRPromptGate, VerbalizedGate, prompts
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.data import OutcomeRecord
+from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.evaluation.injection import (
     ATTACKS,
     SKR_VERDICTS,
@@ -63,7 +63,7 @@ def defence_off() -> Iterator[None]:
     """The package's prompts as before the defence: the untrusted slots filled verbatim
     and the embedded model's special tokens readable from a message's text."""
     lm = default_llm()
-    lm.tokenizer  # loads the model, which sets the special-token pattern
+    _ = lm.tokenizer  # loads the model, which sets the special-token pattern
     saved = lm._special_tokens
     lm._special_tokens = None
     try:
@@ -87,10 +87,18 @@ def run(questions: list[str]) -> list[dict[str, Any]]:
                 for model_name, chat in models.items():
                     start = time.perf_counter()
                     report = injection_flips(gate_type(chat), questions, verdicts)
-                    rows.append({"code": code, "gate": gate_name, "model": model_name,
-                                 "seconds": time.perf_counter() - start, **report})
-                    print(code, gate_name, model_name, {k: v["flips"] for k, v in report["attacks"].items()},
-                          flush=True)
+                    rows.append(
+                        {
+                            "code": code,
+                            "gate": gate_name,
+                            "model": model_name,
+                            "seconds": time.perf_counter() - start,
+                            **report,
+                        }
+                    )
+                    print(
+                        code, gate_name, model_name, {k: v["flips"] for k, v in report["attacks"].items()}, flush=True
+                    )
     return rows
 
 
@@ -102,13 +110,17 @@ def plain(records: list[OutcomeRecord]) -> list[dict[str, Any]]:
             for gate_name, (gate_type, _) in GATES.items():
                 decisions = gate_type(LocalChatModel()).decide_batch([r.question for r in records])
                 drafts = [(d.draft_answer, r.answers) for d, r in zip(decisions, records) if d.draft_answer]
-                rows.append({
-                    "code": code, "gate": gate_name, "n": len(records),
-                    "retrieve": sum(d.retrieve for d in decisions),
-                    "fallbacks": sum(d.is_fallback for d in decisions),
-                    "drafts_served": len(drafts),
-                    "drafts_correct": sum(contains_answer(a, gold) >= 0.5 for a, gold in drafts),
-                })
+                rows.append(
+                    {
+                        "code": code,
+                        "gate": gate_name,
+                        "n": len(records),
+                        "retrieve": sum(d.retrieve for d in decisions),
+                        "fallbacks": sum(d.is_fallback for d in decisions),
+                        "drafts_served": len(drafts),
+                        "drafts_correct": sum(contains_answer(a, gold) >= 0.5 for a, gold in drafts),
+                    }
+                )
                 print(rows[-1], flush=True)
     return rows
 
@@ -120,8 +132,16 @@ def table(rows: list[dict[str, Any]], field: str) -> str:
     lines = []
     for row in sorted(rows, key=lambda r: (r["gate"], r["model"], r["code"] == "after")):
         counts = [row["attacks"][name][field] for name in ATTACKS]
-        lines.append([row["gate"], row["model"], row["code"], f"{row['clean_retrieve']}/{row['n']}", *counts,
-                      f"{sum(counts)}/{row['clean_retrieve'] * len(ATTACKS)}"])
+        lines.append(
+            [
+                row["gate"],
+                row["model"],
+                row["code"],
+                f"{row['clean_retrieve']}/{row['n']}",
+                *counts,
+                f"{sum(counts)}/{row['clean_retrieve'] * len(ATTACKS)}",
+            ]
+        )
     return markdown_table(header, lines)
 
 
@@ -135,28 +155,39 @@ def main() -> None:
     questions = [r.question for r in records[: args.n]]
     rows = run(questions)
     plain_rows = plain(records[: args.plain_n])
-    markdown = "\n\n".join([
-        "# Prompt injection against the gates that ask an LLM",
-        f"`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py --n {args.n} --plain-n "
-        f"{args.plain_n}`: the first {args.n} questions of AdaRAGUE NQ, plain and with each attack appended "
-        "(`adaptive_gates.evaluation.injection.ATTACKS`); verbalized gate (vanilla) and SKR-prompt gate, "
-        "greedy, uncalibrated (the stated word decides). *Before*: the defence switched off in this tree "
-        "(the question and prediction slots filled verbatim, special-token text passed to the tokenizer), "
-        "which renders the prompts as commit 7217f67 did (checked once: the messages both gates send for "
-        "these attacks, judgement prompts included, are byte-for-byte those of 7217f67); *after*: as "
-        "shipped. SmolLM2 decodes greedily, so a rerun gives the same figures.",
-        "## Flips: questions that retrieved plain and skip retrieval attacked",
-        table(rows, "flips"),
-        "## Drafts served: flips whose draft answer the verbalized gate would serve (in brackets: "
-        "the attack's planted answer)",
-        table_drafts(rows),
-        f"## Plain questions: what the defence changes (SmolLM2, the first {args.plain_n} questions)",
-        markdown_table(
-            ["gate", "code", "retrieve", "fallbacks", "drafts served", "drafts containing a gold answer"],
-            [[r["gate"], r["code"], f"{r['retrieve']}/{r['n']}", r["fallbacks"], r["drafts_served"],
-              r["drafts_correct"]] for r in plain_rows],
-        ),
-    ])
+    markdown = "\n\n".join(
+        [
+            "# Prompt injection against the gates that ask an LLM",
+            f"`OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prompt_injection.py --n {args.n} --plain-n "
+            f"{args.plain_n}`: the first {args.n} questions of AdaRAGUE NQ, plain and with each attack appended "
+            "(`adaptive_gates.evaluation.injection.ATTACKS`); verbalized gate (vanilla) and SKR-prompt gate, "
+            "greedy, uncalibrated (the stated word decides). *Before*: the defence switched off in this tree "
+            "(the question and prediction slots filled verbatim, special-token text passed to the tokenizer), "
+            "which renders the prompts as commit 7217f67 did (checked once: the messages both gates send for "
+            "these attacks, judgement prompts included, are byte-for-byte those of 7217f67); *after*: as "
+            "shipped. SmolLM2 decodes greedily, so a rerun gives the same figures.",
+            "## Flips: questions that retrieved plain and skip retrieval attacked",
+            table(rows, "flips"),
+            "## Drafts served: flips whose draft answer the verbalized gate would serve (in brackets: "
+            "the attack's planted answer)",
+            table_drafts(rows),
+            f"## Plain questions: what the defence changes (SmolLM2, the first {args.plain_n} questions)",
+            markdown_table(
+                ["gate", "code", "retrieve", "fallbacks", "drafts served", "drafts containing a gold answer"],
+                [
+                    [
+                        r["gate"],
+                        r["code"],
+                        f"{r['retrieve']}/{r['n']}",
+                        r["fallbacks"],
+                        r["drafts_served"],
+                        r["drafts_correct"],
+                    ]
+                    for r in plain_rows
+                ],
+            ),
+        ]
+    )
     md, _ = write_results("prompt_injection", markdown, {"questions": questions, "runs": rows, "plain": plain_rows})
     print(markdown)
     print(f"\nwrote {md}")
@@ -166,9 +197,13 @@ def table_drafts(rows: list[dict[str, Any]]) -> str:
     """The verbalized gate's served drafts per attack, planted ones in brackets."""
     header = ["model", "code", *ATTACKS]
     lines = [
-        [row["model"], row["code"],
-         *(f"{row['attacks'][a]['drafts_served']} ({row['attacks'][a]['forged_drafts_served']})" for a in ATTACKS)]
-        for row in sorted(rows, key=lambda r: (r["model"], r["code"] == "after")) if row["gate"] == "verbalized"
+        [
+            row["model"],
+            row["code"],
+            *(f"{row['attacks'][a]['drafts_served']} ({row['attacks'][a]['forged_drafts_served']})" for a in ATTACKS),
+        ]
+        for row in sorted(rows, key=lambda r: (r["model"], r["code"] == "after"))
+        if row["gate"] == "verbalized"
     ]
     return markdown_table(header, lines)
 

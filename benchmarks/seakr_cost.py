@@ -90,8 +90,13 @@ def measure(lm: LocalCausalLM, question: str, budget: int, order: list[str]) -> 
         enc = lm.tokenizer(lm.format_prompt(prompt), return_tensors="pt")
         with torch.inference_mode():
             lm.model.generate(
-                **enc, do_sample=False, min_new_tokens=max(lengths), max_new_tokens=max(lengths),
-                pad_token_id=lm.tokenizer.pad_token_id, return_dict_in_generate=True, output_logits=True,
+                **enc,
+                do_sample=False,
+                min_new_tokens=max(lengths),
+                max_new_tokens=max(lengths),
+                pad_token_id=lm.tokenizer.pad_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
             )
 
     def uncertainty() -> None:
@@ -107,8 +112,11 @@ def measure(lm: LocalCausalLM, question: str, budget: int, order: list[str]) -> 
         info["U_naive"] = u_of(states, gens)
 
     calls: dict[str, Callable[[], None]] = {
-        "greedy": greedy, "greedy, same length": greedy_same_length, "U": uncertainty,
-        "sample + pass": sample_and_pass, "naive": naive,
+        "greedy": greedy,
+        "greedy, same length": greedy_same_length,
+        "U": uncertainty,
+        "sample + pass": sample_and_pass,
+        "naive": naive,
     }
     seconds = {}
     for name in order:
@@ -153,40 +161,75 @@ def main() -> None:
     for budget in BUDGETS:
         rows = []
         for i, question in enumerate(questions):
-            order = list(METHODS[i % len(METHODS):] + METHODS[: i % len(METHODS)])
+            order = list(METHODS[i % len(METHODS) :] + METHODS[: i % len(METHODS)])
             # Results name questions by id: the data set's text stays out of them.
             rows.append({**measure(lm, question, budget, order), "question": records[i]["id"]})
-            print(f"budget {budget}, question {i}: " + ", ".join(f"{m} {s:.2f}s" for m, s in rows[-1]["seconds"].items()), flush=True)
+            print(
+                f"budget {budget}, question {i}: " + ", ".join(f"{m} {s:.2f}s" for m, s in rows[-1]["seconds"].items()),
+                flush=True,
+            )
         results["budgets"][str(budget)] = {"summary": summarise(rows), "questions": rows}
 
     table = []
     for budget, block in results["budgets"].items():
         s = block["summary"]
-        table.append([budget, *(s["median_seconds"][m] for m in METHODS),
-                      s["median_ratio_U_over_greedy"], s["median_ratio_U_over_greedy_same_length"],
-                      s["median_ratio_sample_pass_over_U"], s["median_ratio_naive_over_U"],
-                      s["median_greedy_tokens"], s["median_U_sample_tokens_max"]])
+        table.append(
+            [
+                budget,
+                *(s["median_seconds"][m] for m in METHODS),
+                s["median_ratio_U_over_greedy"],
+                s["median_ratio_U_over_greedy_same_length"],
+                s["median_ratio_sample_pass_over_U"],
+                s["median_ratio_naive_over_U"],
+                s["median_greedy_tokens"],
+                s["median_U_sample_tokens_max"],
+            ]
+        )
     per_question = [
-        [r["budget"], r["question"], r["greedy_tokens"], r["U_sample_tokens_max"],
-         *(r["seconds"][m] for m in METHODS), r["seconds"]["U"] / r["seconds"]["greedy"],
-         r["seconds"]["U"] / r["seconds"]["greedy, same length"]]
-        for block in results["budgets"].values() for r in block["questions"]
+        [
+            r["budget"],
+            r["question"],
+            r["greedy_tokens"],
+            r["U_sample_tokens_max"],
+            *(r["seconds"][m] for m in METHODS),
+            r["seconds"]["U"] / r["seconds"]["greedy"],
+            r["seconds"]["U"] / r["seconds"]["greedy, same length"],
+        ]
+        for block in results["budgets"].values()
+        for r in block["questions"]
     ]
-    markdown = "\n\n".join([
-        f"# Cost of SeaKR's U (k={K}) on {len(questions)} NQ questions ({args.threads} torch thread)",
-        "Median seconds per question; ratios are medians of the per-question ratios.",
-        markdown_table(
-            ["max_new_tokens", *(f"{m} s" for m in METHODS), "U / greedy", "U / greedy same length",
-             "(sample + pass) / U", "naive / U", "greedy tokens", "U's longest sample tokens"],
-            table,
-        ),
-        "## Per question",
-        markdown_table(
-            ["max_new_tokens", "question", "greedy tokens", "U's longest sample", *(f"{m} s" for m in METHODS),
-             "U / greedy", "U / greedy same length"],
-            per_question,
-        ),
-    ])
+    markdown = "\n\n".join(
+        [
+            f"# Cost of SeaKR's U (k={K}) on {len(questions)} NQ questions ({args.threads} torch thread)",
+            "Median seconds per question; ratios are medians of the per-question ratios.",
+            markdown_table(
+                [
+                    "max_new_tokens",
+                    *(f"{m} s" for m in METHODS),
+                    "U / greedy",
+                    "U / greedy same length",
+                    "(sample + pass) / U",
+                    "naive / U",
+                    "greedy tokens",
+                    "U's longest sample tokens",
+                ],
+                table,
+            ),
+            "## Per question",
+            markdown_table(
+                [
+                    "max_new_tokens",
+                    "question",
+                    "greedy tokens",
+                    "U's longest sample",
+                    *(f"{m} s" for m in METHODS),
+                    "U / greedy",
+                    "U / greedy same length",
+                ],
+                per_question,
+            ),
+        ]
+    )
     print(markdown)
     for path in write_results("seakr_cost", markdown, results):
         print(f"wrote {path}")

@@ -55,12 +55,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from _common import RESULTS, add_data_argument, hotpotqa_contexts, markdown_table, write_results
 from adaptive_gates.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.evaluation import evaluate_scores, null_gap_captures
 from adaptive_gates.metrics import exact_match, token_f1
-from adaptive_gates.pipeline.seakr import SeaKRPipeline
 from adaptive_gates.pipeline.runner import run_pipeline, summarize
+from adaptive_gates.pipeline.seakr import SeaKRPipeline
 
 VARIANTS = ("no-retrieval", "single-retrieval", "seakr", "seakr-no-rerank", "seakr-no-select")
 _OPTIONS = {
@@ -112,8 +113,9 @@ def stored_rows(checkpoint: Path) -> dict[str, dict[str, Any]]:
     return {row["id"]: row for _, row in iter_jsonl(checkpoint)} if checkpoint.is_file() else {}
 
 
-def no_select_rows(records: list[QARecord], seakr_rows: list[dict[str, Any]],
-                   pipeline: SeaKRPipeline, checkpoint: Path) -> list[dict[str, Any]]:
+def no_select_rows(
+    records: list[QARecord], seakr_rows: list[dict[str, Any]], pipeline: SeaKRPipeline, checkpoint: Path
+) -> list[dict[str, Any]]:
     """``seakr-no-select`` from the full run's loops: the loop's answer, else a forced one."""
     done = stored_rows(checkpoint)
     rows = []
@@ -129,10 +131,14 @@ def no_select_rows(records: list[QARecord], seakr_rows: list[dict[str, Any]],
                 error = None
             loop_seconds = trace["seconds"] if trace else 0.0
             done[record.id] = {
-                "id": record.id, "prediction": answer, "em": exact_match(answer, record.answers),
-                "f1": token_f1(answer, record.answers), "retrieval_calls": full["retrieval_calls"],
+                "id": record.id,
+                "prediction": answer,
+                "em": exact_match(answer, record.answers),
+                "f1": token_f1(answer, record.answers),
+                "retrieval_calls": full["retrieval_calls"],
                 # An upper bound: the full run's time includes its route selection.
-                "seconds": loop_seconds + time.perf_counter() - start, "error": error,
+                "seconds": loop_seconds + time.perf_counter() - start,
+                "error": error,
             }
             write_jsonl(checkpoint, [done[record.id]], append=True)
         rows.append(done[record.id])
@@ -155,15 +161,19 @@ def run_variants(args: argparse.Namespace, records: list[QARecord], checkpoints:
         if variant == "seakr-no-select":
             continue
         reports[variant] = run_pipeline(
-            records, retriever, lm=lm, uncertainty=uncertainty, threshold=args.threshold,
-            checkpoint=checkpoints / f"{variant}.jsonl", **_OPTIONS[variant],
+            records,
+            retriever,
+            lm=lm,
+            uncertainty=uncertainty,
+            threshold=args.threshold,
+            checkpoint=checkpoints / f"{variant}.jsonl",
+            **_OPTIONS[variant],
         )
     if "seakr-no-select" in args.variants:
         if "seakr" not in reports:
             raise SystemExit("seakr-no-select reuses the seakr run: include the seakr variant")
         pipeline = SeaKRPipeline(retriever, lm, uncertainty=uncertainty, threshold=args.threshold)
-        rows = no_select_rows(records, reports["seakr"]["results"], pipeline,
-                              checkpoints / "seakr-no-select.jsonl")
+        rows = no_select_rows(records, reports["seakr"]["results"], pipeline, checkpoints / "seakr-no-select.jsonl")
         reports["seakr-no-select"] = {**summarize(rows), "results": rows}
     return reports
 
@@ -228,8 +238,9 @@ def first_gate_report(reports: dict[str, dict[str, Any]]) -> dict[str, Any] | No
     scores = np.array([undefined if s["uncertainty"] is None else s["uncertainty"] for s in first])
     a = np.array([without[r["id"]] for r in rows])
     b = np.array([with_one[r["id"]] for r in rows])
-    report = evaluate_scores(scores, a, b, gate="seakr-U", metric="em",
-                             retrieve=np.array([s["retrieve"] for s in first]))
+    report = evaluate_scores(
+        scores, a, b, gate="seakr-U", metric="em", retrieve=np.array([s["retrieve"] for s in first])
+    )
     band = None
     if report["gap_capture"] is not None:
         nulls = null_gap_captures(a, b, np.random.default_rng(_NULL_SEED))
@@ -244,13 +255,20 @@ def first_gate_report(reports: dict[str, dict[str, Any]]) -> dict[str, Any] | No
     }
 
 
-def summary(reports: dict[str, dict[str, Any]], records: list[QARecord], gold: Gold,
-            args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+def summary(
+    reports: dict[str, dict[str, Any]], records: list[QARecord], gold: Gold, args: argparse.Namespace
+) -> tuple[str, dict[str, Any]]:
     """The summary as markdown (also printed) and as JSON data; questions by id only."""
-    table = {v: {k: r[k] for k in ("n", "em", "f1", "retrieval_calls", "errors", "seconds_per_question")}
-             for v, r in reports.items()}
-    data: dict[str, Any] = {"questions": [r.id for r in records], "samples": args.samples,
-                            "threshold": args.threshold, "variants": table}
+    table = {
+        v: {k: r[k] for k in ("n", "em", "f1", "retrieval_calls", "errors", "seconds_per_question")}
+        for v, r in reports.items()
+    }
+    data: dict[str, Any] = {
+        "questions": [r.id for r in records],
+        "samples": args.samples,
+        "threshold": args.threshold,
+        "variants": table,
+    }
     header = ["variant", "n", "EM", "F1", "retrieval calls", "errors", "s / question"]
     parts = [markdown_table(header, [[v, *t.values()] for v, t in table.items()])]
     if "seakr" in reports:
@@ -264,25 +282,61 @@ def summary(reports: dict[str, dict[str, Any]], records: list[QARecord], gold: G
 
 
 def _rerank_markdown(rerank: dict[str, Any]) -> str:
-    header = ["re-rankings", "lowest-U is gold", "BM25's first is gold", "gold share of candidates",
-              "lowest-U is BM25's first", "steps", "gate retrieval rate"]
-    row = [rerank["rerankings"], rerank["share_chosen_gold"], rerank["share_bm25_first_gold"],
-           rerank["mean_gold_share_of_candidates"], rerank["share_same"], rerank["steps"],
-           rerank["gate_retrieval_rate"]]
-    return ("Re-ranking (seakr), over re-rankings of >= 2 candidates; gold = HotpotQA supporting "
-            "paragraph:\n\n" + markdown_table(header, [row]))
+    header = [
+        "re-rankings",
+        "lowest-U is gold",
+        "BM25's first is gold",
+        "gold share of candidates",
+        "lowest-U is BM25's first",
+        "steps",
+        "gate retrieval rate",
+    ]
+    row = [
+        rerank["rerankings"],
+        rerank["share_chosen_gold"],
+        rerank["share_bm25_first_gold"],
+        rerank["mean_gold_share_of_candidates"],
+        rerank["share_same"],
+        rerank["steps"],
+        rerank["gate_retrieval_rate"],
+    ]
+    return (
+        "Re-ranking (seakr), over re-rankings of >= 2 candidates; gold = HotpotQA supporting "
+        "paragraph:\n\n" + markdown_table(header, [row])
+    )
 
 
 def _gate_markdown(gate: dict[str, Any]) -> str:
     band = gate["null_gap_capture_95"]
-    header = ["n", "never", "always", "oracle", "helps / hurts", "gap capture", "random 95% band",
-              "decision AUROC", "retrieval rate at δ", "accuracy at δ"]
-    row = [gate["n"], gate["never"], gate["always"], gate["oracle"], f"{gate['helps']} / {gate['hurts']}",
-           gate["gap_capture"], None if band is None else f"{band[0]:.3f} to {band[1]:.3f}",
-           gate["decision_auroc"], gate["at_threshold"]["retrieval_rate"], gate["at_threshold"]["accuracy"]]
-    return (f"U of the first gate decision as a gate (seakr; a = EM of no-retrieval, b = EM of "
-            f"single-retrieval; {gate['undefined_u']} undefined U ranked first; {gate['skipped']} seakr "
-            f"rows skipped, without a trace or a baseline row):\n\n" + markdown_table(header, [row]))
+    header = [
+        "n",
+        "never",
+        "always",
+        "oracle",
+        "helps / hurts",
+        "gap capture",
+        "random 95% band",
+        "decision AUROC",
+        "retrieval rate at δ",
+        "accuracy at δ",
+    ]
+    row = [
+        gate["n"],
+        gate["never"],
+        gate["always"],
+        gate["oracle"],
+        f"{gate['helps']} / {gate['hurts']}",
+        gate["gap_capture"],
+        None if band is None else f"{band[0]:.3f} to {band[1]:.3f}",
+        gate["decision_auroc"],
+        gate["at_threshold"]["retrieval_rate"],
+        gate["at_threshold"]["accuracy"],
+    ]
+    return (
+        f"U of the first gate decision as a gate (seakr; a = EM of no-retrieval, b = EM of "
+        f"single-retrieval; {gate['undefined_u']} undefined U ranked first; {gate['skipped']} seakr "
+        f"rows skipped, without a trace or a baseline row):\n\n" + markdown_table(header, [row])
+    )
 
 
 def main() -> None:
@@ -291,11 +345,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100, help="questions in the set (default 100)")
     parser.add_argument("--limit", type=int, help="run only the first N questions of the set")
     parser.add_argument("--samples", type=int, default=20, help="k samples per uncertainty estimate")
-    parser.add_argument("--threshold", type=float, default=RECORDED_THRESHOLD,
-                        help=f"the gate's δ (default {RECORDED_THRESHOLD}: the recorded run's, for SmolLM2 at k=20)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=RECORDED_THRESHOLD,
+        help=f"the gate's δ (default {RECORDED_THRESHOLD}: the recorded run's, for SmolLM2 at k=20)",
+    )
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    parser.add_argument("--summary-only", action="store_true",
-                        help="recompute the summary from the rows on disk; run no model")
+    parser.add_argument(
+        "--summary-only", action="store_true", help="recompute the summary from the rows on disk; run no model"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 

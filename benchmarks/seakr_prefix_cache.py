@@ -27,12 +27,12 @@ import os
 from typing import Any
 
 from _common import add_data_argument, markdown_table, write_results
-from seakr_hotpotqa import RECORDED_THRESHOLD
 from adaptive_gates.data import load_qa
 from adaptive_gates.models.defaults import default_llm
-from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.pipeline.seakr import SeaKRPipeline
+from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
+from seakr_hotpotqa import RECORDED_THRESHOLD
 
 CACHE_SIZE = 4
 TOLERANCE = 1e-4
@@ -68,11 +68,13 @@ def main() -> None:
     records = load_qa(args.data / "hotpotqa_dev_qa_only.jsonl")[: args.n]
     retriever = BM25Retriever.from_jsonl(args.data / "wiki_paragraph_corpus.jsonl")
     lm = default_llm()
-    lm.model  # load before timing
+    _ = lm.model  # load before timing
     uncertainty = SelfAwareUncertainty(lm, k=args.samples)
     # δ of the HotpotQA run (see seakr_hotpotqa.py), which the recorded results also used.
-    pipelines = {size: SeaKRPipeline(retriever, lm, uncertainty=uncertainty, threshold=RECORDED_THRESHOLD,
-                                     prefix_cache=size) for size in (0, CACHE_SIZE)}
+    pipelines = {
+        size: SeaKRPipeline(retriever, lm, uncertainty=uncertainty, threshold=RECORDED_THRESHOLD, prefix_cache=size)
+        for size in (0, CACHE_SIZE)
+    }
     load_before = os.getloadavg()[0]
     rows = []
     for i, record in enumerate(records):
@@ -80,28 +82,45 @@ def main() -> None:
         results = {size: pipelines[size].answer(record.question) for size in order}
         off, on = results[0], results[CACHE_SIZE]
         gap = trace_gap(off.to_dict(), on.to_dict())
-        rows.append({
-            "id": record.id, "steps": len(off.steps), "seconds_without": off.seconds,
-            "seconds_with": on.seconds, "speedup": off.seconds / on.seconds,
-            "same_trace": gap is not None and gap <= TOLERANCE, "largest_float_gap": gap,
-        })
-        print(f"{record.id}: {off.seconds:.1f} s -> {on.seconds:.1f} s, x{off.seconds / on.seconds:.2f}, "
-              f"same trace: {rows[-1]['same_trace']} (float gap {gap})")
+        rows.append(
+            {
+                "id": record.id,
+                "steps": len(off.steps),
+                "seconds_without": off.seconds,
+                "seconds_with": on.seconds,
+                "speedup": off.seconds / on.seconds,
+                "same_trace": gap is not None and gap <= TOLERANCE,
+                "largest_float_gap": gap,
+            }
+        )
+        print(
+            f"{record.id}: {off.seconds:.1f} s -> {on.seconds:.1f} s, x{off.seconds / on.seconds:.2f}, "
+            f"same trace: {rows[-1]['same_trace']} (float gap {gap})"
+        )
     total_without = sum(r["seconds_without"] for r in rows)
     total_with = sum(r["seconds_with"] for r in rows)
     data = {
-        "samples": args.samples, "threshold": RECORDED_THRESHOLD, "prefix_cache": CACHE_SIZE, "model": lm.model_id, "threads": 1,
-        "load_average": [load_before, os.getloadavg()[0]], "questions": rows,
-        "seconds_without": total_without, "seconds_with": total_with, "speedup": total_without / total_with,
+        "samples": args.samples,
+        "threshold": RECORDED_THRESHOLD,
+        "prefix_cache": CACHE_SIZE,
+        "model": lm.model_id,
+        "threads": 1,
+        "load_average": [load_before, os.getloadavg()[0]],
+        "questions": rows,
+        "seconds_without": total_without,
+        "seconds_with": total_with,
+        "speedup": total_without / total_with,
         "all_same": all(r["same_trace"] for r in rows),
     }
     header = ["question id", "steps", "s without cache", f"s with cache ({CACHE_SIZE})", "speed-up", "same trace"]
-    table = [[r["id"], r["steps"], r["seconds_without"], r["seconds_with"], r["speedup"], r["same_trace"]]
-             for r in rows]
+    table = [
+        [r["id"], r["steps"], r["seconds_without"], r["seconds_with"], r["speedup"], r["same_trace"]] for r in rows
+    ]
     table.append(["all", sum(r["steps"] for r in rows), total_without, total_with, data["speedup"], data["all_same"]])
-    markdown = (markdown_table(header, table)
-                + f"\n\nk={args.samples} samples per U, one torch thread, load average "
-                f"{load_before:.1f} at the start and {data['load_average'][1]:.1f} at the end.")
+    markdown = (
+        markdown_table(header, table) + f"\n\nk={args.samples} samples per U, one torch thread, load average "
+        f"{load_before:.1f} at the start and {data['load_average'][1]:.1f} at the end."
+    )
     md, js = write_results("seakr_prefix_cache", markdown, data)
     print(markdown)
     print(f"wrote {md} and {js}")

@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from _common import HotpotContext, add_data_argument, hotpotqa_contexts, markdown_table, write_results
 from adaptive_gates import SelfAwareUncertainty, UncertaintyReranker
 from adaptive_gates.data import CorpusRecord, load_corpus
@@ -72,14 +73,21 @@ def summarise(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, An
         for condition in CONDITIONS:
             picks = [r["estimators"][name] for r in rows if r["condition"] == condition]
             hits = sum(p["first_is_gold"] for p in picks)
-            gaps = [p["gold_u"] - float(np.mean(p["other_u"])) for p in picks
-                    if np.isfinite(p["gold_u"]) and np.all(np.isfinite(p["other_u"]))]
-            cells.append({
-                "estimator": name, "condition": condition, "n": len(picks),
-                "first_is_gold": hits / len(picks),
-                "p_value_vs_chance": binomtest(hits, len(picks), CHANCE).pvalue,
-                "mean_gold_minus_other_u": float(np.mean(gaps)) if gaps else None,
-            })
+            gaps = [
+                p["gold_u"] - float(np.mean(p["other_u"]))
+                for p in picks
+                if np.isfinite(p["gold_u"]) and np.all(np.isfinite(p["other_u"]))
+            ]
+            cells.append(
+                {
+                    "estimator": name,
+                    "condition": condition,
+                    "n": len(picks),
+                    "first_is_gold": hits / len(picks),
+                    "p_value_vs_chance": binomtest(hits, len(picks), CHANCE).pvalue,
+                    "mean_gold_minus_other_u": float(np.mean(gaps)) if gaps else None,
+                }
+            )
     return cells
 
 
@@ -105,34 +113,52 @@ def main() -> None:
     rows, start = [], time.perf_counter()
     for i, (context, gold) in enumerate(chosen):
         own = {p.id for p in context.supporting + context.others}
-        draws = {"hard": rng.sample(context.others, 2),
-                 "easy": rng.sample([p for p in rng.sample(corpus, 10) if p.id not in own], 2)}
+        draws = {
+            "hard": rng.sample(context.others, 2),
+            "easy": rng.sample([p for p in rng.sample(corpus, 10) if p.id not in own], 2),
+        }
         for condition, distractors in draws.items():
             candidates = [gold, *distractors]
             rng.shuffle(candidates)
-            row: dict[str, Any] = {"gold": gold.id, "candidates": [p.id for p in candidates],
-                                   "condition": condition, "estimators": {}}
+            row: dict[str, Any] = {
+                "gold": gold.id,
+                "candidates": [p.id for p in candidates],
+                "condition": condition,
+                "estimators": {},
+            }
             for name, reranker in rerankers.items():
                 ranked = reranker.rerank(context.question, [p.text for p in candidates])
                 u = {candidates[r.index].id: r.uncertainty for r in ranked}
                 row["estimators"][name] = {
                     "first_is_gold": candidates[ranked[0].index].id == gold.id,
-                    "gold_u": u[gold.id], "other_u": [u[p.id] for p in distractors],
+                    "gold_u": u[gold.id],
+                    "other_u": [u[p.id] for p in distractors],
                 }
             rows.append(row)
         print(f"question {i + 1}/{len(chosen)}, {time.perf_counter() - start:.0f} s", flush=True)
 
     cells = summarise(rows, list(rerankers))
-    markdown = "\n\n".join([
-        f"# SeaKR's re-ranker on {len(chosen)} HotpotQA questions (SmolLM2-135M, k={args.samples} "
-        f"(inside: 10), {args.max_new_tokens} new tokens)",
-        "Three candidates per re-ranking (chance 1/3); gold = the supporting paragraph holding the answer.",
-        markdown_table(
-            ["estimator", "condition", "n", "lowest-U is gold", "p vs 1/3", "mean U gold − others"],
-            [[c["estimator"], c["condition"], c["n"], c["first_is_gold"], c["p_value_vs_chance"],
-              c["mean_gold_minus_other_u"]] for c in cells],
-        ),
-    ])
+    markdown = "\n\n".join(
+        [
+            f"# SeaKR's re-ranker on {len(chosen)} HotpotQA questions (SmolLM2-135M, k={args.samples} "
+            f"(inside: 10), {args.max_new_tokens} new tokens)",
+            "Three candidates per re-ranking (chance 1/3); gold = the supporting paragraph holding the answer.",
+            markdown_table(
+                ["estimator", "condition", "n", "lowest-U is gold", "p vs 1/3", "mean U gold − others"],
+                [
+                    [
+                        c["estimator"],
+                        c["condition"],
+                        c["n"],
+                        c["first_is_gold"],
+                        c["p_value_vs_chance"],
+                        c["mean_gold_minus_other_u"],
+                    ]
+                    for c in cells
+                ],
+            ),
+        ]
+    )
     print(markdown)
     results = {"settings": {k: v for k, v in vars(args).items() if k != "data"}, "summary": cells, "rows": rows}
     for path in write_results("seakr_rerank", markdown, results):

@@ -78,7 +78,7 @@ class NeighbourOutcomeGate(Gate):
     def is_fitted(self) -> bool:
         return self._vectors is not None
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> "NeighbourOutcomeGate":
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> NeighbourOutcomeGate:
         a, b = outcome_scores(records, metric)
         self._values = b - a if self.target == "gain" else (b > a).astype(np.float64)
         self._vectors = l2_normalise(self.embedder.embed([r.question for r in records]))
@@ -179,7 +179,12 @@ def evaluate_split(
     """The split's baselines and per-variant results, plus each variant's full report (with curves)."""
     a, b = outcome_scores(records, metric)
     m, n = label_outcomes(records, metric).counts
-    result: dict[str, Any] = {"n": len(records), "m_known": m, "n_unknown": n, "both_wrong": int(((a == 0) & (b == 0)).sum())}
+    result: dict[str, Any] = {
+        "n": len(records),
+        "m_known": m,
+        "n_unknown": n,
+        "both_wrong": int(((a == 0) & (b == 0)).sum()),
+    }
     reports: dict[str, dict[str, Any]] = {}
     gates: dict[str, Any] = {}
     for variant in tqdm(gate_variants, desc="variants", leave=False):
@@ -214,7 +219,9 @@ def mean_over_splits(per_split: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return float(np.mean(present)) if present else None
 
     splits = list(per_split.values())
-    out: dict[str, Any] = {key: mean([s[key] for s in splits]) for key in ("never", "always", "oracle", "auc_random", "auc_oracle")}
+    out: dict[str, Any] = {
+        key: mean([s[key] for s in splits]) for key in ("never", "always", "oracle", "auc_random", "auc_oracle")
+    }
     out["gates"] = {}
     for name, gate in splits[0]["gates"].items():
         out["gates"][name] = {
@@ -245,7 +252,10 @@ def render(results: dict[str, Any]) -> str:
     def rate_acc(outcome: dict[str, float]) -> str:
         return f"{outcome['retrieval_rate']:.2f} / {outcome['accuracy']:.3f} ({outcome['accuracy_vs_random']:+.3f})"
 
-    null_row = ["random scores: 95% band", *("{:+.3f} .. {:+.3f}".format(*rows[c]["null_gap_capture_95"]) for c in columns)]
+    null_row = [
+        "random scores: 95% band",
+        *("{:+.3f} .. {:+.3f}".format(*rows[c]["null_gap_capture_95"]) for c in columns),
+    ]
 
     decision_rows = [
         ["never", "", *(f"0.00 / {rows[c]['never']:.3f}" for c in columns)],
@@ -257,9 +267,31 @@ def render(results: dict[str, Any]) -> str:
             decision_rows.append([label(g), rule, *(rate_acc(rows[c]["gates"][g]["decisions"][rule]) for c in columns)])
 
     baselines = markdown_table(
-        ["data set", "n", "known (D+)", "unknown (D-)", "both wrong", "never", "always", "oracle", "AUC random", "AUC oracle"],
         [
-            [c, s["n"], s["m_known"], s["n_unknown"], s["both_wrong"], s["never"], s["always"], s["oracle"], s["auc_random"], s["auc_oracle"]]
+            "data set",
+            "n",
+            "known (D+)",
+            "unknown (D-)",
+            "both wrong",
+            "never",
+            "always",
+            "oracle",
+            "AUC random",
+            "AUC oracle",
+        ],
+        [
+            [
+                c,
+                s["n"],
+                s["m_known"],
+                s["n_unknown"],
+                s["both_wrong"],
+                s["never"],
+                s["always"],
+                s["oracle"],
+                s["auc_random"],
+                s["auc_oracle"],
+            ]
             for c, s in splits.items()
         ],
     )
@@ -318,7 +350,9 @@ def plot(results: dict[str, Any], reports: dict[str, dict[str, dict[str, Any]]],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_argument(parser)
-    parser.add_argument("--metric", default="contains", choices=("contains", "em", "f1"), help="answer metric (default: contains)")
+    parser.add_argument(
+        "--metric", default="contains", choices=("contains", "em", "f1"), help="answer metric (default: contains)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="fold split and null-band seed (default: 0)")
     parser.add_argument("--no-explore", dest="explore", action="store_false", help="skip the beyond-paper variants")
     args = parser.parse_args()
@@ -326,14 +360,22 @@ def main() -> None:
 
     embedder = CachedEmbedder(default_embedder())
     gate_variants = variants(args.explore)
-    results: dict[str, Any] = {"metric": args.metric, "folds": FOLDS, "seed": args.seed, "encoder": embedder.model_id, "datasets": {}}
+    results: dict[str, Any] = {
+        "metric": args.metric,
+        "folds": FOLDS,
+        "seed": args.seed,
+        "encoder": embedder.model_id,
+        "datasets": {},
+    }
     reports: dict[str, dict[str, dict[str, Any]]] = {}
     nulls: dict[str, np.ndarray] = {}
     rng = np.random.default_rng(args.seed)
     for split in tqdm(ADARAGUE_SPLITS, desc="data sets"):
         records = load_outcomes(adarague_path(args.data, split))
         embedder.embed([r.question for r in records])  # once per split; every variant reuses it
-        results["datasets"][split], reports[split] = evaluate_split(records, embedder, args.metric, gate_variants, args.seed)
+        results["datasets"][split], reports[split] = evaluate_split(
+            records, embedder, args.metric, gate_variants, args.seed
+        )
         nulls[split] = null_gap_captures(*outcome_scores(records, args.metric), rng)
     results["mean"] = mean_over_splits(results["datasets"])
     nulls["mean"] = np.mean(list(nulls.values()), axis=0)

@@ -106,7 +106,9 @@ def thread_check(
 ) -> dict[str, dict[str, float]]:
     """Single-question embedding and bare faiss search (of the question's
     precomputed vector) at each thread count, interleaved question by question."""
-    times: dict[str, list[float]] = {f"{what}, {n} thread(s)": [] for what in ("embed", "faiss search") for n in thread_counts}
+    times: dict[str, list[float]] = {
+        f"{what}, {n} thread(s)": [] for what in ("embed", "faiss search") for n in thread_counts
+    }
     normalised = l2_normalise(vectors)
     for i, question in enumerate(tqdm(questions, desc="thread check")):
         for n in thread_counts[i % len(thread_counts) :] + thread_counts[: i % len(thread_counts)]:
@@ -221,7 +223,13 @@ def render(results: dict[str, Any]) -> str:
         [[name, r["median_ms"], r["p90_ms"], r["calls"]] for name, r in results["latency"].items()],
     )
     rates = markdown_table(
-        ["batch size", "embedder alone (q/s)", "gate.decide_batch (q/s)", "gate's extra ms / question", "gate's share of its time"],
+        [
+            "batch size",
+            "embedder alone (q/s)",
+            "gate.decide_batch (q/s)",
+            "gate's extra ms / question",
+            "gate's share of its time",
+        ],
         [
             [
                 r["batch_size"],
@@ -242,7 +250,8 @@ def render(results: dict[str, Any]) -> str:
             f"the measurements below the thread check use {env['threads_used']}. "
             f"faiss {env['faiss_version']}, distance_compute_blas_threshold {env['faiss_blas_threshold']:,}.",
             f"## Thread check ({THREAD_CHECK_QUESTIONS} questions, 1 thread vs the default, interleaved)\n\n" + threads,
-            f"## Decision latency beyond the embedding ({QUERIES} held-out queries, precomputed embeddings)\n\n" + latency,
+            f"## Decision latency beyond the embedding ({QUERIES} held-out queries, precomputed embeddings)\n\n"
+            + latency,
             f"## Throughput with live MiniLM embedding ({THROUGHPUT_QUESTIONS:,} held-out questions, "
             f"median of {results['repeats']} passes)\n\n" + rates,
         ]

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from tqdm import tqdm
 
-from _common import RESULTS, ADARAGUE_SPLITS, adarague_path, add_data_argument, markdown_table, write_results
+from _common import ADARAGUE_SPLITS, RESULTS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import FaissMemory, SKRKnnGate, load_corpus, load_outcomes, load_qa
 from adaptive_gates.models import cache_dir
 from adaptive_gates.models.cached_embedder import CachedEmbedder
@@ -70,11 +69,7 @@ def real_questions(data: Path) -> list[str]:
 
 def wiki_sentences(data: Path, exclude: set[str]) -> list[str]:
     """Distinct sentences of 6 to 40 words from the shared Wikipedia corpus, in file order."""
-    sentences = (
-        s.strip()
-        for record in load_corpus(data / CORPUS_FILE)
-        for s in _SENTENCE_END.split(record.text)
-    )
+    sentences = (s.strip() for record in load_corpus(data / CORPUS_FILE) for s in _SENTENCE_END.split(record.text))
     return [s for s in dict.fromkeys(sentences) if 6 <= len(s.split()) <= 40 and s not in exclude]
 
 
@@ -149,7 +144,9 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f) & set(t)) / truth.shape[1] for f, t in zip(found, truth)]))
 
 
-def filled_memory(vectors: np.ndarray, labels: list[int], texts: list[str], **settings: Any) -> tuple[FaissMemory, float]:
+def filled_memory(
+    vectors: np.ndarray, labels: list[int], texts: list[str], **settings: Any
+) -> tuple[FaissMemory, float]:
     """A FaissMemory holding ``vectors`` (one add, as a gate's fit does) and its build seconds."""
     memory = FaissMemory(vectors.shape[1], **settings)
     start = time.perf_counter()
@@ -179,14 +176,18 @@ def measure_size(
         for ef in EF_SEARCH:
             memory.set_search(ef_search=ef)
             recall = recall_at_k(neighbours(memory), truth)
-            rows.append({"index": "hnsw", "setting": f"M={m}, efSearch={ef}", "build_s": seconds, "recall_at_10": recall})
+            rows.append(
+                {"index": "hnsw", "setting": f"M={m}, efSearch={ef}", "build_s": seconds, "recall_at_10": recall}
+            )
             configs.append((memory, {"ef_search": ef}))
     memory, seconds = filled_memory(vectors, labels, texts, index="ivf", switch_at=0)
     nlist = memory.index_description()["nlist"]
     for nprobe in NPROBE:
         memory.set_search(nprobe=nprobe)
         recall = recall_at_k(neighbours(memory), truth)
-        rows.append({"index": "ivf", "setting": f"nlist={nlist}, nprobe={nprobe}", "build_s": seconds, "recall_at_10": recall})
+        rows.append(
+            {"index": "ivf", "setting": f"nlist={nlist}, nprobe={nprobe}", "build_s": seconds, "recall_at_10": recall}
+        )
         configs.append((memory, {"nprobe": nprobe}))
     for row, latency in zip(rows, interleaved_ms(configs, query_vectors)):
         row.update(latency)
@@ -234,8 +235,15 @@ def render(results: dict[str, Any]) -> str:
         table = markdown_table(
             ["index", "setting", "build s", "median ms", "p90 ms", "recall@10", "meets goal"],
             [
-                [r["index"], r["setting"], f"{r['build_s']:.1f}", r["median_ms"], r["p90_ms"], r["recall_at_10"],
-                 "yes" if r["median_ms"] <= GOAL_MS and r["recall_at_10"] >= GOAL_RECALL else ""]
+                [
+                    r["index"],
+                    r["setting"],
+                    f"{r['build_s']:.1f}",
+                    r["median_ms"],
+                    r["p90_ms"],
+                    r["recall_at_10"],
+                    "yes" if r["median_ms"] <= GOAL_MS and r["recall_at_10"] >= GOAL_RECALL else "",
+                ]
                 for r in size["indexes"]
             ],
         )

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,7 @@ class SplitRepresentations:
 
 def table_variants(reps: SplitRepresentations) -> list[Variant]:
     out = [
-        Variant(f"thrust L{layer} {form_name(pooling, False)}", lambda r=reps.layer(layer, pooling): ThrustGate(r))
+        Variant(f"thrust L{layer} {form_name(pooling, False)}", partial(ThrustGate, reps.layer(layer, pooling)))
         for pooling in ("last_token", "mean")
         for layer in TABLE_LAYERS
     ]
@@ -119,7 +120,7 @@ def table_variants(reps: SplitRepresentations) -> list[Variant]:
     out += [
         Variant("thrust L30 last_token, in-sample levels (paper)", lambda: ThrustGate(last, level_scores="in_sample")),
         Variant("thrust L30 last_token, floor K (code)", lambda: ThrustGate(last, n_clusters_rule="floor")),
-        Variant("thrust L30 last_token, chat", lambda r=reps.layer(30, chat=True): ThrustGate(r)),
+        Variant("thrust L30 last_token, chat", partial(ThrustGate, reps.layer(30, chat=True))),
         Variant("thrust MiniLM", lambda: ThrustGate(reps.minilm)),
         Variant("bm25-difficulty top-10", lambda: BM25DifficultyGate(top_k=10)),
         Variant("bm25-difficulty all", lambda: BM25DifficultyGate(top_k=None)),
@@ -132,7 +133,7 @@ def sweep_variants(reps: SplitRepresentations) -> dict[str, list[Variant]]:
         form_name(pooling, chat): [
             Variant(
                 f"thrust L{layer} {form_name(pooling, chat)}",
-                lambda r=reps.layer(layer, pooling, chat): ThrustGate(r, level_scores="in_sample"),
+                partial(ThrustGate, reps.layer(layer, pooling, chat), level_scores="in_sample"),
                 levels=False,
             )
             for layer in range(reps.lm.num_layers + 1)
@@ -141,7 +142,9 @@ def sweep_variants(reps: SplitRepresentations) -> dict[str, list[Variant]]:
     }
 
 
-def out_of_fold(variant: Variant, records: Sequence[OutcomeRecord], metric: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def out_of_fold(
+    variant: Variant, records: Sequence[OutcomeRecord], metric: str, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-fold need scores, and each question's fold-gate thresholds at the three levels."""
     index = {r.question: i for i, r in enumerate(records)}
     thresholds = np.full((len(records), len(LEVELS)), np.nan)
@@ -162,7 +165,9 @@ def out_of_fold(variant: Variant, records: Sequence[OutcomeRecord], metric: str,
     return cross_fitted_scores(factory, records, metric, folds=FOLDS, seed=seed), thresholds
 
 
-def evaluate(variant: Variant, records: Sequence[OutcomeRecord], a: np.ndarray, b: np.ndarray, metric: str, seed: int) -> dict[str, Any]:
+def evaluate(
+    variant: Variant, records: Sequence[OutcomeRecord], a: np.ndarray, b: np.ndarray, metric: str, seed: int
+) -> dict[str, Any]:
     """Gap capture, AUROC, AUC, accuracy at the RATES and (if asked) the realised levels."""
     start = time.perf_counter()
     scores, thresholds = out_of_fold(variant, records, metric, seed)
@@ -224,7 +229,10 @@ def render(results: dict[str, Any]) -> str:
         body = [[n, *(rows[c]["table"][n][key] for c in columns)] for n in names]
         return markdown_table(["variant", *columns], [*body, *extra])
 
-    null_row = ["random scores: 95% band", *("{:+.3f} .. {:+.3f}".format(*rows[c]["null_gap_capture_95"]) for c in columns)]
+    null_row = [
+        "random scores: 95% band",
+        *("{:+.3f} .. {:+.3f}".format(*rows[c]["null_gap_capture_95"]) for c in columns),
+    ]
     base = markdown_table(
         ["data set", "n", "never", "always", "oracle", "retrieval helps"],
         [[c, s["n"], s["never"], s["always"], s["oracle"], s["helps"]] for c, s in splits.items()],
@@ -235,8 +243,14 @@ def render(results: dict[str, Any]) -> str:
         [
             ["random", *(mean["random_accuracy_at"][str(r)] for r in RATES), *("" for _ in RATES)],
             *(
-                [n, *(mean["table"][n]["accuracy_at"][str(r)] for r in RATES),
-                 *(f"{mean['table'][n]['accuracy_at'][str(r)] - mean['random_accuracy_at'][str(r)]:+.3f}" for r in RATES)]
+                [
+                    n,
+                    *(mean["table"][n]["accuracy_at"][str(r)] for r in RATES),
+                    *(
+                        f"{mean['table'][n]['accuracy_at'][str(r)] - mean['random_accuracy_at'][str(r)]:+.3f}"
+                        for r in RATES
+                    ),
+                ]
                 for n in names
             ),
         ],
@@ -244,18 +258,25 @@ def render(results: dict[str, Any]) -> str:
     levels = markdown_table(
         ["variant", *(f"{level} ({int(rate * 100)}%)" for level, rate in LEVELS.items())],
         [
-            [n, *(
-                f"{mean['table'][n]['levels'][level]['retrieval_rate']:.3f} / {mean['table'][n]['levels'][level]['accuracy']:.3f}"
-                for level in LEVELS
-            )]
+            [
+                n,
+                *(
+                    f"{mean['table'][n]['levels'][level]['retrieval_rate']:.3f} / "
+                    f"{mean['table'][n]['levels'][level]['accuracy']:.3f}"
+                    for level in LEVELS
+                ),
+            ]
             for n in names
         ],
     )
     sweep = markdown_table(
         ["layer", *(f"G {form}" for form in mean["sweep"]), *(f"AUROC {form}" for form in mean["sweep"])],
         [
-            [layer, *(mean["sweep"][form][layer]["gap_capture"] for form in mean["sweep"]),
-             *(mean["sweep"][form][layer]["decision_auroc"] for form in mean["sweep"])]
+            [
+                layer,
+                *(mean["sweep"][form][layer]["gap_capture"] for form in mean["sweep"]),
+                *(mean["sweep"][form][layer]["decision_auroc"] for form in mean["sweep"]),
+            ]
             for layer in range(len(next(iter(mean["sweep"].values()))))
         ],
     )
@@ -273,7 +294,8 @@ def render(results: dict[str, Any]) -> str:
             "## Knowledge-need levels: realised retrieval rate / accuracy (mean over data sets)\n\n"
             f"Each fold gate (fitted on {round(mean['n'] * (FOLDS - 1) / FOLDS)} questions) thresholds its held-out "
             "questions at the percentile of its own fitting scores for 25/50/75% retrieval.\n\n" + levels,
-            "## Layer sweep (mean over data sets; in-sample fitting scores, which do not change the ranking)\n\n" + sweep,
+            "## Layer sweep (mean over data sets; in-sample fitting scores, which do not change the ranking)\n\n"
+            + sweep,
         ]
     )
 
@@ -294,8 +316,14 @@ def plot(results: dict[str, Any], path) -> None:
         for form, sweep in split["sweep"].items():
             layers = range(len(sweep))
             for rate in RATES:
-                ax.plot(layers, [entry["accuracy_at"][str(rate)] for entry in sweep], styles[form], color=colours[rate],
-                        linewidth=1.3, label=f"{int(rate * 100)}% retrieve, {form}")
+                ax.plot(
+                    layers,
+                    [entry["accuracy_at"][str(rate)] for entry in sweep],
+                    styles[form],
+                    color=colours[rate],
+                    linewidth=1.3,
+                    label=f"{int(rate * 100)}% retrieve, {form}",
+                )
         for rate in RATES:
             ax.axhline(split["random_accuracy_at"][str(rate)], color=colours[rate], alpha=0.35, linewidth=4)
         ax.set_title(name)
@@ -312,7 +340,9 @@ def plot(results: dict[str, Any], path) -> None:
     ax.set_xlabel("SmolLM2 layer (0 = embeddings)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.suptitle(f"Thrust on SmolLM2 hidden states: accuracy at 25/50/75% retrieval by layer ({FOLDS}-fold out-of-fold)")
+    fig.suptitle(
+        f"Thrust on SmolLM2 hidden states: accuracy at 25/50/75% retrieval by layer ({FOLDS}-fold out-of-fold)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -321,15 +351,22 @@ def plot(results: dict[str, Any], path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_argument(parser)
-    parser.add_argument("--metric", default="contains", choices=("contains", "em", "f1"), help="answer metric (default: contains)")
+    parser.add_argument(
+        "--metric", default="contains", choices=("contains", "em", "f1"), help="answer metric (default: contains)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="fold split and null-band seed (default: 0)")
     parser.add_argument("--limit", type=int, help="only the first N records per split (a smoke run)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
     lm, minilm = default_llm(), CachedEmbedder(default_embedder())
-    results: dict[str, Any] = {"metric": args.metric, "folds": FOLDS, "seed": args.seed, "representers": {
-        "lm": lm.model_id, "embedder": minilm.model_id}, "datasets": {}}
+    results: dict[str, Any] = {
+        "metric": args.metric,
+        "folds": FOLDS,
+        "seed": args.seed,
+        "representers": {"lm": lm.model_id, "embedder": minilm.model_id},
+        "datasets": {},
+    }
     rng = np.random.default_rng(args.seed)
     nulls = {}
     for split in tqdm(ADARAGUE_SPLITS, desc="data sets"):
@@ -344,10 +381,14 @@ def main() -> None:
         nulls[split] = result.pop("null_draws")
         result["null_gap_capture_95"] = [float(q) for q in np.percentile(nulls[split], [2.5, 97.5])]
         result["representation_seconds"] = time.perf_counter() - start
-        result["table"] = {v.name: evaluate(v, records, a, b, args.metric, args.seed)
-                           for v in tqdm(table_variants(reps), desc="variants", leave=False)}
-        result["sweep"] = {form: [evaluate(v, records, a, b, args.metric, args.seed) for v in variants]
-                           for form, variants in tqdm(sweep_variants(reps).items(), desc="sweeps", leave=False)}
+        result["table"] = {
+            v.name: evaluate(v, records, a, b, args.metric, args.seed)
+            for v in tqdm(table_variants(reps), desc="variants", leave=False)
+        }
+        result["sweep"] = {
+            form: [evaluate(v, records, a, b, args.metric, args.seed) for v in variants]
+            for form, variants in tqdm(sweep_variants(reps).items(), desc="sweeps", leave=False)
+        }
         results["datasets"][split] = result
     results["mean"] = average(results["datasets"])
     results["mean"]["null_gap_capture_95"] = [

@@ -82,7 +82,7 @@ def scoring_cost(dim: int, per_class: int, classes: int, rng: np.random.Generato
     it = iter(batches)
     score_batch = per_call_us(lambda: gate._score(next(it)), len(batches)) / BATCH
     return {
-        "centroids": int(len(clusters.sizes)),
+        "centroids": len(clusters.sizes),
         "score_batch1_median_us": float(np.median(score_one)),
         "score_batch1_p90_us": float(np.percentile(score_one, 90)),
         "formula_batch1_median_us": float(np.median(formula_one)),
@@ -104,7 +104,9 @@ def representation_cost(questions: list[str]) -> dict[str, dict[str, float]]:
         for batch in (1, 16):
             chunks = [questions[i : i + batch] for i in range(0, len(questions), batch)]
             it = iter(chunks)
-            row[f"batch{batch}_ms_per_question"] = float(np.median(per_call_us(lambda: rep.embed(next(it)), len(chunks))) / batch / 1000)
+            row[f"batch{batch}_ms_per_question"] = float(
+                np.median(per_call_us(lambda: rep.embed(next(it)), len(chunks))) / batch / 1000
+            )
         out[name] = row
     return out
 
@@ -124,8 +126,16 @@ def main() -> None:
     results = {"queries": QUERIES, "batch": BATCH, "scoring": scoring, "representation": live}
 
     rows = [
-        [rep_name, label, c["centroids"], c["score_batch1_median_us"], c["score_batch1_p90_us"],
-         c["formula_batch1_median_us"], c["lookup_batch1_median_us"], c[f"score_batch{BATCH}_per_query_us"]]
+        [
+            rep_name,
+            label,
+            c["centroids"],
+            c["score_batch1_median_us"],
+            c["score_batch1_p90_us"],
+            c["formula_batch1_median_us"],
+            c["lookup_batch1_median_us"],
+            c[f"score_batch{BATCH}_per_query_us"],
+        ]
         for rep_name, shapes in scoring.items()
         for label, c in shapes.items()
     ]
@@ -136,8 +146,16 @@ def main() -> None:
             f"of {BATCH}. 'formula' = the thrust computation alone; 'lookup' = fetching f(q) from the table. "
             "The rest of `_score` is building each decision's evidence (nearest cluster, per-class thrust).",
             markdown_table(
-                ["representation", "fitted on", "centroids", "median µs (batch 1)", "p90 µs (batch 1)",
-                 "formula µs (batch 1)", "lookup µs (batch 1)", f"µs per query (batch {BATCH})"],
+                [
+                    "representation",
+                    "fitted on",
+                    "centroids",
+                    "median µs (batch 1)",
+                    "p90 µs (batch 1)",
+                    "formula µs (batch 1)",
+                    "lookup µs (batch 1)",
+                    f"µs per query (batch {BATCH})",
+                ],
                 rows,
             ),
             f"## Computing the representation itself ({LIVE_QUESTIONS} NQ questions)",

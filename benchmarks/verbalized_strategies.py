@@ -106,14 +106,25 @@ def main() -> None:
             reports.append(report)
             results["datasets"][dataset] = [{k: v for k, v in r.items() if k != "questions"} for r in reports]
             write_results("verbalized_strategies", "(partial)", results)
-        plot_reports(reports, RESULTS / f"verbalized_strategies_{dataset}.png",
-                     title=f"verbalized strategies, SmolLM2-135M, {dataset} (n={len(records)})")
+        plot_reports(
+            reports,
+            RESULTS / f"verbalized_strategies_{dataset}.png",
+            title=f"verbalized strategies, SmolLM2-135M, {dataset} (n={len(records)})",
+        )
         rows = [
-            [r["gate"], *(r["alignment"][k] for k in ("uncertain_rate", "accuracy", "overconfidence",
-                                                        "conservativeness", "alignment")),
-             round(r["retrieval_calls"] * r["n"]), r["at_threshold"]["accuracy"], r["gap_capture"], r["fallbacks"],
-             r["seconds_per_question"]["gate"],
-             None if r["draft_reuse"] is None else r["draft_reuse"]["direct_answer_s_median"]]
+            [
+                r["gate"],
+                *(
+                    r["alignment"][k]
+                    for k in ("uncertain_rate", "accuracy", "overconfidence", "conservativeness", "alignment")
+                ),
+                round(r["retrieval_calls"] * r["n"]),
+                r["at_threshold"]["accuracy"],
+                r["gap_capture"],
+                r["fallbacks"],
+                r["seconds_per_question"]["gate"],
+                None if r["draft_reuse"] is None else r["draft_reuse"]["direct_answer_s_median"],
+            ]
             for r in reports
         ]
         base = reports[0]
@@ -121,9 +132,20 @@ def main() -> None:
             f"## {dataset} (n={base['n']}; never {base['never']:.3f}, always {base['always']:.3f}, "
             f"oracle {base['oracle']:.3f})\n\n"
             + markdown_table(
-                ["gate", "uncertain rate", "accuracy", "overconfidence", "conservativeness", "alignment",
-                 "retrieval calls", "accuracy at decisions", "gap capture", "fallbacks", "gate s/q",
-                 "draft saves s"],
+                [
+                    "gate",
+                    "uncertain rate",
+                    "accuracy",
+                    "overconfidence",
+                    "conservativeness",
+                    "alignment",
+                    "retrieval calls",
+                    "accuracy at decisions",
+                    "gap capture",
+                    "fallbacks",
+                    "gate s/q",
+                    "draft saves s",
+                ],
                 rows,
             )
         )

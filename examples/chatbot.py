@@ -21,8 +21,9 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from adaptive_gates.models import default_embedder
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from adaptive_gates.models import default_embedder
 from langchain_adaptive_gates import (
     AdaptiveGatesChatModel,
     AdaptiveGatesEmbeddings,
@@ -30,7 +31,17 @@ from langchain_adaptive_gates import (
     condense_question_chain,
     gated_router,
 )
-from rag_corpus import RunLog, add_data_arguments, build_store, chat_chains, check_sizes, decision_lines, fitted_gate, load_data, qa_chains
+from rag_corpus import (
+    RunLog,
+    add_data_arguments,
+    build_store,
+    chat_chains,
+    check_sizes,
+    decision_lines,
+    fitted_gate,
+    load_data,
+    qa_chains,
+)
 
 
 def user_turns(script: Path | None) -> Iterator[str]:
@@ -54,8 +65,11 @@ def main() -> None:
     add_data_arguments(parser)
     parser.add_argument("--script", type=Path, help="one user turn per line (no typing)")
     parser.add_argument("--window", type=int, default=2, help="messages of history the gate sees with the question")
-    parser.add_argument("--condense", action="store_true", help="the gate judges the follow-up rewritten by the LLM"
-                        " as a standalone question")
+    parser.add_argument(
+        "--condense",
+        action="store_true",
+        help="the gate judges the follow-up rewritten by the LLM as a standalone question",
+    )
     parser.add_argument("--max-tokens", type=int, default=24, help="answer length cap")
     args = parser.parse_args()
     check_sizes(parser, args, "n_fit", "passages", "k", "max_tokens")
@@ -71,7 +85,9 @@ def main() -> None:
     llm = AdaptiveGatesChatModel(max_tokens=args.max_tokens)
     retriever = store.as_retriever(search_kwargs={"k": 1})
     gate = fitted_gate(args, records[: args.n_fit], *qa_chains(retriever, llm, instruction), embedder)
-    judge = GateRunnable(gate, history_window=args.window, condense=condense_question_chain(llm) if args.condense else None)
+    judge = GateRunnable(
+        gate, history_window=args.window, condense=condense_question_chain(llm) if args.condense else None
+    )
     direct, rag = chat_chains(retriever, llm, "You are a helpful assistant. Answer briefly.")
     bot = gated_router(judge, direct=direct, retrieval=rag)
     how = "condensed by the LLM" if args.condense else f"with the last {args.window} messages"
@@ -85,7 +101,7 @@ def main() -> None:
         print(f"\n[{turn}] you: {question}")
         print(f"   gate judged: {decision['question']!r}")
         print("\n".join(decision_lines(decision)))
-        for document in (log.retrieved[-1] if log.retrieved else []):
+        for document in log.retrieved[-1] if log.retrieved else []:
             print(f"   evidence: [{document.metadata.get('title', '')}] {document.page_content[:120]}...")
         print(f"   bot: {answer}")
         history += [HumanMessage(question), AIMessage(answer)]

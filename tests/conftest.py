@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -21,10 +20,11 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
-from openai_server import openai_server, served_chat_model  # noqa: F401 (fixtures)
-
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl
+
+pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
+# imported once the rewrite is registered; the names are fixtures
+from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 
 
 def _shared_data_dir() -> Path | None:
@@ -124,11 +124,17 @@ def wiki_paragraphs() -> list[CorpusRecord]:
 def wiki_anchor(wiki_paragraphs) -> WikiAnchor:
     """The first of ``wiki_paragraphs``, with queries written for it."""
     if SHARED_DATA:
-        anchor = WikiAnchor("Takamiyama Daigorō sumo",
-                            "Which Hawaiian-born sumo wrestler was the first foreigner to win the top division?", "p0")
+        anchor = WikiAnchor(
+            "Takamiyama Daigorō sumo",
+            "Which Hawaiian-born sumo wrestler was the first foreigner to win the top division?",
+            "p0",
+        )
     else:
-        anchor = WikiAnchor("ethanol fuel energy balance",
-                            "How much energy does it take to make ethanol compared to what it gives?", "p0")
+        anchor = WikiAnchor(
+            "ethanol fuel energy balance",
+            "How much energy does it take to make ethanol compared to what it gives?",
+            "p0",
+        )
     assert wiki_paragraphs[0].id == anchor.id
     return anchor
 
@@ -176,7 +182,7 @@ def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
 
 
 @pytest.fixture
-def openai_base_url(openai_server):
+def openai_base_url(openai_server):  # noqa: F811  # the fixture, by pytest's naming
     """The server's base URL, healthy and with a zero request count for each test;
     a test injects faults with ``openai_server.set_fault(...)``."""
     openai_server.reset()
@@ -209,7 +215,7 @@ def lm():
     from adaptive_gates.models import default_llm
 
     model = default_llm()
-    model.model  # load now rather than inside the first timed call
+    _ = model.model  # load now rather than inside the first timed call
     return model
 
 

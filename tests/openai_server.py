@@ -2,10 +2,11 @@
 
 It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
-generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's ``usage``). Tests switch it into fault modes (HTTP 500, a reply
-slower than the client's timeout, a server that never answers, malformed JSON, no
-choices, no content, a reply far longer than asked for) to exercise clients against real HTTP failures, and read how many
-completion requests arrived to check that retries were bounded.
+generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's
+``usage``). Tests switch it into fault modes (HTTP 500, a reply slower than the
+client's timeout, a server that never answers, malformed JSON, no choices, no content,
+a reply far longer than asked for) to exercise clients against real HTTP failures, and
+read how many completion requests arrived to check that retries were bounded.
 
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
 is left running when the interpreter exits (a daemon thread inside torch at exit aborts
@@ -158,14 +159,16 @@ class ChatCompletionsServer:
         if fault is Fault.NO_CONTENT:
             choice["message"]["content"] = None
         choices = [] if fault is Fault.EMPTY_CHOICES else [choice]
-        return HTTPStatus.OK, _json({
-            "id": f"chatcmpl-{time.monotonic_ns()}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model_id,
-            "choices": choices,
-            **({"usage": reply.usage.to_json()} if reply.usage is not None else {}),
-        })
+        return HTTPStatus.OK, _json(
+            {
+                "id": f"chatcmpl-{time.monotonic_ns()}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model_id,
+                "choices": choices,
+                **({"usage": reply.usage.to_json()} if reply.usage is not None else {}),
+            }
+        )
 
     def _options(self, body: object) -> dict[str, Any]:
         """``LocalChatModel.chat`` arguments from a request body, refusing what this
@@ -197,11 +200,12 @@ def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:
     """The OpenAI ``choices[0]`` object of ``reply``; logprobs when they were asked for."""
     logprobs = None
     if top_logprobs is not None and reply.tokens is not None:
-        logprobs = {"content": [
-            {**_token(t.token, t.logprob),
-             "top_logprobs": [_token(alt, lp) for alt, lp in t.top[:top_logprobs]]}
-            for t in reply.tokens
-        ]}
+        logprobs = {
+            "content": [
+                {**_token(t.token, t.logprob), "top_logprobs": [_token(alt, lp) for alt, lp in t.top[:top_logprobs]]}
+                for t in reply.tokens
+            ]
+        }
     return {
         "index": 0,
         "message": {"role": "assistant", "content": reply.text},
@@ -235,14 +239,14 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to ``server``."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             if self.path.rstrip("/") != "/v1/models":
                 self._send(*_error(HTTPStatus.NOT_FOUND, f"no route {self.path}"))
                 return
             model = {"id": server.model_id, "object": "model", "created": 0, "owned_by": "local"}
             self._send(HTTPStatus.OK, _json({"object": "list", "data": [model]}))
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._send(*_error(HTTPStatus.NOT_FOUND, f"no route {self.path}"))
                 return
@@ -264,7 +268,7 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 log.debug("the client left before the reply (%s)", status)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (base signature)
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
@@ -274,7 +278,7 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
 def served_chat_model() -> LocalChatModel:
     """The embedded SmolLM2 as the chat model the test servers answer with, loaded once."""
     chat_model = LocalChatModel()
-    chat_model.lm.model  # load before serving, so the first request is not a slow one
+    _ = chat_model.lm.model  # load before serving, so the first request is not a slow one
     return chat_model
 
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from adaptive_gates import BackendError, BackendUnavailableError
-from adaptive_gates.models import AdaptedChatModel, ChatModel, ChatReply, LocalChatModel
+from adaptive_gates.models import AdaptedChatModel, ChatModel, LocalChatModel
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
@@ -59,10 +59,12 @@ def test_replies_and_options_pass_through(local):
 
 @pytest.mark.parametrize(
     "failure, raised, hint",
-    [(ConnectionError("refused"), BackendUnavailableError, "refused"),
-     (TimeoutError("no answer"), BackendUnavailableError, "no answer"),
-     (TypeError("unexpected keyword 'logprobs'"), BackendError, "pass_options=False"),
-     (RuntimeError("bad gateway"), BackendError, "bad gateway")],
+    [
+        (ConnectionError("refused"), BackendUnavailableError, "refused"),
+        (TimeoutError("no answer"), BackendUnavailableError, "no answer"),
+        (TypeError("unexpected keyword 'logprobs'"), BackendError, "pass_options=False"),
+        (RuntimeError("bad gateway"), BackendError, "bad gateway"),
+    ],
 )
 def test_failures_become_backend_errors(failure, raised, hint):
     adapted = Framework(failure, model_id="down")
@@ -91,18 +93,28 @@ def raised(outer: BaseException, inner: BaseException, *, explicit: bool = True)
 
 @pytest.mark.parametrize(
     "failure, raised_as",
-    [(openai.APITimeoutError(request=REQUEST), BackendUnavailableError),
-     (openai.APIConnectionError(request=REQUEST), BackendUnavailableError),
-     (httpx2.ConnectError("connection refused"), BackendUnavailableError),
-     (httpx.ReadTimeout("timed out"), BackendUnavailableError),
-     (raised(RuntimeError("model call failed"), openai.APITimeoutError(request=REQUEST)), BackendUnavailableError),
-     (raised(RuntimeError("model call failed"), httpx2.ConnectTimeout("timed out"), explicit=False),
-      BackendUnavailableError),
-     # The server answered (HTTP 500) after an earlier attempt timed out: it is up.
-     (raised(openai.InternalServerError("boom", response=httpx2.Response(500, request=REQUEST), body=None),
-             openai.APITimeoutError(request=REQUEST), explicit=False), BackendError),
-     (httpx2.HTTPStatusError("boom", request=REQUEST, response=httpx2.Response(503, request=REQUEST)), BackendError),
-     (raised(RuntimeError("bad gateway"), ValueError("not JSON")), BackendError)],
+    [
+        (openai.APITimeoutError(request=REQUEST), BackendUnavailableError),
+        (openai.APIConnectionError(request=REQUEST), BackendUnavailableError),
+        (httpx2.ConnectError("connection refused"), BackendUnavailableError),
+        (httpx.ReadTimeout("timed out"), BackendUnavailableError),
+        (raised(RuntimeError("model call failed"), openai.APITimeoutError(request=REQUEST)), BackendUnavailableError),
+        (
+            raised(RuntimeError("model call failed"), httpx2.ConnectTimeout("timed out"), explicit=False),
+            BackendUnavailableError,
+        ),
+        # The server answered (HTTP 500) after an earlier attempt timed out: it is up.
+        (
+            raised(
+                openai.InternalServerError("boom", response=httpx2.Response(500, request=REQUEST), body=None),
+                openai.APITimeoutError(request=REQUEST),
+                explicit=False,
+            ),
+            BackendError,
+        ),
+        (httpx2.HTTPStatusError("boom", request=REQUEST, response=httpx2.Response(503, request=REQUEST)), BackendError),
+        (raised(RuntimeError("bad gateway"), ValueError("not JSON")), BackendError),
+    ],
 )
 def test_provider_sdk_failures_are_told_apart(failure, raised_as):
     """The SDKs' timeouts and connection failures subclass neither TimeoutError nor

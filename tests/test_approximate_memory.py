@@ -178,10 +178,16 @@ def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedde
     assert gate.memory_.structure == index
     gate.save(tmp_path / "g")
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
-        "config.json", "labels.npy", "memory.faiss", "questions.json"
+        "config.json",
+        "labels.npy",
+        "memory.faiss",
+        "questions.json",
     ]
     probes = [r.question for r in outcome_records[-40:]]
-    for loaded in (SKRKnnGate.load(tmp_path / "g", embedder=embedder, memory=memory), load_gate(tmp_path / "g", embedder=embedder)):
+    for loaded in (
+        SKRKnnGate.load(tmp_path / "g", embedder=embedder, memory=memory),
+        load_gate(tmp_path / "g", embedder=embedder),
+    ):
         assert loaded.memory_.structure == index and loaded.memory_.settings == gate.memory_.settings
         assert [d.details for d in loaded.decide_batch(probes)] == [d.details for d in gate.decide_batch(probes)]
     # grows after loading as before saving
@@ -205,7 +211,7 @@ def test_tampered_index_file_is_refused(saved_hnsw_gate, embedder):
     raw = bytearray((path / "memory.faiss").read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     (path / "memory.faiss").write_bytes(bytes(raw))
-    with pytest.raises(GateLoadError, match="'memory.faiss' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'memory\.faiss' does not match its checksum"):
         load_gate(path, embedder=embedder)
 
 
@@ -226,7 +232,7 @@ def test_an_index_that_does_not_fit_its_state_is_refused(saved_hnsw_gate, embedd
     flat = faiss.IndexFlatL2(gate.memory_.dimension)  # Euclidean: not cosine
     flat.add(gate.memory_.entries()[0])
     _rewrite(path, lambda state: None, flat)
-    with pytest.raises(GateLoadError, match="does not fit the memory's state.*inner product"):
+    with pytest.raises(GateLoadError, match=r"does not fit the memory's state.*inner product"):
         load_gate(path, embedder=embedder)
 
 
@@ -248,7 +254,7 @@ def test_invalid_saved_settings_are_refused(saved_hnsw_gate, embedder):
         state["index"]["settings"]["ef_search"] = 0
 
     _rewrite(path, bad)
-    with pytest.raises(GateLoadError, match="'state.index.settings' is invalid.*ef_search"):
+    with pytest.raises(GateLoadError, match=r"'state\.index\.settings' is invalid.*ef_search"):
         load_gate(path, embedder=embedder)
 
 

@@ -11,12 +11,12 @@ import threading
 from collections.abc import Sequence
 
 import pytest
-from openai_server import ChatCompletionsServer, Fault
-from test_chat_gate_logic import QUESTION, ScriptedChat
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate, listening
 from adaptive_gates.errors import BackendUnavailableError
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, with_achat
+from openai_server import ChatCompletionsServer, Fault
+from test_chat_gate_logic import QUESTION, ScriptedChat
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -115,7 +115,9 @@ def test_skr_prompt_and_the_embedded_model_give_the_same_decisions_awaited(quest
 
 def test_rounds_run_the_same_for_a_model_with_only_chat() -> None:
     def script() -> ScriptedChat:
-        return ScriptedChat({"ask": ChatReply("Paris"), "challenge": ChatReply("Hmm."), "judgement": ChatReply("Certain.")})
+        return ScriptedChat(
+            {"ask": ChatReply("Paris"), "challenge": ChatReply("Hmm."), "judgement": ChatReply("Certain.")}
+        )
 
     blocking, awaited = script(), script()
     decision = VerbalizedGate(blocking, strategy="challenge").decide(QUESTION)
@@ -183,9 +185,8 @@ def test_a_cancelled_decision_cancels_its_requests(openai_server, openai_base_ur
     openai_server.set_fault(Fault.HANG)
 
     async def run() -> None:
-        with listening(recorder):
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(gate.adecide(questions[0]), 0.5)
+        with listening(recorder), pytest.raises(TimeoutError):
+            await asyncio.wait_for(gate.adecide(questions[0]), 0.5)
         # Whatever the decision started has ended by now, one way or the other.
         await asyncio.gather(*(asyncio.all_tasks() - {asyncio.current_task()}))
 

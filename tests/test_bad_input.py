@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-from openai_server import Fault
 
 from adaptive_gates import (
     BM25DifficultyGate,
@@ -29,6 +28,7 @@ from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.models import ChatReply, TokenLogprob, TokenUsage
 from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.persistence import with_checksums
+from openai_server import Fault
 
 LONE_SURROGATE = "Who is \ud800?"
 
@@ -46,8 +46,13 @@ def trivia_questions():
 # ----------------------------------------------------------------------------- outcomes
 @pytest.mark.parametrize(
     "bad, which",
-    [([math.nan] * 30, "correct_without"), ([2] * 30, "correct_without"), ([-1] * 30, "correct_without"),
-     (["1"] * 30, "correct_without"), ([None] * 30, "correct_with")],
+    [
+        ([math.nan] * 30, "correct_without"),
+        ([2] * 30, "correct_without"),
+        ([-1] * 30, "correct_without"),
+        (["1"] * 30, "correct_without"),
+        ([None] * 30, "correct_with"),
+    ],
 )
 def test_calibration_refuses_outcomes_that_are_not_outcomes(nq, bad, which):
     questions = [r.question for r in nq[:30]]
@@ -136,7 +141,7 @@ def test_a_bm25_gate_saved_before_the_rule_keeps_its_terms(bm25_gate, trivia_que
     legacy = load_gate(path)
     assert legacy.score([question + " who" * 50])[0] < legacy.score([question])[0] - 1  # repeats counted
     _edit_state(path, lambda state: state.update(query_terms="some"))
-    with pytest.raises(GateLoadError, match="field 'state.query_terms'"):
+    with pytest.raises(GateLoadError, match=r"field 'state\.query_terms'"):
         load_gate(path)
 
 
@@ -154,12 +159,26 @@ def test_eval_with_k_beyond_the_memory_says_the_k_used(nq, tmp_path, capsys):
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
     write_jsonl(train, [r.to_json() for r in nq[:200]])
     write_jsonl(test, [r.to_json() for r in nq[200:260]])
-    status = main(["eval", "--gate", "skr-knn", "--train", str(train), "--test", str(test),
-                   "--option", "k=1000000", "--json", str(tmp_path / "report.json")])
+    status = main(
+        [
+            "eval",
+            "--gate",
+            "skr-knn",
+            "--train",
+            str(train),
+            "--test",
+            str(test),
+            "--option",
+            "k=1000000",
+            "--json",
+            str(tmp_path / "report.json"),
+        ]
+    )
     assert status == 0
     warned = [line for line in capsys.readouterr().err.splitlines() if line.startswith("adaptive-gates: warning:")]
-    assert warned and all(re.search(r"k=1000000 neighbours of a memory of (\d+) questions.*k=\1 is used", w)
-                          for w in warned)
+    assert warned and all(
+        re.search(r"k=1000000 neighbours of a memory of (\d+) questions.*k=\1 is used", w) for w in warned
+    )
 
 
 # ----------------------------------------------------------------------------- over-long replies
@@ -180,9 +199,11 @@ def _tokens(n: int) -> tuple[TokenLogprob, ...]:
 
 @pytest.mark.parametrize(
     "reply, length",
-    [(ChatReply("Paris. certain" + " x" * 25_000), "50014 characters long, more than 64 tokens hold"),
-     (ChatReply("Paris. certain", usage=TokenUsage(20, 900)), "900 tokens long, more than the 64 asked for"),
-     (ChatReply("Paris. certain", tokens=_tokens(65)), "65 tokens long, more than the 64 asked for")],
+    [
+        (ChatReply("Paris. certain" + " x" * 25_000), "50014 characters long, more than 64 tokens hold"),
+        (ChatReply("Paris. certain", usage=TokenUsage(20, 900)), "900 tokens long, more than the 64 asked for"),
+        (ChatReply("Paris. certain", tokens=_tokens(65)), "65 tokens long, more than the 64 asked for"),
+    ],
 )
 def test_a_reply_longer_than_asked_for_is_the_fallback(reply, length):
     decision = VerbalizedGate(Scripted(reply), max_tokens=64).decide("What is the capital of France?")

@@ -20,7 +20,6 @@ import pytest
 from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, label_outcomes, load_gate
 from adaptive_gates.data import load_outcomes, load_qa
 from adaptive_gates.models.cached_embedder import CachedEmbedder
-
 from conftest import SHARED_DATA
 
 TARGET, WINDOW = 0.3, 200
@@ -40,8 +39,12 @@ def stream(outcome_records) -> _Stream:
         musique = load_outcomes(SHARED_DATA / "adarague" / "musique.train.jsonl")
         nq_dev = [r.question for r in load_qa(SHARED_DATA / "nq_open_dev.jsonl")]
         knowledge = label_outcomes(outcome_records[:250] + musique[:250])
-        return _Stream((knowledge.questions, knowledge.labels), nq_dev[:N_CALIBRATION],
-                       nq_dev[N_CALIBRATION:N_CALIBRATION + N_EASY], [r.question for r in musique[250:250 + N_HARD]])
+        return _Stream(
+            (knowledge.questions, knowledge.labels),
+            nq_dev[:N_CALIBRATION],
+            nq_dev[N_CALIBRATION : N_CALIBRATION + N_EASY],
+            [r.question for r in musique[250 : 250 + N_HARD]],
+        )
     from adaptive_gates.datasets import packaged_qa
 
     # Without the shared data no outcome records mark one task hard and the other easy, so
@@ -50,8 +53,12 @@ def stream(outcome_records) -> _Stream:
     boolq = [r.question for r in packaged_qa("boolq")]
     truthful = [r.question for r in packaged_qa("truthfulqa")]
     memory = (boolq[:150] + truthful[:150], [0] * 150 + [1] * 150)
-    return _Stream(memory, boolq[150:150 + N_CALIBRATION], boolq[150 + N_CALIBRATION:150 + N_CALIBRATION + N_EASY],
-                   truthful[150:150 + N_HARD])
+    return _Stream(
+        memory,
+        boolq[150 : 150 + N_CALIBRATION],
+        boolq[150 + N_CALIBRATION : 150 + N_CALIBRATION + N_EASY],
+        truthful[150 : 150 + N_HARD],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +72,7 @@ def knn(stream, cached_embedder) -> SKRKnnGate:
 
 
 def _decide_stream(gate: BudgetedGate, questions: list[str], batch: int = 10):
-    return [d for i in range(0, len(questions), batch) for d in gate.decide_batch(questions[i:i + batch])]
+    return [d for i in range(0, len(questions), batch) for d in gate.decide_batch(questions[i : i + batch])]
 
 
 def test_the_budget_holds_and_drift_is_flagged_after_the_shift_only(knn, stream, caplog) -> None:
@@ -76,7 +83,7 @@ def test_the_budget_holds_and_drift_is_flagged_after_the_shift_only(knn, stream,
     with caplog.at_level("WARNING", logger="adaptive_gates.gates.budget"):
         decisions = _decide_stream(gate, questions)
     retrieved = np.array([d.retrieve for d in decisions])
-    windows = [retrieved[i - WINDOW:i].mean() for i in range(WINDOW, len(retrieved) + 1)]
+    windows = [retrieved[i - WINDOW : i].mean() for i in range(WINDOW, len(retrieved) + 1)]
     assert max(windows) <= TARGET + 1e-9  # never above the target over any window
     for part in (retrieved[:N_EASY], retrieved[N_EASY:], retrieved):
         assert abs(part.mean() - TARGET) <= 0.02
@@ -86,8 +93,11 @@ def test_the_budget_holds_and_drift_is_flagged_after_the_shift_only(knn, stream,
     last = decisions[-1].details["budget"]
     assert last["drift_statistic"] > last["drift_threshold"] and gate.drift_
     assert all(d.gate == "budget" and d.details["budget"]["gate"] == "skr-knn" for d in decisions)
-    assert all(d.retrieve == (d.score > d.threshold) for d in decisions if not d.details["budget"]["capped"]
-               and d.score != d.threshold)
+    assert all(
+        d.retrieve == (d.score > d.threshold)
+        for d in decisions
+        if not d.details["budget"]["capped"] and d.score != d.threshold
+    )
 
 
 def test_tied_scores_still_reach_the_target(stream, cached_embedder) -> None:
@@ -126,7 +136,9 @@ def test_a_request_can_force_the_decision_outside_the_budget(knn, stream) -> Non
     always = gate.decide(stream.easy[5], retrieval="always")
     never = gate.decide_batch(stream.easy[6:8], retrieval="never")
     assert always.retrieve and not any(d.retrieve for d in never)
-    assert math.isnan(always.score) and always.details == {"forced": "always"} and never[0].details == {"forced": "never"}
+    assert (
+        math.isnan(always.score) and always.details == {"forced": "always"} and never[0].details == {"forced": "never"}
+    )
     assert gate.decide(stream.easy[8]).details["budget"]["window"] == 6  # forced decisions stay outside
     assert seen.decisions[5] is always and seen.decisions[6:8] == never
     with pytest.raises(ValueError, match="retrieval must be one of"):

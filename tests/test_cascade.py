@@ -11,11 +11,17 @@ import numpy as np
 import pytest
 
 from adaptive_gates import (
-    CascadeGate, DecisionListener, GateLoadError, LogprobGate, SKRKnnGate, VerbalizedGate, listening, load_gate,
+    CascadeGate,
+    DecisionListener,
+    GateLoadError,
+    LogprobGate,
+    SKRKnnGate,
+    VerbalizedGate,
+    listening,
+    load_gate,
 )
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.chat import ChatReply
-
 from test_chat_gate_logic import ScriptedChat
 
 
@@ -143,7 +149,7 @@ def test_a_calibrated_cascade_decides_by_one_threshold(knn, questions) -> None:
 
 
 def test_a_cascade_without_band_is_refused(knn) -> None:
-    with pytest.raises(ValueError, match="band=.*or escalation_rate"):
+    with pytest.raises(ValueError, match=r"band=.*or escalation_rate"):
         CascadeGate(knn, VerbalizedGate())
     with pytest.raises(ValueError, match="lo <= hi"):
         CascadeGate(knn, VerbalizedGate(), band=(0.6, 0.2))
@@ -170,5 +176,5 @@ def test_a_tampered_stage_file_is_refused(knn, questions, tmp_path) -> None:
     path = cascade.save(tmp_path / "cascade")
     labels = np.load(path / "cheap.labels.npy")
     np.save(path / "cheap.labels.npy", 1 - labels)
-    with pytest.raises(GateLoadError, match="cheap.labels.npy"):
+    with pytest.raises(GateLoadError, match=r"cheap\.labels\.npy"):
         load_gate(path, embedder=knn.embedder)

@@ -81,14 +81,19 @@ def test_rejects_non_text() -> None:
 words = st.text(alphabet=st.characters(categories=("L", "N")), min_size=1, max_size=12)
 # Answers made of words that are neither markers nor the words a marker's clause takes along.
 _CLAUSE_WORDS = {"certain", "uncertain", "unsure", "not", "never", *certainty._CLAUSE_FILLER, *certainty._RIGHT_FILLER}
-answers = st.lists(words, min_size=1, max_size=6).map(" ".join).filter(
-    lambda a: not any(w.lower() in _CLAUSE_WORDS for w in a.split()) and parse_certainty(a).certainty is None
+answers = (
+    st.lists(words, min_size=1, max_size=6)
+    .map(" ".join)
+    .filter(lambda a: not any(w.lower() in _CLAUSE_WORDS for w in a.split()) and parse_certainty(a).certainty is None)
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(answer=answers, marker=st.sampled_from(["certain", "uncertain", "Certain", "UNCERTAIN"]),
-       separator=st.sampled_from([", ", ". ", " (", "\n", " - "]))
+@given(
+    answer=answers,
+    marker=st.sampled_from(["certain", "uncertain", "Certain", "UNCERTAIN"]),
+    separator=st.sampled_from([", ", ". ", " (", "\n", " - "]),
+)
 def test_generated_answer_then_marker(answer: str, marker: str, separator: str) -> None:
     parse = parse_certainty(f"{answer}{separator}{marker}")
     assert parse.certainty == marker.lower()
@@ -128,17 +133,19 @@ def test_graded_probability_is_none_without_tokens_or_for_negations() -> None:
 
 
 def test_graded_probability_needs_the_marker_chosen_at_one_token() -> None:
-    """" c" + "ertain": no single position chose between the two words."""
+    """ " c" + "ertain": no single position chose between the two words."""
     reply = "Paris, certain"
-    tokens = _tokens(("Paris", -0.1, ()), (",", -0.1, ()), (" c", -0.1, ((" c", -0.1), (" unc", -3.0))),
-                     ("ertain", -0.1, ()))
+    tokens = _tokens(
+        ("Paris", -0.1, ()), (",", -0.1, ()), (" c", -0.1, ((" c", -0.1), (" unc", -3.0))), ("ertain", -0.1, ())
+    )
     assert marker_uncertain_probability(reply, parse_certainty(reply), tokens) is None
 
 
 def _position(*alternatives: tuple[str, float]) -> TokenLogprob:
     """A position whose chosen token is the first alternative (probabilities, not logs)."""
-    return TokenLogprob(alternatives[0][0], math.log(alternatives[0][1]),
-                        tuple((t, math.log(p)) for t, p in alternatives))
+    return TokenLogprob(
+        alternatives[0][0], math.log(alternatives[0][1]), tuple((t, math.log(p)) for t, p in alternatives)
+    )
 
 
 def test_uncertain_share_needs_two_letters() -> None:
@@ -149,8 +156,20 @@ def test_uncertain_share_needs_two_letters() -> None:
 
 @pytest.mark.parametrize(
     ("text", "counts"),
-    [("No", True), (" no", True), ("No,", True), ("NO.", True), ("Ye", True), (" Yes!", True),
-     ("N", False), ("Y", False), ("Not", False), ("None", False), ("Yesterday", False), ("", False)],
+    [
+        ("No", True),
+        (" no", True),
+        ("No,", True),
+        ("NO.", True),
+        ("Ye", True),
+        (" Yes!", True),
+        ("N", False),
+        ("Y", False),
+        ("Not", False),
+        ("None", False),
+        ("Yesterday", False),
+        ("", False),
+    ],
 )
 def test_one_matching_rule_for_polar_words(text: str, counts: bool) -> None:
     """A spelling is the word or a prefix of it of two or more letters, whatever its case,
@@ -199,8 +218,15 @@ def test_the_default_threshold_is_the_stated_word(retrieve: bool, p_retrieve: fl
 
 @pytest.mark.parametrize(
     ("text", "answer"),
-    [("0.", "0"), ("1. Paris", "Paris"), ("1.Paris", "Paris"), ("1.5 million", "1.5 million"),
-     ("- Paris", "Paris"), ("Answer: 2017.", "2017"), ("\n\n  The answer is Lyon\nmore", "Lyon")],
+    [
+        ("0.", "0"),
+        ("1. Paris", "Paris"),
+        ("1.Paris", "Paris"),
+        ("1.5 million", "1.5 million"),
+        ("- Paris", "Paris"),
+        ("Answer: 2017.", "2017"),
+        ("\n\n  The answer is Lyon\nmore", "Lyon"),
+    ],
 )
 def test_answer_cleaning_keeps_numbers_that_are_answers(text: str, answer: str) -> None:
     assert clean_reply_answer(text) == answer

@@ -169,7 +169,7 @@ def test_bad_unparseable_option_is_refused() -> None:
 
 
 def test_a_certain_reply_keeps_its_draft_however_the_spellings_of_uncertain_add_up() -> None:
-    """" certain" is the greedy token, but " uncertain" and " Uncertain" together
+    """ " certain" is the greedy token, but " uncertain" and " Uncertain" together
     outweigh it: the stated word decides, the score stays on its side of 0.5."""
     reply = reply_of(tok("Paris", 0.9), tok(",", 0.9), tok(" certain", 0.4, {" uncertain": 0.3, " Uncertain": 0.25}))
     decision = VerbalizedGate(ScriptedChat({"ask": reply})).decide(QUESTION)
@@ -231,9 +231,13 @@ def test_challenge_apology_retrieves() -> None:
 
 
 def test_challenge_reply_without_certainty_goes_to_the_judgement() -> None:
-    chat = ScriptedChat({
-        "ask": ChatReply("Paris"), "challenge": ChatReply("Paris is the capital."), "judgement": ChatReply("uncertain"),
-    })
+    chat = ScriptedChat(
+        {
+            "ask": ChatReply("Paris"),
+            "challenge": ChatReply("Paris is the capital."),
+            "judgement": ChatReply("uncertain"),
+        }
+    )
     decision = VerbalizedGate(chat, strategy="challenge").decide(QUESTION)
     assert len(chat.calls) == 3 and decision.details["llm_calls"] == 3
     assert chat.calls[2][0]["content"] == fill(JUDGEMENT, question=QUESTION, prediction="Paris")
@@ -242,8 +246,11 @@ def test_challenge_reply_without_certainty_goes_to_the_judgement() -> None:
 
 @pytest.mark.parametrize("failing", ["ask", "judgement", "challenge"])
 def test_a_failing_call_gives_the_fallback_decision(failing: str) -> None:
-    script: dict[str, Script] = {"ask": ChatReply("Paris"), "judgement": ChatReply("certain"),
-                                 "challenge": ChatReply("Paris")}
+    script: dict[str, Script] = {
+        "ask": ChatReply("Paris"),
+        "judgement": ChatReply("certain"),
+        "challenge": ChatReply("Paris"),
+    }
     script[failing] = BackendError("server said 500")
     strategy = "challenge" if failing == "challenge" else "vanilla"
     decision = VerbalizedGate(ScriptedChat(script), strategy=strategy).decide(QUESTION)
@@ -262,8 +269,13 @@ def test_each_question_of_a_batch_gets_its_own_reply() -> None:
 # ----------------------------------------------------------------------------- SKR prompt
 @pytest.mark.parametrize(
     ("text", "first_word", "retrieve"),
-    [("No, I don't need additional information.", "no", False), ("A: No.", "no", False),
-     ("Yes, I need more information.", "yes", True), ("I think I can answer it.", "i", True), ("", "", True)],
+    [
+        ("No, I don't need additional information.", "no", False),
+        ("A: No.", "no", False),
+        ("Yes, I need more information.", "yes", True),
+        ("I think I can answer it.", "i", True),
+        ("", "", True),
+    ],
 )
 def test_skr_prompt_the_paper_rule_only_no_means_known(text: str, first_word: str, retrieve: bool) -> None:
     chat = ScriptedChat({"ask": ChatReply(text)})

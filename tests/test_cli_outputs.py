@@ -55,10 +55,20 @@ def locked(tmp_path) -> Iterator[Path]:
 def tiny(tmp_path) -> dict[str, Path]:
     """Two QA records and a corpus of two passages, written in ``tmp_path``."""
     qa, corpus = tmp_path / "qa.jsonl", tmp_path / "corpus.jsonl"
-    write_jsonl(qa, [{"id": "q1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare"]},
-                     {"id": "q2", "question": "What is the capital of France?", "answers": ["Paris"]}])
-    write_jsonl(corpus, [{"id": "p1", "title": "Hamlet", "text": "Hamlet is a tragedy by William Shakespeare."},
-                         {"id": "p2", "title": "Paris", "text": "Paris is the capital of France."}])
+    write_jsonl(
+        qa,
+        [
+            {"id": "q1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare"]},
+            {"id": "q2", "question": "What is the capital of France?", "answers": ["Paris"]},
+        ],
+    )
+    write_jsonl(
+        corpus,
+        [
+            {"id": "p1", "title": "Hamlet", "text": "Hamlet is a tragedy by William Shakespeare."},
+            {"id": "p2", "title": "Paris", "text": "Paris is the capital of France."},
+        ],
+    )
     return {"qa": qa, "corpus": corpus}
 
 
@@ -79,14 +89,17 @@ EVAL = ["eval", "--gate", "skr-knn", "--train", NQ, "--test", NQ]
 SEAKR = ["seakr", "--test", "{qa}", "--corpus", "{corpus}", "--mode", "simple"]
 
 
-@pytest.mark.parametrize("argv, flag, output", [
-    ([*EVAL, "--json", "{locked}/r.json"], "--json", "{locked}/r.json"),
-    ([*EVAL, "--json", "{tmp}/r.json", "--plot", "{locked}/plots/r.png"], "--plot", "{locked}/plots/r.png"),
-    (["fit", "--gate", "skr-knn", "--train", NQ, "--out", "{locked}/gate"], "--out", "{locked}/gate"),
-    (["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{locked}/o.jsonl"], "--out", "{locked}/o.jsonl"),
-    ([*SEAKR, "--json", "{locked}/s.json"], "--json", "{locked}/s.json"),
-    ([*SEAKR, "--json", "{tmp}/s.json", "--checkpoint", "{locked}/c.jsonl"], "--checkpoint", "{locked}/c.jsonl"),
-])
+@pytest.mark.parametrize(
+    "argv, flag, output",
+    [
+        ([*EVAL, "--json", "{locked}/r.json"], "--json", "{locked}/r.json"),
+        ([*EVAL, "--json", "{tmp}/r.json", "--plot", "{locked}/plots/r.png"], "--plot", "{locked}/plots/r.png"),
+        (["fit", "--gate", "skr-knn", "--train", NQ, "--out", "{locked}/gate"], "--out", "{locked}/gate"),
+        (["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{locked}/o.jsonl"], "--out", "{locked}/o.jsonl"),
+        ([*SEAKR, "--json", "{locked}/s.json"], "--json", "{locked}/s.json"),
+        ([*SEAKR, "--json", "{tmp}/s.json", "--checkpoint", "{locked}/c.jsonl"], "--checkpoint", "{locked}/c.jsonl"),
+    ],
+)
 def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_any_work(
     locked, tiny, tmp_path, capsys, no_work, argv, flag, output
 ):
@@ -119,9 +132,25 @@ def test_an_output_file_that_cannot_be_appended_to_is_refused(tiny, tmp_path, ca
 def test_collect_into_a_locked_folder_asks_the_server_nothing(openai_server, openai_base_url, tiny, locked):
     out = locked / "outcomes.jsonl"
     failed = subprocess.run(
-        [str(SCRIPT), "collect", "--qa", str(tiny["qa"]), "--corpus", str(tiny["corpus"]), "--out", str(out),
-         "--chat-model", openai_server.model_id, "--base-url", openai_base_url, "--limit", "1"],
-        env=_script_env(), capture_output=True, text=True,
+        [
+            str(SCRIPT),
+            "collect",
+            "--qa",
+            str(tiny["qa"]),
+            "--corpus",
+            str(tiny["corpus"]),
+            "--out",
+            str(out),
+            "--chat-model",
+            openai_server.model_id,
+            "--base-url",
+            openai_base_url,
+            "--limit",
+            "1",
+        ],
+        env=_script_env(),
+        capture_output=True,
+        text=True,
     )
     assert failed.returncode == 2 and failed.stdout == "", failed.stderr
     assert _error_line(failed.stderr).startswith(f"{PREFIX}argument --out: {out}: cannot write in {locked} (")
@@ -133,8 +162,9 @@ def test_a_plot_format_matplotlib_does_not_write_is_refused_before_the_report(tm
     report = tmp_path / "r.json"
     assert main([*EVAL, "--json", str(report), "--plot", str(tmp_path / plot)]) == 2
     line = _error_line(capsys.readouterr().err)
-    assert line.startswith(f"{PREFIX}argument --plot: {tmp_path / plot}: not a plot format matplotlib writes; "
-                           "end the file name in one of ")
+    assert line.startswith(
+        f"{PREFIX}argument --plot: {tmp_path / plot}: not a plot format matplotlib writes; end the file name in one of "
+    )
     assert ".png" in line and ".pdf" in line and ".svg" in line
     assert not report.exists()
 
@@ -148,18 +178,35 @@ def test_a_pgf_plot_without_its_tex_program_is_refused_before_the_report(tmp_pat
     assert not report.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["eval", "--live", "--gate", "verbalized", "--test", "{qa}", "--corpus", "{corpus}", "--json", "{tmp}/r.json",
-     "--chat-model", "m"],
-    ["eval", "--gate", "skr-prompt", "--train", NQ, "--test", NQ, "--json", "{tmp}/r.json", "--chat-model", "m"],
-    ["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{tmp}/o.jsonl", "--chat-model", "m"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "eval",
+            "--live",
+            "--gate",
+            "verbalized",
+            "--test",
+            "{qa}",
+            "--corpus",
+            "{corpus}",
+            "--json",
+            "{tmp}/r.json",
+            "--chat-model",
+            "m",
+        ],
+        ["eval", "--gate", "skr-prompt", "--train", NQ, "--test", NQ, "--json", "{tmp}/r.json", "--chat-model", "m"],
+        ["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{tmp}/o.jsonl", "--chat-model", "m"],
+    ],
+)
 def test_a_base_url_that_is_not_one_is_refused_before_any_work(tiny, tmp_path, capsys, no_work, argv):
     places = {"tmp": tmp_path, **tiny}
     assert main([*(a.format(**places) for a in argv), "--base-url", "not a url"]) == 2
     line = _error_line(capsys.readouterr().err)
-    assert line == (f"{PREFIX}argument --base-url: base URL 'not a url' is not an http(s) URL with a host, "
-                    "e.g. http://localhost:8000/v1")
+    assert line == (
+        f"{PREFIX}argument --base-url: base URL 'not a url' is not an http(s) URL with a host, "
+        "e.g. http://localhost:8000/v1"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "qa.jsonl"]
 
 

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_server import ChatCompletionsServer, Fault
 
 from adaptive_gates import load_outcomes
 from adaptive_gates.answering import LLMAnswerer, clean_answer
@@ -23,6 +22,7 @@ from adaptive_gates.collection import outcome_usage
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.models import OpenAIChatModel, TokenUsage, chat_many
 from adaptive_gates.models.chat import user
+from openai_server import ChatCompletionsServer, Fault
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -41,8 +41,22 @@ def six_questions(qa_records, tmp_path) -> Path:
 
 
 def _collect(qa: Path, corpus: Path, out: Path, server: ChatCompletionsServer, *flags: str) -> list[str]:
-    return ["collect", "--qa", str(qa), "--corpus", str(corpus), "--out", str(out), "--k", "2",
-            "--chat-model", server.model_id, "--base-url", server.base_url, *flags]
+    return [
+        "collect",
+        "--qa",
+        str(qa),
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--k",
+        "2",
+        "--chat-model",
+        server.model_id,
+        "--base-url",
+        server.base_url,
+        *flags,
+    ]
 
 
 def _script_env() -> dict[str, str]:
@@ -94,13 +108,19 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     # The same prompts asked again: the raw replies the records were read from.
     answerer = LLMAnswerer(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url))
-    raw = chat_many(answerer.chat, [user(answerer.prompt(q["question"])) for q in qa],
-                    max_tokens=answerer.max_new_tokens, stop=["\n"], top_logprobs=3)
+    raw = chat_many(
+        answerer.chat,
+        [user(answerer.prompt(q["question"])) for q in qa],
+        max_tokens=answerer.max_new_tokens,
+        stop=["\n"],
+        top_logprobs=3,
+    )
     for record, row, reply in zip(records, rows, raw):
         # OpenAI's logprobs.content shape, three alternatives at each position.
         entries = row["logprobs_no_retrieval"]
-        assert entries and all(set(e) == {"token", "logprob", "top_logprobs"} and len(e["top_logprobs"]) == 3
-                               for e in entries)
+        assert entries and all(
+            set(e) == {"token", "logprob", "top_logprobs"} and len(e["top_logprobs"]) == 3 for e in entries
+        )
         tokens = [t.token for t in record.logprobs_no_retrieval]
         assert tokens == [t.token for t in reply.tokens]
         assert "".join(tokens).startswith(reply.text)  # the tokens spell the reply, then what ended it
@@ -123,8 +143,9 @@ def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
     openai_server, openai_base_url, six_questions, corpus_path, tmp_path
 ):
     out = tmp_path / "outcomes.jsonl"
-    argv = _collect(six_questions, corpus_path, out, openai_server,
-                    "--concurrency", "3", "--batch-size", "3", "--no-logprobs")
+    argv = _collect(
+        six_questions, corpus_path, out, openai_server, "--concurrency", "3", "--batch-size", "3", "--no-logprobs"
+    )
     assert main([*argv, "--limit", "2"]) == 0
     assert openai_server.requests == 4 and len(load_outcomes(out)) == 2
     first = out.read_text()
@@ -159,9 +180,23 @@ def test_a_server_that_is_down_is_one_error_line(six_questions, corpus_path, tmp
         port = probe.getsockname()[1]
     out = tmp_path / "outcomes.jsonl"
     failed = subprocess.run(
-        [str(SCRIPT), "collect", "--qa", str(six_questions), "--corpus", str(corpus_path), "--out", str(out),
-         "--chat-model", "some-model", "--base-url", f"http://127.0.0.1:{port}/v1"],
-        env=_script_env(), capture_output=True, text=True,
+        [
+            str(SCRIPT),
+            "collect",
+            "--qa",
+            str(six_questions),
+            "--corpus",
+            str(corpus_path),
+            "--out",
+            str(out),
+            "--chat-model",
+            "some-model",
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+        ],
+        env=_script_env(),
+        capture_output=True,
+        text=True,
     )
     assert failed.returncode == 2 and failed.stdout == ""
     lines = failed.stderr.strip().splitlines()

@@ -109,15 +109,16 @@ def test_answerer_wraps_a_local_lm(lm):
 def test_answerer_takes_a_chat_model_as_it_is_and_refuses_anything_else():
     chat = LocalChatModel()
     assert LLMAnswerer(chat).chat is chat
-    with pytest.raises(TypeError, match="a ChatModel .* or a LocalCausalLM, got object"):
+    with pytest.raises(TypeError, match=r"a ChatModel .* or a LocalCausalLM, got object"):
         LLMAnswerer(object())
 
 
 def test_collection_keeps_the_local_models_logprobs_and_token_counts(tmp_path, capsys):
     answerer = LLMAnswerer(max_new_tokens=8, batch_size=2)
     out = tmp_path / "outcomes.jsonl"
-    records = collect_outcomes(QA[:2], answerer, BM25Retriever.from_records(CORPUS), out, k=1,
-                               batch_size=2, top_logprobs=2)
+    records = collect_outcomes(
+        QA[:2], answerer, BM25Retriever.from_records(CORPUS), out, k=1, batch_size=2, top_logprobs=2
+    )
     direct = answerer.answer_replies([q.question for q in QA[:2]], top_logprobs=2)
     for record, answer in zip(records, direct):
         assert record.pred_no_retrieval == answer.text

@@ -19,24 +19,27 @@ from adaptive_gates.constraints import (
 )
 
 
-@pytest.mark.parametrize("constraint, good, bad, described", [
-    (OneOf("a", "b"), ["a", "b"], ["c", None], "one of 'a', 'b'"),
-    (OneOf("balanced"), ["balanced"], ["Balanced"], "'balanced'"),
-    (Integer(), [0, -3, 10**30], [True, 1.0, "1"], "an integer"),
-    (Integer(1), [1, 7], [0, True, 2.0], "a positive integer"),
-    (Integer(2), [2], [1], "an integer >= 2"),
-    (Integer(0, 3), [0, 3], [-1, 4], "an integer in [0, 3]"),
-    (Real(), [0, -1.5, 10**400], [math.nan, math.inf, True, "1"], "a finite number"),
-    (Real(0, closed="neither"), [1e-9, 5], [0, -1, math.inf], "a positive number"),
-    (Real(0, 1), [0, 1, 0.5], [-0.1, 1.1, False], "a number in [0, 1]"),
-    (Real(0, 1, closed="right"), [1, 0.5], [0], "a number in (0, 1]"),
-    (Boolean(), [True, False], [0, 1, "true"], "True or False"),
-    (InstanceOf(Mapping), [{}], [[]], "a Mapping"),
-    (InstanceOf(int), [1], ["1"], "an int"),
-    (Callable(), [len, int], ["len"], "a callable"),
-    (Text(), ["x"], ["", "  ", 1], "a non-empty str"),
-    (Text("question"), ["Q: {question}"], ["Q:", None], "a str with a {question} slot"),
-])
+@pytest.mark.parametrize(
+    "constraint, good, bad, described",
+    [
+        (OneOf("a", "b"), ["a", "b"], ["c", None], "one of 'a', 'b'"),
+        (OneOf("balanced"), ["balanced"], ["Balanced"], "'balanced'"),
+        (Integer(), [0, -3, 10**30], [True, 1.0, "1"], "an integer"),
+        (Integer(1), [1, 7], [0, True, 2.0], "a positive integer"),
+        (Integer(2), [2], [1], "an integer >= 2"),
+        (Integer(0, 3), [0, 3], [-1, 4], "an integer in [0, 3]"),
+        (Real(), [0, -1.5, 10**400], [math.nan, math.inf, True, "1"], "a finite number"),
+        (Real(0, closed="neither"), [1e-9, 5], [0, -1, math.inf], "a positive number"),
+        (Real(0, 1), [0, 1, 0.5], [-0.1, 1.1, False], "a number in [0, 1]"),
+        (Real(0, 1, closed="right"), [1, 0.5], [0], "a number in (0, 1]"),
+        (Boolean(), [True, False], [0, 1, "true"], "True or False"),
+        (InstanceOf(Mapping), [{}], [[]], "a Mapping"),
+        (InstanceOf(int), [1], ["1"], "an int"),
+        (Callable(), [len, int], ["len"], "a callable"),
+        (Text(), ["x"], ["", "  ", 1], "a non-empty str"),
+        (Text("question"), ["Q: {question}"], ["Q:", None], "a str with a {question} slot"),
+    ],
+)
 def test_each_constraint_takes_refuses_and_describes(constraint, good, bad, described):
     assert all(constraint.is_satisfied_by(v) for v in good)
     assert not any(constraint.is_satisfied_by(v) for v in bad)
@@ -66,7 +69,7 @@ def test_a_gate_checks_the_tables_of_its_class_and_bases_at_construction_and_set
     with pytest.raises(ValueError, match="n_demos must be an even number >= 2, got 3"):  # _check_params
         SKRIclGate(n_demos=3)
     gate = PopularityGate(rule="mean")
-    with pytest.raises(ValueError, match="rule must be one of 'min', .*, got 'max'"):
+    with pytest.raises(ValueError, match=r"rule must be one of 'min', .*, got 'max'"):
         gate.set_params(rule="max")
     assert gate.rule == "mean"
 

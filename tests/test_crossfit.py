@@ -50,13 +50,14 @@ def test_reports_per_data_set_and_over_all(two_sets):
         assert reports[key] == evaluate_scores(scores, a, b, gate="popularity", metric="contains", retrieve=retrieve)
     overall = reports[ALL]
     assert overall["n"] == 140 and overall["lm_calls"] == 1.0
-    assert overall["in_accuracy"] == pytest.approx((60 * reports["first"]["in_accuracy"]
-                                                    + 80 * reports["second"]["in_accuracy"]) / 140)
+    assert overall["in_accuracy"] == pytest.approx(
+        (60 * reports["first"]["in_accuracy"] + 80 * reports["second"]["in_accuracy"]) / 140
+    )
 
 
 def test_pooled_reports_cut_the_folds_across_the_data_sets(two_sets):
     reports = cross_fitted_reports(PopularityGate, two_sets, pooled=True, name="popularity", folds=3)
-    scores, retrieve, _ = cross_fitted_decisions(PopularityGate, two_sets["first"] + two_sets["second"], folds=3)
+    _, retrieve, _ = cross_fitted_decisions(PopularityGate, two_sets["first"] + two_sets["second"], folds=3)
     a, b = outcome_scores(two_sets["second"])
     assert reports["second"]["in_accuracy"] == pytest.approx(np.where(retrieve[60:], b, a).mean())
     assert reports[ALL]["retrieval_calls"] == pytest.approx(retrieve.mean())

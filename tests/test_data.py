@@ -14,8 +14,14 @@ def _write(path, lines):
 
 
 GOOD = json.dumps(
-    {"id": "q1", "question": "who wrote hamlet", "answers": ["Shakespeare"],
-     "pred_no_retrieval": "Shakespeare", "pred_one_retrieval": "", "llm": "x"}
+    {
+        "id": "q1",
+        "question": "who wrote hamlet",
+        "answers": ["Shakespeare"],
+        "pred_no_retrieval": "Shakespeare",
+        "pred_one_retrieval": "",
+        "llm": "x",
+    }
 )
 
 
@@ -32,12 +38,36 @@ def test_load_outcomes_keeps_extra_fields_and_round_trips(tmp_path):
     [
         ("{not json", ":2: not valid JSON"),
         ("[1, 2]", ":2: expected a JSON object"),
-        (json.dumps({"id": "x", "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}), "field 'question' is missing"),
-        (json.dumps({"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "", "pred_one_retrieval": ""}), "field 'answers'"),
-        (json.dumps({"id": "x", "question": "q", "answers": [["nested"]], "pred_no_retrieval": "", "pred_one_retrieval": ""}), "field 'answers' holds"),
-        (json.dumps({"id": "x", "question": ["q"], "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}), "field 'question' must be a string"),
-        (json.dumps({"id": "x", "question": "q", "answers": ["a"], "pred_no_retrieval": ""}), "field 'pred_one_retrieval' is missing"),
-        (json.dumps({"id": {"a": 1}, "question": "q", "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}), "field 'id'"),
+        (
+            json.dumps({"id": "x", "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}),
+            "field 'question' is missing",
+        ),
+        (
+            json.dumps({"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "", "pred_one_retrieval": ""}),
+            "field 'answers'",
+        ),
+        (
+            json.dumps(
+                {"id": "x", "question": "q", "answers": [["nested"]], "pred_no_retrieval": "", "pred_one_retrieval": ""}
+            ),
+            "field 'answers' holds",
+        ),
+        (
+            json.dumps(
+                {"id": "x", "question": ["q"], "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}
+            ),
+            "field 'question' must be a string",
+        ),
+        (
+            json.dumps({"id": "x", "question": "q", "answers": ["a"], "pred_no_retrieval": ""}),
+            "field 'pred_one_retrieval' is missing",
+        ),
+        (
+            json.dumps(
+                {"id": {"a": 1}, "question": "q", "answers": ["a"], "pred_no_retrieval": "", "pred_one_retrieval": ""}
+            ),
+            "field 'id'",
+        ),
     ],
 )
 def test_load_outcomes_names_file_line_and_field(tmp_path, line, where):
@@ -57,12 +87,17 @@ def test_a_non_utf8_byte_is_reported_with_file_and_line(tmp_path):
 
 
 def test_duplicate_ids_are_named_with_their_lines(tmp_path, caplog):
-    rows = [{"id": i, "question": f"question {n}", "answers": ["a"]} for n, i in enumerate(["a", "b", "a", "c", "b", "a"])]
+    rows = [
+        {"id": i, "question": f"question {n}", "answers": ["a"]} for n, i in enumerate(["a", "b", "a", "c", "b", "a"])
+    ]
     path = _write(tmp_path / "qa.jsonl", [json.dumps(r) for r in rows])
     with caplog.at_level("WARNING", logger="adaptive_gates.data"):
         assert len(load_qa(path)) == 6  # a warning, not a refusal: the records are all there
     (warning,) = caplog.records
-    assert warning.getMessage() == f"{path}: ids repeated on more than one line (2): id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
+    assert (
+        warning.getMessage()
+        == f"{path}: ids repeated on more than one line (2): id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
+    )
     caplog.clear()
     with caplog.at_level("WARNING", logger="adaptive_gates.data"):
         load_qa(_write(tmp_path / "unique.jsonl", [json.dumps(r) for r in rows[:2]]))
@@ -110,7 +145,9 @@ def test_load_qa_accepts_answer_and_passage_aliases(tmp_path):
 
 
 def test_load_corpus_requires_text(tmp_path):
-    path = _write(tmp_path / "c.jsonl", [json.dumps({"id": 1, "title": "T", "text": "body"}), json.dumps({"id": 2, "title": "T"})])
+    path = _write(
+        tmp_path / "c.jsonl", [json.dumps({"id": 1, "title": "T", "text": "body"}), json.dumps({"id": 2, "title": "T"})]
+    )
     with pytest.raises(DataFormatError, match=r"c.jsonl:2: field 'text' is missing"):
         load_corpus(path)
 
@@ -123,10 +160,19 @@ def test_real_files_load(outcome_records, qa_records):
 
 
 def test_answer_logprobs_round_trip_in_openais_shape(tmp_path):
-    entry = {"token": " Paris", "logprob": -0.25, "top_logprobs": [{"token": " Paris", "logprob": -0.25},
-                                                                     {"token": " Lyon", "logprob": -1.9}]}
-    row = {"id": "q1", "question": "Capital of France?", "answers": ["Paris"], "pred_no_retrieval": "Paris",
-           "pred_one_retrieval": "Paris", "logprobs_no_retrieval": [entry, {"token": ".", "logprob": 0.0}]}
+    entry = {
+        "token": " Paris",
+        "logprob": -0.25,
+        "top_logprobs": [{"token": " Paris", "logprob": -0.25}, {"token": " Lyon", "logprob": -1.9}],
+    }
+    row = {
+        "id": "q1",
+        "question": "Capital of France?",
+        "answers": ["Paris"],
+        "pred_no_retrieval": "Paris",
+        "pred_one_retrieval": "Paris",
+        "logprobs_no_retrieval": [entry, {"token": ".", "logprob": 0.0}],
+    }
     path = tmp_path / "o.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         fh.write(json.dumps(row) + "\n")
@@ -144,8 +190,10 @@ def test_answer_logprobs_round_trip_in_openais_shape(tmp_path):
         ([{"token": "a"}], "entry 0: 'logprob' must be a number, got None"),
         ([{"token": "a", "logprob": 0.3}], "entry 0: 'logprob' must be <= 0, got 0.3"),
         ([{"token": 1, "logprob": -1}], "entry 0: 'token' must be a string, got 1"),
-        ([{"token": "a", "logprob": -1, "top_logprobs": [{"token": "b", "logprob": "x"}]}],
-         "entry 0, alternative 0: 'logprob' must be a number"),
+        (
+            [{"token": "a", "logprob": -1, "top_logprobs": [{"token": "b", "logprob": "x"}]}],
+            "entry 0, alternative 0: 'logprob' must be a number",
+        ),
     ],
 )
 def test_malformed_answer_logprobs_are_named_with_file_and_line(tmp_path, logprobs, problem):

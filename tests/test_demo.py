@@ -22,9 +22,25 @@ def demo(tmp_path_factory):
     """One small run of the demo: its output folder and what it printed."""
     out = tmp_path_factory.mktemp("demo")
     result = subprocess.run(
-        [sys.executable, str(DEMO), "--per-task", str(PER_TASK), "--folds", str(FOLDS), "--n-fit", "24",
-         "--n-demo", "6", "--show", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            str(DEMO),
+            "--per-task",
+            str(PER_TASK),
+            "--folds",
+            str(FOLDS),
+            "--n-fit",
+            "24",
+            "--n-demo",
+            "6",
+            "--show",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -60,8 +76,10 @@ def test_the_proof_judges_gates_on_llama_outcomes_they_never_saw(demo):
     # The printed table holds the leading gate per task, and every gate overall.
     lead = results["gates"]["stacked (features)"]
     for key, report in lead.items():
-        row = (f"{key:<18}{report['n']:>5}  {report['never']:.3f}  {report['always']:.3f}  {report['oracle']:.3f}"
-               f" | {report['in_accuracy']:.3f} at {report['retrieval_calls']:.2f}")
+        row = (
+            f"{key:<18}{report['n']:>5}  {report['never']:.3f}  {report['always']:.3f}  {report['oracle']:.3f}"
+            f" | {report['in_accuracy']:.3f} at {report['retrieval_calls']:.2f}"
+        )
         assert row in printed
     assert f"popularity          {PER_TASK * len(tasks)}" in printed
     assert "what is proven (outside the band of random gates):" in printed and "What is not proven:" in printed

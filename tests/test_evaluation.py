@@ -45,8 +45,21 @@ def test_oracle_orders_help_then_ties_then_hurt():
 def test_report_fields_and_values():
     scores = np.array([0.9, 0.1, 0.5, 0.3])
     report = evaluate_scores(scores, A, B, gate="g", metric="contains", retrieve=scores > 0.4, target_rate=0.5)
-    for key in ["gate", "n", "metric", "never", "always", "oracle", "auc", "auc_random", "auc_oracle",
-                "gap_capture", "decision_auroc", "curve", "at_threshold"]:
+    for key in [
+        "gate",
+        "n",
+        "metric",
+        "never",
+        "always",
+        "oracle",
+        "auc",
+        "auc_random",
+        "auc_oracle",
+        "gap_capture",
+        "decision_auroc",
+        "curve",
+        "at_threshold",
+    ]:
         assert key in report
     assert report["never"] == 0.5 and report["always"] == 0.5 and report["oracle"] == 0.75
     # The gate ranks the one helpful question first and the hurtful one last: it matches the oracle.
@@ -102,7 +115,9 @@ def test_threshold_for_objective_by_hand():
 
 
 def test_plot_writes_png(tmp_path):
-    report = evaluate_scores(np.array([0.9, 0.1, 0.5, 0.3]), A, B, gate="g", metric="em", retrieve=np.array([1, 0, 1, 0]))
+    report = evaluate_scores(
+        np.array([0.9, 0.1, 0.5, 0.3]), A, B, gate="g", metric="em", retrieve=np.array([1, 0, 1, 0])
+    )
     path = plot_reports([report], tmp_path / "curve.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError):
@@ -158,8 +173,9 @@ def test_an_answer_first_gate_pays_one_call_plus_its_retrievals():
     retrieve = np.array([True, True, False, False, False])
     calls = lm_calls_per_decision(retrieve, answers_first=True)
     np.testing.assert_array_equal(calls, [2, 2, 1, 1, 1])
-    report = evaluate_scores(np.arange(5.0)[::-1], A5, B5, gate="g", metric="contains", retrieve=retrieve,
-                             lm_calls=calls)
+    report = evaluate_scores(
+        np.arange(5.0)[::-1], A5, B5, gate="g", metric="contains", retrieve=retrieve, lm_calls=calls
+    )
     assert report["lm_calls"] == pytest.approx(1.4)
     # Order q0, q1, q2, ...: 0.6 already at rate 0.2 (q0 alone), 0.8 at 0.4.
     assert report["calls_to_match_always"] == pytest.approx(0.2)

@@ -24,16 +24,20 @@ from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 
-
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate
 # answers the first directly and retrieves for the second (checked in the tests when the
 # shared data is there; on the fallback outcomes the starting decisions differ, and the
 # tests check the move feedback makes).
-MOON = ["who was the first person to walk on the moon", "which astronaut first walked on the moon",
-        "the first man to set foot on the moon was who"]
-WIMBLEDON = ["who won the women's singles at wimbledon in 2017",
-             "who was the winner of the 2017 wimbledon ladies singles final",
-             "which woman won the wimbledon singles title in 2017"]
+MOON = [
+    "who was the first person to walk on the moon",
+    "which astronaut first walked on the moon",
+    "the first man to set foot on the moon was who",
+]
+WIMBLEDON = [
+    "who won the women's singles at wimbledon in 2017",
+    "who was the winner of the 2017 wimbledon ladies singles final",
+    "which woman won the wimbledon singles title in 2017",
+]
 UNRELATED = ["who wrote the lord of the rings books", "how tall is mount everest in feet"]
 
 
@@ -116,16 +120,20 @@ def test_feedback_is_saved_with_the_gate(knn, cached_embedder, tmp_path) -> None
 def test_a_tampered_feedback_log_is_refused(knn, cached_embedder, tmp_path) -> None:
     knn.record_feedback(MOON[0], False, False)
     path = knn.save(tmp_path / "knn")
-    (path / FEEDBACK_FILE).write_text(json.dumps({"question": MOON[0], "retrieved": False, "correct": True,
-                                                  "label": KNOWN}) + "\n", encoding="utf-8")
+    (path / FEEDBACK_FILE).write_text(
+        json.dumps({"question": MOON[0], "retrieved": False, "correct": True, "label": KNOWN}) + "\n", encoding="utf-8"
+    )
     with pytest.raises(GateLoadError, match=FEEDBACK_FILE):
         load_gate(path, embedder=cached_embedder)
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
-    [("not json", "not valid JSON"), ('{"question": "q", "retrieved": 1, "correct": true, "label": null}', "wrong type"),
-     ('{"question": "q"}', "expected the fields")],
+    [
+        ("not json", "not valid JSON"),
+        ('{"question": "q", "retrieved": 1, "correct": true, "label": null}', "wrong type"),
+        ('{"question": "q"}', "expected the fields"),
+    ],
 )
 def test_a_malformed_log_names_the_line(tmp_path, line, message) -> None:
     (tmp_path / FEEDBACK_FILE).write_text(line + "\n", encoding="utf-8")

@@ -72,8 +72,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1  # on the current path
         for nxt in sorted(graph.get(node, set())):
             if state.get(nxt) == 1:
-                return path + [nxt]
-            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return [*path, nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
                 return found
         state[node] = 2  # done: no cycle through it
         return None
@@ -148,8 +148,8 @@ def test_importing_the_package_loads_no_heavy_library() -> None:
 
 def test_seakr_pipeline_and_runner_stay_importable_from_the_top() -> None:
     from adaptive_gates import SeaKRPipeline, run_pipeline
-    from adaptive_gates.pipeline.seakr import SeaKRPipeline as pipeline_class
     from adaptive_gates.pipeline.runner import run_pipeline as runner
+    from adaptive_gates.pipeline.seakr import SeaKRPipeline as pipeline_class
 
     assert SeaKRPipeline is pipeline_class and run_pipeline is runner
     for name in adaptive_gates.__all__:

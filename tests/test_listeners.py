@@ -10,7 +10,6 @@ import threading
 from collections import Counter
 
 import pytest
-from openai_server import Fault
 
 from adaptive_gates import (
     DecisionListener,
@@ -21,6 +20,7 @@ from adaptive_gates import (
     listening,
 )
 from adaptive_gates.models import LocalChatModel, OpenAIChatModel
+from openai_server import Fault
 
 
 class Recorder(DecisionListener):
@@ -103,9 +103,8 @@ def test_a_gates_listener_sees_every_decision_sync_and_async(knn, questions) -> 
 def test_what_is_not_a_listener_is_refused(knn) -> None:
     with pytest.raises(TypeError, match="on_decision or on_llm_call"):
         knn.add_listener(print)
-    with pytest.raises(TypeError, match="on_decision or on_llm_call"):
-        with listening(object()):
-            pass
+    with pytest.raises(TypeError, match="on_decision or on_llm_call"), listening(object()):
+        pass
 
 
 def test_every_llm_call_of_the_embedded_verbalized_gate_is_seen(questions) -> None:
@@ -119,7 +118,9 @@ def test_every_llm_call_of_the_embedded_verbalized_gate_is_seen(questions) -> No
     assert [e.reply for e in first] == [d.details["reply"] for d in decisions]
     assert all(q in e.messages[-1]["content"] for q, e in zip(questions, first))
     judged = [d for d in decisions if "judgement_reply" in d.details]
-    assert [e.reply for e in recorder.calls if e.purpose == "judgement"] == [d.details["judgement_reply"] for d in judged]
+    assert [e.reply for e in recorder.calls if e.purpose == "judgement"] == [
+        d.details["judgement_reply"] for d in judged
+    ]
     assert set(Counter(e.purpose for e in recorder.calls)) <= {"answer+certainty", "judgement"}
 
 

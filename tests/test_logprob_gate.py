@@ -71,7 +71,7 @@ def test_the_four_signals_on_hand_computed_values():
     tokens = [tok("Paris", 0.5, ("Paris", 0.5), ("Lyon", 0.5)), tok(" France", 0.25)]
     assert max_entropy(tokens) == pytest.approx(LN(4))
     assert mean_entropy(tokens) == pytest.approx((LN(2) + LN(4)) / 2)
-    assert perplexity(tokens) == pytest.approx(2 ** 1.5)  # exp(-(ln .5 + ln .25) / 2)
+    assert perplexity(tokens) == pytest.approx(2**1.5)  # exp(-(ln .5 + ln .25) / 2)
     assert min_prob_need(tokens) == pytest.approx(0.75)
     assert list(signal_values(tokens)) == list(SIGNALS)
     assert perplexity([tok("x", 1.0)]) == 1.0 and min_prob_need([tok("x", 1.0)]) == 0.0
@@ -103,7 +103,7 @@ def live(chat):
 def test_confident_answers_score_below_made_up_ones_on_every_signal(live):
     for signal in SIGNALS:
         values = [d.details["signals"][signal] for d in live]
-        assert max(values[: len(CONFIDENT)]) < min(values[len(CONFIDENT):]), (signal, values)
+        assert max(values[: len(CONFIDENT)]) < min(values[len(CONFIDENT) :]), (signal, values)
     assert [d.score for d in live] == [d.details["signals"]["max-entropy"] for d in live]
 
 
@@ -176,8 +176,9 @@ def recorded(chat, tmp_path_factory) -> Path:
         [user(build_prompt(r.question, [r.context], instruction, max_passage_chars=200)) for r in rows], **options
     )
     records = [
-        OutcomeRecord(r.id, r.question, r.answers, clean_answer(b.text), clean_answer(g.text),
-                      logprobs_no_retrieval=b.tokens)
+        OutcomeRecord(
+            r.id, r.question, r.answers, clean_answer(b.text), clean_answer(g.text), logprobs_no_retrieval=b.tokens
+        )
         for r, b, g in zip(rows, bare, grounded)
     ]
     root = tmp_path_factory.mktemp("logprob-records")
@@ -192,8 +193,20 @@ UNREACHABLE = ["--chat-model", "nobody", "--base-url", "http://127.0.0.1:9/v1"]
 
 def test_offline_eval_scores_the_recorded_logprobs_without_an_llm(recorded, tmp_path):
     out = tmp_path / "report.json"
-    argv = ["eval", "--gate", "logprob", "--option", "signal=min-prob", "--train", str(recorded / "train.jsonl"),
-            "--test", str(recorded / "test.jsonl"), "--json", str(out), *UNREACHABLE]
+    argv = [
+        "eval",
+        "--gate",
+        "logprob",
+        "--option",
+        "signal=min-prob",
+        "--train",
+        str(recorded / "train.jsonl"),
+        "--test",
+        str(recorded / "test.jsonl"),
+        "--json",
+        str(out),
+        *UNREACHABLE,
+    ]
     assert main(argv) == 0
     report = json.loads(out.read_text())
     assert report["gate"] == "logprob" and report["n"] == 10 and report["n_train"] == 20
@@ -205,8 +218,18 @@ def test_offline_eval_scores_the_recorded_logprobs_without_an_llm(recorded, tmp_
 
 def test_fit_calibrates_on_the_recorded_logprobs(recorded, tmp_path):
     train = recorded / "train.jsonl"
-    argv = ["fit", "--gate", "logprob", "--train", str(train), "--target-rate", "0.5", "--out", str(tmp_path / "g"),
-            *UNREACHABLE]
+    argv = [
+        "fit",
+        "--gate",
+        "logprob",
+        "--train",
+        str(train),
+        "--target-rate",
+        "0.5",
+        "--out",
+        str(tmp_path / "g"),
+        *UNREACHABLE,
+    ]
     assert main(argv) == 0
     gate = load_gate(tmp_path / "g", chat=OpenAIChatModel("nobody", base_url="http://127.0.0.1:9/v1"))
     scores = gate.score_records(load_outcomes(train))
@@ -220,8 +243,22 @@ def test_a_record_without_logprobs_is_an_error_naming_its_line(recorded, tmp_pat
     lines[2] = json.dumps(third)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n")
-    assert main(["eval", "--gate", "logprob", "--train", str(recorded / "train.jsonl"), "--test", str(bad),
-                 "--json", str(tmp_path / "r.json")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--gate",
+                "logprob",
+                "--train",
+                str(recorded / "train.jsonl"),
+                "--test",
+                str(bad),
+                "--json",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == (
         f"{PREFIX}{bad}:3: field 'logprobs_no_retrieval' is missing (every record must hold it here)\n"
     )
@@ -235,9 +272,21 @@ def test_the_console_script_evaluates_offline(recorded, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     out = tmp_path / "report.json"
     done = subprocess.run(
-        [str(script), "eval", "--gate", "logprob", "--train", str(recorded / "train.jsonl"),
-         "--test", str(recorded / "test.jsonl"), "--json", str(out)],
-        capture_output=True, text=True, env=env,
+        [
+            str(script),
+            "eval",
+            "--gate",
+            "logprob",
+            "--train",
+            str(recorded / "train.jsonl"),
+            "--test",
+            str(recorded / "test.jsonl"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("logprob: n=10") and json.loads(out.read_text())["gate"] == "logprob"

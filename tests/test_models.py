@@ -133,11 +133,17 @@ def test_sample_is_seeded_and_shares_the_prefill(lm: LocalCausalLM) -> None:
     with torch.inference_mode(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         plain = lm.model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), num_return_sequences=4,
-            do_sample=True, temperature=1.0, top_k=50, top_p=0.9, max_new_tokens=8,
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            num_return_sequences=4,
+            do_sample=True,
+            temperature=1.0,
+            top_k=50,
+            top_p=0.9,
+            max_new_tokens=8,
             pad_token_id=lm.tokenizer.pad_token_id,
         )
-    for g, row in zip(a, plain[:, ids.shape[1]:].tolist()):
+    for g, row in zip(a, plain[:, ids.shape[1] :].tolist()):
         assert g.token_ids == row[: len(g.token_ids)]
 
 
@@ -178,9 +184,7 @@ def test_default_singletons() -> None:
 def test_embedder_basics(embedder: SentenceEmbedder) -> None:
     assert isinstance(embedder, Embedder)
     assert embedder.model_id == "sentence-transformers/all-MiniLM-L6-v2"
-    vectors = embedder.embed(
-        ["The cat sits on the mat.", "A cat is sitting on a rug.", "Stock markets fell sharply."]
-    )
+    vectors = embedder.embed(["The cat sits on the mat.", "A cat is sitting on a rug.", "Stock markets fell sharply."])
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3

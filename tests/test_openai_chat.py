@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-from openai_server import ChatCompletionsServer, Fault
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError, BackendUnavailableError
@@ -25,6 +24,7 @@ from adaptive_gates.models import (
     chat_each,
     chat_many,
 )
+from openai_server import ChatCompletionsServer, Fault
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 QUESTIONS = [
@@ -145,7 +145,7 @@ def test_async_fault_ends_in_backend_error(openai_server, openai_base_url) -> No
 
 def test_client_errors_are_not_retried(openai_server, openai_base_url) -> None:
     model = OpenAIChatModel("no-such-model", base_url=openai_base_url, max_retries=2)
-    with pytest.raises(BackendError, match="HTTP 404.*no-such-model"):
+    with pytest.raises(BackendError, match=r"HTTP 404.*no-such-model"):
         model.chat(FRANCE, max_tokens=2)
     assert openai_server.requests == 1
 
@@ -266,8 +266,16 @@ def test_bad_settings_are_refused(options) -> None:
 
 
 @pytest.mark.parametrize(
-    "base_url", ["not a url", "localhost:8000/v1", "ftp://127.0.0.1/v1", "http://", "http://127.0.0.1:port/v1",
-                 "http://[::1/v1", 8000],
+    "base_url",
+    [
+        "not a url",
+        "localhost:8000/v1",
+        "ftp://127.0.0.1/v1",
+        "http://",
+        "http://127.0.0.1:port/v1",
+        "http://[::1/v1",
+        8000,
+    ],
 )
 def test_a_base_url_that_is_not_one_is_refused_naming_it(base_url) -> None:
     with pytest.raises(ValueError, match=f"base URL {re.escape(repr(base_url))} is not an http\\(s\\) URL with a host"):
@@ -299,8 +307,7 @@ LIVE_ENDPOINT = bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_
 )
 def test_live_endpoint_answers() -> None:
     model = OpenAIChatModel(os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), timeout=60.0)
-    reply = model.chat([{"role": "user", "content": "What is the capital of France? One word."}],
-                       max_tokens=16)
+    reply = model.chat([{"role": "user", "content": "What is the capital of France? One word."}], max_tokens=16)
     assert reply.text.strip()
     assert reply.finish_reason in ("stop", "length")
 
@@ -333,7 +340,9 @@ def test_nothing_is_sent_once_the_deadline_has_passed() -> None:
             return ChatReply("Paris")
 
     past = time.monotonic() - 1.0
-    for replies in (chat_each(Counting(), [FRANCE, FRANCE], deadline=past),
-                    asyncio.run(achat_each(Counting(), [FRANCE, FRANCE], deadline=past))):
+    for replies in (
+        chat_each(Counting(), [FRANCE, FRANCE], deadline=past),
+        asyncio.run(achat_each(Counting(), [FRANCE, FRANCE], deadline=past)),
+    ):
         assert all(isinstance(r, BackendUnavailableError) and "before the deadline" in str(r) for r in replies)
     assert Counting.calls == 0

@@ -24,7 +24,9 @@ def test_require_imports_what_is_installed() -> None:
 
 
 def test_require_names_the_extra_for_a_missing_module() -> None:
-    with pytest.raises(ImportError, match=r"adaptive_gates_absent is not installed .*pip install 'adaptive-gates\[local\]'"):
+    with pytest.raises(
+        ImportError, match=r"adaptive_gates_absent is not installed .*pip install 'adaptive-gates\[local\]'"
+    ):
         require("adaptive_gates_absent.sub")
     with pytest.raises(MissingExtraError, match=r"pip install 'adaptive-gates\[gpu\]'"):
         require("adaptive_gates_absent", extra="gpu")
@@ -33,7 +35,8 @@ def test_require_names_the_extra_for_a_missing_module() -> None:
 def _without(absent: set[str], imports: str, builds: str) -> str:
     """A script for a fresh interpreter where the top-level packages ``absent`` cannot be
     imported: it runs ``imports``, then prints what each of ``builds`` (lambdas) raises."""
-    return textwrap.dedent("""
+    return (
+        textwrap.dedent("""
         import importlib.abc, sys
 
         class Absent(importlib.abc.MetaPathFinder):
@@ -52,15 +55,23 @@ def _without(absent: set[str], imports: str, builds: str) -> str:
                 print(type(exc).__name__, exc)
             else:
                 print("built")
-    """).replace("ABSENT", repr(absent)).replace("IMPORTS", imports).replace("BUILDS", builds)
+    """)
+        .replace("ABSENT", repr(absent))
+        .replace("IMPORTS", imports)
+        .replace("BUILDS", builds)
+    )
 
 
-_WITHOUT_LOCAL = _without(
-    {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"},
-    "from adaptive_gates import SelfAwareUncertainty; from adaptive_gates.models import LocalCausalLM, SentenceEmbedder",
-    'lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]), '
-    'lambda: SelfAwareUncertainty().estimate("a question")',
-) + 'print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))\n'
+_WITHOUT_LOCAL = (
+    _without(
+        {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"},
+        "from adaptive_gates import SelfAwareUncertainty; "
+        "from adaptive_gates.models import LocalCausalLM, SentenceEmbedder",
+        'lambda: LocalCausalLM().model, lambda: SentenceEmbedder().embed(["a question"]), '
+        'lambda: SelfAwareUncertainty().estimate("a question")',
+    )
+    + 'print(sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "sentence_transformers"}))\n'
+)
 
 
 def test_core_imports_without_the_local_extra_and_its_defaults_name_it() -> None:
@@ -84,8 +95,9 @@ _WITHOUT_OPENAI_AND_PLOT = _without(
 
 def test_openai_and_matplotlib_are_extras_named_when_missing() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-c", _WITHOUT_OPENAI_AND_PLOT], capture_output=True, text=True, env=env,
-                         cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OPENAI_AND_PLOT], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("MissingExtraError openai is not installed") and "adaptive-gates[openai]" in lines[0]

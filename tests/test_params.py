@@ -37,23 +37,91 @@ def chat():
 def _gates(embedder, chat):
     """One gate of each type, every argument other than its default."""
     return [
-        (SKRKnnGate, dict(embedder=embedder, k=4, vote="majority", weighting="similarity", memory=ExactMemory,
-                          fallback_retrieve=False)),
-        (SKRClassifierGate, dict(embedder=embedder, C=3, class_weight="balanced", memory=ExactMemory,
-                                 fallback_retrieve=False)),
-        (ThrustGate, dict(representer=embedder, n_clusters_rule="floor", scale="code", level_scores="in_sample",
-                          n_init=3, random_state=7, fallback_retrieve=False)),
+        (
+            SKRKnnGate,
+            dict(
+                embedder=embedder,
+                k=4,
+                vote="majority",
+                weighting="similarity",
+                memory=ExactMemory,
+                fallback_retrieve=False,
+            ),
+        ),
+        (
+            SKRClassifierGate,
+            dict(embedder=embedder, C=3, class_weight="balanced", memory=ExactMemory, fallback_retrieve=False),
+        ),
+        (
+            ThrustGate,
+            dict(
+                representer=embedder,
+                n_clusters_rule="floor",
+                scale="code",
+                level_scores="in_sample",
+                n_init=3,
+                random_state=7,
+                fallback_retrieve=False,
+            ),
+        ),
         (BM25DifficultyGate, dict(top_k=None, fallback_retrieve=False)),
-        (VerbalizedGate, dict(chat=chat, strategy="punish", template="Q: {question}", max_tokens=9, judge=False,
-                              unparseable="first-token", top_logprobs=5, max_workers=2, deadline=30,
-                              fallback_retrieve=False)),
-        (SKRPromptGate, dict(chat=chat, template="{question} Can you answer?", known_reply="yes", max_tokens=4,
-                             top_logprobs=3, max_workers=2, deadline=None, fallback_retrieve=False)),
-        (SKRIclGate, dict(chat=chat, embedder=embedder, template="{question}?", known_reply="yes", n_demos=2,
-                          demos="fixed", max_tokens=4, top_logprobs=0, max_workers=3, deadline=10, memory=ExactMemory,
-                          fallback_retrieve=False)),
-        (SeaKRGate, dict(uncertainty={"k": 4, "max_new_tokens": 8}, prompt_template="Q: {question}\nA:", stop=["\n", "."],
-                         step_tokens=5, formatted=True, threshold=-6, fallback_retrieve=False)),
+        (
+            VerbalizedGate,
+            dict(
+                chat=chat,
+                strategy="punish",
+                template="Q: {question}",
+                max_tokens=9,
+                judge=False,
+                unparseable="first-token",
+                top_logprobs=5,
+                max_workers=2,
+                deadline=30,
+                fallback_retrieve=False,
+            ),
+        ),
+        (
+            SKRPromptGate,
+            dict(
+                chat=chat,
+                template="{question} Can you answer?",
+                known_reply="yes",
+                max_tokens=4,
+                top_logprobs=3,
+                max_workers=2,
+                deadline=None,
+                fallback_retrieve=False,
+            ),
+        ),
+        (
+            SKRIclGate,
+            dict(
+                chat=chat,
+                embedder=embedder,
+                template="{question}?",
+                known_reply="yes",
+                n_demos=2,
+                demos="fixed",
+                max_tokens=4,
+                top_logprobs=0,
+                max_workers=3,
+                deadline=10,
+                memory=ExactMemory,
+                fallback_retrieve=False,
+            ),
+        ),
+        (
+            SeaKRGate,
+            dict(
+                uncertainty={"k": 4, "max_new_tokens": 8},
+                prompt_template="Q: {question}\nA:",
+                stop=["\n", "."],
+                step_tokens=5,
+                formatted=True,
+                threshold=-6,
+                fallback_retrieve=False,
+            ),
+        ),
     ]
 
 
@@ -66,7 +134,10 @@ def test_every_argument_is_kept_as_given_under_its_name(embedder, chat):
         for name in names:
             expected = args.get(name, inspect.signature(cls.__init__).parameters[name].default)
             assert params[name] is expected or (type(params[name]) is type(expected) and params[name] == expected), (
-                cls.__name__, name, params[name], expected,
+                cls.__name__,
+                name,
+                params[name],
+                expected,
             )
 
 
@@ -99,7 +170,11 @@ def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, embe
         with pytest.raises(NotFittedError):
             copy.decide(questions[0])
         # Refitting the clone on the same data reproduces the original's own decisions.
-        refit = copy.fit_outcomes(outcome_records) if isinstance(copy, (SKRKnnGate, SKRClassifierGate)) else copy.fit(questions)
+        refit = (
+            copy.fit_outcomes(outcome_records)
+            if isinstance(copy, (SKRKnnGate, SKRClassifierGate))
+            else copy.fit(questions)
+        )
         gate.reset_threshold()
         np.testing.assert_allclose(refit.score(questions[:30]), gate.score(questions[:30]))
 
@@ -236,12 +311,12 @@ def test_check_is_fitted_reads_is_fitted(embedder, outcome_records):
         check_is_fitted(stacked)
     check_is_fitted(stacked.fit_outcomes(outcome_records[:200]))
     check_is_fitted(PopularityGate())  # needs no fitting
-    with pytest.raises(NotImplementedError, match="StackedGate has no fit.*fit_outcomes"):
+    with pytest.raises(NotImplementedError, match=r"StackedGate has no fit.*fit_outcomes"):
         StackedGate().fit(["q"])
 
 
 def test_gate_classes_are_found_by_name():
     assert Gate.gate_class("skr-knn") is SKRKnnGate
     assert {"skr-knn", "popularity", "stacked", "verbalized"} <= set(Gate.gate_names())
-    with pytest.raises(ValueError, match="unknown gate 'nope'; choose from .*skr-knn"):
+    with pytest.raises(ValueError, match=r"unknown gate 'nope'; choose from .*skr-knn"):
         Gate.gate_class("nope")

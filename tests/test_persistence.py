@@ -13,22 +13,34 @@ from adaptive_gates import GateLoadError, SKRClassifierGate, SKRKnnGate, load_ga
 from adaptive_gates.persistence import check_saved_backend, with_checksums
 
 QUESTIONS = [
-    "who wrote the play hamlet", "what is the capital city of france", "when did the second world war end",
-    "how many legs does a spider have", "who painted the mona lisa", "what is the boiling point of water",
-    "who discovered penicillin", "what year did the berlin wall fall",
+    "who wrote the play hamlet",
+    "what is the capital city of france",
+    "when did the second world war end",
+    "how many legs does a spider have",
+    "who painted the mona lisa",
+    "what is the boiling point of water",
+    "who discovered penicillin",
+    "what year did the berlin wall fall",
 ]
 LABELS = [0, 0, 1, 1, 0, 1, 1, 0]
-PROBES = ["Which author wrote Hamlet?", "When did WW2 end?", "Who made the Mona Lisa?", "boiling water temperature",
-          "berlin wall", "penicillin inventor", "spider legs"]
+PROBES = [
+    "Which author wrote Hamlet?",
+    "When did WW2 end?",
+    "Who made the Mona Lisa?",
+    "boiling water temperature",
+    "berlin wall",
+    "penicillin inventor",
+    "spider legs",
+]
 
 
 @pytest.fixture(scope="module")
 def fitted(embedder):
     return {
         "knn": SKRKnnGate(embedder, k=3, weighting="similarity").fit(QUESTIONS, LABELS),
-        "knn-majority-calibrated": SKRKnnGate(embedder, k=4, vote="majority").fit(QUESTIONS, LABELS).calibrate(
-            PROBES, target_rate=0.5
-        ),
+        "knn-majority-calibrated": SKRKnnGate(embedder, k=4, vote="majority")
+        .fit(QUESTIONS, LABELS)
+        .calibrate(PROBES, target_rate=0.5),
         "cls": SKRClassifierGate(embedder, C=10.0).fit(QUESTIONS, LABELS),
     }
 
@@ -177,7 +189,10 @@ def _edit_config(path, edit, resign=False):
         (lambda p: (p / "labels.npy").unlink(), "missing file 'labels.npy'"),
         (lambda p: (p / "config.json").unlink(), "missing config.json"),
         (lambda p: (p / "config.json").write_text("{oops"), "not valid JSON"),
-        (lambda p: (p / "coef.npy").write_bytes((p / "coef.npy").read_bytes()[:-8] + b"\0" * 8), "'coef.npy' does not match"),
+        (
+            lambda p: (p / "coef.npy").write_bytes((p / "coef.npy").read_bytes()[:-8] + b"\0" * 8),
+            "'coef.npy' does not match",
+        ),
         (lambda p: _edit_config(p, lambda c: c.update(format_version=99)), "format_version"),
         (lambda p: _edit_config(p, lambda c: c.pop("checksums")), "field 'checksums' is missing"),
         # Consistent but wrong configs: the checks behind the checksums.
@@ -230,7 +245,7 @@ def test_gate_saved_in_format_1_is_refused_with_what_to_do(fitted, embedder, tmp
     # What an earlier version wrote: the same layout, no checksums of the config.
     path = _saved(fitted, tmp_path, "knn")
     _edit_config(path, lambda c: (c.pop("checksums"), c.update(format_version=1)))
-    with pytest.raises(GateLoadError, match="'format_version' is 1.*no checksums.*fit and save the gate again"):
+    with pytest.raises(GateLoadError, match=r"'format_version' is 1.*no checksums.*fit and save the gate again"):
         load_gate(path, embedder=embedder)
 
 

@@ -2,6 +2,7 @@
 was there: attacks on a copied gate refused naming the entry, saves killed at each
 step recovered, concurrent saves serialised."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -243,7 +244,9 @@ def test_concurrent_saves_into_one_path_all_succeed(outcomes, tmp_path):
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", _REPEATED_SAVES, str(path), rule, str(go)],
-            stderr=subprocess.PIPE, text=True, env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for rule in ("min", "mean")
     ]
@@ -304,10 +307,9 @@ def test_save_into_a_path_another_save_is_swapping_waits_for_it(outcomes, tmp_pa
     while not (tmp_path / "g-started-total").exists():
         assert second.poll() is None, second.communicate()[1]
         time.sleep(0.05)
-    try:  # give the second save the time to run into the first (it waits for the lock)
+    # give the second save the time to run into the first (it waits for the lock)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         second.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
     resume.touch()
     errors = [p.communicate(timeout=300)[1] for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], errors
@@ -363,8 +365,12 @@ def test_a_save_waits_for_a_load_reading_the_gate(outcomes, tmp_path):
     path, resume = tmp_path / "g", work / "resume"
     saved = _popularity(outcomes, "min")
     saved.save(path)
-    load = subprocess.Popen([sys.executable, "-c", _PAUSABLE_LOAD, str(path), str(resume)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-c", _PAUSABLE_LOAD, str(path), str(resume)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not Path(f"{resume}-paused").exists():
         assert load.poll() is None, load.communicate()[1]
         time.sleep(0.05)
@@ -372,10 +378,9 @@ def test_a_save_waits_for_a_load_reading_the_gate(outcomes, tmp_path):
     while not Path(f"{path}-saving").exists():
         assert save.poll() is None, save.communicate()[1]
         time.sleep(0.05)
-    try:  # give the save the time to run into the load (it waits for the lock)
+    # give the save the time to run into the load (it waits for the lock)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         save.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        pass
     resume.touch()
     printed, errors = load.communicate(timeout=300)
     assert load.returncode == 0, errors

@@ -16,11 +16,15 @@ RARE_VS_COMMON = [
     # an obscure figure of the Mahabharata vs the head of state of China
     ("who is the only kaurava who survived the kurukshetra war", "who is the head of the state of china"),
     # an assassin few have heard of vs Shakespeare
-    ("Veljko Čubrilović was involved in the assassination of which heir to the Austro-Hungarian throne?",
-     'Who is the mother of Mary Robinson in Shakespeare\'s "The Winter\'s Tale"'),
+    (
+        "Veljko Čubrilović was involved in the assassination of which heir to the Austro-Hungarian throne?",
+        "Who is the mother of Mary Robinson in Shakespeare's \"The Winter's Tale\"",
+    ),
     # a painter by his birth name vs David Beckham
-    ("By what name is the 16th century painter Domenikos Theotokopoulos better known?",
-     "David Beckham retired in 2013 after playing 10 games for which French club?"),
+    (
+        "By what name is the 16th century painter Domenikos Theotokopoulos better known?",
+        "David Beckham retired in 2013 after playing 10 games for which French club?",
+    ),
 ]
 
 
@@ -49,8 +53,10 @@ def test_rules_score_what_they_say():
     rated = WordRarity().rate("who played joel in the last of us")
     zipfs = rated.content_zipfs
     assert len(zipfs) == 2  # "played", "joel": the rest are stop words
-    scores = {rule: PopularityGate(rule=rule).score(["who played joel in the last of us"])[0]
-              for rule in ("min", "mean", "rare_count", "total")}
+    scores = {
+        rule: PopularityGate(rule=rule).score(["who played joel in the last of us"])[0]
+        for rule in ("min", "mean", "rare_count", "total")
+    }
     assert scores["min"] == pytest.approx(8 - min(zipfs))
     assert scores["mean"] == pytest.approx(8 - np.mean(zipfs))
     assert scores["rare_count"] == sum(z < 3 for z in zipfs)
@@ -63,8 +69,10 @@ def test_rules_score_what_they_say():
 def test_a_corpus_makes_its_own_terms_less_rare():
     question = "what does the wronskian of two solutions tell us"
     before = PopularityGate().score([question])[0]
-    corpus = [CorpusRecord(str(i), "Wronskian", "The Wronskian of solutions is zero when they are dependent.")
-              for i in range(50)]
+    corpus = [
+        CorpusRecord(str(i), "Wronskian", "The Wronskian of solutions is zero when they are dependent.")
+        for i in range(50)
+    ]
     gate = PopularityGate().fit(corpus)
     assert gate.rarity_.has_corpus
     assert gate.score([question])[0] < before
@@ -97,14 +105,14 @@ def test_round_trip_and_refusal_of_tampered_files(outcome_records, tmp_path):
 
     counts = np.load(tmp_path / "g" / "counts.npy")
     np.save(tmp_path / "g" / "counts.npy", counts + 1)
-    with pytest.raises(GateLoadError, match="'counts.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'counts\.npy' does not match its checksum"):
         load_gate(tmp_path / "g")
 
     gate.save(tmp_path / "h")
     vocabulary = json.loads((tmp_path / "h" / "vocabulary.json").read_text())
     vocabulary["words"][0] = "tampered"
     (tmp_path / "h" / "vocabulary.json").write_text(json.dumps(vocabulary))
-    with pytest.raises(GateLoadError, match="'vocabulary.json' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'vocabulary\.json' does not match its checksum"):
         load_gate(tmp_path / "h")
 
 

@@ -30,8 +30,17 @@ def calls(lm: LocalCausalLM) -> list:
     out = []
     for prompt in (GATE, READ):
         out.append(lm.generate(prompt, max_new_tokens=16, stop=list(STEP_STOPS), formatted=True)[0])
-        out.append(lm.sample_with_states(prompt, 3, module_path=layer_module_path(15), max_new_tokens=8,
-                                         stop=list(STEP_STOPS), formatted=True, seed=3))
+        out.append(
+            lm.sample_with_states(
+                prompt,
+                3,
+                module_path=layer_module_path(15),
+                max_new_tokens=8,
+                stop=list(STEP_STOPS),
+                formatted=True,
+                seed=3,
+            )
+        )
         out.append(lm.sample(prompt, 3, max_new_tokens=6, formatted=True, seed=5))
     return out
 

@@ -25,24 +25,42 @@ from adaptive_gates.retrieval import bm25 as bm25_module
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 TOPICS = [
-    CorpusRecord("photo", "Photosynthesis",
-                 "Photosynthesis is the process by which green plants and algae use sunlight, "
-                 "water and carbon dioxide to make glucose, releasing oxygen as a by-product."),
-    CorpusRecord("volcano", "Volcano",
-                 "A volcano is a rupture in the crust of a planet through which molten lava, "
-                 "volcanic ash and gases escape from a magma chamber below the surface."),
-    CorpusRecord("chess", "Chess",
-                 "Chess is a two-player strategy board game played on a checkered board with "
-                 "64 squares; each player commands sixteen pieces and tries to checkmate the king."),
-    CorpusRecord("jazz", "Jazz",
-                 "Jazz is a music genre that originated in the African-American communities of "
-                 "New Orleans, characterised by swing, blue notes and improvisation."),
-    CorpusRecord("coffee", "Coffee",
-                 "Coffee is a brewed drink prepared from roasted coffee beans, the seeds of berries "
-                 "from Coffea plants; its caffeine makes it a popular stimulant."),
-    CorpusRecord("reef", "Great Barrier Reef",
-                 "The Great Barrier Reef, off the coast of Queensland, Australia, is the world's "
-                 "largest coral reef system, made of thousands of individual reefs and islands."),
+    CorpusRecord(
+        "photo",
+        "Photosynthesis",
+        "Photosynthesis is the process by which green plants and algae use sunlight, "
+        "water and carbon dioxide to make glucose, releasing oxygen as a by-product.",
+    ),
+    CorpusRecord(
+        "volcano",
+        "Volcano",
+        "A volcano is a rupture in the crust of a planet through which molten lava, "
+        "volcanic ash and gases escape from a magma chamber below the surface.",
+    ),
+    CorpusRecord(
+        "chess",
+        "Chess",
+        "Chess is a two-player strategy board game played on a checkered board with "
+        "64 squares; each player commands sixteen pieces and tries to checkmate the king.",
+    ),
+    CorpusRecord(
+        "jazz",
+        "Jazz",
+        "Jazz is a music genre that originated in the African-American communities of "
+        "New Orleans, characterised by swing, blue notes and improvisation.",
+    ),
+    CorpusRecord(
+        "coffee",
+        "Coffee",
+        "Coffee is a brewed drink prepared from roasted coffee beans, the seeds of berries "
+        "from Coffea plants; its caffeine makes it a popular stimulant.",
+    ),
+    CorpusRecord(
+        "reef",
+        "Great Barrier Reef",
+        "The Great Barrier Reef, off the coast of Queensland, Australia, is the world's "
+        "largest coral reef system, made of thousands of individual reefs and islands.",
+    ),
 ]
 
 BM25_CASES = [
@@ -146,18 +164,14 @@ def test_both_satisfy_the_protocol(bm25_small: BM25Retriever, dense_small: Dense
 
 
 @pytest.mark.parametrize(("query", "expected"), BM25_CASES)
-def test_bm25_ranks_the_matching_passage_first(
-    bm25_small: BM25Retriever, query: str, expected: str
-) -> None:
+def test_bm25_ranks_the_matching_passage_first(bm25_small: BM25Retriever, query: str, expected: str) -> None:
     hits = bm25_small.search(query, k=3)
     assert hits[0].id == expected
     assert hits[0].text == next(r.text for r in TOPICS if r.id == expected)
 
 
 @pytest.mark.parametrize(("query", "expected"), DENSE_CASES)
-def test_dense_ranks_the_paraphrased_passage_first(
-    dense_small: DenseRetriever, query: str, expected: str
-) -> None:
+def test_dense_ranks_the_paraphrased_passage_first(dense_small: DenseRetriever, query: str, expected: str) -> None:
     hits = dense_small.search(query, k=3)
     assert hits[0].id == expected
     assert hits[0].score > hits[1].score
@@ -170,9 +184,7 @@ def test_bm25_drops_passages_without_term_overlap(bm25_small: BM25Retriever) -> 
 
 
 @pytest.mark.parametrize("query", ["the of and is", "?!... --- ;;", "zzyzx qwertyuiop"])
-def test_bm25_query_without_known_terms_returns_nothing(
-    bm25_small: BM25Retriever, query: str
-) -> None:
+def test_bm25_query_without_known_terms_returns_nothing(bm25_small: BM25Retriever, query: str) -> None:
     assert bm25_small.search(query) == []
     assert bm25_small.search_batch([query, "coral reef"])[0] == []
 
@@ -190,9 +202,7 @@ def test_scores_sorted_and_k_clipped(bm25_small: BM25Retriever, dense_small: Den
 
 
 @pytest.mark.parametrize("bad", ["", "   \n", None, 42, b"bytes"])
-def test_invalid_queries_rejected(
-    bm25_small: BM25Retriever, dense_small: DenseRetriever, bad: object
-) -> None:
+def test_invalid_queries_rejected(bm25_small: BM25Retriever, dense_small: DenseRetriever, bad: object) -> None:
     for retriever in (bm25_small, dense_small):
         with pytest.raises(InvalidQuestionError):
             retriever.search(bad)  # type: ignore[arg-type]
@@ -206,15 +216,11 @@ def test_bad_k_rejected(bm25_small: BM25Retriever, k: object) -> None:
         bm25_small.search("coffee", k=k)  # type: ignore[arg-type]
 
 
-def test_search_batch_equals_individual_searches(
-    bm25_small: BM25Retriever, dense_small: DenseRetriever
-) -> None:
+def test_search_batch_equals_individual_searches(bm25_small: BM25Retriever, dense_small: DenseRetriever) -> None:
     queries = [q for q, _ in BM25_CASES] + ["the of and"]
     assert bm25_small.search_batch(queries, k=2) == [bm25_small.search(q, k=2) for q in queries]
     # A batch is padded to its longest query, so dense scores may differ in the last bits.
-    assert_same_hits(
-        dense_small.search_batch(queries, k=2), [dense_small.search(q, k=2) for q in queries]
-    )
+    assert_same_hits(dense_small.search_batch(queries, k=2), [dense_small.search(q, k=2) for q in queries])
     assert bm25_small.search_batch([], k=2) == dense_small.search_batch([], k=2) == []
 
 
@@ -244,9 +250,7 @@ def test_dense_rejects_wrong_embedding_shape() -> None:
         DenseRetriever.from_records(TOPICS, BrokenEmbedder())
 
 
-def test_concurrent_searches_match_sequential(
-    bm25_small: BM25Retriever, dense_small: DenseRetriever
-) -> None:
+def test_concurrent_searches_match_sequential(bm25_small: BM25Retriever, dense_small: DenseRetriever) -> None:
     queries = [q for q, _ in BM25_CASES + DENSE_CASES] * 2
     for retriever in (bm25_small, dense_small):
         expected = [retriever.search(q) for q in queries]
@@ -267,12 +271,8 @@ def test_bm25_save_load_round_trip(bm25_small: BM25Retriever, tmp_path: Path) ->
     assert loaded.search_batch(queries, k=6) == bm25_small.search_batch(queries, k=6)
 
 
-@pytest.mark.parametrize(
-    "victim", ["config.json", "corpus.jsonl", "data.csc.index.npy", "vocab.index.json"]
-)
-def test_bm25_load_refuses_missing_file(
-    bm25_small: BM25Retriever, tmp_path: Path, victim: str
-) -> None:
+@pytest.mark.parametrize("victim", ["config.json", "corpus.jsonl", "data.csc.index.npy", "vocab.index.json"])
+def test_bm25_load_refuses_missing_file(bm25_small: BM25Retriever, tmp_path: Path, victim: str) -> None:
     bm25_small.save(tmp_path)
     (tmp_path / victim).unlink()
     with pytest.raises(GateLoadError, match=victim.replace(".", r"\.")):
@@ -283,7 +283,7 @@ def test_bm25_load_refuses_corpus_of_wrong_size(bm25_small: BM25Retriever, tmp_p
     bm25_small.save(tmp_path)
     lines = (tmp_path / "corpus.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "corpus.jsonl").write_text("".join(lines[:-1]))
-    with pytest.raises(GateLoadError, match="corpus.jsonl.*'count'"):
+    with pytest.raises(GateLoadError, match=r"corpus\.jsonl.*'count'"):
         BM25Retriever.load(tmp_path)
 
 
@@ -293,13 +293,11 @@ def test_bm25_load_refuses_wrong_type(dense_small: DenseRetriever, tmp_path: Pat
         BM25Retriever.load(tmp_path)
 
 
-def test_bm25_stemming_recorded_and_required(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_bm25_stemming_recorded_and_required(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     class PluralStemmer:
         """Stands in for PyStemmer: strips a trailing 's'."""
 
-        def stemWords(self, words: list[str]) -> list[str]:  # noqa: N802 - PyStemmer's name
+        def stemWords(self, words: list[str]) -> list[str]:
             return [w[:-1] if w.endswith("s") else w for w in words]
 
     monkeypatch.setattr(bm25_module, "_english_stemmer", PluralStemmer)
@@ -317,9 +315,7 @@ def test_bm25_stemming_recorded_and_required(
     assert unstemmed.search("island") == []
 
 
-def test_dense_save_load_round_trip(
-    dense_small: DenseRetriever, minilm: SentenceEmbedder, tmp_path: Path
-) -> None:
+def test_dense_save_load_round_trip(dense_small: DenseRetriever, minilm: SentenceEmbedder, tmp_path: Path) -> None:
     dense_small.save(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_id"] == MINILM_ID
@@ -360,9 +356,7 @@ def test_dense_load_refuses_mismatched_embedder(saved_dense: Path, minilm: Sente
         DenseRetriever.load(saved_dense, HashEmbedder(dimension=16))
 
 
-def test_dense_load_refuses_index_of_wrong_size(
-    saved_dense: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_dense_load_refuses_index_of_wrong_size(saved_dense: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     other = tmp_path_factory.mktemp("other")
     DenseRetriever.from_records(TOPICS[:4], HashEmbedder()).save(other)
     shutil.copy(other / "index.faiss", saved_dense / "index.faiss")
@@ -372,7 +366,7 @@ def test_dense_load_refuses_index_of_wrong_size(
 
 def test_dense_load_refuses_corrupt_index(saved_dense: Path) -> None:
     (saved_dense / "index.faiss").write_bytes(b"not a faiss index")
-    with pytest.raises(GateLoadError, match="index.faiss"):
+    with pytest.raises(GateLoadError, match=r"index\.faiss"):
         DenseRetriever.load(saved_dense, HashEmbedder())
 
 
@@ -380,9 +374,7 @@ def test_dense_load_refuses_corrupt_index(saved_dense: Path) -> None:
 
 
 @pytest.mark.shared_data
-def test_bm25_title_query_finds_its_paragraph(
-    bm25_wiki: BM25Retriever, wiki: list[CorpusRecord], wiki_anchor
-) -> None:
+def test_bm25_title_query_finds_its_paragraph(bm25_wiki: BM25Retriever, wiki: list[CorpusRecord], wiki_anchor) -> None:
     assert len(bm25_wiki) == len(wiki)
     sample = wiki[::15]  # every 15th paragraph, each with its own title
     top1 = top5 = 0
@@ -402,9 +394,7 @@ def test_bm25_real_corpus_round_trip_via_jsonl(
     bm25_wiki: BM25Retriever, wiki: list[CorpusRecord], tmp_path: Path
 ) -> None:
     source = tmp_path / "slice.jsonl"
-    source.write_text(
-        "".join(json.dumps({"id": r.id, "title": r.title, "text": r.text}) + "\n" for r in wiki)
-    )
+    source.write_text("".join(json.dumps({"id": r.id, "title": r.title, "text": r.text}) + "\n" for r in wiki))
     from_file = BM25Retriever.from_jsonl(source)
     queries = [r.title for r in wiki[::97]] + ["the and of"]
     expected = bm25_wiki.search_batch(queries, k=10)
@@ -422,9 +412,7 @@ def test_dense_real_paraphrase_and_self_retrieval(
     assert hits[0].id == wiki_anchor.id
     sample = wiki[:150:10]
     first_sentences = [r.text.split(". ")[0] for r in sample]
-    found = sum(
-        hits[0].id == r.id for r, hits in zip(sample, dense_wiki.search_batch(first_sentences, k=1))
-    )
+    found = sum(hits[0].id == r.id for r, hits in zip(sample, dense_wiki.search_batch(first_sentences, k=1)))
     assert found / len(sample) >= 0.9
 
 

@@ -26,10 +26,10 @@ from adaptive_gates import (
 )
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
-from adaptive_gates.seakr.step import PseudoStep
 from adaptive_gates.models import LocalCausalLM, layer_module_path
 from adaptive_gates.models.generation import Generation
 from adaptive_gates.seakr import snippet_text
+from adaptive_gates.seakr.step import PseudoStep
 from adaptive_gates.seakr.uncertainty import UNDEFINED, UncertaintyEstimate
 
 KNOWN = "What is the capital of France?"  # SmolLM2 answers "Paris" in most samples
@@ -76,7 +76,11 @@ def test_inside_variant_is_torch_cov_in_log10() -> None:
     assert eigen_score(z, 1e-3, variant="inside", log_base="10") == pytest.approx(expected, rel=1e-9)
     inside = SelfAwareUncertainty.inside(temperature=0.7)
     assert (inside.site, inside.variant, inside.log_base, inside.k, inside.temperature) == (
-        "residual", "inside", "10", 10, 0.7,
+        "residual",
+        "inside",
+        "10",
+        10,
+        0.7,
     )
 
 
@@ -162,8 +166,11 @@ def test_a_non_probing_lm_is_refused_by_name() -> None:
         def generate(self, prompts, **kwargs):
             return []
 
-    with pytest.raises(TypeError, match="SelfAwareUncertainty needs a probing LM.*ChatOnly lacks "
-                                        "num_layers, prefix_cache, sample_with_states, tokenizer"):
+    with pytest.raises(
+        TypeError,
+        match=r"SelfAwareUncertainty needs a probing LM.*ChatOnly lacks "
+        "num_layers, prefix_cache, sample_with_states, tokenizer",
+    ):
         SelfAwareUncertainty(ChatOnly())
     with pytest.raises(TypeError, match="SeaKRGate needs a probing LM"):
         SeaKRGate(ChatOnly())
@@ -301,11 +308,15 @@ def test_reranker_puts_the_relevant_snippet_first(lm: LocalCausalLM) -> None:
     # A LlamaIndex-style node, a real LangChain Document and a string, as retrievers give them.
     snippets = [
         _Node("Mount Kilimanjaro is a dormant volcano in Tanzania and the highest mountain in Africa."),
-        Document(page_content="The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."),
+        Document(
+            page_content="The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France."
+        ),
         "The violin is a wooden string instrument with four strings, usually played with a bow.",
     ]
-    ranked = UncertaintyReranker(SelfAwareUncertainty(lm, **FAST)).rerank("In which city is the Eiffel Tower?", snippets)
-    assert [r.index for r in ranked][0] == 1
+    ranked = UncertaintyReranker(SelfAwareUncertainty(lm, **FAST)).rerank(
+        "In which city is the Eiffel Tower?", snippets
+    )
+    assert ranked[0].index == 1
     assert ranked[0].item is snippets[1] and ranked[0].text.startswith("The Eiffel Tower")
     assert {id(r.item) for r in ranked} == {id(s) for s in snippets}  # each result carries its own object back
     assert ranked[0].uncertainty < min(r.uncertainty for r in ranked[1:]) - 0.5
@@ -342,8 +353,12 @@ def test_a_snippet_whose_u_cannot_be_measured_ranks_last_with_why(lm: LocalCausa
 # ------------------------------------------------------------- the selector
 def test_selector_fallbacks_without_computing_u() -> None:
     selector = ReasoningSelector()  # no estimator is built unless U is needed
-    pick = selector.select([AnswerCandidate("Unknown.", uncertainty=-9.0, name="rationale"),
-                            AnswerCandidate("Paris", uncertainty=5.0, name="knowledge")])
+    pick = selector.select(
+        [
+            AnswerCandidate("Unknown.", uncertainty=-9.0, name="rationale"),
+            AnswerCandidate("Paris", uncertainty=5.0, name="knowledge"),
+        ]
+    )
     assert (pick.answer, pick.name, pick.reason) == ("Paris", "knowledge", "only usable answer")
     pick = selector.select([AnswerCandidate("Paris"), AnswerCandidate(None)])
     assert (pick.answer, pick.index, pick.uncertainties) == ("Paris", 0, (None, None))
@@ -359,10 +374,12 @@ def test_selector_fallbacks_without_computing_u() -> None:
 
 def test_selector_computes_u_from_prompts(lm: LocalCausalLM) -> None:
     selector = ReasoningSelector(SelfAwareUncertainty(lm, **FAST))
-    pick = selector.select([
-        AnswerCandidate("Teri Garr", prompt=build_prompt(UNKNOWN), name="rationale"),
-        AnswerCandidate("Paris", prompt=build_prompt(KNOWN), name="knowledge"),
-    ])
+    pick = selector.select(
+        [
+            AnswerCandidate("Teri Garr", prompt=build_prompt(UNKNOWN), name="rationale"),
+            AnswerCandidate("Paris", prompt=build_prompt(KNOWN), name="knowledge"),
+        ]
+    )
     assert (pick.answer, pick.reason) == ("Paris", "lower uncertainty")
     assert pick.uncertainties[1] < pick.uncertainties[0]
 
@@ -379,11 +396,26 @@ def test_live_eval_of_the_seakr_gate(qa_records, corpus_path, tmp_path) -> None:
     write_jsonl(train, rows[:4])
     write_jsonl(test, rows[4:])
     out = tmp_path / "seakr.json"
-    code = main([
-        "eval", "--gate", "seakr", "--live", "--train", str(train), "--test", str(test),
-        "--corpus", str(corpus_path), "--target-rate", "0.5", "--json", str(out),
-        "--option", 'uncertainty={"k": 4, "max_new_tokens": 8}',
-    ])
+    code = main(
+        [
+            "eval",
+            "--gate",
+            "seakr",
+            "--live",
+            "--train",
+            str(train),
+            "--test",
+            str(test),
+            "--corpus",
+            str(corpus_path),
+            "--target-rate",
+            "0.5",
+            "--json",
+            str(out),
+            "--option",
+            'uncertainty={"k": 4, "max_new_tokens": 8}',
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["gate"] == "seakr" and report["n"] == 2 and report["at_threshold"]["target_rate"] == 0.5

@@ -21,10 +21,9 @@ from adaptive_gates.data import CorpusRecord, QARecord, iter_jsonl, write_jsonl
 from adaptive_gates.errors import BackendError, NotFittedError
 from adaptive_gates.metrics import extract_seakr_answer
 from adaptive_gates.models import LocalCausalLM
+from adaptive_gates.pipeline import SeaKRPipeline, run_pipeline
 from adaptive_gates.prompts import fill
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.pipeline import SeaKRPipeline, run_pipeline
-from adaptive_gates.seakr.trace import Step
 from adaptive_gates.seakr.prompts import (
     DEFAULT_DEMOS,
     STEP_STOPS,
@@ -35,6 +34,7 @@ from adaptive_gates.seakr.prompts import (
 from adaptive_gates.seakr.queries import FUNCTION_WORDS, build_query, is_content_word, token_spans
 from adaptive_gates.seakr.reasoning import is_usable
 from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
+from adaptive_gates.seakr.trace import Step
 
 DEMOS = DEFAULT_DEMOS[:2]  # shorter prompts: the loop logic does not depend on the demo count
 FORREST = "Who directed the film in which Tom Hanks played Forrest Gump?"
@@ -134,8 +134,7 @@ def test_content_word_filter() -> None:
 
 
 def test_query_keeps_confident_and_known_content_words(lm) -> None:
-    gen = lm.generate(build_prompt(FORREST, demos=DEMOS), max_new_tokens=32, stop=list(STEP_STOPS),
-                      formatted=True)[0]
+    gen = lm.generate(build_prompt(FORREST, demos=DEMOS), max_new_tokens=32, stop=list(STEP_STOPS), formatted=True)[0]
     assert gen.text.strip()
     query = build_query(gen.text, gen.token_ids, gen.token_logprobs, lm.tokenizer, FORREST)
     spans = token_spans(lm.tokenizer, gen.token_ids)
@@ -150,8 +149,7 @@ def test_query_keeps_confident_and_known_content_words(lm) -> None:
     assert list(query.words) == expected and not query.fallback
     assert all(w.lower() not in FUNCTION_WORDS for w in query.words)
     # Words of the previous step count as known: then every content word is kept.
-    everything = build_query(gen.text, gen.token_ids, gen.token_logprobs, lm.tokenizer, FORREST,
-                             previous_step=gen.text)
+    everything = build_query(gen.text, gen.token_ids, gen.token_logprobs, lm.tokenizer, FORREST, previous_step=gen.text)
     assert list(everything.words) == [w for w, _ in _words(gen.text) if is_content_word(w)]
 
 
@@ -185,7 +183,9 @@ def test_prompt_is_the_code_form_and_matches_the_reranker_template() -> None:
 
 def test_the_reranker_default_is_the_snippet_prompt_with_the_short_answer_instruction() -> None:
     prompt = fill(DEFAULT_RERANK_TEMPLATE, snippet="A doc.", question="Q?", reasoning="")
-    assert prompt == 'Context: [1] A doc.\nAnswer the following question with one or few words.\nQuestion: "Q?"\nAnswer:'
+    assert (
+        prompt == 'Context: [1] A doc.\nAnswer the following question with one or few words.\nQuestion: "Q?"\nAnswer:'
+    )
 
 
 def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:
@@ -199,8 +199,14 @@ def test_the_pipeline_gate_is_its_first_step(retriever, uncertainty) -> None:
 
 
 def test_bad_parameters_are_refused(retriever) -> None:
-    for options in ({"mode": "iterative"}, {"rationale": "both"}, {"max_steps": 0},
-                    {"threshold": math.nan}, {"theta": 1.5}, {"n_candidates": True}):
+    for options in (
+        {"mode": "iterative"},
+        {"rationale": "both"},
+        {"max_steps": 0},
+        {"threshold": math.nan},
+        {"theta": 1.5},
+        {"n_candidates": True},
+    ):
         with pytest.raises(ValueError):
             SeaKRPipeline(retriever, **options)
 
@@ -226,7 +232,8 @@ def test_full_trace_with_reranking_and_selection(retriever, uncertainty, questio
         assert result.answer == chosen.answer and result.selection_reason
     else:  # no route answered: nothing to choose, the answer is the one without selection
         assert result.chosen_route is None and result.answer == pipe.unselected_answer(
-            result.question, [s.text for s in result.steps if s.text], result.loop_answer)
+            result.question, [s.text for s in result.steps if s.text], result.loop_answer
+        )
     assert result.seconds > 0
 
 
@@ -243,8 +250,9 @@ def test_paper_rationale_route_scores_the_mean_step_uncertainty(retriever, uncer
     assert route.name == "rationale" and route.uncertainty == pytest.approx(
         sum(s.uncertainty for s in kept) / len(kept)
     )
-    assert result.answer == (route.answer or pipe.unselected_answer(result.question, [s.text for s in kept],
-                                                                     result.loop_answer))
+    assert result.answer == (
+        route.answer or pipe.unselected_answer(result.question, [s.text for s in kept], result.loop_answer)
+    )
 
 
 def _first_with(pipe: SeaKRPipeline, rows: list[dict], reason: str) -> list:
@@ -309,10 +317,13 @@ def test_multihop_refuses_to_run_without_delta(retriever, questions, tmp_path) -
     checkpoint = tmp_path / "rows.jsonl"
     with pytest.raises(NotFittedError, match="no δ"):
         run_pipeline(records, retriever, lm=absent, checkpoint=checkpoint, progress=False)
-    for bad in ({"threshold": 1.0, "target_rate": 0.5, "calibration_questions": ["q?"]},
-                {"target_rate": 0.5}, {"calibration_questions": ["q?"]},
-                {"target_rate": 1.5, "calibration_questions": ["q?"]},
-                {"target_rate": 0.5, "calibration_questions": []}):
+    for bad in (
+        {"threshold": 1.0, "target_rate": 0.5, "calibration_questions": ["q?"]},
+        {"target_rate": 0.5},
+        {"calibration_questions": ["q?"]},
+        {"target_rate": 1.5, "calibration_questions": ["q?"]},
+        {"target_rate": 0.5, "calibration_questions": []},
+    ):
         with pytest.raises(ValueError):
             run_pipeline(records, retriever, lm=absent, checkpoint=checkpoint, progress=False, **bad)
     assert not checkpoint.exists()
@@ -324,8 +335,7 @@ def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, qu
     cal = pipe.calibration_
     assert (cal.method, cal.n, cal.target_rate) == ("rate", len(questions), 0.5) and pipe.threshold == cal.threshold
     # δ splits the U of the questions' first-step contexts (computed here directly) at the target.
-    us = [uncertainty.estimate(build_prompt(q, demos=DEMOS), stop=STEP_STOPS, formatted=True).value
-          for q in questions]
+    us = [uncertainty.estimate(build_prompt(q, demos=DEMOS), stop=STEP_STOPS, formatted=True).value for q in questions]
     share = sum(u > pipe.threshold for u in us) / len(us)
     assert share == cal.realised_rate and abs(share - 0.5) <= 1 / len(us)
     # The pipeline's first step decides on that same U against δ.
@@ -366,22 +376,44 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, questions
 
     records = [QARecord("good", questions[2]["question"], questions[2]["answers"]), QARecord("bad", "   ", ["x"])]
     checkpoint = tmp_path / "rows.jsonl"
-    report = run_pipeline(records, retriever, uncertainty=uncertainty, checkpoint=checkpoint, progress=False,
-                          mode="single-retrieval", demos=DEMOS, answer_tokens=40)
+    report = run_pipeline(
+        records,
+        retriever,
+        uncertainty=uncertainty,
+        checkpoint=checkpoint,
+        progress=False,
+        mode="single-retrieval",
+        demos=DEMOS,
+        answer_tokens=40,
+    )
     good, bad = report["results"]
     assert report["n"] == 2 and report["errors"] == 1 and report["retrieval_calls"] == 1
     assert bad["error"].startswith("InvalidQuestionError") and bad["prediction"] == "" and bad["em"] == 0
     assert good["error"] is None and good["trace"]["documents"] == [h.id for h in retriever.search(good["question"], 3)]
     json.dumps(report, allow_nan=False)
-    again = run_pipeline(records, _BrokenRetriever(), uncertainty=uncertainty, checkpoint=checkpoint,
-                         progress=False, mode="single-retrieval", demos=DEMOS)
+    again = run_pipeline(
+        records,
+        _BrokenRetriever(),
+        uncertainty=uncertainty,
+        checkpoint=checkpoint,
+        progress=False,
+        mode="single-retrieval",
+        demos=DEMOS,
+    )
     assert again["results"] == report["results"]  # reused, not recomputed with the broken index
     assert len(list(iter_jsonl(checkpoint))) == 2
     # An interrupted write leaves half a row: it is set aside and the whole rows are reused.
     with checkpoint.open("a", encoding="utf-8") as fh:
         fh.write('{"id": "next", "quest')
-    resumed = run_pipeline(records, _BrokenRetriever(), uncertainty=uncertainty, checkpoint=checkpoint,
-                           progress=False, mode="single-retrieval", demos=DEMOS)
+    resumed = run_pipeline(
+        records,
+        _BrokenRetriever(),
+        uncertainty=uncertainty,
+        checkpoint=checkpoint,
+        progress=False,
+        mode="single-retrieval",
+        demos=DEMOS,
+    )
     assert resumed["results"] == report["results"]
     assert (tmp_path / "rows.jsonl.torn").read_text(encoding="utf-8") == '{"id": "next", "quest\n'
 
@@ -399,8 +431,21 @@ def cli_files(corpus, questions, tmp_path):
 def test_cli_seakr_writes_scores_and_traces(cli_files, tmp_path, capsys) -> None:
     test, corpus_path = cli_files
     out = tmp_path / "out" / "seakr.json"
-    code = main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--limit", "1",
-                 "--mode", "no-retrieval", "--json", str(out)])
+    code = main(
+        [
+            "seakr",
+            "--test",
+            str(test),
+            "--corpus",
+            str(corpus_path),
+            "--limit",
+            "1",
+            "--mode",
+            "no-retrieval",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["n"] == 1 and report["mode"] == "no-retrieval" and report["retrieval_calls"] == 0
@@ -416,8 +461,23 @@ CLI_SMALL = ["--limit", "1", "--samples", "4", "--max-steps", "1", "--no-rerank"
 def test_cli_seakr_multihop_with_a_threshold(cli_files, tmp_path, capsys) -> None:
     test, corpus_path = cli_files
     out = tmp_path / "seakr.json"
-    assert main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--json", str(out),
-                 "--threshold", "-1000", *CLI_SMALL]) == 0
+    assert (
+        main(
+            [
+                "seakr",
+                "--test",
+                str(test),
+                "--corpus",
+                str(corpus_path),
+                "--json",
+                str(out),
+                "--threshold",
+                "-1000",
+                *CLI_SMALL,
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert report["mode"] == "multihop" and report["settings"]["threshold"] == -1000
     assert report["calibration"] is None and report["uncertainty"]["k"] == 4
@@ -433,8 +493,25 @@ def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, questions, 
     train = tmp_path / "train.jsonl"  # two other real questions
     write_jsonl(train, [{"id": r["id"], "question": r["question"], "answers": r["answers"]} for r in questions[1:3]])
     out = tmp_path / "seakr.json"
-    assert main(["seakr", "--test", str(test), "--corpus", str(corpus_path), "--json", str(out),
-                 "--target-rate", "0.5", "--train", str(train), *CLI_SMALL]) == 0
+    assert (
+        main(
+            [
+                "seakr",
+                "--test",
+                str(test),
+                "--corpus",
+                str(corpus_path),
+                "--json",
+                str(out),
+                "--target-rate",
+                "0.5",
+                "--train",
+                str(train),
+                *CLI_SMALL,
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     cal = report["calibration"]
     assert (cal["method"], cal["n"], cal["target_rate"], cal["realised_rate"]) == ("rate", 2, 0.5, 0.5)
@@ -445,22 +522,35 @@ def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, questions, 
     assert "calibrated on 2 questions" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    ([], "needs δ: give --threshold"),
-    (["--threshold", "3", "--target-rate", "0.5", "--train", "t.jsonl"], "not both"),
-    (["--target-rate", "0.5"], "give --train"),
-    (["--threshold", "3", "--train", "t.jsonl"], "--train goes with --target-rate"),
-    (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate: must be a number strictly between 0 and 1"),
-    (["--mode", "simple", "--threshold", "3"], "--mode multihop only"),
-    (["--threshold", "3", "--limit", "0"], "--limit: must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "needs δ: give --threshold"),
+        (["--threshold", "3", "--target-rate", "0.5", "--train", "t.jsonl"], "not both"),
+        (["--target-rate", "0.5"], "give --train"),
+        (["--threshold", "3", "--train", "t.jsonl"], "--train goes with --target-rate"),
+        (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate: must be a number strictly between 0 and 1"),
+        (["--mode", "simple", "--threshold", "3"], "--mode multihop only"),
+        (["--threshold", "3", "--limit", "0"], "--limit: must be a positive integer"),
+    ],
+)
 def test_cli_seakr_refuses_a_missing_or_doubled_delta_before_any_work(tmp_path, capsys, flags, message) -> None:
     # The input files exist but hold nothing readable: the flags are checked before anything is read.
     for name in ("qa.jsonl", "corpus.jsonl", "t.jsonl"):
         (tmp_path / name).write_text("not json\n", encoding="utf-8")
     flags = [str(tmp_path / f) if f.endswith(".jsonl") else f for f in flags]
-    code = main(["seakr", "--test", str(tmp_path / "qa.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"),
-                 "--json", str(tmp_path / "out.json"), *flags])
+    code = main(
+        [
+            "seakr",
+            "--test",
+            str(tmp_path / "qa.jsonl"),
+            "--corpus",
+            str(tmp_path / "corpus.jsonl"),
+            "--json",
+            str(tmp_path / "out.json"),
+            *flags,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("adaptive-gates: error: ") and message in err
     assert "Traceback" not in err and not (tmp_path / "out.json").exists()

@@ -36,7 +36,7 @@ NEAR = [0, 1, 0, 1, 0]
 def test_ratio_rule_by_hand():
     # m = 3 + 3 = 6 known, n = 2 + 1 = 3 unknown; m/n = 2.
     questions = [f"p{a}" for a in (10, 20, 30, 40, 50, 170, 180, 190, 200)]
-    labels = NEAR + [0, 0, 0, 1]
+    labels = [*NEAR, 0, 0, 0, 1]
     gate = SKRKnnGate(AngleEmbedder(), k=5).fit(questions, labels)
     d = gate.decide("p0")
     # l/(k-l) = 3/2 = 1.5 < m/n = 2  ->  unknown  ->  retrieve.
@@ -63,7 +63,7 @@ def test_ratio_rule_boundary_counts_as_known():
 def test_majority_tie_goes_to_the_smaller_class(far_labels, expected):
     # Neighbours p10..p40 split 2-2. Extra far points make D- (n) or D+ (m) the smaller class.
     questions = [f"p{a}" for a in (10, 20, 30, 40, 180, 190)]
-    labels = [0, 1, 0, 1] + far_labels
+    labels = [0, 1, 0, 1, *far_labels]
     gate = SKRKnnGate(AngleEmbedder(), k=4, vote="majority").fit(questions, labels)
     d = gate.decide("p0")
     assert d.score == 0.5
@@ -205,8 +205,12 @@ def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(outco
 
 def test_classifier_learns_a_separable_signal(embedder):
     known = ["what is two plus two", "what is three plus five", "what is ten minus four", "what is six times seven"]
-    unknown = ["who won the 1987 tour de france", "who won the 1962 world cup", "who won the 1999 wimbledon final",
-               "who won the 2003 champions league"]
+    unknown = [
+        "who won the 1987 tour de france",
+        "who won the 1962 world cup",
+        "who won the 1999 wimbledon final",
+        "who won the 2003 champions league",
+    ]
     gate = SKRClassifierGate(embedder, C=100.0).fit(known + unknown, [0] * 4 + [1] * 4)
     assert gate.decide("what is nine plus one").retrieve is False
     assert gate.decide("who won the 1975 us open").retrieve is True
@@ -232,13 +236,22 @@ def test_bad_questions_get_fallback_decisions(small_gate, bad):
 
 @pytest.mark.parametrize(
     "batch, message",
-    [("some text", "single string"), (b"some bytes", "single string"), (None, "NoneType"), (7, "int"),
-     ({"who wrote hamlet": 1}, "dict")],
+    [
+        ("some text", "single string"),
+        (b"some bytes", "single string"),
+        (None, "NoneType"),
+        (7, "int"),
+        ({"who wrote hamlet": 1}, "dict"),
+    ],
 )
 def test_a_batch_that_is_not_a_sequence_of_questions_is_refused(small_gate, batch, message):
     # A string would otherwise be decided character by character.
-    for call in (small_gate.decide_batch, small_gate.score, lambda b: small_gate.calibrate(b, target_rate=0.3),
-                 lambda b: asyncio.run(small_gate.adecide_batch(b))):
+    for call in (
+        small_gate.decide_batch,
+        small_gate.score,
+        lambda b: small_gate.calibrate(b, target_rate=0.3),
+        lambda b: asyncio.run(small_gate.adecide_batch(b)),
+    ):
         with pytest.raises(InvalidQuestionError, match=message):
             call(batch)
     # Questions given as any iterable are fine.
@@ -319,7 +332,9 @@ def test_nan_from_backend_is_a_fallback_not_a_crash():
 
 def test_async_decide(small_gate):
     async def run():
-        return await asyncio.gather(small_gate.adecide("who wrote hamlet"), small_gate.adecide_batch(["capital of peru"]))
+        return await asyncio.gather(
+            small_gate.adecide("who wrote hamlet"), small_gate.adecide_batch(["capital of peru"])
+        )
 
     one, batch = asyncio.run(run())
     assert one.retrieve is False and batch[0].retrieve is True

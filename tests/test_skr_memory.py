@@ -67,8 +67,28 @@ def test_icl_demonstrations_come_through_the_protocol(outcome_records, embedder)
 def test_icl_search_widens_until_both_classes_are_found(embedder):
     """The nearest past questions are all known: the unknown demonstration lies beyond
     the first search, which must then look further."""
-    countries = ["France", "Spain", "Italy", "Germany", "Japan", "Peru", "Chile", "Kenya", "Egypt", "India",
-                 "Norway", "Canada", "Mexico", "Brazil", "Greece", "Poland", "Cuba", "Nepal", "Iran", "Ghana"]
+    countries = [
+        "France",
+        "Spain",
+        "Italy",
+        "Germany",
+        "Japan",
+        "Peru",
+        "Chile",
+        "Kenya",
+        "Egypt",
+        "India",
+        "Norway",
+        "Canada",
+        "Mexico",
+        "Brazil",
+        "Greece",
+        "Poland",
+        "Cuba",
+        "Nepal",
+        "Iran",
+        "Ghana",
+    ]
     known = [f"what is the capital of {c}" for c in countries]
     unknown = "how many goals did the losing side score in the 1958 world cup semi final"
     gate = SKRIclGate(embedder=embedder, n_demos=2, memory=ExactMemory).fit([*known, unknown], [KNOWN] * 20 + [UNKNOWN])
@@ -109,11 +129,14 @@ def test_exact_memory_round_trips_and_is_not_read_as_faiss(outcome_records, embe
     gate = SKRKnnGate(embedder, memory=ExactMemory).fit_outcomes(train)
     gate.save(tmp_path / "g")
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
-        "config.json", "labels.npy", "questions.json", "vectors.npy"
+        "config.json",
+        "labels.npy",
+        "questions.json",
+        "vectors.npy",
     ]
     loaded = SKRKnnGate.load(tmp_path / "g", embedder=embedder, memory=ExactMemory)
     assert [d.details for d in loaded.decide_batch(probes[:20])] == [d.details for d in gate.decide_batch(probes[:20])]
-    with pytest.raises(GateLoadError, match="'state.memory' is 'exact'.*'faiss'"):
+    with pytest.raises(GateLoadError, match=r"'state\.memory' is 'exact'.*'faiss'"):
         load_gate(tmp_path / "g", embedder=embedder)
 
 
@@ -141,7 +164,9 @@ class UnsavedMemory(ExactMemory):
 
 def test_a_memory_that_cannot_save_says_so_on_gate_save(embedder, tmp_path):
     gate = SKRKnnGate(embedder, memory=UnsavedMemory).fit(["who wrote hamlet", "capital of peru"], [KNOWN, UNKNOWN])
-    with pytest.raises(NotImplementedError, match="SKRKnnGate cannot be saved: its memory UnsavedMemory.*service keeps"):
+    with pytest.raises(
+        NotImplementedError, match=r"SKRKnnGate cannot be saved: its memory UnsavedMemory.*service keeps"
+    ):
         gate.save(tmp_path / "g")
     assert not (tmp_path / "g").exists() and not list(tmp_path.iterdir())  # nothing half-written
 

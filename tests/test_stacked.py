@@ -5,6 +5,7 @@ too), refusal of tampered parts; the command line."""
 
 import json
 import logging
+from functools import partial
 
 import numpy as np
 import pytest
@@ -22,11 +23,10 @@ from adaptive_gates.cli import main
 from adaptive_gates.evaluation import cross_fitted_scores
 from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
-from adaptive_gates.stacking import fit_combiner, head_outcomes
 from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.question_features import FEATURE_NAMES
 from adaptive_gates.selfknowledge import UNKNOWN
-
+from adaptive_gates.stacking import fit_combiner, head_outcomes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -47,18 +47,18 @@ def _cut(records) -> int:
 
 @pytest.fixture(scope="module")
 def train(outcome_records):
-    return outcome_records[:_cut(outcome_records)]
+    return outcome_records[: _cut(outcome_records)]
 
 
 @pytest.fixture(scope="module")
 def test_questions(outcome_records):
     cut = _cut(outcome_records)
-    return [r.question for r in outcome_records[cut:cut + 60]]
+    return [r.question for r in outcome_records[cut : cut + 60]]
 
 
 @pytest.fixture(scope="module")
 def held_out(outcome_records):
-    return [r.question for r in outcome_records[_cut(outcome_records):]]
+    return [r.question for r in outcome_records[_cut(outcome_records) :]]
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_the_combiner_learns_from_out_of_fold_member_scores_only(monkeypatch, en
     questions = [r.question for r in train]
     assert gate.feature_names_ == ["member:skr-knn", "member:popularity", *FEATURE_NAMES]
     for column, name in enumerate(["skr-knn", "popularity"]):
-        expected = cross_fitted_scores(lambda: stacked.MEMBERS[name].build(encoder), train, "contains", 5, 3)
+        expected = cross_fitted_scores(partial(stacked.MEMBERS[name].build, encoder), train, "contains", 5, 3)
         np.testing.assert_array_equal(seen["features"][:, column], expected)
     # In-sample, a kNN member finds each question itself among its neighbours: had the
     # combiner been fed those scores, the column above would be these.
@@ -166,7 +166,7 @@ def test_cross_validated_stacked_gates_never_score_their_own_rows(encoder, train
 
 def test_gain_and_helps_targets(encoder, train, fitted, test_questions):
     scores = fitted.score(test_questions)
-    assert np.all((-1 <= scores) & (scores <= 1)) and fitted.threshold_ == 0.0
+    assert np.all((scores >= -1) & (scores <= 1)) and fitted.threshold_ == 0.0
     decision = fitted.decide(test_questions[0])
     assert decision.score == pytest.approx(decision.details["p_with"] - decision.details["p_without"])
     assert set(decision.details["members"]) == {"skr-knn", "skr-cls", "popularity"}
@@ -175,7 +175,7 @@ def test_gain_and_helps_targets(encoder, train, fitted, test_questions):
     a, b = outcome_scores(train)
     assert helps.threshold_ == pytest.approx(np.mean(b > a))  # retrieve when above the base rate
     p = helps.score(test_questions)
-    assert np.all((0 <= p) & (p <= 1))
+    assert np.all((p >= 0) & (p <= 1))
 
 
 def test_heads_are_calibrated_on_their_training_rows(train):
@@ -197,8 +197,13 @@ def test_round_trip_as_one_directory(fresh, encoder, test_questions, tmp_path):
     # one flat directory: each member's files under its prefix, its config in the state
     assert not [p for p in path.iterdir() if p.is_dir()]
     names = {p.name for p in path.iterdir()}
-    assert {"member-0-skr-knn.labels.npy", "member-1-skr-cls.coef.npy", "combiner_with.npy", "rows_features.npy",
-            "rows_questions.json"} <= names
+    assert {
+        "member-0-skr-knn.labels.npy",
+        "member-1-skr-cls.coef.npy",
+        "combiner_with.npy",
+        "rows_features.npy",
+        "rows_questions.json",
+    } <= names
     assert FEEDBACK_FILE not in names  # no feedback, no log
     state = json.loads((path / CONFIG_FILE).read_text())["state"]
     assert [m["config"]["gate_type"] for m in state["members"]] == ["skr-knn", "skr-cls", "popularity"]
@@ -237,7 +242,7 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
     path = fitted.save(tmp_path / "g")
     coef = path / "member-1-skr-cls.coef.npy"
     np.save(coef, np.load(coef) * 2)
-    with pytest.raises(GateLoadError, match="'member-1-skr-cls.coef.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'member-1-skr-cls\.coef\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     for name in ("combiner_with.npy", "rows_features.npy"):
@@ -249,9 +254,13 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
 
     # a member's file swapped for that of another valid stacked gate
     path = fitted.save(tmp_path / "i")
-    other = StackedGate(encoder, members="skr-knn,skr-cls,popularity").fit_outcomes(train[: len(train) // 2]).save(tmp_path / "o")
+    other = (
+        StackedGate(encoder, members="skr-knn,skr-cls,popularity")
+        .fit_outcomes(train[: len(train) // 2])
+        .save(tmp_path / "o")
+    )
     (path / "member-0-skr-knn.labels.npy").write_bytes((other / "member-0-skr-knn.labels.npy").read_bytes())
-    with pytest.raises(GateLoadError, match="'member-0-skr-knn.labels.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"'member-0-skr-knn\.labels\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     # a member's saved parameters edited (its config sits in the stacked gate's state)
@@ -264,7 +273,7 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
 
     path = fitted.save(tmp_path / "k")
     (path / "member-0-skr-knn.labels.npy").unlink()
-    with pytest.raises(GateLoadError, match="missing file 'member-0-skr-knn.labels.npy'"):
+    with pytest.raises(GateLoadError, match=r"missing file 'member-0-skr-knn\.labels\.npy'"):
         load_gate(path, embedder=encoder)
 
     # members in another order, signed again: each member must be the gate its place names
@@ -277,7 +286,9 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
 # Training questions the fitted gate is surest to answer without retrieval, each with
 # another wording of it (checked in the test).
 PARAPHRASES = {
-    "what year did russia sell alaska to the united states": "in which year did the united states buy alaska from russia",
+    "what year did russia sell alaska to the united states": (
+        "in which year did the united states buy alaska from russia"
+    ),
     "who was president when the civil war started": "which us president was in office when the civil war began",
     "what year did the first ipod touch come out": "when was the first ipod touch released",
     "how many seasons of gossip girl are there": "how many seasons does gossip girl have",
@@ -411,29 +422,44 @@ def test_feedback_is_refused_before_fitting_or_when_malformed(fresh, test_questi
             call(StackedGate(members=SMALL))
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"members": "skr-knn,verbalized"}, "unknown member gate"),
-    ({"members": "skr-knn,skr-knn"}, "must not repeat"),
-    ({"members": "", "features": False}, "needs members, question features, or both"),
-    ({"target": "accuracy"}, "target must be one of"),
-    ({"C": 0}, "C must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"members": "skr-knn,verbalized"}, "unknown member gate"),
+        ({"members": "skr-knn,skr-knn"}, "must not repeat"),
+        ({"members": "", "features": False}, "needs members, question features, or both"),
+        ({"target": "accuracy"}, "target must be one of"),
+        ({"C": 0}, "C must be a positive number"),
+    ],
+)
 def test_bad_parameters_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         StackedGate(**bad)
 
 
 def _eval(split, out, *flags):
-    return main(["eval", "--gate", "stacked", "--train", str(split / "train.jsonl"),
-                 "--test", str(split / "test.jsonl"), "--json", str(out), *flags])
+    return main(
+        [
+            "eval",
+            "--gate",
+            "stacked",
+            "--train",
+            str(split / "train.jsonl"),
+            "--test",
+            str(split / "test.jsonl"),
+            "--json",
+            str(out),
+            *flags,
+        ]
+    )
 
 
 def test_cli_eval_with_the_default_members(split, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert _eval(split, out) == 0
     report = json.loads(out.read_text())
-    n_train = sum(1 for _ in open(split / "train.jsonl"))
-    n = sum(1 for _ in open(split / "test.jsonl"))
+    with open(split / "train.jsonl") as train, open(split / "test.jsonl") as test:
+        n_train, n = sum(1 for _ in train), sum(1 for _ in test)
     assert report["gate"] == "stacked" and report["n"] == n and report["n_train"] == n_train
     assert report["threshold"] == 0.0 and len(report["curve"]) == n + 1
     assert report["gap_capture"] is not None and 0 <= report["decision_auroc"] <= 1
@@ -442,8 +468,7 @@ def test_cli_eval_with_the_default_members(split, tmp_path, capsys):
 
 def test_cli_eval_picks_members_and_target(split, tmp_path):
     out = tmp_path / "r.json"
-    assert _eval(split, out, "--option", f"members={SMALL}", "--option", "target=helps",
-                 "--target-rate", "0.3") == 0
+    assert _eval(split, out, "--option", f"members={SMALL}", "--option", "target=helps", "--target-rate", "0.3") == 0
     report = json.loads(out.read_text())
     assert report["at_threshold"]["target_rate"] == 0.3
     assert abs(report["at_threshold"]["retrieval_rate"] - 0.3) < 0.15

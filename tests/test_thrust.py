@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from adaptive_gates import (
-    BM25DifficultyGate,
     BackendError,
+    BM25DifficultyGate,
     CachedEmbedder,
     GateLoadError,
     LMHiddenStateRepresenter,
@@ -18,8 +18,8 @@ from adaptive_gates import (
 )
 from adaptive_gates.cli import main
 from adaptive_gates.data import load_outcomes, write_jsonl
-from adaptive_gates.models import default_embedder
 from adaptive_gates.gates.thrust import EPSILON, n_clusters
+from adaptive_gates.models import default_embedder
 
 
 class PointRepresenter:
@@ -57,8 +57,9 @@ def test_score_formula_by_hand(scale, factor):
     assert d.score == pytest.approx(-expected / 4, rel=1e-6)
     assert d.details["nearest_centroid_distance"] == pytest.approx(1.0)
     assert d.details["nearest_cluster"]["size"] == 2 and d.details["nearest_cluster"]["class"] == "all"
-    assert d.details["classes"] == [{"class": "all", "thrust": pytest.approx(expected, rel=1e-6),
-                                     "nearest_distance": pytest.approx(1.0)}]
+    assert d.details["classes"] == [
+        {"class": "all", "thrust": pytest.approx(expected, rel=1e-6), "nearest_distance": pytest.approx(1.0)}
+    ]
 
 
 def test_query_on_a_centroid_gets_a_huge_finite_pull():
@@ -168,8 +169,8 @@ def test_non_finite_representation_gives_a_fallback():
 
 def test_class_labels_cluster_each_class():
     rng = np.random.default_rng(1)
-    a = {f"a{i}": xy for i, xy in enumerate(rng.normal(size=(20, 2)) + (-10, 0))}
-    b = {f"b{i}": xy for i, xy in enumerate(rng.normal(size=(20, 2)) + (10, 0))}
+    a = {f"a{i}": xy for i, xy in enumerate(rng.normal(size=(20, 2)) + np.array([-10, 0]))}
+    b = {f"b{i}": xy for i, xy in enumerate(rng.normal(size=(20, 2)) + np.array([10, 0]))}
     points = {**a, **b, "near_a": (-10, 0.5)}
     gate = ThrustGate(PointRepresenter(points)).fit(list(a) + list(b), ["yes"] * 20 + ["no"] * 20)
     assert gate.class_names_ == ["yes", "no"] and gate.n_clusters_ == [3, 3] and len(gate.centroids_) == 6
@@ -231,10 +232,10 @@ def test_a_gate_saved_before_level_scores_was_renamed_loads(tmp_path):
 
 def test_mismatched_representer_is_refused(tmp_path):
     path = hand_gate().save(tmp_path / "g")
-    with pytest.raises(GateLoadError, match="state.representer.id"):
+    with pytest.raises(GateLoadError, match=r"state\.representer\.id"):
         ThrustGate.load(path, representer=PointRepresenter(HAND, model_id="other"))
     wide = PointRepresenter({k: (*v, 0.0) for k, v in HAND.items()})
-    with pytest.raises(GateLoadError, match="state.representer.dimension"):
+    with pytest.raises(GateLoadError, match=r"state\.representer\.dimension"):
         ThrustGate.load(path, representer=wide)
     with pytest.raises(GateLoadError, match="pass representer="):
         ThrustGate.load(path)
@@ -276,10 +277,17 @@ def test_levels_hold_on_held_out_questions(question_pool):
 
 def test_real_smollm2_hidden_states(tmp_path):
     questions = [
-        "who wrote the play hamlet", "what is the capital city of france", "when did the second world war end",
-        "how many legs does a spider have", "who painted the mona lisa", "what is the boiling point of water",
-        "who discovered penicillin", "what year did the berlin wall fall", "what is the largest planet",
-        "who was the first president of the united states", "what is the chemical symbol for gold",
+        "who wrote the play hamlet",
+        "what is the capital city of france",
+        "when did the second world war end",
+        "how many legs does a spider have",
+        "who painted the mona lisa",
+        "what is the boiling point of water",
+        "who discovered penicillin",
+        "what year did the berlin wall fall",
+        "what is the largest planet",
+        "who was the first president of the united states",
+        "what is the chemical symbol for gold",
         "how many continents are there",
     ]
     probes = ["Which author wrote Hamlet?", "what did the 1987 zoning board of dubuque decide", "spider legs"]
@@ -293,18 +301,24 @@ def test_real_smollm2_hidden_states(tmp_path):
     loaded = ThrustGate.load(path)  # rebuilds the embedded representer from the saved settings
     np.testing.assert_allclose(loaded.score(probes), gate.score(probes), rtol=1e-6)
     assert LMHiddenStateRepresenter(rep.lm, layer=30).model_id == rep.model_id  # -1 is layer 30
-    with pytest.raises(GateLoadError, match="state.representer.id"):
+    with pytest.raises(GateLoadError, match=r"state\.representer\.id"):
         ThrustGate.load(path, representer=LMHiddenStateRepresenter(rep.lm, layer=15))
-    with pytest.raises(GateLoadError, match="state.representer.id"):
+    with pytest.raises(GateLoadError, match=r"state\.representer\.id"):
         ThrustGate.load(path, representer=LMHiddenStateRepresenter(rep.lm, pooling="mean"))
 
 
 # ----------------------------------------------------------------------------- bm25-difficulty
 
 FITTING = [
-    "who wrote the play hamlet", "who wrote the novel war and peace", "who painted the mona lisa",
-    "who painted the starry night", "what is the capital city of france", "what is the capital city of peru",
-    "when did the second world war end", "when did the first world war start", "how many legs does a spider have",
+    "who wrote the play hamlet",
+    "who wrote the novel war and peace",
+    "who painted the mona lisa",
+    "who painted the starry night",
+    "what is the capital city of france",
+    "what is the capital city of peru",
+    "when did the second world war end",
+    "when did the first world war start",
+    "how many legs does a spider have",
 ]
 
 
@@ -340,7 +354,7 @@ def test_bm25_save_load_and_bad_input(tmp_path):
     with pytest.raises(ValueError, match="top_k"):
         BM25DifficultyGate(top_k=0)
     (tmp_path / "g" / "queries.json").write_text(json.dumps({"queries": ["x"]}))
-    with pytest.raises(GateLoadError, match="queries.json"):
+    with pytest.raises(GateLoadError, match=r"queries\.json"):
         load_gate(tmp_path / "g")
 
 
@@ -383,8 +397,22 @@ def split(outcome_records, tmp_path_factory):
 )
 def test_cli_eval(split, tmp_path, gate, train, test, extra):
     out = tmp_path / "r.json"
-    code = main(["eval", "--gate", gate, "--train", str(split / f"{train}.jsonl"), "--test",
-                 str(split / f"{test}.jsonl"), "--json", str(out), "--target-rate", "0.5", *extra])
+    code = main(
+        [
+            "eval",
+            "--gate",
+            gate,
+            "--train",
+            str(split / f"{train}.jsonl"),
+            "--test",
+            str(split / f"{test}.jsonl"),
+            "--json",
+            str(out),
+            "--target-rate",
+            "0.5",
+            *extra,
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["gate"] == gate and report["gap_capture"] is not None and 0 < report["decision_auroc"] < 1
@@ -393,8 +421,24 @@ def test_cli_eval(split, tmp_path, gate, train, test, extra):
 
 def test_cli_fit_saves_a_thrust_gate_that_loads_alone(split, tmp_path):
     out = tmp_path / "gate"
-    assert main(["fit", "--gate", "thrust", "--train", str(split / "train.jsonl"), "--out", str(out),
-                 "--representer", "embedder", "--option", "n_clusters_rule=floor"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--gate",
+                "thrust",
+                "--train",
+                str(split / "train.jsonl"),
+                "--out",
+                str(out),
+                "--representer",
+                "embedder",
+                "--option",
+                "n_clusters_rule=floor",
+            ]
+        )
+        == 0
+    )
     gate = ThrustGate.load(out)
     n_train = len(load_outcomes(split / "train.jsonl"))
     assert gate.n_clusters_rule == "floor" and gate.n_clusters_ == [n_clusters(n_train, "floor")]
@@ -411,6 +455,19 @@ def test_cli_fit_saves_a_thrust_gate_that_loads_alone(split, tmp_path):
     ],
 )
 def test_cli_refuses_backend_flags_that_do_not_fit(split, tmp_path, capsys, argv, message):
-    assert main(["eval", *argv, "--train", str(split / "train.jsonl"), "--test", str(split / "test.jsonl"),
-                 "--json", str(tmp_path / "r.json")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                *argv,
+                "--train",
+                str(split / "train.jsonl"),
+                "--test",
+                str(split / "test.jsonl"),
+                "--json",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 2
+    )
     assert message in capsys.readouterr().err

@@ -21,7 +21,8 @@ DEFAULT_TOP_LOGPROBS = 5
 
 def add_parser(sub: Any) -> None:
     col = sub.add_parser(
-        "collect", help="answer QA records with and without retrieval, with a local model or through an "
+        "collect",
+        help="answer QA records with and without retrieval, with a local model or through an "
         "OpenAI-compatible server, into outcome records (resumable)",
     )
     col.add_argument("--qa", required=True, type=input_file, help="QA records (JSONL)")
@@ -32,25 +33,54 @@ def add_parser(sub: Any) -> None:
     col.add_argument("--k", type=positive_int, default=3, help="passages per question")
     col.add_argument("--limit", type=positive_int, help="only the first N records")
     answering = col.add_mutually_exclusive_group()
-    answering.add_argument("--model", help="a local HF model id or path to answer with "
-                           "(default: embedded SmolLM2-135M-Instruct)")
-    answering.add_argument("--chat-model", help="answer through an OpenAI-compatible server (OpenAI, vLLM, "
-                           "llama.cpp, Ollama): the model name it serves")
-    col.add_argument("--base-url", type=base_url, help="with --chat-model: the server's base URL, e.g. "
-                     "http://localhost:8000/v1 (default: OPENAI_BASE_URL, else OpenAI's)")
-    col.add_argument("--api-key-env", metavar="VAR", help="with --chat-model: the environment variable holding "
-                     "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)")
-    col.add_argument("--concurrency", type=positive_int, metavar="N",
-                     help=f"with --chat-model: requests in flight at once (default: {DEFAULT_CONCURRENCY})")
+    answering.add_argument(
+        "--model", help="a local HF model id or path to answer with (default: embedded SmolLM2-135M-Instruct)"
+    )
+    answering.add_argument(
+        "--chat-model",
+        help="answer through an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama): the model name it serves",
+    )
+    col.add_argument(
+        "--base-url",
+        type=base_url,
+        help="with --chat-model: the server's base URL, e.g. "
+        "http://localhost:8000/v1 (default: OPENAI_BASE_URL, else OpenAI's)",
+    )
+    col.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --chat-model: the environment variable holding "
+        "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)",
+    )
+    col.add_argument(
+        "--concurrency",
+        type=positive_int,
+        metavar="N",
+        help=f"with --chat-model: requests in flight at once (default: {DEFAULT_CONCURRENCY})",
+    )
     logprobs = col.add_mutually_exclusive_group()
-    logprobs.add_argument("--top-logprobs", type=top_logprobs, default=DEFAULT_TOP_LOGPROBS, metavar="K",
-                          help="keep the no-retrieval answer's token log-probs with K alternatives each "
-                          f"(1..{MAX_TOP_LOGPROBS}, default: {DEFAULT_TOP_LOGPROBS})")
-    logprobs.add_argument("--no-logprobs", dest="top_logprobs", action="store_const", const=0,
-                          help="ask for no log-probs (for a server that refuses them)")
+    logprobs.add_argument(
+        "--top-logprobs",
+        type=top_logprobs,
+        default=DEFAULT_TOP_LOGPROBS,
+        metavar="K",
+        help="keep the no-retrieval answer's token log-probs with K alternatives each "
+        f"(1..{MAX_TOP_LOGPROBS}, default: {DEFAULT_TOP_LOGPROBS})",
+    )
+    logprobs.add_argument(
+        "--no-logprobs",
+        dest="top_logprobs",
+        action="store_const",
+        const=0,
+        help="ask for no log-probs (for a server that refuses them)",
+    )
     col.add_argument("--instruction", help="the answer instruction line")
-    col.add_argument("--batch-size", type=positive_int, help="questions answered, then appended to --out, "
-                     f"at a time (default: {DEFAULT_BATCH_SIZE}, and at least --concurrency)")
+    col.add_argument(
+        "--batch-size",
+        type=positive_int,
+        help="questions answered, then appended to --out, "
+        f"at a time (default: {DEFAULT_BATCH_SIZE}, and at least --concurrency)",
+    )
     col.set_defaults(run=run)
 
 
@@ -72,14 +102,23 @@ def run(args: argparse.Namespace) -> int:
     retriever = corpus_retriever(args.retriever, args.corpus)
     answerer = LLMAnswerer(
         chat or (LocalCausalLM(args.model) if args.model else None),
-        instruction=args.instruction or DEFAULT_INSTRUCTION, batch_size=batch_size,
+        instruction=args.instruction or DEFAULT_INSTRUCTION,
+        batch_size=batch_size,
         max_workers=concurrency if chat else 1,
     )
     outcomes = collect_outcomes(
-        records, answerer, retriever, args.out, k=args.k, batch_size=batch_size, top_logprobs=args.top_logprobs,
+        records,
+        answerer,
+        retriever,
+        args.out,
+        k=args.k,
+        batch_size=batch_size,
+        top_logprobs=args.top_logprobs,
         progress=sys.stderr.isatty(),  # a bar for a person watching, not for a log file
     )
     usage = outcome_usage(outcomes)
-    print(f"{len(outcomes)} outcome records in {args.out} "
-          f"({usage.prompt_tokens} prompt tokens, {usage.completion_tokens} completion tokens)")
+    print(
+        f"{len(outcomes)} outcome records in {args.out} "
+        f"({usage.prompt_tokens} prompt tokens, {usage.completion_tokens} completion tokens)"
+    )
     return 0

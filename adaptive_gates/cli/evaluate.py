@@ -25,12 +25,17 @@ def add_parser(sub: Any) -> None:
     add_gate_arguments(ev)
     ev.add_argument("--test", required=True, type=input_file, help="outcome records (JSONL) to evaluate on")
     ev.add_argument("--json", required=True, type=output_file, help="where to write the report")
-    ev.add_argument("--plot", type=plot_file,
-                    help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: "
-                    ".png, .pdf...)")
+    ev.add_argument(
+        "--plot",
+        type=plot_file,
+        help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: .png, .pdf...)",
+    )
     ev.add_argument("--target-rate", type=rate, help="calibrate the threshold for this retrieval rate")
-    ev.add_argument("--live", action="store_true",
-                    help="--test holds QA records: the LLM answers them with and without retrieval now")
+    ev.add_argument(
+        "--live",
+        action="store_true",
+        help="--test holds QA records: the LLM answers them with and without retrieval now",
+    )
     ev.add_argument("--corpus", type=input_file, help="with --live: corpus records (JSONL) to retrieve from")
     ev.add_argument("--retriever", default="bm25", choices=["bm25", "dense"], help="with --live")
     ev.add_argument("--k", type=positive_int, default=3, help="with --live: passages per question")
@@ -52,16 +57,22 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--train is required (outcome records to fit on), unless --live")
         factory = gate_factory(args)
         report = evaluate_offline(
-            factory, gate_outcomes(args, args.train), gate_outcomes(args, args.test),
-            metric=args.metric, target_rate=args.target_rate,
+            factory,
+            gate_outcomes(args, args.train),
+            gate_outcomes(args, args.test),
+            metric=args.metric,
+            target_rate=args.target_rate,
         )
     write_report(args.json, json.dumps(report, indent=2))
     if args.plot:
         plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
     print(_report_line(report))
     if "alignment" in report:
-        print("alignment: " + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
-              + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}")
+        print(
+            "alignment: "
+            + " ".join(f"{k}={v:.3f}" for k, v in report["alignment"].items())
+            + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}"
+        )
     return 0
 
 
@@ -109,8 +120,14 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
         gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
     answerer = _live_answerer(gate, args.batch_size)
     return evaluate_live(
-        gate, records, retriever, answerer,
-        k=args.k, metric=args.metric, target_rate=args.target_rate, batch_size=args.batch_size,
+        gate,
+        records,
+        retriever,
+        answerer,
+        k=args.k,
+        metric=args.metric,
+        target_rate=args.target_rate,
+        batch_size=args.batch_size,
     )
 
 
@@ -126,4 +143,3 @@ def _live_answerer(gate: Gate, batch_size: int) -> LLMAnswerer:
     if isinstance(gate, LogprobGate):
         return LLMAnswerer(chat, instruction=gate.instruction, max_new_tokens=gate.max_tokens, batch_size=batch_size)
     return LLMAnswerer(chat, style="when-to-retrieve", batch_size=batch_size)
-

@@ -39,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--out {exc}") from None
     factory = gate_factory(args)
     gate = fit_calibrated(
-        factory, gate_outcomes(args, args.train), args.metric,
-        target_rate=args.target_rate, objective=args.objective, max_rate=args.max_rate,
+        factory,
+        gate_outcomes(args, args.train),
+        args.metric,
+        target_rate=args.target_rate,
+        objective=args.objective,
+        max_rate=args.max_rate,
     )
     gate.save(args.out, overwrite=args.overwrite)
     print(f"saved {gate!r} to {args.out} (threshold {gate.threshold_:.4f})")

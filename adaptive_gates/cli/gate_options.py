@@ -20,31 +20,42 @@ if TYPE_CHECKING:
 
 def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gate", required=True,
+        "--gate",
+        required=True,
         help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, logprob, skr-prompt, skr-icl",
     )
     parser.add_argument(
-        "--train", type=input_file,
+        "--train",
+        type=input_file,
         help="outcome records (JSONL) to fit on; with --live, also the questions --target-rate calibrates on",
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
     parser.add_argument(
-        "--representer", choices=["lm", "embedder"],
+        "--representer",
+        choices=["lm", "embedder"],
         help="thrust: query representation from the LM's hidden states (default) or a sentence embedder",
     )
     parser.add_argument("--layer", type=int, help="thrust with --representer lm: hidden layer (default -1, the last)")
-    parser.add_argument("--pooling", choices=["last_token", "mean"], help="thrust with --representer lm (default last_token)")
     parser.add_argument(
-        "--option", action="append", type=key_value, metavar="KEY=VALUE",
+        "--pooling", choices=["last_token", "mean"], help="thrust with --representer lm (default last_token)"
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
         help="a gate parameter, e.g. --option k=20 --option vote=majority (repeatable)",
     )
-    parser.add_argument("--strategy", help="verbalized: vanilla, punish, challenge, step-by-step, generate, "
-                        "explain or punish+explain")
-    parser.add_argument("--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name "
-                        "(default: the embedded SmolLM2)")
-    parser.add_argument("--base-url", type=base_url,
-                        help="with --chat-model: the server's base URL (default: the SDK's)")
+    parser.add_argument(
+        "--strategy", help="verbalized: vanilla, punish, challenge, step-by-step, generate, explain or punish+explain"
+    )
+    parser.add_argument(
+        "--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name (default: the embedded SmolLM2)"
+    )
+    parser.add_argument(
+        "--base-url", type=base_url, help="with --chat-model: the server's base URL (default: the SDK's)"
+    )
 
 
 def gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
@@ -86,8 +97,7 @@ def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
     for key in options:
         if key not in parameters:
             raise UsageError(
-                f"--option {key}: gate {args.gate!r} has no such parameter; its parameters are "
-                f"{', '.join(parameters)}"
+                f"--option {key}: gate {args.gate!r} has no such parameter; its parameters are {', '.join(parameters)}"
             )
     if args.strategy is not None:
         if "strategy" not in parameters:
@@ -106,8 +116,11 @@ def _backend_kwargs(args: argparse.Namespace, accepted: Sequence[str]) -> dict[s
         backends["chat"] = chat
     if "representer" in accepted:
         return {**backends, "representer": representer(args)}
-    representer_flags = [f for f, v in (("--representer", args.representer), ("--layer", args.layer),
-                                        ("--pooling", args.pooling)) if v is not None]
+    representer_flags = [
+        f
+        for f, v in (("--representer", args.representer), ("--layer", args.layer), ("--pooling", args.pooling))
+        if v is not None
+    ]
     if representer_flags:
         raise UsageError(f"{', '.join(representer_flags)}: gate {args.gate!r} has no representer")
     if args.embedder:

@@ -19,23 +19,32 @@ def add_parser(sub: Any) -> None:
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
     sk.add_argument("--test", required=True, type=input_file, help="QA records (JSONL)")
     sk.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL) to retrieve from")
-    sk.add_argument("--json", required=True, type=output_file, help="where to write the report with per-question traces")
+    sk.add_argument(
+        "--json", required=True, type=output_file, help="where to write the report with per-question traces"
+    )
     sk.add_argument("--limit", type=positive_int, help="only the first N records")
     sk.add_argument("--mode", default="multihop", choices=MODES)
     sk.add_argument("--no-rerank", action="store_true", help="read BM25's first snippet instead of the lowest-U one")
     sk.add_argument("--no-select", action="store_true", help="keep the loop's answer instead of choosing a route")
-    sk.add_argument("--rationale", default="reread", choices=RATIONALE_FORMS,
-                    help="rationale route: re-read the steps (authors' code) or append the final cue (paper)")
+    sk.add_argument(
+        "--rationale",
+        default="reread",
+        choices=RATIONALE_FORMS,
+        help="rationale route: re-read the steps (authors' code) or append the final cue (paper)",
+    )
     sk.add_argument("--threshold", type=float, help="multihop: δ, retrieve when U > δ (or give --target-rate)")
-    sk.add_argument("--target-rate", type=rate,
-                    help="multihop: calibrate δ so that this share of the --train questions retrieves "
-                    "at their first step")
-    sk.add_argument("--train", type=input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ")
+    sk.add_argument(
+        "--target-rate",
+        type=rate,
+        help="multihop: calibrate δ so that this share of the --train questions retrieves at their first step",
+    )
+    sk.add_argument(
+        "--train", type=input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ"
+    )
     sk.add_argument("--samples", type=positive_int, default=20, help="k samples per uncertainty estimate")
     sk.add_argument("--max-steps", type=positive_int, default=7)
     sk.add_argument("--max-docs", type=positive_int, default=5)
-    sk.add_argument("--checkpoint", type=output_file,
-                    help="JSONL of finished questions: appended, and reused on rerun")
+    sk.add_argument("--checkpoint", type=output_file, help="JSONL of finished questions: appended, and reused on rerun")
     sk.add_argument("--model", help="HF model id or path (default: embedded SmolLM2-135M-Instruct)")
     sk.set_defaults(run=run)
 
@@ -54,11 +63,19 @@ def run(args: argparse.Namespace) -> int:
     calibration = [r.question for r in load_qa(args.train)] if args.train is not None else None
     lm = LocalCausalLM(args.model) if args.model else default_llm()
     report = run_pipeline(
-        records, BM25Retriever.from_jsonl(args.corpus), lm=lm,
+        records,
+        BM25Retriever.from_jsonl(args.corpus),
+        lm=lm,
         uncertainty=SelfAwareUncertainty(lm, k=args.samples),
-        threshold=args.threshold, target_rate=args.target_rate, calibration_questions=calibration,
-        mode=args.mode, rerank=not args.no_rerank, select=not args.no_select,
-        rationale=args.rationale, max_steps=args.max_steps, max_docs=args.max_docs,
+        threshold=args.threshold,
+        target_rate=args.target_rate,
+        calibration_questions=calibration,
+        mode=args.mode,
+        rerank=not args.no_rerank,
+        select=not args.no_select,
+        rationale=args.rationale,
+        max_steps=args.max_steps,
+        max_docs=args.max_docs,
         checkpoint=args.checkpoint,
     )
     write_report(args.json, json.dumps(report, indent=2, allow_nan=False))
@@ -69,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
         f"retrieval_calls={report['retrieval_calls']} ({report['retrieval_calls_per_question']:.2f}/question) "
         f"errors={report['errors']}"
         + ("" if delta is None else f" δ={delta}")
-        + ("" if calibrated is None else
-           f" (calibrated on {calibrated['n']} questions: rate {calibrated['realised_rate']:.2f})")
+        + (
+            ""
+            if calibrated is None
+            else f" (calibrated on {calibrated['n']} questions: rate {calibrated['realised_rate']:.2f})"
+        )
         + f" | {args.json}"
     )
     return 0
@@ -79,16 +99,21 @@ def run(args: argparse.Namespace) -> int:
 def _check_delta(args: argparse.Namespace) -> None:
     """δ's flags, checked first: a run without δ (or with two) fails before any file is
     read or model loaded."""
-    delta_flags = [flag for flag, value in (("--threshold", args.threshold), ("--target-rate", args.target_rate))
-                   if value is not None]
+    delta_flags = [
+        flag
+        for flag, value in (("--threshold", args.threshold), ("--target-rate", args.target_rate))
+        if value is not None
+    ]
     if args.mode != "multihop":
         if delta_flags:
             raise UsageError(f"{' and '.join(delta_flags)}: δ is used by --mode multihop only, not {args.mode}")
         if args.train is not None:
             raise UsageError("--train goes with --target-rate, which --mode multihop uses")
     elif not delta_flags:
-        raise UsageError("--mode multihop needs δ: give --threshold D, or --target-rate R with --train "
-                         "QA.jsonl to calibrate it on those questions (δ moves with the model and settings)")
+        raise UsageError(
+            "--mode multihop needs δ: give --threshold D, or --target-rate R with --train "
+            "QA.jsonl to calibrate it on those questions (δ moves with the model and settings)"
+        )
     elif len(delta_flags) == 2:
         raise UsageError("give --threshold or --target-rate, not both")
     elif args.target_rate is not None and args.train is None:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..data import OutcomeRecord
-from ..selfknowledge import outcome_scores
 from ..folds import GateFactory, cross_fitted_folds
+from ..selfknowledge import outcome_scores
 from .report import evaluate_scores
 from .units import lm_calls_per_decision
 
@@ -65,7 +65,8 @@ def cross_fitted_reports(
     parts = [list(rows) for rows in datasets.values()]
     if pooled:
         scores, retrieve, answers_first = cross_fitted_decisions(
-            factory, [r for rows in parts for r in rows], metric, folds, seed)
+            factory, [r for rows in parts for r in rows], metric, folds, seed
+        )
     else:
         each = [cross_fitted_decisions(factory, rows, metric, folds, seed) for rows in parts]
         scores, retrieve = np.concatenate([e[0] for e in each]), np.concatenate([e[1] for e in each])
@@ -74,8 +75,15 @@ def cross_fitted_reports(
     def report(rows: list[OutcomeRecord], where: slice) -> dict[str, Any]:
         a, b = outcome_scores(rows, metric)
         decided = retrieve[where]
-        return evaluate_scores(scores[where], a, b, gate=name, metric=metric, retrieve=decided,
-                               lm_calls=lm_calls_per_decision(decided, answers_first=answers_first))
+        return evaluate_scores(
+            scores[where],
+            a,
+            b,
+            gate=name,
+            metric=metric,
+            retrieve=decided,
+            lm_calls=lm_calls_per_decision(decided, answers_first=answers_first),
+        )
 
     reports, start = {}, 0
     for key, rows in zip(datasets, parts):

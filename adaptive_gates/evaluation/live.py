@@ -80,9 +80,7 @@ class _LiveRun:
         default_factory=lambda: dict.fromkeys(("gate_s", "direct_answer_s", "retrieval_s", "grounded_answer_s"), 0.0)
     )
 
-    def add_batch(
-        self, gate: Gate, questions: list[str], retriever: Retriever, answerer: Answerer, k: int
-    ) -> None:
+    def add_batch(self, gate: Gate, questions: list[str], retriever: Retriever, answerer: Answerer, k: int) -> None:
         """Decide a batch, answer it without retrieval (where the gate left no draft) and
         with the top ``k`` passages, timing each part."""
         with self._timed("gate_s"):
@@ -120,7 +118,13 @@ def _report(
     b = np.array([score_answer(p, r.answers) for p, r in zip(run.grounded, records)], dtype=np.float64)
     flags = np.array([d.retrieve for d in decisions], dtype=bool)
     report = evaluate_scores(
-        _ranking_scores(decisions), a, b, gate=gate.name, metric=metric, retrieve=flags, target_rate=target_rate,
+        _ranking_scores(decisions),
+        a,
+        b,
+        gate=gate.name,
+        metric=metric,
+        retrieve=flags,
+        target_rate=target_rate,
         lm_calls=_lm_calls(gate, decisions, flags),
     )
     n = max(len(records), 1)
@@ -135,10 +139,18 @@ def _report(
         seconds_per_question={key.removesuffix("_s"): value / n for key, value in run.timing.items()},
         questions=[
             {
-                "id": r.id, "question": r.question, "answers": list(r.answers), "retrieve": d.retrieve,
-                "score": d.to_dict()["score"], "answer_without": p0, "answer_with": p1,
-                "correct_without": float(x), "correct_with": float(y), "retrieved": ids,
-                "error": d.error, "details": d.details,
+                "id": r.id,
+                "question": r.question,
+                "answers": list(r.answers),
+                "retrieve": d.retrieve,
+                "score": d.to_dict()["score"],
+                "answer_without": p0,
+                "answer_with": p1,
+                "correct_without": float(x),
+                "correct_with": float(y),
+                "retrieved": ids,
+                "error": d.error,
+                "details": d.details,
             }
             for r, d, p0, p1, x, y, ids in zip(records, decisions, run.direct, run.grounded, a, b, run.retrieved)
         ],

@@ -12,8 +12,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ..data import OutcomeRecord
 from ..folds import GateFactory, cross_fitted_scores, fit_gate
 from ..gates.base import Gate
@@ -22,6 +20,7 @@ from .report import evaluate_scores
 from .units import lm_calls_per_decision
 
 logger = logging.getLogger(__name__)
+
 
 def fit_calibrated(
     factory: GateFactory,

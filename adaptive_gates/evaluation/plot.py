@@ -61,8 +61,15 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
         # Where 95% of random gates retrieving as often as the gate land.
         low, high = band["accuracy"]
         rate = band["retrieval_rate"]
-        ax.plot([rate, rate], [low, high], color="grey", linewidth=4, alpha=0.5, solid_capstyle="butt",
-                label=f"random gates at that rate ({band['level']:.0%})")
+        ax.plot(
+            [rate, rate],
+            [low, high],
+            color="grey",
+            linewidth=4,
+            alpha=0.5,
+            solid_capstyle="butt",
+            label=f"random gates at that rate ({band['level']:.0%})",
+        )
     rates, acc = zip(*base["oracle_curve"])
     ax.plot(rates, acc, color="black", linestyle=":", label="oracle")
     ax.plot([0, 1], [base["never"], base["always"]], color="grey", linestyle="--", label="random")

@@ -19,9 +19,7 @@ from .curves import as_outcomes, gap_capture, gate_curve, oracle_curve, random_a
 RANDOM_DRAWS = 1000
 
 
-def null_gap_captures(
-    a: np.ndarray, b: np.ndarray, rng: np.random.Generator, draws: int = RANDOM_DRAWS
-) -> np.ndarray:
+def null_gap_captures(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, draws: int = RANDOM_DRAWS) -> np.ndarray:
     """Gap capture of ``draws`` gates with random need scores on the outcomes
     ``a`` (correct without retrieval) and ``b`` (with it); empty when the oracle
     is no better than random (gap capture undefined)."""

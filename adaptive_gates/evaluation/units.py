@@ -59,12 +59,16 @@ def lm_calls_per_decision(
     reads only the question 1.
     """
     retrieve = np.asarray(retrieve, dtype=bool)
-    calls = np.full(retrieve.shape, 1.0 if answers_first else 0.0) if gate_calls is None else np.asarray(
-        gate_calls, dtype=np.float64)
+    calls = (
+        np.full(retrieve.shape, 1.0 if answers_first else 0.0)
+        if gate_calls is None
+        else np.asarray(gate_calls, dtype=np.float64)
+    )
     reused = np.full(retrieve.shape, answers_first) if drafts is None else np.asarray(drafts, dtype=bool)
     if calls.shape != retrieve.shape or reused.shape != retrieve.shape:
         raise ValueError(
-            f"got {calls.size} gate call counts and {reused.size} draft flags for {retrieve.size} decisions")
+            f"got {calls.size} gate call counts and {reused.size} draft flags for {retrieve.size} decisions"
+        )
     return calls + (retrieve | ~reused)
 
 

@@ -10,18 +10,16 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import numpy as np
-
 from ..constraints import Integer, Real, validate_params
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
-from ..models.chat import ChatReply, Message, SyncChatModel, with_achat
+from ..models.chat import ChatModel, ChatReply, Message, SyncChatModel, with_achat
 from ..models.chat_batch import achat_each, chat_each
 from ..persistence import check_saved_backend
 from .assessment import Assessment
@@ -42,7 +40,9 @@ _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default
 
 Replies = list[ChatReply | Exception]
 Scored = Assessment
-R, S, T = TypeVar("R"), TypeVar("S"), TypeVar("T")
+R = TypeVar("R")
+S = TypeVar("S")
+T = TypeVar("T")
 
 #: What ``ChatBackend`` (and so every chat-backed gate) takes for how it asks.
 _ASKING_CONSTRAINTS: dict[str, Any] = {"max_workers": Integer(1), "deadline": [Real(0, closed="neither"), None]}
@@ -78,7 +78,7 @@ class ChatBackend:
     """
 
     def __init__(
-        self, chat: SyncChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
+        self, chat: ChatModel | None, *, max_workers: int = 1, deadline: float | None = DEFAULT_DEADLINE
     ) -> None:
         validate_params({"max_workers": max_workers, "deadline": deadline}, _ASKING_CONSTRAINTS)
         self._chat = chat
@@ -87,7 +87,7 @@ class ChatBackend:
         self.deadline = deadline
 
     @property
-    def model(self) -> SyncChatModel:
+    def model(self) -> ChatModel:
         with self._lock:
             if self._chat is None:
                 from ..models.local_chat import LocalChatModel
@@ -104,7 +104,9 @@ class ChatBackend:
         if model.batches:
             replies = self._ask_batched(model, conversations, options)
         else:
-            replies = chat_each(model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options)
+            replies = chat_each(
+                model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
+            )
         return within_length(replies, options.get("max_tokens"))
 
     async def aask(
@@ -200,7 +202,7 @@ class AsksInRounds:
     ``_chat_backend`` to ``None``; its ``ChatBackend`` is built from them on first use."""
 
     _parameter_constraints: ClassVar[dict[str, Any]] = _ASKING_CONSTRAINTS
-    chat: SyncChatModel | None
+    chat: ChatModel | None
     max_workers: int
     deadline: float | None
     _chat_backend: ChatBackend | None
@@ -238,7 +240,9 @@ class _Reported:
     def __init__(self, model: SyncChatModel, purpose: str) -> None:
         self.model = model
         self.purpose = purpose
-        self.batches = callable(getattr(model, "chat_batch", None))
+        batch = getattr(model, "chat_batch", None)  # an optional method: in-process batching
+        self._chat_batch: Callable[..., Iterable[ChatReply]] | None = batch if callable(batch) else None
+        self.batches = self._chat_batch is not None
 
     @property
     def model_id(self) -> str:
@@ -256,7 +260,9 @@ class _Reported:
 
     def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Any) -> list[ChatReply]:
         with self._reporting(conversations) as replies:
-            replies.extend(self.model.chat_batch(conversations, **options))  # type: ignore[attr-defined]
+            if self._chat_batch is None:
+                raise AttributeError(f"{type(self.model).__name__!r} object has no attribute 'chat_batch'")
+            replies.extend(self._chat_batch(conversations, **options))
         return replies
 
     @contextlib.contextmanager
@@ -293,8 +299,10 @@ def within_length(replies: Replies, max_tokens: int | None) -> Replies:
 
 
 def _length_error(reply: ChatReply, max_tokens: int) -> MalformedReplyError | None:
-    counted = reply.usage.completion_tokens if reply.usage is not None else (
-        len(reply.tokens) if reply.tokens is not None else None
+    counted = (
+        reply.usage.completion_tokens
+        if reply.usage is not None
+        else (len(reply.tokens) if reply.tokens is not None else None)
     )
     if counted is not None:
         if counted <= max_tokens:

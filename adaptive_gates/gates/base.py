@@ -4,9 +4,10 @@ saving and loading come from ``saved.SavedGate``.
 A subclass implements ``_score`` (an ``Assessment`` of a batch of clean questions:
 need scores and evidence, and drafts, fallbacks or verdicts where it has them; a
 plain ``(scores, details)`` pair when it has nothing else), ``_default_threshold``,
-``is_fitted`` and its own state I/O (``_save_state``, ``_load_state``); it inherits ``score``, ``decide``, ``decide_batch``, ``adecide``,
-``adecide_batch``, ``calibrate``, ``save``, ``load`` and the listeners. A gate that
-waits on a remote backend also implements ``_ascore``, the awaitable ``_score``.
+``is_fitted`` and its own state I/O (``_save_state``, ``_load_state``); it inherits
+``score``, ``decide``, ``decide_batch``, ``adecide``, ``adecide_batch``, ``calibrate``,
+``save``, ``load`` and the listeners. A gate that waits on a remote backend also
+implements ``_ascore``, the awaitable ``_score``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
+from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..constraints import Boolean
 from ..data import OutcomeRecord
-from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
@@ -42,6 +43,7 @@ logger = logging.getLogger(__name__)
 Scored = Assessment | tuple[np.ndarray, list[dict[str, Any]]]
 
 G = TypeVar("G", bound="Gate")
+_T = TypeVar("_T")
 
 
 class Gate(SavedGate):
@@ -61,7 +63,7 @@ class Gate(SavedGate):
     answers_first: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
-    _registry: ClassVar[dict[str, type["Gate"]]] = {}
+    _registry: ClassVar[dict[str, type[Gate]]] = {}
     #: This gate's own listeners, replaced (never mutated) by ``add_listener`` and
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
     _listeners: tuple[Any, ...] = ()
@@ -174,6 +176,13 @@ class Gate(SavedGate):
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
 
+    def _fitted_value(self, value: _T | None) -> _T:
+        """``value``, a part of the fitted state, or ``NotFittedError`` while the gate has
+        none: what the code of a fitted gate reads as set."""
+        if value is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+        return value
+
     @property
     def threshold_(self) -> float:
         """The calibrated threshold if any, else the method's own."""
@@ -234,8 +243,8 @@ class Gate(SavedGate):
         scores: np.ndarray,
         target_rate: float | None = None,
         *,
-        correct_without: Sequence[float] | None = None,
-        correct_with: Sequence[float] | None = None,
+        correct_without: np.ndarray | Sequence[float] | None = None,
+        correct_with: np.ndarray | Sequence[float] | None = None,
         max_rate: float | None = None,
     ) -> G:
         """``calibrate`` from need scores already computed, e.g. out-of-fold
@@ -312,8 +321,13 @@ class Gate(SavedGate):
         gives when the gate itself raised."""
         logger.warning("%s: fallback decision (%s)", self.name, error)
         return GateDecision.fallback(
-            question, self.name, self.fallback_retrieve, error,
-            threshold=threshold, latency_ms=latency_ms, details=details,
+            question,
+            self.name,
+            self.fallback_retrieve,
+            error,
+            threshold=threshold,
+            latency_ms=latency_ms,
+            details=details,
         )
 
     def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
@@ -346,6 +360,7 @@ class Gate(SavedGate):
         batch is taken and recorded with it. Every decision goes to the listeners.
         """
         batch = self._open_batch(questions)
+        scored: Assessment | Exception | None
         try:
             scored = self.assess(batch.to_score) if batch.to_score else None
         except BackendMisconfiguredError:
@@ -363,6 +378,7 @@ class Gate(SavedGate):
         awaits a remote backend's replies and runs in-process work in a worker thread,
         so the event loop is never blocked."""
         batch = self._open_batch(questions)
+        scored: Assessment | Exception | None
         try:
             scored = await self.aassess(batch.to_score) if batch.to_score else None
         except BackendMisconfiguredError:
@@ -373,10 +389,10 @@ class Gate(SavedGate):
 
     def _open_batch(self, questions: Sequence[str]) -> _Batch:
         """A batch checked and ready to score, with the threshold it is decided by."""
-        questions = check_batch(questions)
+        items = check_batch(questions)
         self._check_fitted()
-        batch = _Batch(questions, self.threshold_, time.perf_counter())
-        for i, question in enumerate(questions):
+        batch = _Batch(items, self.threshold_, time.perf_counter())
+        for i, question in enumerate(items):
             try:
                 batch.clean[i] = check_question(question)
             except InvalidQuestionError as exc:
@@ -404,30 +420,37 @@ class Gate(SavedGate):
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
         retrieve: dict[int, bool] = {}
         thresholds: dict[int, float] = {}
+        assessment = scored if isinstance(scored, Assessment) else None
         if judged:
-            assert isinstance(scored, Assessment)
+            assert assessment is not None
             rows = [at[i] for i in judged]
             flags, used = self._verdicts(
-                scored.scores[rows], threshold, [scored.details[j] for j in rows], [scored.verdicts[j] for j in rows]
+                assessment.scores[rows],
+                threshold,
+                [assessment.details[j] for j in rows],
+                [assessment.verdicts[j] for j in rows],
             )
             retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
         decisions = []
         for i, question in enumerate(batch.questions):
-            details = scored.details[at[i]] if isinstance(scored, Assessment) and i in at else None
+            details = assessment.details[at[i]] if assessment is not None and i in at else None
             if i in problems:
                 decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details))
                 continue
+            assert assessment is not None  # judged: only an assessment judges
             j = at[i]
-            decisions.append(GateDecision(
-                retrieve=retrieve[i],
-                score=float(scored.scores[j]),  # type: ignore[union-attr]  # judged: an assessment
-                threshold=thresholds[i],
-                gate=self.name,
-                latency_ms=latency,
-                question=batch.clean[i],
-                details=details or {},
-                draft_answer=None if retrieve[i] else scored.drafts[j],  # type: ignore[union-attr]
-            ))
+            decisions.append(
+                GateDecision(
+                    retrieve=retrieve[i],
+                    score=float(assessment.scores[j]),
+                    threshold=thresholds[i],
+                    gate=self.name,
+                    latency_ms=latency,
+                    question=batch.clean[i],
+                    details=details or {},
+                    draft_answer=None if retrieve[i] else assessment.drafts[j],
+                )
+            )
         notify_decisions(decisions, self._listeners)
         return decisions
 

@@ -30,13 +30,13 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import numpy as np
 
 from ..constraints import Integer
 from ..data import CorpusRecord
-from ..errors import GateLoadError, NotFittedError
+from ..errors import GateLoadError
 from ..persistence import read_json_object, save_array
 from ..validation import check_questions
 from .percentile import FitPercentileGate, cross_fit
@@ -68,7 +68,7 @@ class BM25DifficultyGate(FitPercentileGate):
 
     name = "bm25-difficulty"
     _fitted_state = ("_fit_scores", "_index", "_queries", "_query_terms")
-    _parameter_constraints = {"top_k": [Integer(1), None]}
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"top_k": [Integer(1), None]}
 
     def __init__(self, *, top_k: int | None = 10, fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
@@ -85,7 +85,7 @@ class BM25DifficultyGate(FitPercentileGate):
     def queries_(self) -> list[str]:
         """The fitting queries the BM25 index is built over."""
         self._check_fitted()
-        return list(self._queries)
+        return list(self._fitted_value(self._queries))
 
     def fit(self, questions: Sequence[str]) -> Self:
         """Index the fitting queries (no answers needed)."""
@@ -125,10 +125,9 @@ class BM25DifficultyGate(FitPercentileGate):
         return np.array([sum(h.score for h in row) / k for row in hits], dtype=np.float64), hits, k
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        if self._index is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+        index = self._fitted_value(self._index)
         familiarity, hits, k = self._familiarity(
-            self._index, len(self._queries), questions, self._query_terms
+            index, len(self._fitted_value(self._queries)), questions, self._fitted_value(self._query_terms)
         )
         details = [
             {
@@ -144,7 +143,7 @@ class BM25DifficultyGate(FitPercentileGate):
         payload = {"queries": self.queries_}
         (directory / _QUERIES_FILE).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         save_array(directory, "fit_scores.npy", self.fit_scores_)
-        return {"n_queries": len(self._queries), "query_terms": self._query_terms}
+        return {"n_queries": len(self._fitted_value(self._queries)), "query_terms": self._query_terms}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         queries = read_json_object(directory / _QUERIES_FILE).get("queries")

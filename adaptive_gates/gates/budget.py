@@ -43,7 +43,7 @@ import warnings
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -57,7 +57,7 @@ from ..persistence import load_array, save_array
 from ..validation import check_batch
 from .assessment import Assessment, Verdict
 from .base import Gate
-from .saved import load_member, save_member
+from .saved import save_member
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,9 @@ def ks_statistic(reference: np.ndarray, sample: np.ndarray) -> float:
     empirical distribution functions (``reference`` sorted)."""
     sample = np.sort(sample)
     values = np.concatenate([reference, sample])
-    gap = np.searchsorted(reference, values, "right") / len(reference) - np.searchsorted(sample, values, "right") / len(sample)
+    gap = np.searchsorted(reference, values, "right") / len(reference) - np.searchsorted(sample, values, "right") / len(
+        sample
+    )
     return float(np.max(np.abs(gap)))
 
 
@@ -100,7 +102,7 @@ class BudgetedGate(Gate):
     holds_gates = True
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "gate": InstanceOf(Gate, error=TypeError),
         "target_rate": Real(0, 1),
         "window": Integer(2),
@@ -237,7 +239,11 @@ class BudgetedGate(Gate):
             logger.warning(
                 "%s: the need scores of %s drifted from its calibration scores (KS D=%.3f > %.3f over the last %d "
                 "decisions); the budget holds, but recalibrate or refit the gate on questions like the traffic's",
-                self.name, self.gate.name, statistic, limit, m,
+                self.name,
+                self.gate.name,
+                statistic,
+                limit,
+                m,
             )
         elif self._drift and not drift:
             logger.info("%s: the need scores are back in line with the calibration (KS D=%.3f)", self.name, statistic)
@@ -250,8 +256,8 @@ class BudgetedGate(Gate):
         scores: np.ndarray,
         target_rate: float | None = None,
         *,
-        correct_without: Sequence[float] | None = None,
-        correct_with: Sequence[float] | None = None,
+        correct_without: np.ndarray | Sequence[float] | None = None,
+        correct_with: np.ndarray | Sequence[float] | None = None,
         max_rate: float | None = None,
     ) -> Self:
         """Keep the need scores of calibration questions (like the traffic's) as the
@@ -300,9 +306,7 @@ class BudgetedGate(Gate):
         """``decide`` awaited."""
         return (await self.adecide_batch([question], retrieval=retrieval))[0]
 
-    async def adecide_batch(
-        self, questions: Sequence[str], *, retrieval: RetrievalMode = "auto"
-    ) -> list[GateDecision]:
+    async def adecide_batch(self, questions: Sequence[str], *, retrieval: RetrievalMode = "auto") -> list[GateDecision]:
         """``decide_batch`` awaited."""
         if check_retrieval_mode(retrieval) != "auto":
             return self._forced(questions, retrieval)
@@ -331,8 +335,12 @@ class BudgetedGate(Gate):
             return super().save(path, overwrite=overwrite)
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        state = {"gate": save_member(self.gate, directory, "gate"), "credit": self._credit, "drift": self._drift,
-                 "reference": self._reference is not None}
+        state = {
+            "gate": save_member(self.gate, directory, "gate"),
+            "credit": self._credit,
+            "drift": self._drift,
+            "reference": self._reference is not None,
+        }
         if self._reference is not None:
             save_array(directory, _REFERENCE_FILE, self._reference)
         save_array(directory, _SCORES_FILE, np.array(self._scores, dtype=np.float64))
@@ -342,8 +350,8 @@ class BudgetedGate(Gate):
     @classmethod
     def _from_saved(
         cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
-    ) -> "BudgetedGate":
-        return cls(load_member(Gate, path, state.get("gate"), "wrapped gate", backends), **params)
+    ) -> BudgetedGate:
+        return cls(Gate.load_member(path, state.get("gate"), "wrapped gate", backends), **params)
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         credit, drift, has_reference = state.get("credit"), state.get("drift"), state.get("reference")
@@ -377,6 +385,3 @@ def _quantile(pool: np.ndarray, rate: float) -> tuple[float, float]:
     q = float(ordered[j])
     ties = int(np.count_nonzero(ordered == q))
     return q, float(np.clip((allowed - above[j]) / ties, 0.0, 1.0))
-
-
-

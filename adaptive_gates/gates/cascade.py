@@ -28,7 +28,7 @@ import threading
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -36,12 +36,13 @@ from ..constraints import Constraint, InstanceOf, Real
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
-from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .asking import advance
+from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .base import Gate
-from .saved import load_member, save_member
+from .saved import save_member
 
 logger = logging.getLogger(__name__)
+
 
 class _CallCounter:
     """Counts the LLM requests reported while it listens (from any thread)."""
@@ -105,7 +106,7 @@ class CascadeGate(Gate):
     backend_params = frozenset({"cheap", "costly"})
     holds_gates = True
     _fitted_state = ("_fitted_band",)
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "cheap": InstanceOf(Gate, error=TypeError),
         "costly": InstanceOf(Gate, error=TypeError),
         "band": [_Band(), None],
@@ -164,8 +165,13 @@ class CascadeGate(Gate):
             nearest = scores[np.argsort(np.abs(scores - threshold), kind="stable")[:k]]
             band = [float(nearest.min()), float(nearest.max())]
         share = float(np.mean((scores >= band[0]) & (scores <= band[1]))) if band else 0.0
-        self._fitted_band = {"band": band, "n": int(scores.size), "escalation_rate": self.escalation_rate,
-                             "realised_share": share, "cheap_threshold": threshold}
+        self._fitted_band = {
+            "band": band,
+            "n": int(scores.size),
+            "escalation_rate": self.escalation_rate,
+            "realised_share": share,
+            "cheap_threshold": threshold,
+        }
         logger.info("%s: band %s escalates %.3f of %d questions", self.name, band, share, scores.size)
         return self
 
@@ -177,7 +183,9 @@ class CascadeGate(Gate):
     # ------------------------------------------------------------------ Gate hooks
     @property
     def is_fitted(self) -> bool:
-        return self.cheap.is_fitted and self.costly.is_fitted and (self.band is not None or self._fitted_band is not None)
+        return (
+            self.cheap.is_fitted and self.costly.is_fitted and (self.band is not None or self._fitted_band is not None)
+        )
 
     def _default_threshold(self) -> float:
         return self.cheap.threshold_
@@ -188,22 +196,24 @@ class CascadeGate(Gate):
         with contextlib.closing(self._stages(questions)) as stages:
             step = advance(stages, None)
             while isinstance(step, _Ask):
+                judged: Assessment | Exception
                 try:
                     judged = step.gate.assess(step.questions, listeners=self._listeners)
                 except Exception as exc:  # the stage decides what a failing gate means
                     judged = exc
-                step = advance(stages, judged)
+                step = advance(stages, judged)  # type: ignore[misc]  # mypy cannot solve S from a union sent
             return step
 
     async def _ascore(self, questions: list[str]) -> Assessment:
         with contextlib.closing(self._stages(questions)) as stages:  # as in _score
             step = advance(stages, None)
             while isinstance(step, _Ask):
+                judged: Assessment | Exception
                 try:
                     judged = await step.gate.aassess(step.questions, listeners=self._listeners)
                 except Exception as exc:  # the stage decides what a failing gate means
                     judged = exc
-                step = advance(stages, judged)
+                step = advance(stages, judged)  # type: ignore[misc]  # mypy cannot solve S from a union sent
             return step
 
     def _verdicts(
@@ -272,7 +282,8 @@ class CascadeGate(Gate):
             else:
                 combined.fallbacks[i] = judged.fallbacks[i] or "the cheap stage gave no score"
         if costly is not None:
-            self._escalate(combined, escalated, costly, band)  # type: ignore[arg-type]
+            assert band is not None  # the costly stage runs on the band's questions only
+            self._escalate(combined, escalated, costly, band)
         return combined
 
     def _escalate(self, combined: Assessment, escalated: list[int], costly: _Stage, band: tuple[float, float]) -> None:
@@ -289,8 +300,11 @@ class CascadeGate(Gate):
             score, details, entry = float(judged.scores[j]), judged.details[j], combined.details[i]
             calls = details.get("llm_calls")
             entry["llm_calls"] += calls if isinstance(calls, int) else costly.calls / len(escalated)
-            entry["costly"] = {"gate": self.costly.name, "score": score if math.isfinite(score) else None,
-                               "details": details}
+            entry["costly"] = {
+                "gate": self.costly.name,
+                "score": score if math.isfinite(score) else None,
+                "details": details,
+            }
             failure = error or judged.fallbacks[j] or (None if math.isfinite(score) else "no score")
             if failure is not None:
                 entry["costly_error"] = failure  # the cheap stage's verdict stands
@@ -310,7 +324,9 @@ class CascadeGate(Gate):
 
     def record_feedback(self, question: str, retrieved: bool, correct: bool) -> Feedback:
         """Every stage that learns online learns from it; returns the first one's entry."""
-        entries = [g.record_feedback(question, retrieved, correct) for g in (self.cheap, self.costly) if g.learns_online]
+        entries = [
+            g.record_feedback(question, retrieved, correct) for g in (self.cheap, self.costly) if g.learns_online
+        ]
         if not entries:
             raise FeedbackNotSupportedError(
                 f"neither stage of this cascade ({self.cheap.name}, {self.costly.name}) learns from feedback"
@@ -328,9 +344,9 @@ class CascadeGate(Gate):
     @classmethod
     def _from_saved(
         cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
-    ) -> "CascadeGate":
-        cheap = load_member(Gate, path, state.get("cheap"), "cheap stage", backends)
-        costly = load_member(Gate, path, state.get("costly"), "costly stage", backends)
+    ) -> CascadeGate:
+        cheap = Gate.load_member(path, state.get("cheap"), "cheap stage", backends)
+        costly = Gate.load_member(path, state.get("costly"), "costly stage", backends)
         return cls(cheap, costly, **params)
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,9 +24,9 @@ from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, TokenLogprob, user
 from ..token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a
@@ -84,7 +84,7 @@ class LogprobGate(AsksInRounds, Gate):
     record_fields = ("logprobs_no_retrieval",)
     backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "signal": OneOf(*SIGNALS),
         "top_logprobs": Integer(1),  # the gate reads log-probabilities
         "instruction": Text(),
@@ -118,7 +118,7 @@ class LogprobGate(AsksInRounds, Gate):
     @property
     def chat_model(self) -> ChatModel:
         """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
-        return self._backend.model  # type: ignore[return-value]
+        return self._backend.model
 
     # ------------------------------------------------------------------ Gate hooks
     @property
@@ -149,7 +149,10 @@ class LogprobGate(AsksInRounds, Gate):
             max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
         )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
-        scores, details, drafts, fallbacks = [], [], [], []
+        scores: list[float] = []
+        details: list[dict[str, Any]] = []
+        drafts: list[str | None] = []
+        fallbacks: list[str | None] = []
         for reply in replies:
             if isinstance(reply, Exception):
                 scores.append(math.nan)
@@ -210,4 +213,4 @@ class LogprobGate(AsksInRounds, Gate):
         return scores
 
 
-__all__ = ["LogprobGate", "DEFAULT_THRESHOLDS"]
+__all__ = ["DEFAULT_THRESHOLDS", "LogprobGate"]

@@ -84,5 +84,7 @@ class FitPercentileGate(Gate):
         if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
             raise GateLoadError(f"{directory}: file 'fit_scores.npy' must hold finite scores, got shape {scores.shape}")
         if scores.size != n:
-            raise GateLoadError(f"{directory}: file 'fit_scores.npy' holds {scores.size} scores for {n} fitting queries")
+            raise GateLoadError(
+                f"{directory}: file 'fit_scores.npy' holds {scores.size} scores for {n} fitting queries"
+            )
         return scores

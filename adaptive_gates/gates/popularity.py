@@ -40,7 +40,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
@@ -76,12 +76,13 @@ def need_score(rated: QuestionRarity, rule: Rule) -> float:
     """The need score of one rated question under ``rule`` (0 without content words)."""
     if not can_rate(rated, rule):
         return 0.0
+    # can_rate: content words, or (the entity rule) entity spans, to read
     if rule == "min":
-        return TOP_ZIPF - rated.min_zipf
+        return TOP_ZIPF - min(rated.content_zipfs)
     if rule == "entity":
-        return TOP_ZIPF - (rated.min_span_zipf if rated.span_zipfs else rated.min_zipf)
+        return TOP_ZIPF - min(rated.span_zipfs or rated.content_zipfs)
     if rule == "mean":
-        return TOP_ZIPF - rated.mean_zipf
+        return TOP_ZIPF - sum(rated.content_zipfs) / len(rated.content_zipfs)
     if rule == "rare_count":
         return float(rated.n_rare)
     return float(sum(TOP_ZIPF - z for z in rated.content_zipfs))
@@ -97,7 +98,7 @@ class PopularityGate(Gate):
 
     name = "popularity"
     _fitted_state = ("_rarity",)
-    _parameter_constraints = {"rule": OneOf(*_RULES)}
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"rule": OneOf(*_RULES)}
 
     def __init__(self, *, rule: Rule = "min", fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)

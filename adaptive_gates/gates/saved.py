@@ -22,12 +22,20 @@ import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from ..calibration import Calibration
 from ..errors import GateLoadError
 from ..estimator import GateParams
-from ..persistence import CONFIG_FILE, config_field, library_versions, read_config, reading, safe_member_path, save_directory
+from ..persistence import (
+    CONFIG_FILE,
+    config_field,
+    library_versions,
+    read_config,
+    reading,
+    safe_member_path,
+    save_directory,
+)
 
 S = TypeVar("S", bound="SavedGate")
 
@@ -132,7 +140,7 @@ class SavedGate(GateParams, ABC):
             raise GateLoadError(
                 f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
             )
-        return gate  # type: ignore[return-value]
+        return gate
 
     #: Parameters renamed since a gate of this class was saved: old name -> new name.
     _renamed_params: ClassVar[dict[str, str]] = {}
@@ -143,10 +151,49 @@ class SavedGate(GateParams, ABC):
         return {cls._renamed_params.get(name, name): value for name, value in params.items()}
 
     @classmethod
-    def _from_saved(cls: type[S], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> S:
+    def _from_saved(
+        cls: type[S], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
+    ) -> S:
         """The gate ``load`` restores the state into, from its saved parameters and the
         backends given; a gate holding other gates (saved in its directory) loads them here."""
         return cls(**backends, **params)
+
+    @classmethod
+    def load_member(cls, directory: Path, state: object, what: str, backends: dict[str, Any]) -> Self:
+        """The member ``save_member`` wrote (``state`` is what it returned), a gate of
+        this class, built with the backends among ``backends`` that its kind of gate takes."""
+        if (
+            not isinstance(state, dict)
+            or not isinstance(state.get("prefix"), str)
+            or not isinstance(state.get("config"), dict)
+        ):
+            raise GateLoadError(f"{directory}: field 'state.{what}' is missing or malformed")
+        prefix, config = state["prefix"], state["config"]
+        files = config.get("files")
+        if not isinstance(files, dict):
+            raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
+        if config.get("gate_type") not in cls.gate_names():
+            raise GateLoadError(
+                f"{directory}: {what} is of gate type {config.get('gate_type')!r}, which is no known gate"
+            )
+        target = cls.gate_class(config["gate_type"])
+        if not issubclass(target, cls):
+            raise GateLoadError(f"{directory}: {what} is of gate type {config['gate_type']!r}, not a {cls.__name__}")
+        with tempfile.TemporaryDirectory() as tmp:
+            member = Path(tmp) / "member"
+            member.mkdir()
+            (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+            safe_member_path(directory, prefix, f"state.{what}.prefix")
+            for name in files:
+                safe_member_path(member, name, f"state.{what}.config.files")
+                source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
+                if not source.is_file():
+                    raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
+                shutil.copyfile(source, member / name)
+            try:
+                return target.load(member, **member_backends(target, backends))
+            except GateLoadError as exc:
+                raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
 
 
 def save_member(gate: SavedGate, directory: Path, prefix: str) -> dict[str, Any]:
@@ -157,37 +204,6 @@ def save_member(gate: SavedGate, directory: Path, prefix: str) -> dict[str, Any]
         for name in config["files"]:
             shutil.copyfile(saved / name, directory / f"{prefix}.{name}")
     return {"prefix": prefix, "config": config}
-
-
-def load_member(kind: type[S], directory: Path, state: object, what: str, backends: dict[str, Any]) -> S:
-    """The member ``save_member`` wrote (``state`` is what it returned), a gate of
-    ``kind``, built with the backends among ``backends`` that its kind of gate takes."""
-    if not isinstance(state, dict) or not isinstance(state.get("prefix"), str) or not isinstance(state.get("config"), dict):
-        raise GateLoadError(f"{directory}: field 'state.{what}' is missing or malformed")
-    prefix, config = state["prefix"], state["config"]
-    files = config.get("files")
-    if not isinstance(files, dict):
-        raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
-    if config.get("gate_type") not in kind.gate_names():
-        raise GateLoadError(f"{directory}: {what} is of gate type {config.get('gate_type')!r}, which is no known gate")
-    target = kind.gate_class(config["gate_type"])
-    if not issubclass(target, kind):
-        raise GateLoadError(f"{directory}: {what} is of gate type {config['gate_type']!r}, not a {kind.__name__}")
-    with tempfile.TemporaryDirectory() as tmp:
-        member = Path(tmp) / "member"
-        member.mkdir()
-        (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
-        safe_member_path(directory, prefix, f"state.{what}.prefix")
-        for name in files:
-            safe_member_path(member, name, f"state.{what}.config.files")
-            source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
-            if not source.is_file():
-                raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
-            shutil.copyfile(source, member / name)
-        try:
-            return target.load(member, **member_backends(target, backends))
-        except GateLoadError as exc:
-            raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
 
 
 def member_backends(target: type[SavedGate], backends: dict[str, Any]) -> dict[str, Any]:

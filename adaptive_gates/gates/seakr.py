@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class SeaKRGate(Gate):
 
     name = "seakr"
     backend_params = frozenset({"lm"})
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "uncertainty": [InstanceOf(SelfAwareUncertainty), InstanceOf(Mapping), None],
         "prompt_template": Text("question"),
         "step_tokens": Integer(1),
@@ -155,8 +155,12 @@ class SeaKRGate(Gate):
         estimator = self.estimator
         for question in questions:
             step = pseudo_step(
-                estimator.lm, estimator, fill(self.prompt_template, question=question),
-                stop=self.stop, max_new_tokens=self.step_tokens, formatted=self.formatted,
+                estimator.lm,
+                estimator,
+                fill(self.prompt_template, question=question),
+                stop=self.stop,
+                max_new_tokens=self.step_tokens,
+                formatted=self.formatted,
             )
             evidence: dict[str, Any] = {"pseudo_step": step.text}
             if step.estimate is not None:
@@ -165,8 +169,8 @@ class SeaKRGate(Gate):
                 estimate["samples"] = estimate["samples"][:_SHOWN_SAMPLES]
                 evidence.update(estimate)
             reason = step.forced_reason
-            if reason is None:
-                scores.append(step.estimate.value)  # type: ignore[union-attr]
+            if reason is None and step.estimate is not None:  # no forced reason: an estimate
+                scores.append(step.estimate.value)
                 logger.debug("seakr: U=%.4f for %r", scores[-1], question)
             else:
                 scores.append(math.nan)
@@ -179,7 +183,11 @@ class SeaKRGate(Gate):
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         check_saved_backend(
-            directory, "state.model_id", state.get("model_id"), self.estimator.lm.model_id, "model",
+            directory,
+            "state.model_id",
+            state.get("model_id"),
+            self.estimator.lm.model_id,
+            "model",
             why="U (and so the threshold) belongs to the model it was calibrated with",
         )
 

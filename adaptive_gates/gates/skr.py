@@ -17,7 +17,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self, get_args
+from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 
@@ -26,14 +26,13 @@ from ..constraints import Callable as IsCallable
 from ..constraints import Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import Feedback, FeedbackLog
+from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
+from ..memory.memories import FaissMemory, SKRMemory, l2_normalise
 from ..models.protocols import Embedder, check_vectors
+from ..persistence import check_saved_backend, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
-from ..feedback import LearnsFromFeedback
-from ..persistence import check_saved_backend, load_array, save_array
-from ..memory.memories import FaissMemory, SKRMemory, l2_normalise
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     _fitted_state = ("_memory", "_feedback")
     backend_params = frozenset({"embedder", "memory"})
-    _parameter_constraints = {"memory": [IsCallable(), None]}
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"memory": [IsCallable(), None]}
 
     def __init__(
         self, embedder: Embedder | None = None, *, memory: MemoryFactory | None = None, fallback_retrieve: bool = True
@@ -165,12 +164,18 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         if self.embedder is None:
             from ..models.defaults import MINILM_ID
 
-            check_saved_backend(directory, "state.encoder.id", encoder["id"], MINILM_ID, "encoder",
-                                pass_argument="embedder")
+            check_saved_backend(
+                directory, "state.encoder.id", encoder["id"], MINILM_ID, "encoder", pass_argument="embedder"
+            )
         else:
             check_saved_backend(directory, "state.encoder.id", encoder["id"], self.embedder.model_id, "embedder")
-            check_saved_backend(directory, "state.encoder.dimension", encoder["dimension"],
-                                self.embedder.dimension, "embedder's dimension")
+            check_saved_backend(
+                directory,
+                "state.encoder.dimension",
+                encoder["dimension"],
+                self.embedder.dimension,
+                "embedder's dimension",
+            )
         memory = self._load_memory(directory, state)
         if memory.dimension != encoder["dimension"]:
             raise GateLoadError(
@@ -216,7 +221,7 @@ class SKRKnnGate(_SKRMemoryGate):
     """
 
     name = "skr-knn"
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "vote": OneOf(*get_args(Vote)),
         "weighting": OneOf(*get_args(Weighting)),
@@ -313,7 +318,10 @@ class SKRClassifierGate(_SKRMemoryGate):
 
     name = "skr-cls"
     _fitted_state = ("_coef", "_intercept")
-    _parameter_constraints = {"C": Real(0, closed="neither"), "class_weight": [OneOf("balanced"), None]}
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "C": Real(0, closed="neither"),
+        "class_weight": [OneOf("balanced"), None],
+    }
 
     def __init__(
         self,
@@ -348,13 +356,14 @@ class SKRClassifierGate(_SKRMemoryGate):
         self._intercept = float(head.intercept_[0])
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        logits = l2_normalise(self._embed(questions)).astype(np.float64) @ self._coef + self._intercept
+        coef, intercept = self._fitted_value(self._coef), self._fitted_value(self._intercept)
+        logits = l2_normalise(self._embed(questions)).astype(np.float64) @ coef + intercept
         p_unknown = 1.0 / (1.0 + np.exp(-logits))
         return p_unknown, [{"p_unknown": float(p), "logit": float(z)} for p, z in zip(p_unknown, logits)]
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         state = super()._save_state(directory)
-        save_array(directory, "coef.npy", self._coef)
+        save_array(directory, "coef.npy", self._fitted_value(self._coef))
         state["intercept"] = self._intercept
         return state
 
@@ -362,7 +371,9 @@ class SKRClassifierGate(_SKRMemoryGate):
         super()._load_state(directory, state)
         coef = load_array(directory, "coef.npy").astype(np.float64)
         if coef.shape != (self.memory_.dimension,):
-            raise GateLoadError(f"{directory}: file 'coef.npy' has shape {coef.shape}, expected ({self.memory_.dimension},)")
+            raise GateLoadError(
+                f"{directory}: file 'coef.npy' has shape {coef.shape}, expected ({self.memory_.dimension},)"
+            )
         if not isinstance(state.get("intercept"), (int, float)):
             raise GateLoadError(f"{directory}: field 'state.intercept' is missing")
         self._coef, self._intercept = coef, float(state["intercept"])

@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -29,9 +29,9 @@ from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)
@@ -68,9 +68,7 @@ def _first_word(text: str) -> re.Match[str] | None:
     return _FIRST_WORD.search(text, body)
 
 
-def _polar_share(
-    tokens: tuple[TokenLogprob, ...] | None, word: str, other: str, known_reply: str
-) -> float | None:
+def _polar_share(tokens: tuple[TokenLogprob, ...] | None, word: str, other: str, known_reply: str) -> float | None:
     """P(other) / (P(other) + P(known_reply)) at the token where the first word begins;
     ``None`` without log-probs or when the tokens do not begin that word."""
     if not tokens:
@@ -82,7 +80,7 @@ def _polar_share(
     return None if position is None else word_share(tokens[position], (other,), (known_reply,))
 
 
-def _alternate(texts: Sequence[str], labels: Sequence[int], per_class: int) -> list[tuple[str, int]]:
+def _alternate(texts: Sequence[str], labels: Sequence[int] | np.ndarray, per_class: int) -> list[tuple[str, int]]:
     """The first ``per_class`` known and unknown questions of a ranking, alternating
     (known first); fewer when a class has fewer."""
     known = [t for t, label in zip(texts, labels) if label == KNOWN][:per_class]
@@ -94,7 +92,7 @@ class _PolarQuestionMixin(AsksInRounds):
     """Scoring shared by the two gates: ask each question's conversation, read the polar reply."""
 
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "template": Text("question"),
         "known_reply": OneOf(*_POLAR),
         "max_tokens": Integer(1),
@@ -103,10 +101,18 @@ class _PolarQuestionMixin(AsksInRounds):
     known_reply: str
     max_tokens: int
     top_logprobs: int
+    if TYPE_CHECKING:  # the Gate it mixes into provides it
+        name: ClassVar[str]
 
     def _configure(
-        self, chat: ChatModel | None, template: str, known_reply: str, max_tokens: int,
-        top_logprobs: int, max_workers: int, deadline: float | None,
+        self,
+        chat: ChatModel | None,
+        template: str,
+        known_reply: str,
+        max_tokens: int,
+        top_logprobs: int,
+        max_workers: int,
+        deadline: float | None,
     ) -> None:
         """Keep the parameters both gates take."""
         self.chat = chat
@@ -128,10 +134,13 @@ class _PolarQuestionMixin(AsksInRounds):
     def _rounds(self, questions: list[str]) -> Rounds:
         prompts = self._prompts(questions)
         replies = yield Round(
-            [conversation for conversation, _ in prompts], self.name,  # type: ignore[attr-defined]
+            [conversation for conversation, _ in prompts],
+            self.name,
             dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
         )
-        scores, details, fallbacks = [], [], []
+        scores: list[float] = []
+        details: list[dict[str, Any]] = []
+        fallbacks: list[str | None] = []
         for (_, known), reply in zip(prompts, replies):
             if isinstance(reply, Exception):
                 scores.append(math.nan)
@@ -221,7 +230,7 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
 
     name = "skr-icl"
     backend_params = frozenset({"chat", "embedder", "memory"})
-    _parameter_constraints = {"n_demos": Integer(2), "demos": OneOf("nearest", "fixed")}
+    _parameter_constraints: ClassVar[dict[str, Any]] = {"n_demos": Integer(2), "demos": OneOf("nearest", "fixed")}
 
     def __init__(
         self,
@@ -288,7 +297,9 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
                 else:
                     chosen[i] = demos
             pending, k = np.array(short, dtype=int), 2 * k
-        return chosen  # type: ignore[return-value]
+        done = [demos for demos in chosen if demos is not None]
+        assert len(done) == len(chosen)  # the searches stop once every query has its demonstrations
+        return done
 
     def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
         prompts = []

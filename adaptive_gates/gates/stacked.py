@@ -37,26 +37,20 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
 from ..constraints import Boolean, Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import FeedbackLog
+from ..feedback import FeedbackLog, LearnsFromFeedback
 from ..folds import cross_fitted_scores
 from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
 from ..models.protocols import Embedder
 from ..question_features import FEATURE_NAMES, question_features
 from ..selfknowledge import outcome_scores
-from .base import Gate
-from ..feedback import LearnsFromFeedback
-from .bm25_difficulty import BM25DifficultyGate
-from .saved import load_member, save_member
-from .popularity import PopularityGate
-from .skr import SKRClassifierGate, SKRKnnGate
 from ..stacking import (
     TARGETS,
     Combiner,
@@ -67,6 +61,11 @@ from ..stacking import (
     head_outcomes,
     standardisation,
 )
+from .base import Gate
+from .bm25_difficulty import BM25DifficultyGate
+from .popularity import PopularityGate
+from .saved import save_member
+from .skr import SKRClassifierGate, SKRKnnGate
 from .thrust import ThrustGate
 
 logger = logging.getLogger(__name__)
@@ -154,7 +153,7 @@ class StackedGate(LearnsFromFeedback, Gate):
     name = "stacked"
     backend_params = frozenset({"embedder"})
     _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "target": OneOf(*TARGETS),
         "features": Boolean(),
         "C": Real(0, closed="neither"),
@@ -204,7 +203,7 @@ class StackedGate(LearnsFromFeedback, Gate):
     def members_(self) -> dict[str, Gate]:
         """The fitted member gates by name (those that score served questions)."""
         self._check_fitted()
-        return dict(zip(self._names, self._members))
+        return dict(zip(self._names, self._fitted_value(self._members)))
 
     @property
     def combiner_(self) -> Combiner:
@@ -236,7 +235,9 @@ class StackedGate(LearnsFromFeedback, Gate):
         """Fit the members and the combiner on outcome records (all of them)."""
         records = list(records)
         if len(records) < 2 * self.folds:
-            raise ValueError(f"stacked gate: {len(records)} outcome records are too few for {self.folds}-fold cross-fitting")
+            raise ValueError(
+                f"stacked gate: {len(records)} outcome records are too few for {self.folds}-fold cross-fitting"
+            )
         a, b = outcome_scores(records, metric)
         questions = [r.question for r in records]
         encoder = self._encoder()
@@ -265,7 +266,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         """Refit the combiner on the outcome rows it was first fitted on and every
         feedback observation logged so far (the members stay as they are)."""
         self._check_fitted()
-        rows, entries = self._rows, self.feedback_.entries()
+        rows, entries = self._fitted_value(self._rows), self.feedback_.entries()
         features, outcomes = rows.features, head_outcomes(rows.a, rows.b, self.target)
         if entries:
             features = np.vstack([features, self._feedback_features([e.question for e in entries])])
@@ -273,24 +274,28 @@ class StackedGate(LearnsFromFeedback, Gate):
             outcomes = {head: np.r_[y, learned[head]] for head, y in outcomes.items()}
         self._combiner = fit_combiner(features, outcomes, self.target, self.C, standardisation(rows.features))
         if self._calibration is not None:
-            logger.warning("%s refitted: its calibration was made on the previous combiner's scores; "
-                           "calibrate it again", self.name)
-        logger.info("%s refitted on %d outcome rows and %d feedback observations", self.name, len(rows.questions),
-                    len(entries))
+            logger.warning(
+                "%s refitted: its calibration was made on the previous combiner's scores; calibrate it again", self.name
+            )
+        logger.info(
+            "%s refitted on %d outcome rows and %d feedback observations", self.name, len(rows.questions), len(entries)
+        )
         return self
 
     def _feedback_features(self, questions: list[str]) -> np.ndarray:
         """The combiner's input rows of observed questions: a training question's own
         row (its members' scores out-of-fold), the serving members' scores otherwise."""
-        rows = self._rows
-        known = {}
+        rows = self._fitted_value(self._rows)
+        known: dict[str, int] = {}
         for i, question in enumerate(rows.questions):
             known.setdefault(_same_question(question), i)
         matches = [known.get(_same_question(q)) for q in questions]
         new = [q for q, row in zip(questions, matches) if row is None]
         out = np.empty((len(questions), rows.features.shape[1]))
         if new:
-            out[[row is None for row in matches]] = self._features([gate.score(new) for gate in self._members], new)
+            out[[row is None for row in matches]] = self._features(
+                [gate.score(new) for gate in self._fitted_value(self._members)], new
+            )
         for i, row in enumerate(matches):
             if row is not None:
                 out[i] = rows.features[row]
@@ -298,7 +303,7 @@ class StackedGate(LearnsFromFeedback, Gate):
 
     # ------------------------------------------------------------------ scoring
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        member_scores = [gate.score(questions) for gate in self._members]
+        member_scores = [gate.score(questions) for gate in self._fitted_value(self._members)]
         features = self._features(member_scores, questions)
         combiner = self.combiner_
         scores = combiner.score(features)
@@ -316,11 +321,13 @@ class StackedGate(LearnsFromFeedback, Gate):
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
         state = {
-            "members": [save_member(gate, directory, f"member-{i}-{name}")
-                        for i, (name, gate) in enumerate(zip(self._names, self._members))],
+            "members": [
+                save_member(gate, directory, f"member-{i}-{name}")
+                for i, (name, gate) in enumerate(zip(self._names, self._fitted_value(self._members)))
+            ],
             "feature_names": self.feature_names_,
             "combiner": self.combiner_.save(directory),
-            "rows": self._rows.save(directory),
+            "rows": self._fitted_value(self._rows).save(directory),
         }
         if len(self.feedback_):  # a gate without feedback saves no log
             state["feedback"] = self.feedback_.save(directory)
@@ -334,13 +341,16 @@ class StackedGate(LearnsFromFeedback, Gate):
             )
         saved = state.get("members")
         if not isinstance(saved, list) or len(saved) != len(self._names):
-            raise GateLoadError(f"{directory}: field 'state.members' does not hold the {len(self._names)} members "
-                                f"{list(self._names)}")
+            raise GateLoadError(
+                f"{directory}: field 'state.members' does not hold the {len(self._names)} members {list(self._names)}"
+            )
         encoder = self._encoder()
         members = []
         for i, (name, member_state) in enumerate(zip(self._names, saved)):
             backend = MEMBERS[name].backend
-            member = load_member(Gate, directory, member_state, f"member {name!r}", {backend: encoder} if backend else {})
+            member = Gate.load_member(
+                directory, member_state, f"member {name!r}", {backend: encoder} if backend else {}
+            )
             if member.name != name:
                 raise GateLoadError(f"{directory}: member {i} is a {member.name!r} gate, expected {name!r}")
             members.append(member)

@@ -21,15 +21,16 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal, Self, get_args
+from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 
 from ..constraints import Integer, OneOf
 from ..errors import GateLoadError, NotFittedError
-from ..persistence import check_saved_backend, load_array, save_array
 from ..models.protocols import check_vectors
+from ..persistence import check_saved_backend, load_array, save_array
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
 from .percentile import FitPercentileGate, cross_fit
@@ -64,9 +65,7 @@ def n_clusters(n_samples: int, rule: ClusterRule = "ceil") -> int:
     return max(root, 3)
 
 
-def cluster_points(
-    points: np.ndarray, k: int, *, n_init: int, random_state: int
-) -> tuple[np.ndarray, np.ndarray]:
+def cluster_points(points: np.ndarray, k: int, *, n_init: int, random_state: int) -> tuple[np.ndarray, np.ndarray]:
     """k-means centroids and sizes of one class, with ``k`` clamped to the number of
     distinct points (fewer samples than clusters, duplicates, a single point)."""
     distinct = len(np.unique(points, axis=0))
@@ -110,13 +109,13 @@ def thrust_vectors(
     far_weight = np.where(near, 0.0, weight) if rows is not None else weight
     vectors = np.empty((len(queries), len(counts), queries.shape[1]), dtype=np.float64)
     bounds = np.cumsum([0, *counts])
-    for c, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+    for c, (lo, hi) in enumerate(pairwise(bounds)):
         w = far_weight[:, lo:hi]
         vectors[:, c] = w @ centroids[lo:hi] - w.sum(axis=1, keepdims=True) * queries
     if rows is not None:
         class_of = np.repeat(np.arange(len(counts)), counts)[cols]
         np.add.at(vectors, (rows, class_of), weight[rows, cols, None] * exact)
-        np.add.at(vectors, (rows, class_of, 0), np.where(r[rows, cols] == 0.0, pull[rows, cols], 0.0))
+        np.add.at(vectors[:, :, 0], (rows, class_of), np.where(r[rows, cols] == 0.0, pull[rows, cols], 0.0))
     return vectors, r
 
 
@@ -162,8 +161,10 @@ class ThrustGate(FitPercentileGate):
     name = "thrust"
     backend_params = frozenset({"representer"})
     _fitted_state = ("_fit_scores", "_clusters", "_class_names")
-    _renamed_params = {"fit_scores": "level_scores"}  # beside the fitted fit_scores_, it misled
-    _parameter_constraints = {
+    _renamed_params: ClassVar[dict[str, str]] = {
+        "fit_scores": "level_scores"
+    }  # beside the fitted fit_scores_, it misled
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "n_clusters_rule": OneOf(*get_args(ClusterRule)),
         "scale": OneOf(*get_args(Scale)),
         "level_scores": OneOf(*get_args(LevelScores)),
@@ -240,7 +241,7 @@ class ThrustGate(FitPercentileGate):
     def class_names_(self) -> list[str]:
         """The classes (``["all"]`` for QA), in order of first appearance."""
         self._check_fitted()
-        return list(self._class_names)
+        return list(self._fitted_value(self._class_names))
 
     # ------------------------------------------------------------------ fitting
     def fit(self, questions: Sequence[str], class_labels: Sequence[str | int] | None = None) -> Self:
@@ -263,7 +264,10 @@ class ThrustGate(FitPercentileGate):
         self._clusters, self._class_names, self._fit_scores = clusters, names, fit_scores
         logger.info(
             "thrust fitted on %d questions: classes %s with %s clusters, representer %s",
-            len(clean), names, clusters.counts, self._representation().model_id,
+            len(clean),
+            names,
+            clusters.counts,
+            self._representation().model_id,
         )
         return self
 
@@ -332,7 +336,7 @@ class ThrustGate(FitPercentileGate):
             per_class.tolist(),
             np.minimum.reduceat(distances, first, axis=1).tolist(),
         )
-        names = self._class_names
+        names = self._fitted_value(self._class_names)
         details = [
             {
                 "thrust": thrust,
@@ -361,14 +365,20 @@ class ThrustGate(FitPercentileGate):
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         record = state.get("representer")
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not isinstance(record.get("dimension"), int):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("id"), str)
+            or not isinstance(record.get("dimension"), int)
+        ):
             raise GateLoadError(f"{directory}: field 'state.representer' is missing or malformed")
         self._use_saved_representer(directory, record)
         names, counts = state.get("class_names"), state.get("clusters_per_class")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise GateLoadError(f"{directory}: field 'state.class_names' must be a non-empty list of strings")
-        if not isinstance(counts, list) or len(counts) != len(names) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts
+        if (
+            not isinstance(counts, list)
+            or len(counts) != len(names)
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in counts)
         ):
             raise GateLoadError(f"{directory}: field 'state.clusters_per_class' must hold one positive int per class")
         n_centroids = sum(counts)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,9 +29,9 @@ from ..constraints import Integer, OneOf, Text
 from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class VerbalizedGate(AsksInRounds, Gate):
     answers_first = True
     backend_params = frozenset({"chat"})
     _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
         "strategy": OneOf(*STRATEGIES),
         "template": [Text("question"), None],
         "max_tokens": [Integer(1), None],
@@ -167,24 +167,34 @@ class VerbalizedGate(AsksInRounds, Gate):
             if self.strategy == "challenge":  # the certainty comes from the second turn
                 answers[i] = clean_reply_answer(reply.text)
             else:
-                verdicts[i] = _Verdict.of(reply, "reply")
-                answers[i] = verdicts[i].parse.answer
+                verdict = _Verdict.of(reply, "reply")
+                verdicts[i] = verdict
+                answers[i] = verdict.parse.answer
         if self.strategy == "challenge":
+            first_replies = {i: r.text for i, r in enumerate(replies) if not isinstance(r, Exception)}
             yield from self._follow_up(
-                [i for i, r in enumerate(replies) if not isinstance(r, Exception)],
-                lambda i: [*first_turns[i], {"role": "assistant", "content": replies[i].text}, user(CHALLENGE)[0]],
-                "challenge", details, verdicts, failures,
+                list(first_replies),
+                lambda i: [*first_turns[i], {"role": "assistant", "content": first_replies[i]}, user(CHALLENGE)[0]],
+                "challenge",
+                details,
+                verdicts,
+                failures,
             )
         if self.judge:
             yield from self._follow_up(
                 [i for i, v in enumerate(verdicts) if v is not None and v.parse.certainty is None],
                 lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
-                "judgement", details, verdicts, failures,
+                "judgement",
+                details,
+                verdicts,
+                failures,
             )
         concluded = [self._conclude(a, v, d, f) for a, v, d, f in zip(answers, verdicts, details, failures)]
         return Assessment(
-            np.array([score for score, _ in concluded]), details,
-            drafts=list(answers), fallbacks=[reason for _, reason in concluded],
+            np.array([score for score, _ in concluded]),
+            details,
+            drafts=list(answers),
+            fallbacks=[reason for _, reason in concluded],
         )
 
     def _follow_up(

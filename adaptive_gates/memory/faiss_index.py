@@ -79,7 +79,7 @@ class IndexSettings:
         return asdict(self)
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "IndexSettings":
+    def from_state(cls, state: dict[str, Any]) -> IndexSettings:
         """Settings saved by ``to_state``; unknown keys are an error (a ValueError)."""
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(state) - names)
@@ -135,16 +135,19 @@ def build(settings: IndexSettings, vectors: np.ndarray) -> Any:
 
     rows, dimension = vectors.shape
     kind = wanted(settings, rows)
+    index: faiss.Index
     if kind == "exact":
         index = faiss.IndexFlatIP(dimension)
     elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dimension, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = settings.ef_construction
+        hnsw = faiss.IndexHNSWFlat(dimension, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = settings.ef_construction
+        index = hnsw
     else:
         nlist = max(1, min(round(4 * math.sqrt(rows)), rows // _ROWS_PER_CENTROID))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dimension), dimension, nlist, faiss.METRIC_INNER_PRODUCT)
-        index.train(vectors)
-        index.make_direct_map()  # so the rows can be read back (entries, rebuilds)
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(dimension), dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.train(vectors)
+        ivf.make_direct_map()  # so the rows can be read back (entries, rebuilds)
+        index = ivf
     configure(settings, index)
     index.add(vectors)
     return index
@@ -172,7 +175,8 @@ def search(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
         if kind == "hnsw":
             sims[short], idx[short] = faiss.downcast_index(index.storage).search(queries[short], k)
         elif kind == "ivf":
-            params = faiss.SearchParametersIVF(nprobe=index.nlist)
+            params = faiss.SearchParametersIVF()
+            params.nprobe = index.nlist
             sims[short], idx[short] = index.search(queries[short], k, params=params)
     return sims, idx
 

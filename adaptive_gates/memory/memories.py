@@ -180,11 +180,12 @@ class FaissMemory(_LabelledMemory):
         self._build_lock = threading.Lock()  # one rebuild at a time
 
     @classmethod
-    def configured(cls, **settings: Any) -> Callable[[int], "FaissMemory"]:
+    def configured(cls, **settings: Any) -> Callable[[int], FaissMemory]:
         """A factory (dimension -> memory) for ``SKRKnnGate(memory=...)`` with these
         settings; checked now, so a wrong one fails before any fitting."""
         IndexSettings(**settings)
         factory = functools.partial(cls, **settings)
+        # a partial takes attributes: the kind and load of the class it builds
         factory.kind, factory.load = cls.kind, cls.load  # type: ignore[attr-defined]
         return factory
 
@@ -209,9 +210,13 @@ class FaissMemory(_LabelledMemory):
     def set_search(self, *, ef_search: int | None = None, nprobe: int | None = None) -> None:
         """Change how hard the approximate search looks (HNSW ``ef_search``, IVF
         ``nprobe``) without rebuilding: more finds more true neighbours, slower."""
-        changes = {name: value for name, value in (("ef_search", ef_search), ("nprobe", nprobe)) if value is not None}
         with self._lock:
-            self.settings = dataclasses.replace(self.settings, **changes)
+            current = self.settings
+            self.settings = dataclasses.replace(
+                current,
+                ef_search=current.ef_search if ef_search is None else ef_search,
+                nprobe=current.nprobe if nprobe is None else nprobe,
+            )
             faiss_index.configure(self.settings, self._index)
 
     def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
@@ -275,7 +280,7 @@ class FaissMemory(_LabelledMemory):
             }
 
     @classmethod
-    def load(cls, directory: Path, state: dict[str, Any]) -> "FaissMemory":
+    def load(cls, directory: Path, state: dict[str, Any]) -> FaissMemory:
         """Read a memory written by ``save``, checking the parts agree. A memory saved
         before the index settings were recorded was exact: it loads with the default
         settings and switches to an approximate index on its next add past ``switch_at``."""
@@ -369,7 +374,7 @@ class ExactMemory(_LabelledMemory):
         return {"size": len(questions), "dimension": self.dimension}
 
     @classmethod
-    def load(cls, directory: Path, state: dict[str, Any]) -> "ExactMemory":
+    def load(cls, directory: Path, state: dict[str, Any]) -> ExactMemory:
         memory = cls(_dimension(directory, state))
         vectors = load_array(directory, _VECTORS_FILE)
         if vectors.ndim != 2 or vectors.shape[1] != memory.dimension or not np.all(np.isfinite(vectors)):

@@ -40,6 +40,8 @@ class StoreBackedMemory(_LabelledMemory, ABC):
     #: The framework's vector store type, and how to name it in an error.
     store_type: ClassVar[type]
     store_description: ClassVar[str]
+    #: The store (a ``store_type``); a subclass names its type.
+    store: Any
 
     def __init__(self, store: Any, dimension: int, *, similarity: Callable[[float], float] = same_score) -> None:
         if not isinstance(store, self.store_type):

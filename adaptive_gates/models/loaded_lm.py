@@ -137,8 +137,7 @@ class LoadedCausalLM:
         self._tokenizer = tokenizer
         self._special_tokens = special_token_pattern(tokenizer)
         self._model = model  # assigned last: it is the "loaded" flag
-        log.info("loaded %s on %s in %.1f s", self.model_id, self.device,
-                 time.perf_counter() - start)
+        log.info("loaded %s on %s in %.1f s", self.model_id, self.device, time.perf_counter() - start)
 
     # ------------------------------------------------------------ prefix cache
     @contextlib.contextmanager
@@ -191,14 +190,13 @@ class LoadedCausalLM:
         tokenizer = self.tokenizer
         if self._special_tokens is not None:
             messages = [
-                {**m, "content": defuse_markup(m["content"], self._special_tokens)} if isinstance(m.get("content"), str)
+                {**m, "content": defuse_markup(m["content"], self._special_tokens)}
+                if isinstance(m.get("content"), str)
                 else m
                 for m in messages
             ]
         if self.use_chat_template and tokenizer.chat_template:
-            return tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return "\n\n".join(str(m["content"]) for m in messages)
 
     def _prepare(self, prompts: str | Sequence[str], formatted: bool) -> list[str]:

@@ -52,8 +52,11 @@ class LocalChatModel:
     ) -> ChatReply:
         """One assistant reply to ``messages``."""
         return self.chat_batch(
-            [messages], max_tokens=max_tokens, temperature=temperature,
-            top_logprobs=top_logprobs, stop=stop,
+            [messages],
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_logprobs=top_logprobs,
+            stop=stop,
         )[0]
 
     async def achat(
@@ -68,8 +71,12 @@ class LocalChatModel:
         """``chat`` in a worker thread: generation is in-process work that would
         otherwise hold the event loop."""
         return await asyncio.to_thread(
-            self.chat, messages, max_tokens=max_tokens, temperature=temperature,
-            top_logprobs=top_logprobs, stop=stop,
+            self.chat,
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_logprobs=top_logprobs,
+            stop=stop,
         )
 
     def chat_batch(
@@ -89,17 +96,31 @@ class LocalChatModel:
         if temperature > 0:
             # Sampling is per prompt; top_k=0 / top_p=1 leave the distribution unchanged.
             generations = [
-                lm.sample(t, 1, temperature=temperature, top_k=0, top_p=1.0,
-                          max_new_tokens=max_tokens, seed=self.seed, stop=stop, formatted=True)[0]
+                lm.sample(
+                    t,
+                    1,
+                    temperature=temperature,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=max_tokens,
+                    seed=self.seed,
+                    stop=stop,
+                    formatted=True,
+                )[0]
                 for t in texts
             ]
         else:
             generations = []
             for start in range(0, len(texts), self.batch_size):
-                generations.extend(lm.generate(
-                    texts[start : start + self.batch_size], max_new_tokens=max_tokens,
-                    stop=stop, formatted=True, top_logprobs=top_logprobs,
-                ))
+                generations.extend(
+                    lm.generate(
+                        texts[start : start + self.batch_size],
+                        max_new_tokens=max_tokens,
+                        stop=stop,
+                        formatted=True,
+                        top_logprobs=top_logprobs,
+                    )
+                )
         return [self._reply(g, top_logprobs) for g in generations]
 
     def _reply(self, generation: Generation, top_logprobs: int) -> ChatReply:
@@ -115,9 +136,7 @@ class LocalChatModel:
                 logprob,
                 tuple((decode([alt]), alt_lp) for alt, alt_lp in top),
             )
-            for token_id, logprob, top in zip(
-                generation.token_ids, generation.token_logprobs, generation.top_logprobs
-            )
+            for token_id, logprob, top in zip(generation.token_ids, generation.token_logprobs, generation.top_logprobs)
         )
         return ChatReply(generation.text, tokens, generation.finish_reason, usage)
 

@@ -120,8 +120,12 @@ class LocalCausalLM(LoadedCausalLM):
         check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         stops = check_stops(stop)
         kwargs = dict(
-            do_sample=True, temperature=temperature, top_k=top_k, top_p=top_p,
-            max_new_tokens=max_new_tokens, **self._gen_kwargs(stops),
+            do_sample=True,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            **self._gen_kwargs(stops),
         )
         with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -129,14 +133,18 @@ class LocalCausalLM(LoadedCausalLM):
             cache = self._shared_prefix_cache(ids, k)
             if cache is None:
                 out = self.model.generate(
-                    input_ids=ids, attention_mask=torch.ones_like(ids),
-                    num_return_sequences=k, **kwargs,
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    num_return_sequences=k,
+                    **kwargs,
                 )
             else:
                 batch = ids.repeat(k, 1)
                 out = self.model.generate(
-                    input_ids=batch, attention_mask=torch.ones_like(batch),
-                    past_key_values=cache, **kwargs,
+                    input_ids=batch,
+                    attention_mask=torch.ones_like(batch),
+                    past_key_values=cache,
+                    **kwargs,
                 )
             return self._collect(out, ids.shape[1], [ids.shape[1]] * k, stops)
 
@@ -187,9 +195,7 @@ class LocalCausalLM(LoadedCausalLM):
 
         new = out.sequences[:, prompt_width:]
         steps = [torch.log_softmax(step.float(), dim=-1) for step in out.logits]
-        logprobs = torch.stack(
-            [step.gather(1, new[:, t : t + 1]).squeeze(1) for t, step in enumerate(steps)], dim=1
-        )
+        logprobs = torch.stack([step.gather(1, new[:, t : t + 1]).squeeze(1) for t, step in enumerate(steps)], dim=1)
         tops: list[list[list[tuple[int, float]]]] = [[] for _ in range(new.shape[0])]
         if top_logprobs:
             for step in steps:
@@ -218,14 +224,14 @@ class LocalCausalLM(LoadedCausalLM):
         if cut is not None:
             # Fewest tokens whose text contains a stop string: the stopping token is the last.
             n = 1 + bisect.bisect_left(
-                range(1, len(body) + 1), True,
+                range(1, len(body) + 1),
+                True,
                 key=lambda m: first_stop(self._decode(body[:m]), stops) is not None,
             )
             return Generation(text[:cut], row[:n], lps[:n], "stop", n_prompt, top[:n])
         if end is not None:
             return Generation(text, row[: end + 1], lps[: end + 1], "eos", n_prompt, top[: end + 1])
         return Generation(text, row, lps, "length", n_prompt, top)
-
 
     # ------------------------------------------------------- internals access
     def hidden_states(
@@ -262,13 +268,13 @@ class LocalCausalLM(LoadedCausalLM):
                 enc = self._encode(prepared[start : start + batch_size], "right", max_length)
                 # The base model: hidden states without computing vocabulary logits.
                 out = self.model.base_model(
-                    input_ids=enc.input_ids, attention_mask=enc.attention_mask,
+                    input_ids=enc.input_ids,
+                    attention_mask=enc.attention_mask,
                     output_hidden_states=True,
                 )
                 states = torch.stack([out.hidden_states[i] for i in selected], dim=1)
                 chunks.append(_pool(states.float(), enc.attention_mask, pooling).cpu().numpy())
         return np.concatenate(chunks).astype(np.float32, copy=False)
-
 
     def forward(self, input_ids: Any, attention_mask: Any = None) -> torch.Tensor:
         """Logits ``(batch, seq, vocab)`` of one plain forward pass over token ids

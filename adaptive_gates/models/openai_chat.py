@@ -77,9 +77,9 @@ class OpenAIChatModel:
         self._lock = threading.Lock()
         self._client: openai.OpenAI | None = None
         # An async HTTP pool belongs to the event loop that opened it: one client per loop.
-        self._async_clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, openai.AsyncOpenAI
-        ] = weakref.WeakKeyDictionary()
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -259,7 +259,7 @@ def _text(value: object) -> str:
 
 
 def _logprob(value: object) -> float:
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)  # type: ignore[arg-type]  # float() is the check: a non-number raises TypeError
     if math.isnan(number):
         raise ValueError("a logprob is NaN")
     return number

@@ -35,8 +35,9 @@ class PromptPrefixes:
     def longest(self, ids: list[int]) -> tuple[Any, int]:
         """A copy of the cache of the longest kept token prefix of ``ids`` and its length;
         ``(None, 0)`` when no kept prompt starts like ``ids``."""
-        key, shared = max(((k, _common_prefix(k, ids)) for k in self._entries),
-                          key=lambda entry: entry[1], default=((), 0))
+        key, shared = max(
+            ((k, _common_prefix(k, ids)) for k in self._entries), key=lambda entry: entry[1], default=((), 0)
+        )
         if not shared:
             return None, 0
         self._entries.move_to_end(key)

@@ -97,8 +97,10 @@ def _prefill(lm: LoadedCausalLM, ids: torch.Tensor, k: int) -> tuple[Any, torch.
     per sample. Only the prompt's last token is computed when the prefix cache holds the rest."""
     cache = lm._remembered_kv(ids)
     out = lm.model(
-        input_ids=ids if cache is None else ids[:, -1:], past_key_values=cache,
-        use_cache=True, logits_to_keep=1,
+        input_ids=ids if cache is None else ids[:, -1:],
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
     )
     cache = out.past_key_values
     if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
@@ -108,7 +110,12 @@ def _prefill(lm: LoadedCausalLM, ids: torch.Tensor, k: int) -> tuple[Any, torch.
 
 
 def _next_tokens(
-    drafts: list[_Draft], rows: list[int], logits: torch.Tensor, states: torch.Tensor, draw: _Sampler, ends: _Ends,
+    drafts: list[_Draft],
+    rows: list[int],
+    logits: torch.Tensor,
+    states: torch.Tensor,
+    draw: _Sampler,
+    ends: _Ends,
 ) -> tuple[list[int], list[int]]:
     """One step's bookkeeping over the batch rows (``rows[i]`` is row i's draft): a row fed
     its closing EOS at the last step has its state read from ``states`` and leaves; the
@@ -132,7 +139,11 @@ def _next_tokens(
 
 
 def _step(
-    lm: LoadedCausalLM, cache: Any, feed: list[int], captured: list[torch.Tensor], dtype: torch.dtype,
+    lm: LoadedCausalLM,
+    cache: Any,
+    feed: list[int],
+    captured: list[torch.Tensor],
+    dtype: torch.dtype,
 ) -> tuple[Any, torch.Tensor, torch.Tensor]:
     """Feed one token per row: the extended KV cache, the next-token logits and the
     probed sub-module's output at the fed tokens (``captured`` holds this step's only)."""
@@ -141,7 +152,9 @@ def _step(
     captured.clear()
     out = lm.model(
         input_ids=torch.tensor(feed, device=lm.device, dtype=dtype)[:, None],
-        past_key_values=cache, use_cache=True, logits_to_keep=1,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
     )
     return out.past_key_values, out.logits[:, -1].float(), captured[-1][:, -1]
 

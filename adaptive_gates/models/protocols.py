@@ -68,15 +68,28 @@ class ProbingLM(Protocol):
         ...
 
     def generate(
-        self, prompts: str | Sequence[str], *, max_new_tokens: int = 32, stop: Sequence[str] | None = None,
+        self,
+        prompts: str | Sequence[str],
+        *,
+        max_new_tokens: int = 32,
+        stop: Sequence[str] | None = None,
         formatted: bool = False,
     ) -> list[Generation]:
         """Greedy continuations, cut before the first stop string, with token ids and log-probs."""
         ...
 
     def sample_with_states(
-        self, prompt: str, k: int = 20, *, module_path: str, temperature: float = 1.0, top_k: int = 50,
-        top_p: float = 0.9, max_new_tokens: int = 100, seed: int = 0, stop: Sequence[str] | None = None,
+        self,
+        prompt: str,
+        k: int = 20,
+        *,
+        module_path: str,
+        temperature: float = 1.0,
+        top_k: int = 50,
+        top_p: float = 0.9,
+        max_new_tokens: int = 100,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
         formatted: bool = False,
     ) -> list[ProbedSample]:
         """``k`` seeded samples, each with the output of ``module_path`` at its closing EOS."""

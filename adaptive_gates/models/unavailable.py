@@ -17,7 +17,7 @@ import sys
 #: Classes (by module) meaning no answer came. Read from ``sys.modules`` only: an
 #: exception of a module's class can exist only once that module is imported, so
 #: nothing is imported here.
-_NO_ANSWER = {
+_NO_ANSWER: dict[str, tuple[str, ...]] = {
     "openai": ("APIConnectionError",),  # APITimeoutError is one too
     "httpx": ("TransportError",),  # timeouts, refused connections, dropped ones
     "httpx2": ("TransportError",),
@@ -26,7 +26,7 @@ _NO_ANSWER = {
 }
 #: Classes meaning the server did answer, with an HTTP error status. They decide first:
 #: a 500 after a retried timeout carries that timeout in its context, yet the server is up.
-_ANSWERED = {
+_ANSWERED: dict[str, tuple[str, ...]] = {
     "openai": ("APIStatusError",),
     "httpx": ("HTTPStatusError",),
     "httpx2": ("HTTPStatusError",),
@@ -37,7 +37,7 @@ def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the backend gave no answer: the nearest exception in its
     chain (itself, then its ``__cause__`` or ``__context__``) that is a timeout or a
     connection failure, before any that is an HTTP error reply."""
-    no_answer = (TimeoutError, ConnectionError, *_loaded(_NO_ANSWER))
+    no_answer: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, *_loaded(_NO_ANSWER))
     answered = _loaded(_ANSWERED)
     seen: set[int] = set()
     current: BaseException | None = exc

@@ -53,8 +53,9 @@ def run_pipeline(
         raise ValueError("no QA records to run")
     pipeline = SeaKRPipeline(retriever, lm, uncertainty=uncertainty, **options)
     if (target_rate is None) != (calibration_questions is None):
-        raise ValueError("target_rate and calibration_questions go together: δ is calibrated for the "
-                         "target rate on those questions")
+        raise ValueError(
+            "target_rate and calibration_questions go together: δ is calibrated for the target rate on those questions"
+        )
     if target_rate is None:
         pipeline.check_ready()
     else:
@@ -68,8 +69,8 @@ def run_pipeline(
     todo = [r for r in records if r.id not in done]
     if done:
         logger.info("%s: resuming, %d of %d done", checkpoint, len(records) - len(todo), len(records))
-    if target_rate is not None:
-        pipeline.calibrate(calibration_questions, target_rate)  # type: ignore[arg-type]
+    if target_rate is not None and calibration_questions is not None:  # given together, as checked above
+        pipeline.calibrate(calibration_questions, target_rate)
     if checkpoint is not None:
         Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
     for record in tqdm(todo, desc=f"seakr {pipeline.mode}", unit="q", disable=not progress):
@@ -83,8 +84,10 @@ def run_pipeline(
         "model": pipeline.lm.model_id,
         "uncertainty": pipeline.uncertainty.get_params(),
         # δ = ±inf (always / never retrieve) is written as a string: JSON has no infinity.
-        "settings": {k: v if not isinstance(v, float) or math.isfinite(v) else str(v)
-                     for k, v in ((k, getattr(pipeline, k)) for k in _SETTINGS)},
+        "settings": {
+            k: v if not isinstance(v, float) or math.isfinite(v) else str(v)
+            for k, v in ((k, getattr(pipeline, k)) for k in _SETTINGS)
+        },
         "calibration": None if pipeline.calibration_ is None else pipeline.calibration_.to_dict(),
         "results": rows,
     }
@@ -108,8 +111,19 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-_SETTINGS = ("threshold", "rerank", "select", "rationale", "n_candidates", "max_steps",
-             "max_docs", "theta", "step_tokens", "answer_tokens", "max_doc_chars")
+_SETTINGS = (
+    "threshold",
+    "rerank",
+    "select",
+    "rationale",
+    "n_candidates",
+    "max_steps",
+    "max_docs",
+    "theta",
+    "step_tokens",
+    "answer_tokens",
+    "max_doc_chars",
+)
 
 
 def _score(record: QARecord, pipeline: SeaKRPipeline) -> dict[str, Any]:
@@ -119,14 +133,30 @@ def _score(record: QARecord, pipeline: SeaKRPipeline) -> dict[str, Any]:
         result = pipeline.answer(record.question)
     except Exception as exc:  # a failing model or retriever must not end a long run
         logger.warning("question %s failed: %s", record.id, exc)
-        return {"id": record.id, "question": record.question, "answers": list(record.answers),
-                "prediction": "", "em": 0.0, "f1": 0.0, "retrieval_calls": 0,
-                "seconds": time.perf_counter() - start, "error": f"{type(exc).__name__}: {exc}",
-                "trace": None}
-    return {"id": record.id, "question": record.question, "answers": list(record.answers),
-            "prediction": result.answer, "em": exact_match(result.answer, record.answers),
-            "f1": token_f1(result.answer, record.answers), "retrieval_calls": result.retrieval_calls,
-            "seconds": result.seconds, "error": None, "trace": result.to_dict()}
+        return {
+            "id": record.id,
+            "question": record.question,
+            "answers": list(record.answers),
+            "prediction": "",
+            "em": 0.0,
+            "f1": 0.0,
+            "retrieval_calls": 0,
+            "seconds": time.perf_counter() - start,
+            "error": f"{type(exc).__name__}: {exc}",
+            "trace": None,
+        }
+    return {
+        "id": record.id,
+        "question": record.question,
+        "answers": list(record.answers),
+        "prediction": result.answer,
+        "em": exact_match(result.answer, record.answers),
+        "f1": token_f1(result.answer, record.answers),
+        "retrieval_calls": result.retrieval_calls,
+        "seconds": result.seconds,
+        "error": None,
+        "trace": result.to_dict(),
+    }
 
 
 def _read_checkpoint(path: str | Path | None, records: Sequence[QARecord]) -> dict[str, dict[str, Any]]:

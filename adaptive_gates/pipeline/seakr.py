@@ -49,7 +49,6 @@ from ..gates.seakr import SeaKRGate
 from ..metrics import extract_seakr_answer
 from ..models.protocols import check_probing_lm
 from ..retrieval.base import Hit, Retriever
-from ..validation import check_question
 from ..seakr.prompts import (
     ANSWER_STOPS,
     DEFAULT_DEMOS,
@@ -64,6 +63,7 @@ from ..seakr.prompts import (
 from ..seakr.queries import build_query
 from ..seakr.step import pseudo_step
 from ..seakr.trace import Candidate, SeaKRResult, Step
+from ..validation import check_question
 from .seakr_routes import FinalAnswer
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from ..seakr.rerank import UncertaintyReranker
     from ..seakr.uncertainty import SelfAwareUncertainty
 
-__all__ = ["SeaKRPipeline", "MODES", "RATIONALE_FORMS"]
+__all__ = ["MODES", "RATIONALE_FORMS", "SeaKRPipeline"]
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +148,14 @@ class SeaKRPipeline:
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold)
         ):
             raise ValueError(f"threshold must be a number or None, got {threshold!r}")
-        for name, value in (("n_candidates", n_candidates), ("max_steps", max_steps),
-                            ("max_docs", max_docs), ("step_tokens", step_tokens),
-                            ("answer_tokens", answer_tokens), ("max_doc_chars", max_doc_chars)):
+        for name, value in (
+            ("n_candidates", n_candidates),
+            ("max_steps", max_steps),
+            ("max_docs", max_docs),
+            ("step_tokens", step_tokens),
+            ("answer_tokens", answer_tokens),
+            ("max_doc_chars", max_doc_chars),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if isinstance(prefix_cache, bool) or not isinstance(prefix_cache, int) or prefix_cache < 0:
@@ -218,8 +223,11 @@ class SeaKRPipeline:
         stop strings, step budget and estimator. ``calibrate`` scores questions with it."""
         if self._gate is None:
             self._gate = SeaKRGate(
-                uncertainty=self.uncertainty, prompt_template=prompt_template(self.demos),
-                stop=STEP_STOPS, step_tokens=self.step_tokens, formatted=True,
+                uncertainty=self.uncertainty,
+                prompt_template=prompt_template(self.demos),
+                stop=STEP_STOPS,
+                step_tokens=self.step_tokens,
+                formatted=True,
             )
         return self._gate
 
@@ -237,8 +245,9 @@ class SeaKRPipeline:
         or for the best accuracy given per-question correctness without and with
         retrieval, optionally under ``max_rate``. Replaces a δ given as ``threshold``."""
         with self._cache():
-            self.gate.calibrate(questions, target_rate, correct_without=correct_without,
-                                correct_with=correct_with, max_rate=max_rate)
+            self.gate.calibrate(
+                questions, target_rate, correct_without=correct_without, correct_with=correct_with, max_rate=max_rate
+            )
         self._calibration = self.gate.calibration_
         logger.info("SeaKR pipeline: δ = %.4f (%s)", self.threshold, self._calibration)
         return self
@@ -357,13 +366,13 @@ class SeaKRPipeline:
             step.candidates = _candidates(hits)
         result.documents = [h.id for h in hits]
         passages = [h.as_passage() for h in hits]
-        step.text = self._greedy(self._prompt(question, documents=passages), ANSWER_STOPS, self.answer_tokens).text.strip()
+        step.text = self._greedy(
+            self._prompt(question, documents=passages), ANSWER_STOPS, self.answer_tokens
+        ).text.strip()
         # A chain of thought that stops short of "So the answer is" is completed with that
         # cue, as the multi-hop routes are, so the modes are compared on their answers.
         result.loop_answer = extract_seakr_answer(step.text)  # None in the trace = the answer was forced
-        result.answer = self.unselected_answer(
-            question, [step.text] if step.text else [], result.loop_answer, passages
-        )
+        result.answer = self.unselected_answer(question, [step.text] if step.text else [], result.loop_answer, passages)
 
     # -------------------------------------------------------- multi-hop loop
     def _reason(self, result: SeaKRResult) -> list[Hit]:
@@ -398,8 +407,14 @@ class SeaKRPipeline:
     def _step(self, question: str, steps: list[str], read: list[Hit], searched: set[str], step: Step) -> str | None:
         """Fill one ``step``: the gate, and when it fires the query, search, re-ranking and
         the step generated with the chosen snippet. Returns a stop reason or ``None``."""
-        check = pseudo_step(self.lm, self.uncertainty, self._prompt(question, steps), stop=STEP_STOPS,
-                            max_new_tokens=self.step_tokens, formatted=True)
+        check = pseudo_step(
+            self.lm,
+            self.uncertainty,
+            self._prompt(question, steps),
+            stop=STEP_STOPS,
+            max_new_tokens=self.step_tokens,
+            formatted=True,
+        )
         pseudo = check.generation
         step.pseudo = step.text = normalize_step(pseudo.text)
         if check.estimate is not None:
@@ -407,8 +422,15 @@ class SeaKRPipeline:
         step.retrieve = check.retrieves(self.threshold)  # type: ignore[arg-type]  # check_ready ran
         if not step.retrieve:
             return None
-        query = build_query(pseudo.text, pseudo.token_ids, pseudo.token_logprobs, self.lm.tokenizer,
-                            question, steps[-1] if steps else "", theta=self.theta)
+        query = build_query(
+            pseudo.text,
+            pseudo.token_ids,
+            pseudo.token_logprobs,
+            self.lm.tokenizer,
+            question,
+            steps[-1] if steps else "",
+            theta=self.theta,
+        )
         step.query, step.query_fallback = query.text, query.fallback
         key = " ".join(query.text.lower().split())
         if key in searched:

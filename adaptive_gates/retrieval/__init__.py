@@ -4,4 +4,4 @@ from .base import Hit, Retriever, passage_text
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 
-__all__ = ["Hit", "Retriever", "passage_text", "BM25Retriever", "DenseRetriever"]
+__all__ = ["BM25Retriever", "DenseRetriever", "Hit", "Retriever", "passage_text"]

@@ -76,13 +76,10 @@ def read_config(directory: str | Path, expected_type: str) -> dict[str, Any]:
     config = read_json_object(path)
     if config.get("format_version") != FORMAT_VERSION:
         raise GateLoadError(
-            f"{path}: field 'format_version' is {config.get('format_version')!r}, "
-            f"expected {FORMAT_VERSION}"
+            f"{path}: field 'format_version' is {config.get('format_version')!r}, expected {FORMAT_VERSION}"
         )
     if config.get("type") != expected_type:
-        raise GateLoadError(
-            f"{path}: field 'type' is {config.get('type')!r}, expected {expected_type!r}"
-        )
+        raise GateLoadError(f"{path}: field 'type' is {config.get('type')!r}, expected {expected_type!r}")
     return config
 
 
@@ -91,8 +88,7 @@ def config_int(config: dict[str, Any], directory: str | Path, name: str) -> int:
     value = config.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise GateLoadError(
-            f"{Path(directory) / CONFIG_FILE}: field {name!r} must be a non-negative int, "
-            f"got {value!r}"
+            f"{Path(directory) / CONFIG_FILE}: field {name!r} must be a non-negative int, got {value!r}"
         )
     return value
 
@@ -119,7 +115,5 @@ def read_corpus(directory: str | Path, count: int) -> list[CorpusRecord]:
     except AdaptiveGatesError as exc:
         raise GateLoadError(f"{path}: {exc}") from None
     if len(records) != count:
-        raise GateLoadError(
-            f"{path}: holds {len(records)} records but config.json field 'count' is {count}"
-        )
+        raise GateLoadError(f"{path}: holds {len(records)} records but config.json field 'count' is {count}")
     return records

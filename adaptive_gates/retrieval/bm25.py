@@ -7,6 +7,7 @@ directory can be loaded without unpickling anything.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -62,10 +63,8 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"bm25s": bm25s.__version__, "numpy": np.__version__}
-    try:
+    with contextlib.suppress(PackageNotFoundError):
         versions["PyStemmer"] = version("PyStemmer")
-    except PackageNotFoundError:
-        pass
     return versions
 
 
@@ -119,7 +118,9 @@ class BM25Retriever:
         model.index(tokens, show_progress=False)
         logger.info(
             "BM25 index: %d passages, %d terms, stemming %s",
-            len(records), len(model.vocab_dict), "on" if stemmer_obj else "off",
+            len(records),
+            len(model.vocab_dict),
+            "on" if stemmer_obj else "off",
         )
         return cls(model, records, stopwords=stopwords, stemmer=stemmer_obj)
 
@@ -167,15 +168,9 @@ class BM25Retriever:
             live = [i for i, t in enumerate(tokens) if t]
             if not live:
                 return results
-            docs, scores = self._model.retrieve(
-                [tokens[i] for i in live], k=k, show_progress=False
-            )
+            docs, scores = self._model.retrieve([tokens[i] for i in live], k=k, show_progress=False)
         for row, i in enumerate(live):
-            results[i] = [
-                make_hit(self._records[int(d)], s)
-                for d, s in zip(docs[row], scores[row])
-                if s > 0
-            ]
+            results[i] = [make_hit(self._records[int(d)], s) for d, s in zip(docs[row], scores[row]) if s > 0]
         return results
 
     def save(self, directory: str | Path) -> None:
@@ -211,9 +206,11 @@ class BM25Retriever:
         if not isinstance(params, dict):
             raise GateLoadError(f"{config_path}: field 'params' must be an object")
         stopwords = params.get("stopwords")
-        if not (stopwords is None or isinstance(stopwords, str) or (
-            isinstance(stopwords, list) and all(isinstance(w, str) for w in stopwords)
-        )):
+        if not (
+            stopwords is None
+            or isinstance(stopwords, str)
+            or (isinstance(stopwords, list) and all(isinstance(w, str) for w in stopwords))
+        ):
             raise GateLoadError(f"{config_path}: field 'stopwords' must be a string or a list")
         stemmer_name = params.get("stemmer")
         if stemmer_name not in (None, _STEMMER_NAME):

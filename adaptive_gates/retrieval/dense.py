@@ -49,9 +49,7 @@ def _unit_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         raise BackendError(f"embedder {embedder.model_id!r} returned unusable output ({exc})") from exc
     expected = (len(texts), embedder.dimension)
     if vectors.shape != expected:
-        raise BackendError(
-            f"embedder {embedder.model_id!r} returned shape {vectors.shape}, expected {expected}"
-        )
+        raise BackendError(f"embedder {embedder.model_id!r} returned shape {vectors.shape}, expected {expected}")
     if not np.isfinite(vectors).all():
         raise BackendError(f"embedder {embedder.model_id!r} returned non-finite values")
     vectors = np.ascontiguousarray(vectors)
@@ -76,9 +74,7 @@ class DenseRetriever:
         self._records = records
 
     @classmethod
-    def from_records(
-        cls, records: Sequence[CorpusRecord], embedder: Embedder, batch_size: int = 256
-    ) -> DenseRetriever:
+    def from_records(cls, records: Sequence[CorpusRecord], embedder: Embedder, batch_size: int = 256) -> DenseRetriever:
         """Embed ``records`` ``batch_size`` at a time into a new flat inner-product index."""
         records = list(records)
         if not records:
@@ -164,13 +160,10 @@ class DenseRetriever:
         except RuntimeError as exc:
             raise GateLoadError(f"{index_path}: not a readable faiss index ({exc})") from None
         if index.d != dimension:
-            raise GateLoadError(
-                f"{index_path}: index 'dimension' is {index.d} but config.json says {dimension}"
-            )
+            raise GateLoadError(f"{index_path}: index 'dimension' is {index.d} but config.json says {dimension}")
         if index.ntotal != count:
             raise GateLoadError(
-                f"{index_path}: index 'ntotal' is {index.ntotal} but config.json field "
-                f"'count' is {count}"
+                f"{index_path}: index 'ntotal' is {index.ntotal} but config.json field 'count' is {count}"
             )
         records = read_corpus(directory, count)
         logger.info("loaded dense retriever (%d passages) from %s", count, directory)

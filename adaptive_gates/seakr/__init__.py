@@ -17,14 +17,13 @@ from .snippets import snippet_text
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate, eigen_score
 
 __all__ = [
+    "AnswerCandidate",
+    "RankedSnippet",
+    "ReasoningSelector",
+    "Selection",
     "SelfAwareUncertainty",
     "UncertaintyEstimate",
-    "eigen_score",
     "UncertaintyReranker",
-    "RankedSnippet",
+    "eigen_score",
     "snippet_text",
-    "ReasoningSelector",
-    "AnswerCandidate",
-    "Selection",
 ]
-

@@ -22,8 +22,16 @@ from dataclasses import dataclass
 from ..prompts import quote_question
 
 __all__ = [
-    "Demo", "DEFAULT_DEMOS", "STEP_STOPS", "ANSWER_STOPS", "build_prompt", "prompt_template", "snippet_template",
-    "clip_passage", "join_steps", "normalize_step",
+    "ANSWER_STOPS",
+    "DEFAULT_DEMOS",
+    "STEP_STOPS",
+    "Demo",
+    "build_prompt",
+    "clip_passage",
+    "join_steps",
+    "normalize_step",
+    "prompt_template",
+    "snippet_template",
 ]
 
 
@@ -41,33 +49,56 @@ class Demo:
 
 
 DEFAULT_DEMOS: tuple[Demo, ...] = (
-    Demo("Who was born first, Albert Einstein or Niels Bohr?",
-         "Albert Einstein was born on 14 March 1879. Niels Bohr was born on 7 October 1885. "
-         "1879 is earlier than 1885.", "Albert Einstein"),
-    Demo("What is the capital of the country whose national bird is the kiwi?",
-         "The kiwi is the national bird of New Zealand. The capital of New Zealand is Wellington.",
-         "Wellington"),
-    Demo("Are the Nile and the Amazon both rivers in Africa?",
-         "The Nile is a river in Africa. The Amazon is a river in South America.", "no"),
-    Demo("Who directed the film in which Leonardo DiCaprio played Jack Dawson?",
-         "Leonardo DiCaprio played Jack Dawson in Titanic. Titanic was directed by James Cameron.",
-         "James Cameron"),
-    Demo("Which band was formed earlier, The Beatles or Queen?",
-         "The Beatles were formed in 1960. Queen was formed in 1970.", "The Beatles"),
-    Demo("In which country was the composer of The Four Seasons born?",
-         "The Four Seasons was composed by Antonio Vivaldi. Antonio Vivaldi was born in Venice, "
-         "Italy.", "Italy"),
-    Demo("Are Mount Everest and K2 in the same mountain range?",
-         "Mount Everest is in the Himalayas. K2 is in the Karakoram.", "no"),
-    Demo("In what year was the university where Barack Obama studied law founded?",
-         "Barack Obama studied law at Harvard University. Harvard University was founded in 1636.",
-         "1636"),
-    Demo("The author of the Harry Potter books was born in which country?",
-         "The Harry Potter books were written by J. K. Rowling. J. K. Rowling was born in England.",
-         "England"),
-    Demo("What sport is played by the team whose home ground is Old Trafford?",
-         "Old Trafford is the home ground of Manchester United. Manchester United is a football "
-         "club.", "football"),
+    Demo(
+        "Who was born first, Albert Einstein or Niels Bohr?",
+        "Albert Einstein was born on 14 March 1879. Niels Bohr was born on 7 October 1885. 1879 is earlier than 1885.",
+        "Albert Einstein",
+    ),
+    Demo(
+        "What is the capital of the country whose national bird is the kiwi?",
+        "The kiwi is the national bird of New Zealand. The capital of New Zealand is Wellington.",
+        "Wellington",
+    ),
+    Demo(
+        "Are the Nile and the Amazon both rivers in Africa?",
+        "The Nile is a river in Africa. The Amazon is a river in South America.",
+        "no",
+    ),
+    Demo(
+        "Who directed the film in which Leonardo DiCaprio played Jack Dawson?",
+        "Leonardo DiCaprio played Jack Dawson in Titanic. Titanic was directed by James Cameron.",
+        "James Cameron",
+    ),
+    Demo(
+        "Which band was formed earlier, The Beatles or Queen?",
+        "The Beatles were formed in 1960. Queen was formed in 1970.",
+        "The Beatles",
+    ),
+    Demo(
+        "In which country was the composer of The Four Seasons born?",
+        "The Four Seasons was composed by Antonio Vivaldi. Antonio Vivaldi was born in Venice, Italy.",
+        "Italy",
+    ),
+    Demo(
+        "Are Mount Everest and K2 in the same mountain range?",
+        "Mount Everest is in the Himalayas. K2 is in the Karakoram.",
+        "no",
+    ),
+    Demo(
+        "In what year was the university where Barack Obama studied law founded?",
+        "Barack Obama studied law at Harvard University. Harvard University was founded in 1636.",
+        "1636",
+    ),
+    Demo(
+        "The author of the Harry Potter books was born in which country?",
+        "The Harry Potter books were written by J. K. Rowling. J. K. Rowling was born in England.",
+        "England",
+    ),
+    Demo(
+        "What sport is played by the team whose home ground is Old Trafford?",
+        "Old Trafford is the home ground of Manchester United. Manchester United is a football club.",
+        "football",
+    ),
 )
 
 #: A reasoning step ends at its first period or line break. Not ``". "``: transformers
@@ -123,7 +154,10 @@ def prompt_template(demos: Sequence[Demo] = DEFAULT_DEMOS) -> str:
 
 
 def _layout(
-    quoted_question: str, steps: Sequence[str], documents: Sequence[str], demos: Sequence[Demo],
+    quoted_question: str,
+    steps: Sequence[str],
+    documents: Sequence[str],
+    demos: Sequence[Demo],
     max_doc_chars: int | None,
 ) -> str:
     context = "".join(f"[{i}] {clip_passage(d, max_doc_chars)}\n" for i, d in enumerate(documents, start=1))

@@ -24,15 +24,65 @@ from typing import Any
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-__all__ = ["SearchQuery", "FUNCTION_WORDS", "is_content_word", "token_spans", "build_query"]
+__all__ = ["FUNCTION_WORDS", "SearchQuery", "build_query", "is_content_word", "token_spans"]
 
 #: Entries of scikit-learn's stop-word list that are content words by part of speech
 #: (numerals, nouns, verbs, adjectives): a POS filter would keep them.
 _CONTENT_STOP_WORDS = frozenset(
-    "bill bottom call cry describe detail eight eleven empty fifteen fifty fill "
-    "find fire first five forty found four front full give hundred interest keep last "
-    "made mill move name nine part put see serious show side sincere six sixty system "
-    "take ten thick thin third three top twelve twenty two one".split()
+    [
+        "bill",
+        "bottom",
+        "call",
+        "cry",
+        "describe",
+        "detail",
+        "eight",
+        "eleven",
+        "empty",
+        "fifteen",
+        "fifty",
+        "fill",
+        "find",
+        "fire",
+        "first",
+        "five",
+        "forty",
+        "found",
+        "four",
+        "front",
+        "full",
+        "give",
+        "hundred",
+        "interest",
+        "keep",
+        "last",
+        "made",
+        "mill",
+        "move",
+        "name",
+        "nine",
+        "part",
+        "put",
+        "see",
+        "serious",
+        "show",
+        "side",
+        "sincere",
+        "six",
+        "sixty",
+        "system",
+        "take",
+        "ten",
+        "thick",
+        "thin",
+        "third",
+        "three",
+        "top",
+        "twelve",
+        "twenty",
+        "two",
+        "one",
+    ]
 )
 #: Pronouns, determiners, prepositions, conjunctions, auxiliaries and the like.
 FUNCTION_WORDS = frozenset(ENGLISH_STOP_WORDS) - _CONTENT_STOP_WORDS

@@ -45,7 +45,8 @@ class PseudoStep:
 
     def retrieves(self, threshold: float) -> bool:
         """SPEC §4.2: retrieve iff U > ``threshold`` or the step is empty (or U undefined)."""
-        return self.forced_reason is not None or self.estimate.value > threshold  # type: ignore[union-attr]
+        # no forced reason: the step has an estimate
+        return self.forced_reason is not None or (self.estimate is not None and self.estimate.value > threshold)
 
 
 def pseudo_step(

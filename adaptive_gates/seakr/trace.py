@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Candidate", "Step", "Route", "SeaKRResult"]
+__all__ = ["Candidate", "Route", "SeaKRResult", "Step"]
 
 
 def _finite_or_none(value: float | None) -> float | None:

@@ -32,8 +32,8 @@ from ..models.protocols import check_probing_lm
 from ..validation import check_sampling
 
 if TYPE_CHECKING:
-    from ..models.protocols import ProbingLM
     from ..models.probe import ProbedSample
+    from ..models.protocols import ProbingLM
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,11 @@ class SelfAwareUncertainty:
         """INSIDE's EigenScore settings (SPEC §4.1): residual stream, ``torch.cov``,
         log10, k=10, T=0.5; any of them can be overridden."""
         settings: dict[str, Any] = {
-            "site": "residual", "variant": "inside", "log_base": "10", "k": 10, "temperature": 0.5,
+            "site": "residual",
+            "variant": "inside",
+            "log_base": "10",
+            "k": 10,
+            "temperature": 0.5,
         }
         return cls(lm, **{**settings, **overrides})
 
@@ -216,19 +220,36 @@ class SelfAwareUncertainty:
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters except ``lm`` (JSON values)."""
         return {
-            "k": self.k, "temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p,
-            "max_new_tokens": self.max_new_tokens, "seed": self.seed, "layer": self.layer,
-            "site": self.site, "alpha": self.alpha, "log_base": self.log_base, "variant": self.variant,
+            "k": self.k,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed,
+            "layer": self.layer,
+            "site": self.site,
+            "alpha": self.alpha,
+            "log_base": self.log_base,
+            "variant": self.variant,
         }
 
-    def estimate(self, prompt: str, *, stop: Sequence[str] | None = None, formatted: bool = False) -> UncertaintyEstimate:
+    def estimate(
+        self, prompt: str, *, stop: Sequence[str] | None = None, formatted: bool = False
+    ) -> UncertaintyEstimate:
         """U of the model for ``prompt`` (a user message, or the full model input when
         ``formatted``); samples are cut at ``stop`` strings. Samples with empty (or
         whitespace-only) text are dropped; with none left U is undefined (NaN)."""
         probes = self.lm.sample_with_states(
-            prompt, self.k, module_path=self.module_path, temperature=self.temperature,
-            top_k=self.top_k, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
-            seed=self.seed, stop=stop, formatted=formatted,
+            prompt,
+            self.k,
+            module_path=self.module_path,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            seed=self.seed,
+            stop=stop,
+            formatted=formatted,
         )
         usable = [p for p in probes if p.generation.text.strip()]
         if not usable:

@@ -6,12 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 
 from .messages import to_core_messages
 
@@ -148,7 +149,9 @@ class AdaptiveGatesChatModel(BaseChatModel):
         metadata = self._metadata(reply, keep_top)
         chunk = ChatGenerationChunk(
             message=AIMessageChunk(
-                content=reply.text, response_metadata=metadata, usage_metadata=usage_metadata(reply),
+                content=reply.text,
+                response_metadata=metadata,
+                usage_metadata=usage_metadata(reply),
                 chunk_position="last",
             ),
             generation_info=dict(metadata),

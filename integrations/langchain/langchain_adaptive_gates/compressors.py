@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from adaptive_gates import UncertaintyReranker
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from adaptive_gates import UncertaintyReranker
 
 #: Metadata key of each returned document: the LLM's uncertainty U after reading it.
 UNCERTAINTY_KEY = "seakr_uncertainty"
@@ -58,8 +59,9 @@ class SeaKRCompressor(BaseDocumentCompressor):
         documents come last (the re-ranker cannot read them)."""
         readable = [d for d in documents if d.page_content.strip()]
         ranked = self.uncertainty_reranker.rerank(query, readable) if readable else []
-        scored = [(r.item, {UNCERTAINTY_KEY: r.uncertainty, **({ERROR_KEY: r.error} if r.error else {})})
-                  for r in ranked]
+        scored = [
+            (r.item, {UNCERTAINTY_KEY: r.uncertainty, **({ERROR_KEY: r.error} if r.error else {})}) for r in ranked
+        ]
         scored += [(d, {UNCERTAINTY_KEY: math.inf}) for d in documents if not d.page_content.strip()]
         kept = scored if self.top_n is None else scored[: self.top_n]
         return [d.model_copy(update={"metadata": {**d.metadata, **added}}) for d, added in kept]

@@ -48,7 +48,7 @@ class RequestControl:
     target_rate: float | None = None
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> "RequestControl":
+    def from_config(cls, config: Mapping[str, Any] | None) -> RequestControl:
         """The control in ``config["configurable"]``; a bad value raises ``ValueError``
         naming the key."""
         configurable = (config or {}).get("configurable") or {}
@@ -75,7 +75,7 @@ class RequestControl:
             None if target is None else float(target),
         )
 
-    def for_gate(self, gate: Gate) -> "RequestControl":
+    def for_gate(self, gate: Gate) -> RequestControl:
         """This control with a target rate turned into ``gate``'s threshold for it
         (``ValueError`` when the gate is not calibrated)."""
         if self.target_rate is None:

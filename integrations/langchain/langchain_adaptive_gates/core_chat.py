@@ -7,9 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+
+from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 
 from .messages import from_core_messages
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
 from langchain_core.embeddings import Embeddings
+
+from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
 
 
 class AdaptiveGatesEmbeddings(Embeddings):

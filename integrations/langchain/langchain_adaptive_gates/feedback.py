@@ -27,9 +27,10 @@ from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler
+
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.feedback import Feedback
-from langchain_core.callbacks import BaseCallbackHandler
 
 from .gate_runnable import DECISION_EVENT
 
@@ -64,12 +65,14 @@ class GateFeedback(BaseCallbackHandler):
             while len(self._parents) > 32 * self.max_runs:
                 self._parents.popitem(last=False)
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_start(
+        self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._started(run_id, parent_run_id)
 
-    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
-                           **kwargs: Any) -> None:
+    def on_retriever_start(
+        self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
         self._started(run_id, parent_run_id)
 
     def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:

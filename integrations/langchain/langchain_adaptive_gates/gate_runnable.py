@@ -7,14 +7,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from adaptive_gates import Gate, GateDecision
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from pydantic import ConfigDict, Field, field_validator
 
+from adaptive_gates import Gate, GateDecision
+
+from . import steps
 from .control import RequestControl
 from .history import windowed_question
-from . import steps
 from .llm_events import LLM_CALL_EVENT
 from .messages import conversation_of
 
@@ -40,8 +41,9 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     so no model work blocks the event loop. Every decision is dispatched as the custom
     event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
     tracers see it; before it, each request the gate sent its chat model is dispatched
-    as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked about. A failing model gives the gate's fallback decision (``error`` set),
-    not an exception. Per-request control comes from ``configurable`` (see
+    as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked
+    about. A failing model gives the gate's fallback decision (``error`` set), not an
+    exception. Per-request control comes from ``configurable`` (see
     ``langchain_adaptive_gates.control``); ``alternatives`` are the other gates a
     request may pick by name.
 
@@ -59,7 +61,8 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     condense: Runnable | None = None
 
     def __init__(self, gate: Gate, **kwargs: Any) -> None:
-        super().__init__(gate=gate, **kwargs)
+        # a field of this model; mypy reads the parent model's generated __init__
+        super().__init__(gate=gate, **kwargs)  # type: ignore[call-arg]
 
     @field_validator("gate")
     @classmethod
@@ -105,8 +108,11 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         **kwargs: Any,
     ) -> list[GateDecision]:
         return self._batch_with_config(
-            lambda xs, config: steps.run(self._decisions(xs, config)), list(inputs), config,
-            return_exceptions=return_exceptions, run_type="chain",
+            lambda xs, config: steps.run(self._decisions(xs, config)),
+            list(inputs),
+            config,
+            return_exceptions=return_exceptions,
+            run_type="chain",
         )
 
     async def abatch(
@@ -122,19 +128,27 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
             return await steps.arun(self._decisions(xs, config))
 
         return await self._abatch_with_config(
-            decide, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+            decide,  # type: ignore[arg-type]  # its annotation names the run-manager forms only
+            list(inputs),
+            config,
+            return_exceptions=return_exceptions,
+            run_type="chain",
         )
 
     # ----------------------------------------------------------------- decisions
-    def _decisions(self, inputs: list[Any], config: list[RunnableConfig]) -> steps.Steps[list[GateDecision | Exception]]:
+    def _decisions(
+        self, inputs: list[Any], config: list[RunnableConfig]
+    ) -> steps.Steps[list[GateDecision | Exception]]:
         """Each input's decision (or the exception its malformed input or control
         raised), written once for both paths (``steps``): condense the follow-ups,
         decide each gate's share in one batch, send the events."""
         requests = [self._request(x, c) for x, c in zip(inputs, config)]
+        condense = self.condense
         for request, cfg in zip(requests, config):
-            if isinstance(request, _Request) and request.needs_condensing:
+            # a request needs condensing only when there is a condenser
+            if isinstance(request, _Request) and request.needs_condensing and condense is not None:
                 try:
-                    request.condensed((yield steps.Invoke(self.condense, request.condense_input, cfg)))
+                    request.condensed((yield steps.Invoke(condense, request.condense_input, cfg)))
                 except Exception as exc:  # a failing condenser must not take the chain down
                     request.condensed(exc)
         for gate, members in _groups(requests):
@@ -150,7 +164,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
                 yield steps.Dispatch(DECISION_EVENT, result.to_dict(), cfg)
         return results
 
-    def _request(self, value: Any, config: RunnableConfig) -> "_Request | Exception":
+    def _request(self, value: Any, config: RunnableConfig) -> _Request | Exception:
         """What one input asks: the gate, the text it judges, and the request's control.
         A malformed input or control becomes that input's exception."""
         try:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adaptive_gates import Gate, GateDecision
 from langchain_core.runnables import RunnableConfig
+
+from adaptive_gates import Gate, GateDecision
 
 from .gate_runnable import GateRunnable
 

@@ -11,14 +11,15 @@ call makes three runs: the router's, the gate's and the chosen branch's.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from adaptive_gates import Gate, GateDecision
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
+
+from adaptive_gates import Gate, GateDecision
 
 from . import steps
 from .gate_runnable import GateRunnable
@@ -106,7 +107,10 @@ class _GatedRouter(RunnableLambda):
         return await gather_with_concurrency(config[0].get("max_concurrency"), *map(steps.arun, answers))
 
     def _answers(
-        self, inputs: list[Any], decisions: list[GateDecision | Exception], config: list[RunnableConfig],
+        self,
+        inputs: list[Any],
+        decisions: Sequence[GateDecision | Exception],
+        config: list[RunnableConfig],
         return_exceptions: bool,
     ) -> list[steps.Steps[Any]]:
         """Each input's answer from the branch its decision chose, written once for both

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates import AnswerCandidate, ReasoningSelector, Selection
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from adaptive_gates import AnswerCandidate, ReasoningSelector, Selection
 
 
 class AnswerSelector(RunnableSerializable[Sequence[Any], Selection]):

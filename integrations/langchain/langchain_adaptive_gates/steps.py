@@ -12,10 +12,11 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from adaptive_gates import Gate, GateDecision
-from adaptive_gates.listeners import listening
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig
+
+from adaptive_gates import Gate, GateDecision
+from adaptive_gates.listeners import listening
 
 from .llm_events import LLMCalls
 

@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
 from adaptive_gates.memory.memories import check_added, l2_normalise
 from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
-from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
@@ -60,6 +61,7 @@ class VectorStoreMemory(StoreBackedMemory):
     kind: ClassVar[str] = "langchain-vectorstore"
     store_type: ClassVar[type] = VectorStore
     store_description: ClassVar[str] = "a LangChain VectorStore"
+    store: VectorStore
 
     def __init__(
         self, store: VectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
@@ -142,4 +144,3 @@ def _label_of(metadata: dict[str, Any], store: VectorStore) -> int:
             "keep the memory's store for its questions only"
         )
     return int(label)
-

@@ -50,7 +50,9 @@ def labelled_questions() -> tuple[list[str], list[int]]:
     from adaptive_gates.selfknowledge import label_outcomes
 
     knowledge = label_outcomes(adarague_outcomes("nq"))
-    unique = dict(zip(knowledge.questions, knowledge.labels))  # a repeated question would tie in similarity, in any order
+    unique = dict(
+        zip(knowledge.questions, knowledge.labels)
+    )  # a repeated question would tie in similarity, in any order
     return list(unique), list(unique.values())
 
 
@@ -98,8 +100,11 @@ def passage_store(boolq, core_embedder):
     def make(kind: str):
         if kind not in stores:
             embeddings = AdaptiveGatesEmbeddings(core_embedder)
-            store = (InMemoryVectorStore(embeddings) if kind == "in-memory"
-                     else faiss_store(embeddings, core_embedder.dimension))
+            store = (
+                InMemoryVectorStore(embeddings)
+                if kind == "in-memory"
+                else faiss_store(embeddings, core_embedder.dimension)
+            )
             store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
             stores[kind] = store
         return stores[kind]

@@ -17,6 +17,11 @@ def faiss_store(embeddings: Embeddings, dimension: int, *, inner_product: bool =
     from langchain_community.vectorstores.utils import DistanceStrategy
 
     if inner_product:
-        return FAISS(embeddings, faiss.IndexFlatIP(dimension), InMemoryDocstore(), {},
-                     distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+        return FAISS(
+            embeddings,
+            faiss.IndexFlatIP(dimension),
+            InMemoryDocstore(),
+            {},
+            distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+        )
     return FAISS(embeddings, faiss.IndexFlatL2(dimension), InMemoryDocstore(), {}, normalize_L2=True)

@@ -13,14 +13,17 @@ import asyncio
 import contextlib
 
 import pytest
-from adaptive_gates.datasets import packaged_corpus, packaged_qa
 from llama_index.core import Document, Settings, VectorStoreIndex
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
+
+from adaptive_gates.datasets import packaged_corpus, packaged_qa
+
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
 pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
-from openai_server import openai_server, served_chat_model  # noqa: F401
+# imported once the rewrite is registered; the names are fixtures
+from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,
 #: and questions about figures that change or that no model carries.

@@ -9,8 +9,6 @@ writes: the gate judged exactly the question the model condensed.
 from __future__ import annotations
 
 import pytest
-from adaptive_gates import BackendError
-from adaptive_gates.models.chat import ChatReply, with_achat
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
@@ -25,6 +23,9 @@ from llama_index.query_engine.adaptive_gates import (
     AdaptiveQueryEngine,
 )
 from llama_index.selectors.adaptive_gates import GateDecisionEvent
+
+from adaptive_gates import BackendError
+from adaptive_gates.models.chat import ChatReply, with_achat
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

@@ -2,8 +2,9 @@
 ``LlamaIndexChatModel(AdaptiveGatesLLM())`` (the embedded SmolLM2 as a real LlamaIndex
 LLM) answers each question both ways, with log-probs and token counts."""
 
-from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM, LlamaIndexChatModel
+
+from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
 
 
 def test_a_llama_index_llm_collects_outcomes_with_logprobs_and_usage(tmp_path):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from adaptive_gates import BudgetedGate, CascadeGate, PopularityGate, VerbalizedGate
-from adaptive_gates.models import ChatReply
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.retrievers import RouterRetriever
 from llama_index.core.tools import RetrieverTool
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent, GateSelector
+
+from adaptive_gates import BudgetedGate, CascadeGate, PopularityGate, VerbalizedGate
+from adaptive_gates.models import ChatReply
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

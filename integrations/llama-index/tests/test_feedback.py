@@ -8,14 +8,15 @@ through the component, makes the gate retrieve for a rewording of it.
 from __future__ import annotations
 
 import pytest
-from adaptive_gates import PopularityGate, SKRKnnGate
-from adaptive_gates.feedback import FeedbackNotSupportedError
-from llama_index.core.indices import EmptyIndex
 from llama_index.core.base.response.schema import Response
+from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
 from llama_index.core.tools import QueryEngineTool
 from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveChatEngine, AdaptiveQueryEngine
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of, response_feedback
+
+from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.feedback import FeedbackNotSupportedError
 
 from .conftest import KNOWN, UNKNOWN
 
@@ -57,8 +58,9 @@ async def test_the_selector_learns_from_a_judged_router_response(gate, index, ll
     selector = GateSelector(gate)
     tools = [
         QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
-        QueryEngineTool.from_defaults(index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki",
-                                      description="Wikipedia paragraphs."),
+        QueryEngineTool.from_defaults(
+            index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki", description="Wikipedia paragraphs."
+        ),
     ]
     router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm)
     response = await router.aquery(ASKED)

@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pytest
-from adaptive_gates import BackendError, SKRKnnGate
-from adaptive_gates.models import Embedder
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms import LLM
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding, LlamaIndexEmbedder
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
+
+from adaptive_gates import BackendError, SKRKnnGate
+from adaptive_gates.models import Embedder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from adaptive_gates import LogprobGate, LogprobsUnavailableError
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
 from llama_index.core.tools import QueryEngineTool
 from llama_index.llms.adaptive_gates import LlamaIndexChatModel
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of
+
+from adaptive_gates import LogprobGate, LogprobsUnavailableError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -24,8 +25,9 @@ UNSURE = "Who won the 1937 Tasmanian chess championship?"
 def router(gate, index, llm) -> RouterQueryEngine:
     tools = [
         QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
-        QueryEngineTool.from_defaults(index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki",
-                                      description="Wikipedia paragraphs."),
+        QueryEngineTool.from_defaults(
+            index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki", description="Wikipedia paragraphs."
+        ),
     ]
     return RouterQueryEngine(selector=GateSelector(gate), query_engine_tools=tools, llm=llm)
 

@@ -39,8 +39,13 @@ def test_an_index_is_built_and_searched_without_the_network():
         capture_output=True,
         text=True,
         timeout=600,
-        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-             "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)},
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "OMP_NUM_THREADS": "1",
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": ":".join(sys.path),
+        },
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -5,6 +5,7 @@ reach the gate, and a server that hangs or is gone costs a batch one request."""
 import pytest
 from llama_index.llms.adaptive_gates import LlamaIndexChatModel
 from llama_index.llms.openai_like import OpenAILike
+
 from openai_server import (  # the core suite's test server and its checks
     check_a_closed_port_is_unavailable,
     check_a_hung_server_is_asked_once_per_batch,

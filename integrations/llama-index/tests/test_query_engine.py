@@ -8,10 +8,7 @@ real-model run checks what holds whatever the 135M model says.
 
 from __future__ import annotations
 
-
 import pytest
-from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
 from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.postprocessor import SimilarityPostprocessor
@@ -23,6 +20,9 @@ from llama_index.query_engine.adaptive_gates import (
     AdaptiveQueryEngine,
 )
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent
+
+from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates.models.chat import ChatReply
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

@@ -7,7 +7,6 @@ import math
 import threading
 
 import pytest
-from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
@@ -15,6 +14,8 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.adaptive_gates import ERROR_KEY, UNCERTAINTY_KEY, SeaKRRerank
 from pydantic import ValidationError
+
+from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,8 +53,12 @@ def test_reranks_inside_a_query_engine(index, llm, question, retrieved, measured
     debug = LlamaDebugHandler()
     rerank = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
     # as_query_engine() cannot take a callback manager of its own; from_args() is what it calls
-    engine = RetrieverQueryEngine.from_args(index.as_retriever(similarity_top_k=TOP_K), llm=llm,
-                                            node_postprocessors=[rerank], callback_manager=CallbackManager([debug]))
+    engine = RetrieverQueryEngine.from_args(
+        index.as_retriever(similarity_top_k=TOP_K),
+        llm=llm,
+        node_postprocessors=[rerank],
+        callback_manager=CallbackManager([debug]),
+    )
     response = engine.query(question)
 
     assert response.response.strip()
@@ -86,8 +91,9 @@ async def test_async_query_reranks_off_the_event_loop(index, llm, question, meas
             threads.append(threading.get_ident())
             return super().estimate(prompt, **kwargs)
 
-    uncertainty = ThreadRecording(small_uncertainty.lm, k=small_uncertainty.k,
-                                  max_new_tokens=small_uncertainty.max_new_tokens)
+    uncertainty = ThreadRecording(
+        small_uncertainty.lm, k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens
+    )
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=2)
     engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=llm)
     response = await engine.aquery(question)
@@ -104,7 +110,8 @@ def test_top_n_and_the_uncertainty_cut_off(retrieved, question, measured, small_
     by_u = [retrieved[r.index].node.node_id for r in measured]
     middle = measured[1].uncertainty
     kept = SeaKRRerank(reranker=reranker, top_n=None, max_uncertainty=middle).postprocess_nodes(
-        retrieved, query_str=question)
+        retrieved, query_str=question
+    )
     assert [n.node.node_id for n in kept] == [i for i, r in zip(by_u, measured) if r.uncertainty <= middle]
     assert all(u <= middle for u in _uncertainties(kept))
     (best,) = SeaKRRerank(reranker=reranker, top_n=1).postprocess_nodes(retrieved, query_bundle=QueryBundle(question))
@@ -118,13 +125,18 @@ def test_answering_passage_against_unrelated_ones(boolq_questions, paragraphs, s
     record = boolq_questions[2]
     own = next(p for p in paragraphs if p.text == record.context)
     unrelated = [p for p in paragraphs if p.text != record.context][-2:]
-    nodes = [NodeWithScore(node=TextNode(text=own.text, id_="own", metadata={"title": own.metadata["title"]}), score=0.9)]
+    nodes = [
+        NodeWithScore(node=TextNode(text=own.text, id_="own", metadata={"title": own.metadata["title"]}), score=0.9)
+    ]
     nodes += [NodeWithScore(node=TextNode(text=p.text, id_=f"other-{i}"), score=0.5) for i, p in enumerate(unrelated)]
-    nodes += [NodeWithScore(node=TextNode(text=unrelated[0].text, id_="twin"), score=0.4),
-              NodeWithScore(node=TextNode(text="   ", id_="empty"), score=0.3)]
+    nodes += [
+        NodeWithScore(node=TextNode(text=unrelated[0].text, id_="twin"), score=0.4),
+        NodeWithScore(node=TextNode(text="   ", id_="empty"), score=0.3),
+    ]
 
     out = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=None).postprocess_nodes(
-        nodes, query_str=record.question)
+        nodes, query_str=record.question
+    )
 
     ids, us = [n.node.node_id for n in out], _uncertainties(out)
     assert sorted(ids) == sorted(n.node.node_id for n in nodes)
@@ -147,8 +159,9 @@ def test_a_failing_estimator_ranks_that_node_last_and_the_query_answers(
                 raise BackendError("the probing model ran out of memory")
             return super().estimate(prompt, **kwargs)
 
-    uncertainty = FailingOnOne(small_uncertainty.lm, k=small_uncertainty.k,
-                               max_new_tokens=small_uncertainty.max_new_tokens)
+    uncertainty = FailingOnOne(
+        small_uncertainty.lm, k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens
+    )
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=None)
     engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=llm)
     with caplog.at_level(logging.WARNING, logger="adaptive_gates.seakr.rerank"):
@@ -159,8 +172,10 @@ def test_a_failing_estimator_ranks_that_node_last_and_the_query_answers(
     assert last.node.node_id == retrieved[0].node.node_id and last.score == -math.inf
     assert last.node.metadata[UNCERTAINTY_KEY] == math.inf
     assert last.node.metadata[ERROR_KEY] == "BackendError: the probing model ran out of memory"
-    assert all(math.isfinite(u) and ERROR_KEY not in n.node.metadata
-               for n, u in zip(response.source_nodes[:-1], _uncertainties(response.source_nodes[:-1])))
+    assert all(
+        math.isfinite(u) and ERROR_KEY not in n.node.metadata
+        for n, u in zip(response.source_nodes[:-1], _uncertainties(response.source_nodes[:-1]))
+    )
     assert any("could not be measured; it ranks last" in r.getMessage() for r in caplog.records)
 
 

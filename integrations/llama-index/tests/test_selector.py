@@ -8,8 +8,6 @@ import math
 from dataclasses import replace
 
 import pytest
-from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
-from adaptive_gates.models import ChatReply
 from llama_index.core.base.base_selector import SelectorResult, SingleSelection
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
@@ -22,6 +20,9 @@ from llama_index.selectors.adaptive_gates import (
     decision_of,
     route_of,
 )
+
+from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates.models import ChatReply
 
 from .doubles import ScriptedChat
 
@@ -114,8 +115,9 @@ def test_the_router_retriever_returns_nodes_only_when_the_gate_retrieves(knn_gat
 def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, llm, observed):
     events, spans = observed
     selector = GateSelector(knn_gate)
-    engine = RouterQueryEngine(selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)],
-                               llm=llm)
+    engine = RouterQueryEngine(
+        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+    )
     response = engine.query(UNKNOWN_Q)
     (event,) = events.of(GateDecisionEvent)
     assert event.query == UNKNOWN_Q and event.decision == decision_of(response).to_dict()
@@ -126,8 +128,9 @@ def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, ll
 def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observed(index, llm, observed):
     events, spans = observed
     selector = GateSelector(VerbalizedGate(llm.backend, max_tokens=24))
-    engine = RouterQueryEngine(selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)],
-                               llm=llm)
+    engine = RouterQueryEngine(
+        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+    )
     response = asyncio.run(engine.aquery("What is the capital of France?"))
     decision = decision_of(response)
     assert decision.gate == "verbalized" and decision.details, "the gate's evidence is missing"
@@ -206,7 +209,8 @@ def test_a_gate_that_raises_gives_one_fallback_blocking_or_awaited(core_embedder
     assert blocking.ind == awaited.ind == 1
     decisions = [decision_of(blocking), decision_of(awaited)]
     assert [(d.retrieve, d.error, d.question) for d in decisions] == [
-        (True, decisions[0].error, UNKNOWN_Q)] * 2 and "NotFittedError" in decisions[0].error
+        (True, decisions[0].error, UNKNOWN_Q)
+    ] * 2 and "NotFittedError" in decisions[0].error
     assert [e.decision["error"] for e in events.of(GateDecisionEvent)] == [decisions[0].error] * 2
 
 
@@ -240,7 +244,7 @@ def test_the_decision_reads_back_from_any_form_of_the_selection(knn_gate):
     foreign = SelectorResult(selections=[SingleSelection(index=0, reason="the LLM picked it")])
     assert decision_of(foreign) is None and decision_of({}) is None
     with pytest.raises(ValueError, match="not a GateDecision"):
-        decision_of("retrieve: x\ngate decision: {\"retrieve\": true}")
+        decision_of('retrieve: x\ngate decision: {"retrieve": true}')
 
 
 def test_the_selector_has_no_prompts(knn_gate, index, llm):

@@ -9,16 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from adaptive_gates import SKRKnnGate
-from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.adaptive_gates import LABEL_KEY, VectorStoreMemory
 from pydantic import Field
 
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
+
 N_MEMORY = 200  # questions in the memory; the next ones are asked
 N_ASKED = 40
+
 
 @pytest.fixture(scope="module")
 def labelled_questions() -> tuple[list[str], list[int]]:
@@ -28,7 +30,9 @@ def labelled_questions() -> tuple[list[str], list[int]]:
     from adaptive_gates.selfknowledge import label_outcomes
 
     knowledge = label_outcomes(adarague_outcomes("nq"))
-    unique = dict(zip(knowledge.questions, knowledge.labels))  # a repeated question would tie in similarity, in any order
+    unique = dict(
+        zip(knowledge.questions, knowledge.labels)
+    )  # a repeated question would tie in similarity, in any order
     return list(unique), list(unique.values())
 
 
@@ -95,13 +99,15 @@ def test_keeps_learning_and_lists_its_entries(split, core_embedder):
     assert len(memory) == 21 and memory.counts == (20 - sum(labels[:20]), sum(labels[:20]) + 1)
     # The question itself is now its own nearest neighbour, labelled unknown.
     assert gate.decide(asked[0]).details["neighbours"][0] == {
-        "question": asked[0], "label": "unknown", "similarity": pytest.approx(1.0, abs=1e-5)
+        "question": asked[0],
+        "label": "unknown",
+        "similarity": pytest.approx(1.0, abs=1e-5),
     }
     vectors, stored_labels, stored_questions = memory.entries()
-    assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
+    assert stored_questions == [*questions[:20], asked[0]] and list(stored_labels) == [*labels[:20], 1]
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
     # Each node carries its label for whoever reads the store.
-    assert [m[LABEL_KEY] for m in memory.store.data.metadata_dict.values()] == labels[:20] + [1]
+    assert [m[LABEL_KEY] for m in memory.store.data.metadata_dict.values()] == [*labels[:20], 1]
 
 
 def test_refuses_bad_additions(core_embedder):
@@ -134,7 +140,9 @@ def test_unsupported_operations_say_so(core_embedder, tmp_path):
     memory = VectorStoreMemory(SimpleVectorStore(), core_embedder.dimension)
     with pytest.raises(NotImplementedError, match="persists itself"):
         memory.save(tmp_path)
-    gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(["Who wrote Hamlet?", "When was he born?"], [0, 1])
+    gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(
+        ["Who wrote Hamlet?", "When was he born?"], [0, 1]
+    )
     with pytest.raises(NotImplementedError, match="persists itself"):
         gate.save(tmp_path / "gate")
 

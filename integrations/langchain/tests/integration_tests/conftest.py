@@ -1,4 +1,5 @@
 import pytest
+
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
 from openai_server import openai_server, served_chat_model  # noqa: F401
 
@@ -17,5 +18,3 @@ def small_uncertainty():
     from adaptive_gates import SelfAwareUncertainty
 
     return SelfAwareUncertainty(k=4, max_new_tokens=8)
-
-

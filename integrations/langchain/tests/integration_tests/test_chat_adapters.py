@@ -3,19 +3,23 @@
 import asyncio
 
 import pytest
-from adaptive_gates import SKRPromptGate
-from adaptive_gates.models import LocalChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 
+from adaptive_gates import SKRPromptGate
+from adaptive_gates.models import LocalChatModel
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_invoke_in_a_prompt_chain(chat_llm):
-    chain = ChatPromptTemplate.from_messages([("system", "Answer in one word."), ("human", "{q}")]) | chat_llm | StrOutputParser()
+    chain = (
+        ChatPromptTemplate.from_messages([("system", "Answer in one word."), ("human", "{q}")])
+        | chat_llm
+        | StrOutputParser()
+    )
     answer = chain.invoke({"q": "What is the capital of France?"})
     assert "paris" in answer.lower()
 

@@ -17,7 +17,9 @@ DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \
 def _run(script: str, *args: str) -> str:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -61,7 +63,7 @@ def test_chatbot_script_shows_each_turns_decision_and_evidence(tmp_path):
     blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
     assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
     judged = []
-    for _, question, body, answer in blocks:
+    for _, _question, body, answer in blocks:
         judged.append(re.search(r"^   gate judged: (.*)$", body, re.M)[1])
         decision = DECISION.search(body)
         assert decision, body

@@ -3,11 +3,11 @@
 import asyncio
 
 import pytest
-from adaptive_gates import VerbalizedGate
-from adaptive_gates.models import LocalChatModel
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
+from adaptive_gates import VerbalizedGate
+from adaptive_gates.models import LocalChatModel
 from langchain_adaptive_gates import DECISION_EVENT, LLM_CALL_EVENT, GateRunnable, gated_router
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -29,7 +29,9 @@ def _check_call(payload, question, decision):
 
 
 def test_astream_events_carry_the_llm_call_before_the_decision(verbalized):
-    router = gated_router(verbalized, direct=RunnableLambda(lambda q: "direct"), retrieval=RunnableLambda(lambda q: "rag"))
+    router = gated_router(
+        verbalized, direct=RunnableLambda(lambda q: "direct"), retrieval=RunnableLambda(lambda q: "rag")
+    )
 
     async def events():
         return [e async for e in router.astream_events(QUESTIONS[0], version="v2") if e["event"] == "on_custom_event"]

@@ -3,13 +3,13 @@
 import asyncio
 
 import pytest
-from adaptive_gates import ReasoningSelector, UncertaintyReranker
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
+from adaptive_gates import ReasoningSelector, UncertaintyReranker
 from langchain_adaptive_gates import (
     UNCERTAINTY_KEY,
     AnswerSelector,
@@ -33,9 +33,15 @@ class _Prompts(BaseCallbackHandler):
 def test_router_over_a_real_rag_chain(kind, passage_store, knn_gate, chat_llm, boolq):
     store = passage_store(kind)
     rag_prompt = ChatPromptTemplate.from_messages([("human", "Context: {context}\nAnswer yes or no: {question}")])
-    rag = ({"context": store.as_retriever(search_kwargs={"k": 1}), "question": RunnablePassthrough()}
-           | rag_prompt | chat_llm | StrOutputParser())
-    direct = ChatPromptTemplate.from_messages([("human", "Answer yes or no: {question}")]) | chat_llm | StrOutputParser()
+    rag = (
+        {"context": store.as_retriever(search_kwargs={"k": 1}), "question": RunnablePassthrough()}
+        | rag_prompt
+        | chat_llm
+        | StrOutputParser()
+    )
+    direct = (
+        ChatPromptTemplate.from_messages([("human", "Answer yes or no: {question}")]) | chat_llm | StrOutputParser()
+    )
     router = gated_router(knn_gate, direct=direct, retrieval=rag)
     question = boolq[0]["question"] + "?"
     prompts = _Prompts()
@@ -51,8 +57,9 @@ def test_router_over_a_real_rag_chain(kind, passage_store, knn_gate, chat_llm, b
 def test_seakr_compressor_in_contextual_compression(passage_store, small_uncertainty, boolq):
     store = passage_store("in-memory")
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=2)
-    retriever = ContextualCompressionRetriever(base_compressor=compressor,
-                                               base_retriever=store.as_retriever(search_kwargs={"k": 3}))
+    retriever = ContextualCompressionRetriever(
+        base_compressor=compressor, base_retriever=store.as_retriever(search_kwargs={"k": 3})
+    )
     question = boolq[1]["question"] + "?"
     documents = retriever.invoke(question)
     assert len(documents) == 2
@@ -69,8 +76,10 @@ def test_empty_documents_rank_last(small_uncertainty):
     from langchain_core.documents import Document
 
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=None)
-    given = [Document(page_content="  ", id="empty"), Document(page_content="Paris is the capital of France.",
-                                                               id="paris", metadata={"title": "France"})]
+    given = [
+        Document(page_content="  ", id="empty"),
+        Document(page_content="Paris is the capital of France.", id="paris", metadata={"title": "France"}),
+    ]
     out = compressor.compress_documents(given, "What is the capital of France?")
     assert [d.id for d in out] == ["paris", "empty"] and out[1].metadata[UNCERTAINTY_KEY] == float("inf")
     assert out[0].metadata["title"] == "France" and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
@@ -85,17 +94,20 @@ def test_answer_selector_runnable(small_uncertainty):
     only = selector.invoke([{"answer": "unknown", "name": "rationale"}, {"answer": "Paris", "name": "knowledge"}])
     assert only.answer == "Paris" and only.reason == "only usable answer"
     prompt = "Question: What is the capital of France?\nAnswer:"
-    chosen = asyncio.run(selector.ainvoke([{"answer": "Paris", "prompt": prompt, "name": "a"},
-                                          {"answer": "Lyon", "uncertainty": 1e9, "name": "b"}]))
+    chosen = asyncio.run(
+        selector.ainvoke(
+            [{"answer": "Paris", "prompt": prompt, "name": "a"}, {"answer": "Lyon", "uncertainty": 1e9, "name": "b"}]
+        )
+    )
     assert chosen.answer == "Paris" and chosen.reason == "lower uncertainty" and chosen.uncertainties[0] is not None
     with pytest.raises(ValueError, match="unknown keys"):
         selector.invoke([{"answer": "x", "score": 1}])
 
 
 def test_a_failing_document_ranks_last_with_its_error_as_seakr_rerank_does(small_uncertainty):
-    from adaptive_gates import BackendError, SelfAwareUncertainty
     from langchain_core.documents import Document
 
+    from adaptive_gates import BackendError, SelfAwareUncertainty
     from langchain_adaptive_gates import ERROR_KEY
 
     class FailingOnLyon(SelfAwareUncertainty):
@@ -106,11 +118,16 @@ def test_a_failing_document_ranks_last_with_its_error_as_seakr_rerank_does(small
 
     uncertainty = FailingOnLyon(k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens)
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(uncertainty), top_n=None)
-    given = [Document(page_content="Lyon is a city in France.", id="lyon"),
-             Document(page_content="Paris is the capital of France.", id="paris")]
+    given = [
+        Document(page_content="Lyon is a city in France.", id="lyon"),
+        Document(page_content="Paris is the capital of France.", id="paris"),
+    ]
     out = compressor.compress_documents(given, "What is the capital of France?")
     assert [d.id for d in out] == ["paris", "lyon"]
-    assert out[1].metadata == {UNCERTAINTY_KEY: float("inf"), ERROR_KEY: "BackendError: the probing model ran out of memory"}
+    assert out[1].metadata == {
+        UNCERTAINTY_KEY: float("inf"),
+        ERROR_KEY: "BackendError: the probing model ran out of memory",
+    }
     assert ERROR_KEY not in out[0].metadata and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
 
 

@@ -59,9 +59,15 @@ def _gated_retriever(**kwargs) -> GatedRetriever:
     embedder = default_embedder()
     gate = SKRKnnGate(embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
     store = InMemoryVectorStore(AdaptiveGatesEmbeddings(embedder))
-    store.add_texts(["Nauru had 11,680 inhabitants at the 2021 census.", "Nauru is an island country in Micronesia.",
-                     "Tuvalu's 2022 census counted 10,643 people.", "Macbeth is a tragedy by William Shakespeare.",
-                     "The Mona Lisa hangs in the Louvre."])
+    store.add_texts(
+        [
+            "Nauru had 11,680 inhabitants at the 2021 census.",
+            "Nauru is an island country in Micronesia.",
+            "Tuvalu's 2022 census counted 10,643 people.",
+            "Macbeth is a tragedy by William Shakespeare.",
+            "The Mona Lisa hangs in the Louvre.",
+        ]
+    )
     return GatedRetriever(retriever=store.as_retriever(search_kwargs={"k": 5}), gate=gate, **kwargs)
 
 

@@ -22,7 +22,9 @@ class UnreachableChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "unreachable"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         self.calls += 1
         raise self.error
 

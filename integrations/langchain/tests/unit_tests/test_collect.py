@@ -3,7 +3,6 @@
 model) answers each question both ways, with log-probs and token counts."""
 
 from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
-
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel
 
 

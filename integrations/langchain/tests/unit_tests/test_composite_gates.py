@@ -2,10 +2,10 @@
 
 import uuid
 
-from adaptive_gates import BudgetedGate, CascadeGate, PopularityGate, VerbalizedGate
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
+from adaptive_gates import BudgetedGate, CascadeGate, PopularityGate, VerbalizedGate
 from langchain_adaptive_gates import DECISION_EVENT, LLM_CALL_EVENT, GateFeedback, LangChainChatModel, gated_router
 
 from .chat_doubles import scripted
@@ -47,8 +47,9 @@ def test_a_budget_holds_its_rate_over_a_routed_batch(boolq_rows):
 
 def test_a_cascade_asks_the_chat_model_only_inside_its_band(knn_gate):
     chat = scripted("William Shakespeare. certain")
-    cascade = CascadeGate(knn_gate, VerbalizedGate(LangChainChatModel(chat), judge=False, top_logprobs=0),
-                          band=(0.5, 1.0))
+    cascade = CascadeGate(
+        knn_gate, VerbalizedGate(LangChainChatModel(chat), judge=False, top_logprobs=0), band=(0.5, 1.0)
+    )
     router, events = _router(cascade), _CustomEvents()
 
     assert router.invoke(KNOWN_Q, {"callbacks": [events]}) == "direct"

@@ -1,14 +1,20 @@
 import math
 
 import pytest
-from adaptive_gates import GateDecision, SKRKnnGate
 
+from adaptive_gates import GateDecision, SKRKnnGate
 from langchain_adaptive_gates import GateRunnable, RequestControl
 
 
 def _decision(score, threshold=0.5, draft=None, error=None):
-    return GateDecision(retrieve=score > threshold if error is None else True, score=score, threshold=threshold,
-                        gate="g", draft_answer=draft, error=error)
+    return GateDecision(
+        retrieve=score > threshold if error is None else True,
+        score=score,
+        threshold=threshold,
+        gate="g",
+        draft_answer=draft,
+        error=error,
+    )
 
 
 def test_control_reads_configurable():
@@ -21,8 +27,12 @@ def test_control_reads_configurable():
 
 @pytest.mark.parametrize(
     "configurable, key",
-    [({"gate_threshold": "high"}, "gate_threshold"), ({"gate_threshold": math.nan}, "gate_threshold"),
-     ({"gate_retrieval": "sometimes"}, "gate_retrieval"), ({"gate_name": 3}, "gate_name")],
+    [
+        ({"gate_threshold": "high"}, "gate_threshold"),
+        ({"gate_threshold": math.nan}, "gate_threshold"),
+        ({"gate_retrieval": "sometimes"}, "gate_retrieval"),
+        ({"gate_name": 3}, "gate_name"),
+    ],
 )
 def test_bad_control_names_the_key(configurable, key):
     with pytest.raises(ValueError, match=key):
@@ -45,8 +55,12 @@ def test_threshold_override_keeps_a_fallback(knn_gate):
 def test_a_request_threshold_keeps_the_gates_tie_rule(core_embedder):
     """Under the authors' majority vote a tied vote retrieves when the classes are even;
     a per-request threshold at the tie decides by that rule, not by score > threshold."""
-    questions = ["Who wrote Hamlet?", "What is the capital of France?",
-                 "Who won the village election last year?", "What did yesterday's report conclude?"]
+    questions = [
+        "Who wrote Hamlet?",
+        "What is the capital of France?",
+        "Who won the village election last year?",
+        "What did yesterday's report conclude?",
+    ]
     with pytest.warns(UserWarning, match="k=4 is used"):  # every question: all four neighbours, a 2-2 tie
         gate = SKRKnnGate(core_embedder, k=4, vote="majority").fit(questions, [0, 0, 1, 1])
     runnable = GateRunnable(gate)

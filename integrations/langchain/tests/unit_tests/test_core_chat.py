@@ -5,9 +5,9 @@ import asyncio
 import math
 
 import pytest
-from adaptive_gates import BackendUnavailableError, SKRPromptGate
 from langchain_core.exceptions import ModelConnectionError, ModelTimeoutError
 
+from adaptive_gates import BackendUnavailableError, SKRPromptGate
 from langchain_adaptive_gates import LangChainChatModel
 
 from .chat_doubles import UnreachableChatModel, scripted
@@ -38,7 +38,9 @@ def test_an_unreachable_model_is_not_asked_the_rest_of_a_batch():
 def test_langchains_own_timeout_and_connection_errors_mean_unavailable(error):
     llm = UnreachableChatModel(error=error)
     decisions = SKRPromptGate(LangChainChatModel(llm)).decide_batch(QUESTIONS)
-    assert f"BackendUnavailableError: langchain:UnreachableChatModel failed: {type(error).__name__}" in decisions[0].error
+    assert (
+        f"BackendUnavailableError: langchain:UnreachableChatModel failed: {type(error).__name__}" in decisions[0].error
+    )
     assert llm.calls == 1
 
 

@@ -4,10 +4,10 @@ import asyncio
 import uuid
 
 import pytest
-from adaptive_gates import PopularityGate, SKRKnnGate
-from adaptive_gates.feedback import FeedbackNotSupportedError
 from langchain_core.runnables import RunnableLambda
 
+from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.feedback import FeedbackNotSupportedError
 from langchain_adaptive_gates import GatedRetriever, GateFeedback, gated_router
 
 KNOWN = ["Who wrote Hamlet?", "What is the capital of France?", "Who painted the Mona Lisa?"]
@@ -24,8 +24,9 @@ def gate(core_embedder):
 
 
 def _router(gate):
-    return gated_router(gate, direct=RunnableLambda(lambda q: f"direct: {q}"),
-                        retrieval=RunnableLambda(lambda q: f"rag: {q}"))
+    return gated_router(
+        gate, direct=RunnableLambda(lambda q: f"direct: {q}"), retrieval=RunnableLambda(lambda q: f"rag: {q}")
+    )
 
 
 def _call(feedback, run_id=None):

@@ -3,10 +3,10 @@
 import asyncio
 
 import pytest
-from adaptive_gates import GateDecision, VerbalizedGate
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableBranch, RunnableLambda
 
+from adaptive_gates import GateDecision, VerbalizedGate
 from langchain_adaptive_gates import DECISION_EVENT, GateRunnable, LangChainChatModel
 
 from .chat_doubles import UnreachableChatModel, scripted
@@ -111,8 +111,11 @@ def test_failing_chat_model_gives_the_recorded_fallback():
 
 
 def test_history_window_changes_the_decision(knn_gate):
-    conversation = [HumanMessage("Who wrote Hamlet?"), AIMessage("William Shakespeare."),
-                    HumanMessage("And when did he die?")]
+    conversation = [
+        HumanMessage("Who wrote Hamlet?"),
+        AIMessage("William Shakespeare."),
+        HumanMessage("And when did he die?"),
+    ]
     alone = GateRunnable(knn_gate).invoke(conversation)
     with_history = GateRunnable(knn_gate, history_window=2).invoke(conversation)
     assert alone.question == "And when did he die?"
@@ -124,8 +127,9 @@ def test_history_window_changes_the_decision(knn_gate):
 def test_condensed_follow_up_is_what_the_gate_judges(knn_gate):
     condense = RunnableLambda(lambda x: f"{x['question']} ({len(x['chat_history'])} turns)")
     gate = GateRunnable(knn_gate, history_window=1, condense=condense)
-    decision = gate.invoke({"question": "When did he die?", "chat_history": [("human", "Who wrote Hamlet?"),
-                                                                           ("ai", "Shakespeare.")]})
+    decision = gate.invoke(
+        {"question": "When did he die?", "chat_history": [("human", "Who wrote Hamlet?"), ("ai", "Shakespeare.")]}
+    )
     assert decision.question == "When did he die? (1 turns)"
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from adaptive_gates import LogprobGate, LogprobsUnavailableError
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
+from adaptive_gates import LogprobGate, LogprobsUnavailableError
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel, gated_router
 
 CONFIDENT = "What is the capital of Japan?"

@@ -4,10 +4,10 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from adaptive_gates import VerbalizedGate
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
+from adaptive_gates import VerbalizedGate
 from langchain_adaptive_gates import DECISION_EVENT, METADATA_KEY, LangChainChatModel, gated_router
 
 from .chat_doubles import UnreachableChatModel, scripted
@@ -17,8 +17,9 @@ UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
 
 
 def _router(gate, **kwargs):
-    return gated_router(gate, direct=RunnableLambda(lambda q: f"direct: {q}"),
-                        retrieval=RunnableLambda(lambda q: f"rag: {q}"), **kwargs)
+    return gated_router(
+        gate, direct=RunnableLambda(lambda q: f"direct: {q}"), retrieval=RunnableLambda(lambda q: f"rag: {q}"), **kwargs
+    )
 
 
 class _Runs(BaseCallbackHandler):
@@ -32,8 +33,10 @@ class _Runs(BaseCallbackHandler):
 
     def tree(self):
         """Each run as (its name, its parent's name), sorted."""
-        return sorted((name, self.parents[parent][0] if parent in self.parents else None)
-                      for name, parent in self.parents.values())
+        return sorted(
+            (name, self.parents[parent][0] if parent in self.parents else None)
+            for name, parent in self.parents.values()
+        )
 
 
 def test_invoke_and_batch_route_each_input(knn_gate):
@@ -46,8 +49,11 @@ def test_async_modes_route_each_input(knn_gate):
     router = _router(knn_gate)
 
     async def run():
-        return (await router.ainvoke(UNKNOWN_Q), await router.abatch([KNOWN_Q, UNKNOWN_Q]),
-                [c async for c in router.astream(KNOWN_Q)])
+        return (
+            await router.ainvoke(UNKNOWN_Q),
+            await router.abatch([KNOWN_Q, UNKNOWN_Q]),
+            [c async for c in router.astream(KNOWN_Q)],
+        )
 
     one, many, streamed = asyncio.run(run())
     assert one == f"rag: {UNKNOWN_Q}"
@@ -87,7 +93,11 @@ def test_a_call_is_three_runs_router_gate_and_branch(knn_gate):
     router = _router(knn_gate)
     runs = _Runs()
     router.invoke(UNKNOWN_Q, {"callbacks": [runs]})
-    assert runs.tree() == [("gate:skr-knn", "gated_router"), ("gated_router", None), ("retrieve_branch", "gated_router")]
+    assert runs.tree() == [
+        ("gate:skr-knn", "gated_router"),
+        ("gated_router", None),
+        ("retrieve_branch", "gated_router"),
+    ]
     runs = _Runs()
     asyncio.run(router.ainvoke(KNOWN_Q, {"callbacks": [runs]}))
     assert runs.tree() == [("direct_branch", "gated_router"), ("gate:skr-knn", "gated_router"), ("gated_router", None)]
@@ -109,9 +119,14 @@ def test_a_batch_is_decided_in_one_decide_batch(knn_gate, monkeypatch):
     assert asyncio.run(router.abatch([UNKNOWN_Q, KNOWN_Q])) == [f"rag: {UNKNOWN_Q}", f"direct: {KNOWN_Q}"]
     assert calls == [[KNOWN_Q, UNKNOWN_Q], [UNKNOWN_Q, KNOWN_Q]]
     # Each input still has its own router run with its gate and branch under it.
-    assert runs.tree() == [("direct_branch", "gated_router"), ("gate:skr-knn", "gated_router"),
-                           ("gate:skr-knn", "gated_router"), ("gated_router", None), ("gated_router", None),
-                           ("retrieve_branch", "gated_router")]
+    assert runs.tree() == [
+        ("direct_branch", "gated_router"),
+        ("gate:skr-knn", "gated_router"),
+        ("gate:skr-knn", "gated_router"),
+        ("gated_router", None),
+        ("gated_router", None),
+        ("retrieve_branch", "gated_router"),
+    ]
 
 
 def test_a_failed_input_or_branch_is_its_own_result_blocking_or_awaited(knn_gate):
@@ -143,10 +158,12 @@ def test_draft_answer_skips_the_direct_llm():
     router = gated_router(gate, direct=direct_llm, retrieval=RunnableLambda(lambda q: "rag"))
     assert router.invoke("What is the capital of France?") == "Paris"
     assert direct_llm.calls == 0
-    without_draft = gated_router(VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False,
-                                                top_logprobs=0),
-                                 direct=RunnableLambda(lambda q: "asked again"), retrieval=RunnableLambda(lambda q: "rag"),
-                                 draft=None)
+    without_draft = gated_router(
+        VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False, top_logprobs=0),
+        direct=RunnableLambda(lambda q: "asked again"),
+        retrieval=RunnableLambda(lambda q: "rag"),
+        draft=None,
+    )
     assert without_draft.invoke("What is the capital of France?") == "asked again"
 
 
@@ -161,7 +178,9 @@ def test_per_request_control_reaches_the_router(knn_gate):
     router = _router(knn_gate)
     assert router.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}) == f"rag: {KNOWN_Q}"
     assert router.batch([UNKNOWN_Q, UNKNOWN_Q], [{}, {"configurable": {"gate_retrieval": "never"}}]) == [
-        f"rag: {UNKNOWN_Q}", f"direct: {UNKNOWN_Q}"]
+        f"rag: {UNKNOWN_Q}",
+        f"direct: {UNKNOWN_Q}",
+    ]
 
 
 def test_dict_inputs_reach_the_branches_unchanged(knn_gate):

@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-from adaptive_gates import SKRKnnGate
-from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from langchain_adaptive_gates import AdaptiveGatesEmbeddings, VectorStoreMemory
 
 from ..stores import faiss_store
@@ -24,8 +24,10 @@ N_MEMORY = 200  # questions in the memory; the next ones are asked
 STORES = {
     "in-memory": (lambda embeddings, dimension: InMemoryVectorStore(embeddings), None),
     "faiss-inner-product": (faiss_store, None),
-    "faiss-l2": (lambda embeddings, dimension: faiss_store(embeddings, dimension, inner_product=False),
-                 lambda d: 1 - d / 2),
+    "faiss-l2": (
+        lambda embeddings, dimension: faiss_store(embeddings, dimension, inner_product=False),
+        lambda d: 1 - d / 2,
+    ),
 }
 
 
@@ -86,7 +88,7 @@ def test_an_in_memory_store_lists_its_entries(split, core_embedder):
     memory = _store_memory(core_embedder)(core_embedder.dimension)
     SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(questions[:20], labels[:20]).add([asked[0]], [1])
     vectors, stored_labels, stored_questions = memory.entries()
-    assert stored_questions == questions[:20] + [asked[0]] and list(stored_labels) == labels[:20] + [1]
+    assert stored_questions == [*questions[:20], asked[0]] and list(stored_labels) == [*labels[:20], 1]
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
 
 
@@ -141,8 +143,9 @@ def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, cor
     )
     store_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity", memory=memory).fit(questions, labels)
     faiss_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity").fit(questions, labels)
-    np.testing.assert_allclose([d.score for d in store_gate.decide_batch(asked)],
-                               [d.score for d in faiss_gate.decide_batch(asked)], atol=1e-6)
+    np.testing.assert_allclose(
+        [d.score for d in store_gate.decide_batch(asked)], [d.score for d in faiss_gate.decide_batch(asked)], atol=1e-6
+    )
     for gate in (store_gate, faiss_gate):
         gate.record_feedback(asked[0], retrieved=False, correct=False)
     assert store_gate.memory_.counts == faiss_gate.memory_.counts
@@ -172,7 +175,10 @@ print(gate.decide("Who wrote Macbeth?").retrieve, sorted(m for m in sys.modules 
 
 def test_the_faiss_path_needs_no_network_library():
     result = subprocess.run(
-        [sys.executable, "-c", _FAISS_PATH], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", _FAISS_PATH],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]

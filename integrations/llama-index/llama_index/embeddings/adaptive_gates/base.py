@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, PrivateAttr
+
+from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
 
 
 class AdaptiveGatesEmbedding(BaseEmbedding):
@@ -30,7 +31,8 @@ class AdaptiveGatesEmbedding(BaseEmbedding):
     def __init__(self, embedder: Embedder | None = None, **kwargs: Any) -> None:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(f"embedder must implement the core's Embedder protocol, got {type(embedder).__name__}")
-        super().__init__(embedder=embedder, **kwargs)
+        # a field of this model; mypy reads the parent model's generated __init__
+        super().__init__(embedder=embedder, **kwargs)  # type: ignore[call-arg]
         if not kwargs.get("model_name"):
             self.model_name = self.encoder.model_id
 
@@ -76,7 +78,9 @@ class LlamaIndexEmbedder(AdaptedEmbedder):
         dimension: the vector width; learnt from one probe embedding when omitted.
     """
 
-    def __init__(self, embed_model: BaseEmbedding, *, model_id: str | None = None, dimension: int | None = None) -> None:
+    def __init__(
+        self, embed_model: BaseEmbedding, *, model_id: str | None = None, dimension: int | None = None
+    ) -> None:
         if not isinstance(embed_model, BaseEmbedding):
             raise TypeError(f"embed_model must be a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}")
         self.embed_model = embed_model

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -22,6 +21,8 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field, PrivateAttr
+
+from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
 
 from .messages import to_core_messages
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from adaptive_gates import UncertaintyReranker
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+
+from adaptive_gates import UncertaintyReranker
 
 dispatcher = get_dispatcher(__name__)
 
@@ -79,7 +81,7 @@ class SeaKRRerank(BaseNodePostprocessor):
             return []
         top_n = len(nodes) if self.top_n is None else self.top_n
         dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.model_name))
-        payload = {
+        payload: dict[str, Any] = {
             EventPayload.NODES: nodes,
             EventPayload.MODEL_NAME: self.model_name,
             EventPayload.QUERY_STR: query_bundle.query_str,

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
-from adaptive_gates import Gate
-from adaptive_gates.feedback import Feedback
-from adaptive_gates.prompts import QA
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import (
@@ -27,9 +24,12 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
-
 from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, response_feedback, route_of
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
+
+from adaptive_gates import Gate
+from adaptive_gates.feedback import Feedback
+from adaptive_gates.prompts import QA
 
 #: Key of a response's ``metadata`` holding the decision (``GateDecision.to_dict()``).
 METADATA_KEY = DECISION_METADATA_KEY
@@ -65,8 +65,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     gives its fallback decision (``error`` set) and the engine follows it; a gate that
     raises is treated the same way (its ``fallback_retrieve``, retrieve by default),
     with the exception recorded as the decision's ``error`` (a ``BackendMisconfiguredError``,
-    a backend that cannot serve the gate at all, is raised). The async path awaits the gate, retriever, synthesizer and LLM natively
-    or in worker threads: the event loop is never blocked.
+    a backend that cannot serve the gate at all, is raised). The async path awaits the
+    gate, retriever, synthesizer and LLM natively or in worker threads: the event loop
+    is never blocked.
 
     Args:
         gate: any gate of the core.
@@ -123,7 +124,7 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         llm: LLM | None = None,
         similarity_top_k: int | None = None,
         **kwargs: Any,
-    ) -> "AdaptiveQueryEngine":
+    ) -> AdaptiveQueryEngine:
         """An engine over ``index.as_retriever()`` (``similarity_top_k`` nodes when
         given); ``kwargs`` go to the constructor."""
         retriever_kwargs = {} if similarity_top_k is None else {"similarity_top_k": similarity_top_k}
@@ -223,9 +224,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         return StreamingResponse(_one(answer)) if sync else AsyncStreamingResponse(_aone(answer))
 
 
-def _one(text: str) -> Iterator[str]:
+def _one(text: str) -> Generator[str, None, None]:
     yield text
 
 
-async def _aone(text: str) -> AsyncIterator[str]:
+async def _aone(text: str) -> AsyncGenerator[str, None]:
     yield text

@@ -10,11 +10,10 @@ condense-question chat engine: its prompt and its condensing step), then asks an
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from adaptive_gates.feedback import Feedback
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.base.response.schema import RESPONSE_TYPE
@@ -26,6 +25,8 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
+
+from adaptive_gates.feedback import Feedback
 
 from .base import AdaptiveQueryEngine
 
@@ -68,6 +69,8 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     Build it with ``from_defaults``.
     """
 
+    _query_engine: AdaptiveQueryEngine  # the constructor takes no other query engine
+
     def __init__(
         self,
         query_engine: AdaptiveQueryEngine,
@@ -87,7 +90,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         self._history_window = history_window
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(  # type: ignore[override]  # an AdaptiveQueryEngine only, not any query engine
         cls,
         query_engine: AdaptiveQueryEngine,
         condense_question_prompt: BasePromptTemplate | None = None,
@@ -96,7 +99,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         llm: LLM | None = None,
         history_window: int | None = None,
         callback_manager: CallbackManager | None = None,
-    ) -> "AdaptiveChatEngine":
+    ) -> AdaptiveChatEngine:
         """A chat engine over ``query_engine``.
 
         Args:
@@ -125,7 +128,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     @property
     def query_engine(self) -> AdaptiveQueryEngine:
         """The engine answering the standalone questions."""
-        return self._query_engine  # type: ignore[return-value]
+        return self._query_engine
 
     def record_feedback(self, response: Any, correct: bool) -> Feedback:
         """Teach the gate whether the answer of ``response`` (one of this engine's) was
@@ -230,9 +233,9 @@ def _chunk(text: str) -> ChatResponse:
     return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=text)
 
 
-def _one(text: str) -> Iterator[ChatResponse]:
+def _one(text: str) -> Generator[ChatResponse, None, None]:
     yield _chunk(text)
 
 
-async def _aone(text: str) -> AsyncIterator[ChatResponse]:
+async def _aone(text: str) -> AsyncGenerator[ChatResponse, None]:
     yield _chunk(text)

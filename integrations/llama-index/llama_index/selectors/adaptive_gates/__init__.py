@@ -1,8 +1,8 @@
 """A gate as a LlamaIndex selector, and the gates' instrumentation events."""
 
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
-from .reason import decision_of
 from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, response_feedback, route_of
+from .reason import decision_of
 from .selector import DEFAULT_ROUTES, GateSelector
 
 __all__ = [

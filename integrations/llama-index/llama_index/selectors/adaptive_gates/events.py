@@ -19,11 +19,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from adaptive_gates import GateDecision
-from adaptive_gates.listeners import DecisionListener, LLMCallEvent, listening
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
+
+from adaptive_gates import GateDecision
+from adaptive_gates.listeners import DecisionListener, LLMCallEvent, listening
 
 dispatcher = get_dispatcher(__name__)
 

@@ -16,13 +16,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from llama_index.core.instrumentation.dispatcher import Dispatcher
+
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
 from adaptive_gates.feedback import Feedback
-from llama_index.core.instrumentation.dispatcher import Dispatcher
 
 from .events import fire_decision, forwarding_llm_calls
 from .reason import decision_of
-
 
 #: How a query is answered after a decision: ``"retrieve"`` (over retrieved nodes),
 #: ``"direct"`` (the LLM alone) or ``"draft"`` (the gate's own draft answer, with no

@@ -13,8 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from adaptive_gates import GateDecision
 from llama_index.core.base.base_selector import MultiSelection, SingleSelection
+
+from adaptive_gates import GateDecision
 
 #: Starts the reason's last line; the rest of that line is ``GateDecision.to_dict`` as JSON.
 DECISION_PREFIX = "gate decision: "
@@ -58,7 +59,7 @@ def decision_of(source: Any) -> GateDecision | None:
     if metadata.get(DECISION_METADATA_KEY) is not None:
         return GateDecision.from_dict(metadata[DECISION_METADATA_KEY])
     for reason in _reasons(source):
-        head, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
+        _, found, payload = reason.rpartition("\n" + DECISION_PREFIX)
         if found:
             return _decision(payload)
     return None

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adaptive_gates import Gate
-from adaptive_gates.feedback import Feedback
 from llama_index.core.base.base_selector import BaseSelector, SelectorResult, SingleSelection
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
+
+from adaptive_gates import Gate
+from adaptive_gates.feedback import Feedback
 
 from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, Decided, adecide, decide, response_feedback, route_of
 from .reason import selection_reason

@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
-from adaptive_gates.memory.memories import check_added, l2_normalise
-from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from adaptive_gates.memory.memories import check_added, l2_normalise
+from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
@@ -45,6 +46,7 @@ class VectorStoreMemory(StoreBackedMemory):
     kind: ClassVar[str] = "llama-index-vectorstore"
     store_type: ClassVar[type] = BasePydanticVectorStore
     store_description: ClassVar[str] = "a LlamaIndex BasePydanticVectorStore"
+    store: BasePydanticVectorStore
 
     def __init__(
         self, store: BasePydanticVectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
