@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 from ..calibration import Calibration
+from ..directory_swap import reading
 from ..errors import GateLoadError
 from ..estimator import GateParams
 from ..persistence import (
@@ -32,7 +33,6 @@ from ..persistence import (
     config_field,
     library_versions,
     read_config,
-    reading,
     safe_member_path,
     save_directory,
 )
