@@ -1,5 +1,6 @@
-"""What every gate shares: scoring, thresholds, decisions, calibration, listeners;
-saving and loading come from ``saved.SavedGate``.
+"""What every gate shares: scoring, decisions, feedback and listeners; its threshold
+and calibration come from ``calibrated.Calibrated``, saving and loading from
+``saved.SavedGate``.
 
 A subclass implements ``_score`` (an ``Assessment`` of a batch of clean questions:
 need scores and evidence, and drafts, fallbacks or verdicts where it has them; a
@@ -26,7 +27,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
-from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
+from ..calibration import Calibration
 from ..constraints import Boolean
 from ..data import OutcomeRecord
 from ..decision import GateDecision
@@ -35,6 +36,7 @@ from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
+from .calibrated import Calibrated
 from .saved import SavedGate
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ G = TypeVar("G", bound="Gate")
 _T = TypeVar("_T")
 
 
-class Gate(SavedGate):
+class Gate(Calibrated, SavedGate):
     """Base class of every adaptive retrieval gate.
 
     A gate maps questions to *need scores* (higher = more need for retrieval) and
@@ -171,7 +173,7 @@ class Gate(SavedGate):
             raise ValueError("the decision does not carry the question it judged, so it cannot teach the gate")
         return self.record_feedback(decision.question, decision.retrieve, correct)
 
-    # ----------------------------------------------------------------- thresholds
+    # ----------------------------------------------------------------- fitted state
     def _check_fitted(self) -> None:
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
@@ -182,89 +184,6 @@ class Gate(SavedGate):
         if value is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
         return value
-
-    @property
-    def threshold_(self) -> float:
-        """The calibrated threshold if any, else the method's own."""
-        self._check_fitted()
-        if self._calibration is not None:
-            return self._calibration.threshold
-        return self._default_threshold()
-
-    @property
-    def calibration_(self) -> Calibration | None:
-        """How the threshold was calibrated (``None``: the method's own rule)."""
-        return self._calibration
-
-    def threshold_at_rate(self, rate: float) -> float:
-        """The threshold that would have retrieved about ``rate`` of the questions this
-        gate was calibrated on (either kind of calibration keeps a sample of their
-        scores): how a service honours a per-request retrieval budget without scoring
-        anything again. An uncalibrated gate raises ``ValueError``."""
-        self._check_fitted()
-        if self._calibration is None:
-            raise ValueError(
-                f"{self.name} is not calibrated: a threshold for a rate is read from the scores of the "
-                "questions it was calibrated on; call gate.calibrate(questions, ...) first"
-            )
-        return self._calibration.threshold_at_rate(rate)
-
-    def reset_threshold(self: G) -> G:
-        """Drop any calibration and go back to the method's own rule."""
-        self._calibration = None
-        return self
-
-    def calibrate(
-        self: G,
-        questions: Sequence[str],
-        target_rate: float | None = None,
-        *,
-        correct_without: Sequence[float] | None = None,
-        correct_with: Sequence[float] | None = None,
-        max_rate: float | None = None,
-    ) -> G:
-        """Fit the threshold on held-out questions.
-
-        Either give ``target_rate`` (the share of questions that should retrieve;
-        no labels needed), or give per-question correctness without and with
-        retrieval to maximise accuracy, optionally under ``max_rate``. Fewer than
-        ``MIN_CALIBRATION_QUESTIONS`` (20) questions draw a ``CalibrationWarning``.
-        """
-        return self.calibrate_scores(
-            self.score(questions),
-            target_rate,
-            correct_without=correct_without,
-            correct_with=correct_with,
-            max_rate=max_rate,
-        )
-
-    def calibrate_scores(
-        self: G,
-        scores: np.ndarray,
-        target_rate: float | None = None,
-        *,
-        correct_without: np.ndarray | Sequence[float] | None = None,
-        correct_with: np.ndarray | Sequence[float] | None = None,
-        max_rate: float | None = None,
-    ) -> G:
-        """``calibrate`` from need scores already computed, e.g. out-of-fold
-        scores of cross-fitted copies of this gate."""
-        self._check_fitted()
-        with_outcomes = correct_without is not None or correct_with is not None
-        if with_outcomes == (target_rate is not None):
-            raise ValueError("give either target_rate or correct_without and correct_with")
-        if target_rate is not None:
-            if max_rate is not None:
-                raise ValueError("max_rate applies to outcome calibration only")
-            calibration = threshold_for_rate(scores, target_rate)
-        else:
-            if correct_without is None or correct_with is None:
-                raise ValueError("outcome calibration needs both correct_without and correct_with")
-            calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
-        self._calibration = calibration
-        logger.info("%s calibrated: %s", self.name, calibration)
-        calibration.warn_if_too_few()
-        return self
 
     # ----------------------------------------------------------------- scoring
     def score(self, questions: Sequence[str]) -> np.ndarray:
