@@ -86,7 +86,7 @@ class GateParams(BaseEstimator):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
-            cls.__init__ = validating(cls.__dict__["__init__"])  # type: ignore[method-assign]
+            cls.__init__ = validating(cls.__dict__["__init__"])  # type: ignore[method-assign]  # wrapped on purpose
 
     @classmethod
     def _check_arguments(cls, params: dict[str, Any]) -> None:

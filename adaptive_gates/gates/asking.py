@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..constraints import Integer, Real, validate_params
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
@@ -207,10 +207,14 @@ class AsksInRounds:
     deadline: float | None
     _chat_backend: ChatBackend | None
 
+    if TYPE_CHECKING:  # what the Gate it is mixed into provides (``GateParams``)
+
+        def _built_once(self, slot: str, build: Callable[[], T]) -> T: ...
+
     @property
     def _backend(self) -> ChatBackend:
         """The backend asked, built from the gate's parameters on first use."""
-        return self._built_once(  # type: ignore[attr-defined]
+        return self._built_once(
             "_chat_backend", lambda: ChatBackend(self.chat, max_workers=self.max_workers, deadline=self.deadline)
         )
 
