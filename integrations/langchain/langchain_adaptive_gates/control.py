@@ -51,46 +51,48 @@ CONTROL_KEYS = (THRESHOLD_KEY, RETRIEVAL_KEY, GATE_KEY, TARGET_RATE_KEY)
 KEY_PREFIX = "gate_"
 
 
+# Built once: LangChain merges a chain's specs by equality, and two pydantic Field()s
+# are equal only when they are the same object.
+_THRESHOLD_SPEC = ConfigurableFieldSpec(
+    id=THRESHOLD_KEY,
+    annotation=Annotated[float, Field(allow_inf_nan=False)] | None,
+    name="Gate threshold",
+    description="A threshold replacing the gate's for this request (need score above it: retrieve); "
+    f"null keeps the gate's own. Not with {TARGET_RATE_KEY}.",
+    default=None,
+)
+_RETRIEVAL_SPEC = ConfigurableFieldSpec(
+    id=RETRIEVAL_KEY,
+    annotation=RetrievalMode,
+    name="Retrieval",
+    description="'auto': the gate decides; 'always' or 'never': the request forces it.",
+    default="auto",
+)
+_TARGET_RATE_SPEC = ConfigurableFieldSpec(
+    id=TARGET_RATE_KEY,
+    annotation=Annotated[float, Field(ge=0.0, le=1.0)] | None,
+    name="Target retrieval rate",
+    description="Judge at the threshold that would have retrieved this share of the questions the gate "
+    f"was calibrated on; null: no target. Not with {THRESHOLD_KEY}.",
+    default=None,
+)
+
+
 def control_specs(gate_names: Sequence[str], default_gate: str) -> list[ConfigurableFieldSpec]:
     """The control keys as LangChain declares configurable fields, for the
     ``config_specs`` of a runnable that reads them: ``gate_names`` are the gates a
     request may pick, ``default_gate`` the one deciding when it picks none."""
     if default_gate not in gate_names:
         raise ValueError(f"the default gate {default_gate!r} is not one of {list(gate_names)}")
-    # Literal of names known only now; Literal[("a", "b")] is Literal["a", "b"]
-    gate_name = Literal[tuple(sorted(gate_names))]  # type: ignore[valid-type]
-    return [
-        ConfigurableFieldSpec(
-            id=THRESHOLD_KEY,
-            annotation=Annotated[float, Field(allow_inf_nan=False)] | None,
-            name="Gate threshold",
-            description="A threshold replacing the gate's for this request (need score above it: retrieve); "
-            f"null keeps the gate's own. Not with {TARGET_RATE_KEY}.",
-            default=None,
-        ),
-        ConfigurableFieldSpec(
-            id=RETRIEVAL_KEY,
-            annotation=RetrievalMode,
-            name="Retrieval",
-            description="'auto': the gate decides; 'always' or 'never': the request forces it.",
-            default="auto",
-        ),
-        ConfigurableFieldSpec(
-            id=GATE_KEY,
-            annotation=gate_name,
-            name="Gate",
-            description="The registered gate that decides this request.",
-            default=default_gate,
-        ),
-        ConfigurableFieldSpec(
-            id=TARGET_RATE_KEY,
-            annotation=Annotated[float, Field(ge=0.0, le=1.0)] | None,
-            name="Target retrieval rate",
-            description="Judge at the threshold that would have retrieved this share of the questions the gate "
-            f"was calibrated on; null: no target. Not with {THRESHOLD_KEY}.",
-            default=None,
-        ),
-    ]
+    gate_spec = ConfigurableFieldSpec(
+        id=GATE_KEY,
+        # Literal of names known only now; Literal[("a", "b")] is Literal["a", "b"]
+        annotation=Literal[tuple(sorted(gate_names))],
+        name="Gate",
+        description="The registered gate that decides this request.",
+        default=default_gate,
+    )
+    return [_THRESHOLD_SPEC, _RETRIEVAL_SPEC, gate_spec, _TARGET_RATE_SPEC]
 
 
 @dataclass(frozen=True)
