@@ -103,7 +103,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         return super().get_name(suffix, name=name or f"gate:{self.gate.name}")
 
     @property
-    def InputType(self) -> Any:  # LangChain's name
+    def InputType(self) -> Any:
         """A question (``str``), a message list, or a dict with the question under
         ``input_key`` (and optionally the history under ``history_key``)."""
         return input_type(self.input_key, self.history_key)

@@ -10,7 +10,7 @@ from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import ConfigurableField, RunnableLambda, RunnableParallel
 
 from adaptive_gates import VerbalizedGate
-from langchain_adaptive_gates import CONTROL_KEYS, GatedRetriever, GateRunnable, LangChainChatModel
+from langchain_adaptive_gates import CONTROL_KEYS, GateRunnable, LangChainChatModel
 
 from .chat_doubles import scripted
 
@@ -101,18 +101,3 @@ def test_the_condensers_keys_are_declared_and_reach_it(knn_gate):
     conversation = [("human", "Who wrote Hamlet?"), ("ai", "Shakespeare."), ("human", "When did he die?")]
     config = {"configurable": {"condense_template": "When did Shakespeare die? ({question})"}}
     assert gate.invoke(conversation, config).question == "When did Shakespeare die? (When did he die?)"
-
-
-def test_a_gated_retriever_declares_its_gates_and_its_retrievers_keys(passage_store, knn_gate):
-    store = passage_store("in-memory")
-    wrapped = store.as_retriever(search_kwargs={"k": 3}).configurable_fields(
-        search_kwargs=ConfigurableField(id="search_kwargs")
-    )
-    retriever = GatedRetriever(retriever=wrapped, gate=knn_gate)
-    assert sorted(spec.id for spec in retriever.config_specs) == sorted([*CONTROL_KEYS, "search_kwargs"])
-    # both kinds of key reach their runnable in one call
-    config = {"configurable": {"gate_retrieval": "always", "search_kwargs": {"k": 1}}}
-    assert len(retriever.invoke(KNOWN_Q, config)) == 1
-    assert len(retriever.invoke(UNKNOWN_Q)) == 3
-    with pytest.raises(ValueError, match="did you mean 'gate_threshold'"):
-        retriever.invoke(UNKNOWN_Q, MISSPELT)
