@@ -48,11 +48,15 @@ def test_config_schema_shows_the_keys_as_json(gate):
 
 
 def test_config_specs_flow_through_chains(gate, knn_gate):
-    prompt = PromptTemplate.from_template("{question}")
-    chain = prompt | RunnableLambda(lambda p: p.to_string()) | gate
+    chain = PromptTemplate.from_template("{question}") | gate
     parallel = RunnableParallel(decision=gate, echo=RunnableLambda(lambda q: q))
     for runnable in (chain, parallel):
         assert sorted(spec.id for spec in runnable.config_specs) == sorted(CONTROL_KEYS)
+        assert sorted(runnable.config_schema().model_json_schema()["$defs"]["Configurable"]["properties"]) == sorted(
+            CONTROL_KEYS
+        )
+    assert chain.invoke({"question": UNKNOWN_Q}).retrieve is True
+    assert chain.invoke({"question": UNKNOWN_Q}, {"configurable": {"gate_retrieval": "never"}}).retrieve is False
     # two gates over the same gates declare the same keys; over other gates LangChain
     # refuses the conflict, as one gate_name cannot pick from both
     assert len(RunnableParallel(a=gate, b=GateRunnable(knn_gate, alternatives=gate.alternatives)).config_specs) == 4
