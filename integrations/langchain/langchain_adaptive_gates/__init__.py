@@ -13,7 +13,15 @@
 
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
-from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
+from .control import (
+    CONTROL_KEYS,
+    GATE_KEY,
+    RETRIEVAL_KEY,
+    TARGET_RATE_KEY,
+    THRESHOLD_KEY,
+    RequestControl,
+    control_specs,
+)
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .feedback import GateFeedback
@@ -29,6 +37,7 @@ from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 __version__ = "0.1.0"
 
 __all__ = [
+    "CONTROL_KEYS",
     "DECISION_EVENT",
     "DOCUMENT_DECISION_KEY",
     "ERROR_KEY",
@@ -55,6 +64,7 @@ __all__ = [
     "SeaKRCompressor",
     "VectorStoreMemory",
     "condense_question_chain",
+    "control_specs",
     "gate_node",
     "gated_router",
     "llm_call_payload",

@@ -14,15 +14,24 @@ retrieved that share of the questions the gate was calibrated on
 (``gate.calibrate(questions, ...)``, on questions like the traffic's); an uncalibrated
 gate makes the request fail with that advice. Give a threshold or a target rate, not
 both. To hold a realised rate over live traffic, wrap the gate in ``BudgetedGate``.
+
+The keys are declared to LangChain (``control_specs``), so a runnable's
+``config_specs`` and ``config_schema()`` list them. The ``gate_`` prefix belongs to
+these keys: any other ``configurable`` key starting with it is refused as a misspelling;
+keys without it belong to other runnables and are left alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from langchain_core.runnables import ConfigurableFieldSpec
+from pydantic import Field
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.decision import RetrievalMode, check_retrieval_mode
@@ -36,6 +45,54 @@ GATE_KEY = "gate_name"
 #: ``configurable`` key: a retrieval rate in [0, 1], judged at the threshold that would
 #: have retrieved that share of the gate's calibration questions.
 TARGET_RATE_KEY = "gate_target_rate"
+#: Every control key; any other ``configurable`` key starting with ``KEY_PREFIX`` is refused.
+CONTROL_KEYS = (THRESHOLD_KEY, RETRIEVAL_KEY, GATE_KEY, TARGET_RATE_KEY)
+#: The prefix the control keys own in ``configurable``.
+KEY_PREFIX = "gate_"
+
+
+# Built once: LangChain merges a chain's specs by equality, and two pydantic Field()s
+# are equal only when they are the same object.
+_THRESHOLD_SPEC = ConfigurableFieldSpec(
+    id=THRESHOLD_KEY,
+    annotation=Annotated[float, Field(allow_inf_nan=False)] | None,
+    name="Gate threshold",
+    description="A threshold replacing the gate's for this request (need score above it: retrieve); "
+    f"null keeps the gate's own. Not with {TARGET_RATE_KEY}.",
+    default=None,
+)
+_RETRIEVAL_SPEC = ConfigurableFieldSpec(
+    id=RETRIEVAL_KEY,
+    annotation=RetrievalMode,
+    name="Retrieval",
+    description="'auto': the gate decides; 'always' or 'never': the request forces it.",
+    default="auto",
+)
+_TARGET_RATE_SPEC = ConfigurableFieldSpec(
+    id=TARGET_RATE_KEY,
+    annotation=Annotated[float, Field(ge=0.0, le=1.0)] | None,
+    name="Target retrieval rate",
+    description="Judge at the threshold that would have retrieved this share of the questions the gate "
+    f"was calibrated on; null: no target. Not with {THRESHOLD_KEY}.",
+    default=None,
+)
+
+
+def control_specs(gate_names: Sequence[str], default_gate: str) -> list[ConfigurableFieldSpec]:
+    """The control keys as LangChain declares configurable fields, for the
+    ``config_specs`` of a runnable that reads them: ``gate_names`` are the gates a
+    request may pick, ``default_gate`` the one deciding when it picks none."""
+    if default_gate not in gate_names:
+        raise ValueError(f"the default gate {default_gate!r} is not one of {list(gate_names)}")
+    gate_spec = ConfigurableFieldSpec(
+        id=GATE_KEY,
+        # Literal of names known only now; Literal[("a", "b")] is Literal["a", "b"]
+        annotation=Literal[tuple(sorted(gate_names))],
+        name="Gate",
+        description="The registered gate that decides this request.",
+        default=default_gate,
+    )
+    return [_THRESHOLD_SPEC, _RETRIEVAL_SPEC, gate_spec, _TARGET_RATE_SPEC]
 
 
 @dataclass(frozen=True)
@@ -50,8 +107,9 @@ class RequestControl:
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> RequestControl:
         """The control in ``config["configurable"]``; a bad value raises ``ValueError``
-        naming the key."""
+        naming the key, and so does an unknown key with the ``gate_`` prefix."""
         configurable = (config or {}).get("configurable") or {}
+        _check_keys(configurable)
         threshold = configurable.get(THRESHOLD_KEY)
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
@@ -95,3 +153,13 @@ class RequestControl:
         if self.target_rate is not None:
             details["gate_target_rate"] = self.target_rate
         return dataclasses.replace(gate.retaken_at(decision, self.threshold), details=details)
+
+
+def _check_keys(configurable: Mapping[str, Any]) -> None:
+    """``ValueError`` for a key with the control keys' prefix that is none of them: a
+    misspelt control key would otherwise be ignored without a word."""
+    for key in configurable:
+        if isinstance(key, str) and key.startswith(KEY_PREFIX) and key not in CONTROL_KEYS:
+            close = difflib.get_close_matches(key, CONTROL_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown configurable key {key!r}{hint} (the gate's keys: {', '.join(CONTROL_KEYS)})")

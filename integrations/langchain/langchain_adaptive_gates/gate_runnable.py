@@ -8,16 +8,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
+from langchain_core.runnables import (
+    ConfigurableFieldSpec,
+    Runnable,
+    RunnableConfig,
+    RunnableLambda,
+    RunnableSerializable,
+)
+from langchain_core.runnables.utils import get_unique_config_specs
 from pydantic import ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.listeners import notify_decisions
 
 from . import steps
-from .control import RequestControl
+from .control import RequestControl, control_specs
 from .history import windowed_question
 from .llm_events import LLM_CALL_EVENT
-from .messages import conversation_of
+from .messages import UnreadableInputError, conversation_of, input_type
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +38,12 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
 
     The input may be the question (a string), a message list (the last human turn is
     the question, the turns before it the chat history), or a dict with the question
-    (or a message list) under ``question_key`` and optionally the chat history under
-    ``history_key``. With ``history_window > 0`` the gate judges the question after the
-    last ``history_window`` messages; with ``condense`` (e.g.
-    ``condense_question_chain(llm)``) it judges the follow-up rewritten as a standalone
-    question.
+    (or a message list) under ``input_key`` and optionally the chat history under
+    ``history_key`` (``InputType`` and ``get_input_schema()`` describe these forms).
+    With ``history_window > 0`` the gate judges the question after the last
+    ``history_window`` messages; with ``condense`` (e.g.
+    ``condense_question_chain(llm)``) it judges the follow-up rewritten as a
+    standalone question.
 
     ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call; the async
     paths await the core's ``adecide_batch`` (natively async for chat-backed gates),
@@ -42,10 +51,16 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
     tracers see it; before it, each request the gate sent its chat model is dispatched
     as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked
-    about. A failing model gives the gate's fallback decision (``error`` set), not an
-    exception. Per-request control comes from ``configurable`` (see
-    ``langchain_adaptive_gates.control``); ``alternatives`` are the other gates a
-    request may pick by name.
+    about.
+
+    Bad input never raises: an input that holds no question (a dict without
+    ``input_key``, a message list without a human message) or a question the gate
+    refuses (empty, not a string, ``None``) gets the gate's fallback decision
+    (retrieve, by default), with ``error`` saying what was wrong, logged as a warning;
+    so does a failing model. Per-request control comes from ``configurable`` (see
+    ``langchain_adaptive_gates.control``; ``config_specs`` declares its keys); a bad
+    control value or an unknown ``gate_`` key is a programming error and raises
+    ``ValueError``. ``alternatives`` are the other gates a request may pick by name.
 
     As the condition of a ``RunnableBranch``: ``RunnableBranch((gate.as_condition(),
     rag_chain), direct_chain)``.
@@ -55,7 +70,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
 
     gate: Any
     alternatives: dict[str, Any] = Field(default_factory=dict)
-    question_key: str = "question"
+    input_key: str = "question"
     history_key: str = "chat_history"
     history_window: int = Field(default=0, ge=0)
     condense: Runnable | None = None
@@ -86,6 +101,19 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
 
     def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
         return super().get_name(suffix, name=name or f"gate:{self.gate.name}")
+
+    @property
+    def InputType(self) -> Any:
+        """A question (``str``), a message list, or a dict with the question under
+        ``input_key`` (and optionally the history under ``history_key``)."""
+        return input_type(self.input_key, self.history_key)
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The control keys (``control_specs``; ``gate_name`` one of ``gates``) and what
+        the condenser declares, since it runs with the request's config."""
+        own = control_specs(list(self.gates), self.gate.name)
+        return get_unique_config_specs([*own, *(self.condense.config_specs if self.condense else [])])
 
     def as_condition(self) -> Runnable[Any, bool]:
         """This gate as a ``RunnableBranch`` condition: true when the decision is to
@@ -139,9 +167,9 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     def _decisions(
         self, inputs: list[Any], config: list[RunnableConfig]
     ) -> steps.Steps[list[GateDecision | Exception]]:
-        """Each input's decision (or the exception its malformed input or control
-        raised), written once for both paths (``steps``): condense the follow-ups,
-        decide each gate's share in one batch, send the events."""
+        """Each input's decision (or the exception its bad control raised), written
+        once for both paths (``steps``): condense the follow-ups, decide each gate's
+        share in one batch, send the events."""
         requests = [self._request(x, c) for x, c in zip(inputs, config)]
         condense = self.condense
         for request, cfg in zip(requests, config):
@@ -166,17 +194,23 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
 
     def _request(self, value: Any, config: RunnableConfig) -> _Request | Exception:
         """What one input asks: the gate, the text it judges, and the request's control.
-        A malformed input or control becomes that input's exception."""
+        A bad control becomes that input's exception; an input with no question in it,
+        the gate's fallback decision."""
         try:
             control = RequestControl.from_config(config)
             gate = self._gate_named(control.gate_name)
             control = control.for_gate(gate)
-            question, history = conversation_of(value, question_key=self.question_key, history_key=self.history_key)
         except ValueError as exc:
             return exc
+        try:
+            question, history = conversation_of(value, input_key=self.input_key, history_key=self.history_key)
+        except UnreadableInputError as exc:
+            return _Request(gate, control, value, [], config, unreadable=str(exc))
         request = _Request(gate, control, question, history, config)
-        if not isinstance(question, str) or not history:
-            request.text = question  # the gate itself refuses a bad question with a fallback
+        if not isinstance(question, str) or not question.strip() or not history:
+            # the gate itself refuses a bad question with a fallback; history must not
+            # stand in for a missing question
+            request.text = question
         else:
             request.text = windowed_question(question, history, self.history_window)
             if self.condense is not None:
@@ -201,7 +235,14 @@ class _Request:
     """One input on its way to a decision."""
 
     def __init__(
-        self, gate: Gate, control: RequestControl, question: Any, history: list[BaseMessage], config: RunnableConfig
+        self,
+        gate: Gate,
+        control: RequestControl,
+        question: Any,
+        history: list[BaseMessage],
+        config: RunnableConfig,
+        *,
+        unreadable: str | None = None,
     ) -> None:
         self.gate = gate
         self.config = config
@@ -213,6 +254,8 @@ class _Request:
         self.decision: GateDecision | None = None
         if control.retrieval != "auto":
             self.decision = control.forced(question, gate.name)
+        elif unreadable is not None:
+            self.decision = _unreadable_fallback(gate, question, unreadable)
 
     @property
     def needs_condensing(self) -> bool:
@@ -228,6 +271,14 @@ class _Request:
         reason = f"{type(output).__name__}: {output}" if isinstance(output, Exception) else f"no text ({text!r})"
         logger.warning("condensing the follow-up failed (%s); judging the windowed question", reason)
         self.condense_error = reason
+
+
+def _unreadable_fallback(gate: Gate, value: Any, reason: str) -> GateDecision:
+    """The fallback ``gate`` gives a question it cannot judge, for an input that holds
+    none: its threshold, a warning logged, its listeners told, as in its own batches."""
+    decision = gate.fallback_decision(value, f"invalid input: {reason}", gate.threshold_)
+    notify_decisions([decision], gate.listeners)
+    return decision
 
 
 def _groups(requests: Sequence[_Request | Exception]) -> list[tuple[Gate, list[_Request]]]:

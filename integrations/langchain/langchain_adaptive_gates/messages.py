@@ -3,17 +3,23 @@ gate should judge in whatever a chain hands it (a string, a dict, a message list
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import (
     AIMessage,
+    AnyMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
     convert_to_messages,
 )
 from langchain_core.prompt_values import PromptValue
+from pydantic import Field
+
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
 
 #: LangChain message type -> the core's chat role.
 _ROLE_OF_TYPE = {"system": "system", "human": "user", "ai": "assistant"}
@@ -23,6 +29,11 @@ _CLASS_OF_ROLE: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
     "assistant": AIMessage,
 }
+
+
+class UnreadableInputError(ValueError):
+    """An input that holds no question to judge: a dict without the question's key, a
+    message list without a human message, a list that is no message list."""
 
 
 def to_core_messages(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
@@ -56,13 +67,18 @@ def from_core_messages(messages: Sequence[Mapping[str, str]]) -> list[BaseMessag
 
 def as_messages(value: Any) -> list[BaseMessage] | None:
     """``value`` as a message list when it is one (messages, tuples, message dicts, a
-    chat prompt value), else ``None``."""
+    chat prompt value), else ``None``; ``UnreadableInputError`` for a non-empty list
+    that LangChain cannot read as messages."""
     if isinstance(value, PromptValue):
         return value.to_messages()
     if isinstance(value, BaseMessage):
         return [value]
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and value:
-        return convert_to_messages(value)
+        try:
+            return convert_to_messages(value)
+        except (ValueError, NotImplementedError) as exc:  # what LangChain's coercion raises
+            # its first line says what is wrong; the rest is a link to its docs
+            raise UnreadableInputError(f"the input list is not a message list: {str(exc).splitlines()[0]}") from exc
     return None
 
 
@@ -71,25 +87,59 @@ def split_conversation(messages: Sequence[BaseMessage]) -> tuple[str, list[BaseM
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].type == "human":
             return messages[i].text, list(messages[:i])
-    raise ValueError("the message list has no human message to take the question from")
+    types = [m.type for m in messages]
+    raise UnreadableInputError(f"the message list has no human message to take the question from (types: {types})")
 
 
-def conversation_of(value: Any, *, question_key: str, history_key: str) -> tuple[Any, list[BaseMessage]]:
+def conversation_of(value: Any, *, input_key: str, history_key: str) -> tuple[Any, list[BaseMessage]]:
     """The current question (as given, not yet validated) and its chat history.
 
     ``value`` may be the question itself, a message list (the last human turn is the
     question, the turns before it the history), or a dict holding the question (or a
-    message list) under ``question_key`` and optionally a history under ``history_key``.
+    message list) under ``input_key`` and optionally a history under ``history_key``.
+    Anything else is returned as the question, for the gate to refuse.
+
+    Raises:
+        UnreadableInputError: ``value`` holds no question to judge (see the class).
     """
     if isinstance(value, Mapping):
-        if question_key not in value:
-            raise ValueError(f"the input dict has no {question_key!r} key (keys: {sorted(map(str, value))})")
-        question, history = conversation_of(value[question_key], question_key=question_key, history_key=history_key)
+        if input_key not in value:
+            raise UnreadableInputError(f"the input dict has no {input_key!r} key (keys: {sorted(map(str, value))})")
+        question, history = conversation_of(value[input_key], input_key=input_key, history_key=history_key)
         extra = value.get(history_key)
         if extra:
-            history = (as_messages(extra) or []) + history
+            earlier = as_messages(extra)
+            if earlier is None:
+                raise UnreadableInputError(
+                    f"the input's {history_key!r} is not a message list (got {type(extra).__name__})"
+                )
+            history = earlier + history
         return question, history
     messages = as_messages(value)
     if messages is not None:
         return split_conversation(messages)
     return value, []
+
+
+@functools.cache
+def input_type(input_key: str, history_key: str) -> Any:
+    """The inputs ``conversation_of`` reads, as a type pydantic can validate and turn
+    into a JSON schema: a question, a message list, or a dict with the question under
+    ``input_key`` (and optionally the chat history under ``history_key``).
+
+    One type per pair of keys (cached), so runnables reading the same keys have equal
+    input types."""
+    conversation = Annotated[
+        list[AnyMessage], Field(description="The chat so far; the last human turn is the question.")
+    ]
+    question = Annotated[
+        str | list[AnyMessage], Field(description="The question, or a message list whose last human turn is it.")
+    ]
+    history = Annotated[list[AnyMessage], Field(description="The turns before the question.")]
+    # the keys are the caller's, so the dict's type is built with the functional syntax
+    fields = {input_key: question, history_key: NotRequired[history]}
+    keyed = TypedDict("GateInputDict", fields)  # type: ignore[misc]
+    keyed.__doc__ = (
+        f"A dict with the question under {input_key!r} and optionally the chat history under {history_key!r}."
+    )
+    return str | conversation | keyed

@@ -8,7 +8,8 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableConfig, ensure_config
+from langchain_core.runnables.utils import get_unique_config_specs
 from pydantic import ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
@@ -39,7 +40,9 @@ class GatedRetriever(BaseRetriever):
 
     ``gate`` is a core gate or a configured ``GateRunnable``. Per-request control
     comes from the call's ``configurable`` as for the router (``gate_threshold``,
-    ``gate_retrieval``, ``gate_name``), also inside a chain that passes its config on.
+    ``gate_retrieval``, ``gate_name``, ``gate_target_rate``), also inside a chain that
+    passes its config on; ``config_specs`` declares those keys and the wrapped
+    retriever's own.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -58,6 +61,12 @@ class GatedRetriever(BaseRetriever):
         if isinstance(gate, Gate):
             return GateRunnable(gate)
         raise ValueError(f"gate must be an adaptive_gates Gate or a GateRunnable, got {type(gate).__name__}")
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The gate's control keys and what the wrapped retriever declares: both run
+        with the call's config."""
+        return get_unique_config_specs([*self.gate.config_specs, *self.retriever.config_specs])
 
     def retrieve(self, query: str, config: RunnableConfig | None = None) -> GatedDocuments:
         """The documents (none when the model knows) and the decision that chose them."""

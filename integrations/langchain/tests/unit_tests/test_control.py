@@ -1,9 +1,10 @@
 import math
+from typing import get_args
 
 import pytest
 
 from adaptive_gates import GateDecision, SKRKnnGate
-from langchain_adaptive_gates import GateRunnable, RequestControl
+from langchain_adaptive_gates import CONTROL_KEYS, GateRunnable, RequestControl, control_specs
 
 
 def _decision(score, threshold=0.5, draft=None, error=None):
@@ -85,3 +86,31 @@ def test_a_target_rate_is_read_and_checked():
             RequestControl.from_config({"configurable": {"gate_target_rate": bad}})
     with pytest.raises(ValueError, match="not both"):
         RequestControl.from_config({"configurable": {"gate_target_rate": 0.2, "gate_threshold": 0.5}})
+
+
+def test_a_misspelt_gate_key_is_refused_with_a_suggestion():
+    with pytest.raises(ValueError, match=r"unknown configurable key 'gate_treshold'; did you mean 'gate_threshold'\?"):
+        RequestControl.from_config({"configurable": {"gate_treshold": 0.3}})
+    with pytest.raises(ValueError, match=r"'gate_colour' \(the gate's keys: gate_threshold, gate_retrieval, gate_name"):
+        RequestControl.from_config({"configurable": {"gate_colour": "red"}})
+
+
+def test_keys_of_other_runnables_pass():
+    configurable = {"thread_id": "t-1", "temperature": 0.2, "search_kwargs": {"k": 2}, "gate_retrieval": "never"}
+    assert RequestControl.from_config({"configurable": configurable}) == RequestControl(retrieval="never")
+
+
+def test_control_specs_declare_each_key():
+    specs = {spec.id: spec for spec in control_specs(["verbalized", "skr-knn"], "skr-knn")}
+    assert tuple(specs) == CONTROL_KEYS
+    assert get_args(specs["gate_name"].annotation) == ("skr-knn", "verbalized")
+    assert get_args(specs["gate_retrieval"].annotation) == ("auto", "always", "never")
+    assert {key: spec.default for key, spec in specs.items()} == {
+        "gate_threshold": None,
+        "gate_retrieval": "auto",
+        "gate_name": "skr-knn",
+        "gate_target_rate": None,
+    }
+    assert all(spec.name and spec.description for spec in specs.values())
+    with pytest.raises(ValueError, match="default gate 'thrust' is not one of"):
+        control_specs(["skr-knn"], "thrust")

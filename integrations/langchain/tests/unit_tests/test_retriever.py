@@ -5,9 +5,10 @@ import asyncio
 
 import pytest
 from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import ConfigurableField, RunnableLambda
 
 from langchain_adaptive_gates import (
+    CONTROL_KEYS,
     DECISION_EVENT,
     DOCUMENT_DECISION_KEY,
     GatedRetriever,
@@ -68,3 +69,17 @@ def test_per_request_control_through_configurable(store, knn_gate):
     chain = RunnableLambda(lambda q: q) | retriever
     assert len(chain.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}})) == 1
     assert retriever.retrieve(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}).decision.retrieve is True
+
+
+def test_a_gated_retriever_declares_its_gates_and_its_retrievers_keys(store, knn_gate):
+    wrapped = store.as_retriever(search_kwargs={"k": 3}).configurable_fields(
+        search_kwargs=ConfigurableField(id="search_kwargs")
+    )
+    retriever = GatedRetriever(retriever=wrapped, gate=knn_gate)
+    assert sorted(spec.id for spec in retriever.config_specs) == sorted([*CONTROL_KEYS, "search_kwargs"])
+    # both kinds of key reach their runnable in one call
+    config = {"configurable": {"gate_retrieval": "always", "search_kwargs": {"k": 1}}}
+    assert len(retriever.invoke(KNOWN_Q, config)) == 1
+    assert len(retriever.invoke(UNKNOWN_Q)) == 3
+    with pytest.raises(ValueError, match="did you mean 'gate_threshold'"):
+        retriever.invoke(UNKNOWN_Q, {"configurable": {"gate_treshold": 1.0}})
