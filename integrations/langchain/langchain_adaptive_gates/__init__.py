@@ -15,9 +15,9 @@
   behind the core's gates).
 """
 
-from .chat_models import AdaptiveGatesChatModel
 from typing import TYPE_CHECKING, Any
 
+from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
 from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
 from .core_chat import LangChainChatModel
@@ -55,9 +55,9 @@ __all__ = [
     "DECISION_EVENT",
     "DOCUMENT_DECISION_KEY",
     "ERROR_KEY",
+    "GATE_KEY",
     "GRADE_ERROR_KEY",
     "GRADE_PROMPT",
-    "GATE_KEY",
     "LABEL_KEY",
     "LLM_CALL_EVENT",
     "METADATA_KEY",
@@ -68,8 +68,8 @@ __all__ = [
     "THRESHOLD_KEY",
     "UNCERTAINTY_KEY",
     "AdaptiveGatesChatModel",
-    "AdaptiveRAGState",
     "AdaptiveGatesEmbeddings",
+    "AdaptiveRAGState",
     "AnswerSelector",
     "GateFeedback",
     "GateRunnable",

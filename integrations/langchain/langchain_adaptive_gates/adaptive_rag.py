@@ -186,7 +186,7 @@ class _Nodes:
     @staticmethod
     def draft(state: AdaptiveRAGState) -> dict[str, Any]:
         """The confident gate's own answer, with no further LLM call."""
-        return _answered(state, state[STATE_DECISION_KEY]["draft_answer"])
+        return _answered(state, state["gate_decision"]["draft_answer"])
 
 
 def _in_conversation(state: Mapping[str, Any]) -> bool:

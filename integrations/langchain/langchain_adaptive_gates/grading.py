@@ -59,12 +59,13 @@ def parse_grade(output: Any) -> bool:
 
 def as_grader(grader: Grader) -> Runnable[tuple[str, Document], bool]:
     """``grader`` as one runnable from ``(question, document)`` to its verdict."""
-    if isinstance(grader, BaseLanguageModel):
-        grader = document_grader(grader)
-    if isinstance(grader, Runnable):
-        return RunnableLambda(_grade_inputs, name="grade_inputs") | grader | RunnableLambda(parse_grade)
-    if callable(grader):
-        function = grader
+    judge: Runnable | Callable[[str, Document], Any] = (
+        document_grader(grader) if isinstance(grader, BaseLanguageModel) else grader
+    )
+    if isinstance(judge, Runnable):
+        return RunnableLambda(_grade_inputs, name="grade_inputs") | judge | RunnableLambda(parse_grade)
+    if callable(judge):
+        function = judge
 
         def grade(pair: tuple[str, Document]) -> bool:
             return parse_grade(function(*pair))

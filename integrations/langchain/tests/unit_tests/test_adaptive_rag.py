@@ -128,7 +128,9 @@ def test_a_function_grader_keeps_the_relevant_documents_and_those_it_failed_on(p
 
     app = create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents=on_topic)
     state = app.invoke({"question": question}, ALWAYS)
-    expected = [d.page_content for d in retrieved if d.metadata["title"] == boolq[0]["title"] or d.page_content == failing]
+    expected = [
+        d.page_content for d in retrieved if d.metadata["title"] == boolq[0]["title"] or d.page_content == failing
+    ]
     assert [d.page_content for d in state["documents"]] == expected and len(expected) < 3
     assert state["documents"][-1].metadata[GRADE_ERROR_KEY] == "RuntimeError: grading service down"
     assert all(GRADE_ERROR_KEY not in d.metadata for d in state["documents"][:-1])
@@ -182,11 +184,15 @@ def test_a_conversation_with_memory_keeps_its_turns_and_starts_each_turn_clean(p
     app = create_adaptive_rag_graph(
         knn_gate, passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm, checkpointer=InMemorySaver()
     )
-    first = app.invoke({"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": "t1", "gate_retrieval": "always"}})
+    first = app.invoke(
+        {"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": "t1", "gate_retrieval": "always"}}
+    )
     assert len(first["documents"]) == 1 and [m.type for m in first["messages"]] == ["human", "ai"]
     assert first["messages"][-1].text == first["answer"]
     seen = _Seen()
-    second = app.invoke({"messages": [HumanMessage(KNOWN_Q)]}, {"configurable": {"thread_id": "t1"}, "callbacks": [seen]})
+    second = app.invoke(
+        {"messages": [HumanMessage(KNOWN_Q)]}, {"configurable": {"thread_id": "t1"}, "callbacks": [seen]}
+    )
     assert [m.type for m in second["messages"]] == ["human", "ai", "human", "ai"]
     assert second["question"] == KNOWN_Q and second["gate_decision"]["retrieve"] is False
     assert second["documents"] == [] and second["retrieval_error"] is None
@@ -204,3 +210,34 @@ def test_bad_input_and_prompts_get_clear_errors(passage_store, knn_gate, llm):
     app = create_adaptive_rag_graph(knn_gate, retriever, llm)
     with pytest.raises(ValueError, match="'question' or 'messages'"):
         app.invoke({"documents": []})
+
+
+def test_a_graders_reply_is_read_by_its_first_word(llm):
+    from langchain_core.messages import AIMessage
+    from langchain_core.prompts import ChatPromptTemplate
+
+    from langchain_adaptive_gates.grading import document_grader, parse_grade
+
+    assert parse_grade("Yes, it does.") is True and parse_grade(" no.") is False
+    assert parse_grade(AIMessage("YES")) is True and parse_grade(False) is False
+    with pytest.raises(ValueError, match="neither yes nor no: 'maybe'"):
+        parse_grade("maybe")
+    with pytest.raises(TypeError, match="bool or yes/no text"):
+        parse_grade(3)
+    with pytest.raises(ValueError, match=r"\['document'\]"):
+        document_grader(llm, ChatPromptTemplate.from_template("{question}"))
+
+
+def test_without_langgraph_the_graph_names_the_extra_and_the_package_still_imports(monkeypatch):
+    import subprocess
+    import sys
+
+    import langchain_adaptive_gates
+
+    code = "import sys, langchain_adaptive_gates; print('langgraph' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+    monkeypatch.setitem(sys.modules, "langgraph.graph", None)  # as if langgraph were not installed
+    monkeypatch.delitem(sys.modules, "langchain_adaptive_gates.adaptive_rag")
+    monkeypatch.delattr(langchain_adaptive_gates, "adaptive_rag")
+    with pytest.raises(ImportError, match=r"pip install 'langchain-adaptive-gates\[langgraph\]'"):
+        langchain_adaptive_gates.create_adaptive_rag_graph  # noqa: B018
