@@ -28,6 +28,7 @@ from .messages import split_conversation
 
 try:
     from langgraph.graph import END, START, StateGraph, add_messages
+    from langgraph.graph.state import CompiledStateGraph
 except ImportError as exc:  # the optional extra
     raise ImportError(
         "create_adaptive_rag_graph needs langgraph: pip install 'langchain-adaptive-gates[langgraph]'"
@@ -71,7 +72,7 @@ class AdaptiveRAGState(TypedDict, total=False):
 
 def create_adaptive_rag_graph(
     gate: Gate | GateRunnable,
-    retriever: BaseRetriever,
+    retriever: BaseRetriever | Runnable[str, list[Document]],
     llm: Runnable | Callable[..., Any],
     *,
     grade_documents: Grader | None = None,
@@ -79,7 +80,7 @@ def create_adaptive_rag_graph(
     direct_prompt: BasePromptTemplate = DIRECT_PROMPT,
     checkpointer: Any = None,
     name: str = "adaptive_rag",
-) -> Any:
+) -> CompiledStateGraph[AdaptiveRAGState, Any, AdaptiveRAGState, AdaptiveRAGState]:
     """A compiled LangGraph graph over ``AdaptiveRAGState``::
 
         START -> gate -> retrieve -> [grade] -> answer -> END
@@ -89,7 +90,8 @@ def create_adaptive_rag_graph(
     ``gate`` decides on the question (a ``GateRunnable`` keeps its history and
     per-request options); the config reaches it, so ``configurable`` control (e.g.
     ``{"gate_retrieval": "always"}``) and the decision's custom event work in the
-    graph. ``retriever`` is any LangChain retriever; a failing one is recorded in
+    graph. ``retriever`` is any LangChain retriever (or runnable from the question to
+    documents); a failing one is recorded in
     ``retrieval_error`` and the question is answered directly. ``grade_documents``
     (an LLM, a runnable or a function, see ``grading``) keeps only the documents it
     judges relevant. ``llm`` (a chat model or any runnable) answers with ``prompt``
@@ -102,6 +104,9 @@ def create_adaptive_rag_graph(
     (``metadata["langgraph_node"]``). ``checkpointer`` is passed to ``compile``.
     """
     gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
+    if not isinstance(retriever, Runnable):
+        hint = " (a vector store gives one with .as_retriever())" if hasattr(retriever, "as_retriever") else ""
+        raise TypeError(f"retriever must be a LangChain retriever, got {type(retriever).__name__}{hint}")
     for template, needed in ((prompt, {"context", "question"}), (direct_prompt, {"question"})):
         missing = needed - set(template.input_variables)
         if missing:
@@ -138,7 +143,7 @@ def create_adaptive_rag_graph(
 class _Nodes:
     """The graph's nodes, each with its async twin."""
 
-    def __init__(self, gate: GateRunnable, retriever: BaseRetriever, rag: Runnable, direct: Runnable) -> None:
+    def __init__(self, gate: GateRunnable, retriever: Runnable, rag: Runnable, direct: Runnable) -> None:
         self.gate_runnable = gate
         self.retriever = retriever
         self.rag = rag

@@ -205,6 +205,8 @@ def test_bad_input_and_prompts_get_clear_errors(passage_store, knn_gate, llm):
     retriever = passage_store("in-memory").as_retriever()
     with pytest.raises(ValueError, match=r"\['context'\]"):
         create_adaptive_rag_graph(knn_gate, retriever, llm, prompt=ChatPromptTemplate.from_template("{question}"))
+    with pytest.raises(TypeError, match=r"InMemoryVectorStore \(a vector store gives one with .as_retriever\(\)\)"):
+        create_adaptive_rag_graph(knn_gate, passage_store("in-memory"), llm)
     with pytest.raises(TypeError, match="grade_documents"):
         create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents="yes")
     app = create_adaptive_rag_graph(knn_gate, retriever, llm)
