@@ -4,12 +4,18 @@
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
+- ``create_adaptive_rag_graph`` / ``AdaptiveRAGState``: a prebuilt adaptive-RAG LangGraph
+  graph (gate, retrieval, optional document grading, answer); needs the ``langgraph`` extra.
+- ``SeaKRChain``: SeaKR's whole pipeline (step-wise retrieval, re-ranking, answer
+  selection) as a runnable over any LangChain retriever.
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
 - ``GateFeedback``: a callback handler that teaches the gate from judged answers.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
   in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` (LangChain's models
   behind the core's gates).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
@@ -26,15 +32,32 @@ from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
 from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable
+from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, TAG_PREFIX, gated_router
+from .seakr_chain import RetrieverSearch, SeaKRChain
 from .selection import AnswerSelector
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
+if TYPE_CHECKING:
+    from .adaptive_rag import AdaptiveRAGState, create_adaptive_rag_graph
+
 __version__ = "0.1.0"
+
+#: Names that need langgraph (the ``langgraph`` extra), imported on first use.
+_GRAPH_NAMES = ("AdaptiveRAGState", "create_adaptive_rag_graph")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GRAPH_NAMES:
+        from . import adaptive_rag
+
+        return getattr(adaptive_rag, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONTROL_KEYS",
@@ -42,6 +65,8 @@ __all__ = [
     "DOCUMENT_DECISION_KEY",
     "ERROR_KEY",
     "GATE_KEY",
+    "GRADE_ERROR_KEY",
+    "GRADE_PROMPT",
     "LABEL_KEY",
     "LLM_CALL_EVENT",
     "METADATA_KEY",
@@ -53,6 +78,7 @@ __all__ = [
     "UNCERTAINTY_KEY",
     "AdaptiveGatesChatModel",
     "AdaptiveGatesEmbeddings",
+    "AdaptiveRAGState",
     "AnswerSelector",
     "GateFeedback",
     "GateRunnable",
@@ -61,10 +87,14 @@ __all__ = [
     "LangChainChatModel",
     "LangChainEmbedder",
     "RequestControl",
+    "RetrieverSearch",
+    "SeaKRChain",
     "SeaKRCompressor",
     "VectorStoreMemory",
     "condense_question_chain",
     "control_specs",
+    "create_adaptive_rag_graph",
+    "document_grader",
     "gate_node",
     "gated_router",
     "llm_call_payload",

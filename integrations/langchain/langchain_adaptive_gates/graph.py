@@ -33,14 +33,34 @@ def gate_node(
 
 
 def route_on_decision(
-    *, retrieve: str = "retrieve", direct: str = "direct", decision_key: str = STATE_DECISION_KEY
+    *,
+    retrieve: str = "retrieve",
+    direct: str = "direct",
+    draft: str | None = None,
+    decision_key: str = STATE_DECISION_KEY,
 ) -> Callable[[Mapping[str, Any]], str]:
     """A conditional-edge function: the ``retrieve`` node when the decision in the
-    state says so, else ``direct``."""
+    state says so, else ``direct``; with ``draft``, that node when the gate already
+    answered (a confident verbalized gate's draft), so no LLM is asked again.
+
+    The edge reads what ``gate_node`` wrote: a state without ``decision_key`` raises
+    ``KeyError`` saying so (the gate node must run before this edge, and the state type
+    must declare the key, or LangGraph drops it)."""
 
     def route(state: Mapping[str, Any]) -> str:
+        if decision_key not in state:
+            raise KeyError(
+                f"the state has no {decision_key!r}: run the gate node (gate_node) before this edge, "
+                f"and declare {decision_key!r} in the graph's state type so LangGraph keeps it "
+                f"(state keys: {sorted(map(str, state))})"
+            )
         decision = state[decision_key]
-        wants = decision.retrieve if isinstance(decision, GateDecision) else decision["retrieve"]
-        return retrieve if wants else direct
+        if isinstance(decision, GateDecision):
+            wants, answered = decision.retrieve, decision.draft_answer is not None
+        else:
+            wants, answered = decision["retrieve"], decision.get("draft_answer") is not None
+        if wants:
+            return retrieve
+        return draft if draft is not None and answered else direct
 
     return route

@@ -129,6 +129,9 @@ def test_a_failing_document_ranks_last_with_its_error_as_seakr_rerank_does(small
         ERROR_KEY: "BackendError: the probing model ran out of memory",
     }
     assert ERROR_KEY not in out[0].metadata and out[0].metadata[UNCERTAINTY_KEY] < float("inf")
+    # awaited, the same ranking and the same recorded error
+    awaited = asyncio.run(compressor.acompress_documents(given, "What is the capital of France?"))
+    assert [(d.id, d.metadata) for d in awaited] == [(d.id, d.metadata) for d in out]
 
 
 def test_the_compressor_and_the_retriever_refuse_unknown_fields(knn_gate):

@@ -4,9 +4,13 @@ import asyncio
 import operator
 from typing import Annotated, TypedDict
 
+import pytest
 from langgraph.graph import END, START, StateGraph
 
-from langchain_adaptive_gates import gate_node, route_on_decision
+from adaptive_gates import VerbalizedGate
+from langchain_adaptive_gates import LangChainChatModel, gate_node, route_on_decision
+
+from .chat_doubles import scripted
 
 KNOWN_Q = "Who wrote Macbeth?"
 UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
@@ -42,3 +46,22 @@ def test_graph_passes_per_request_control(knn_gate):
     app = _graph(knn_gate)
     forced = app.invoke({"question": KNOWN_Q, "path": []}, {"configurable": {"gate_retrieval": "always"}})
     assert forced["path"] == ["retrieve"] and forced["gate_decision"]["details"] == {"forced": "always"}
+
+
+def test_the_edge_without_a_decision_names_the_gate_node():
+    graph = StateGraph(State)
+    graph.add_node("retrieve", lambda s: {"path": ["retrieve"]})
+    graph.add_node("direct", lambda s: {"path": ["direct"]})
+    graph.add_conditional_edges(START, route_on_decision(), ["retrieve", "direct"])
+    graph.add_edge("retrieve", END)
+    graph.add_edge("direct", END)
+    with pytest.raises(KeyError, match=r"no 'gate_decision': run the gate node \(gate_node\) before this edge"):
+        graph.compile().invoke({"question": KNOWN_Q, "path": []})
+
+
+def test_a_draft_route_takes_the_gates_own_answer():
+    gate = VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False, top_logprobs=0)
+    route = route_on_decision(draft="draft")
+    decided = gate_node(gate)({"question": "What is the capital of France?"}, {})
+    assert decided["gate_decision"]["draft_answer"] == "Paris" and route(decided) == "draft"
+    assert route_on_decision()(decided) == "direct"  # without a draft node, the direct one

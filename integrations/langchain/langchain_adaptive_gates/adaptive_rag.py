@@ -1,0 +1,235 @@
+"""A prebuilt adaptive-RAG LangGraph graph: the gate decides, then the graph retrieves
+(and optionally grades the documents) before answering, answers directly, or returns
+the gate's own draft answer.
+
+Needs ``langgraph`` (the ``langgraph`` extra:
+``pip install 'langchain-adaptive-gates[langgraph]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.prompts import BasePromptTemplate, ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import coerce_to_runnable
+
+from adaptive_gates import Gate
+
+from .gate_runnable import GateRunnable
+from .grading import Grader, arelevant, as_grader, relevant
+from .graph import STATE_DECISION_KEY, route_on_decision
+from .messages import split_conversation
+
+try:
+    from langgraph.graph import END, START, StateGraph, add_messages
+    from langgraph.graph.state import CompiledStateGraph
+except ImportError as exc:  # the optional extra
+    raise ImportError(
+        "create_adaptive_rag_graph needs langgraph: pip install 'langchain-adaptive-gates[langgraph]'"
+    ) from exc
+
+logger = logging.getLogger(__name__)
+
+#: Default prompt of the answer from documents: ``context``, ``question`` and the
+#: optional ``chat_history`` (the turns before the question in a conversation).
+RAG_PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "Answer the question using the context.\n\nContext:\n{context}"),
+        MessagesPlaceholder("chat_history", optional=True),
+        ("human", "{question}"),
+    ]
+)
+#: Default prompt of the direct answer: ``question`` and the optional ``chat_history``.
+DIRECT_PROMPT = ChatPromptTemplate.from_messages(
+    [MessagesPlaceholder("chat_history", optional=True), ("human", "{question}")]
+)
+
+
+class AdaptiveRAGState(TypedDict, total=False):
+    """The graph's state.
+
+    Give ``question`` (a string) or ``messages`` (a conversation ending with the human
+    turn to answer; the answer is appended to it). The graph writes the rest:
+    ``gate_decision`` (the ``GateDecision`` as a dict, with its ``draft_answer``),
+    ``documents`` (retrieved, after grading), ``retrieval_error`` (why retrieval
+    failed, when it did: the question is then answered without documents) and
+    ``answer`` (the text).
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    question: str
+    gate_decision: dict[str, Any]
+    documents: list[Document]
+    retrieval_error: str | None
+    answer: str
+
+
+def create_adaptive_rag_graph(
+    gate: Gate | GateRunnable,
+    retriever: BaseRetriever | Runnable[str, list[Document]],
+    llm: Runnable | Callable[..., Any],
+    *,
+    grade_documents: Grader | None = None,
+    prompt: BasePromptTemplate = RAG_PROMPT,
+    direct_prompt: BasePromptTemplate = DIRECT_PROMPT,
+    checkpointer: Any = None,
+    name: str = "adaptive_rag",
+) -> CompiledStateGraph[AdaptiveRAGState, Any, AdaptiveRAGState, AdaptiveRAGState]:
+    """A compiled LangGraph graph over ``AdaptiveRAGState``::
+
+        START -> gate -> retrieve -> [grade] -> answer -> END
+                      -> answer (direct)               -> END
+                      -> draft (the gate already answered) -> END
+
+    ``gate`` decides on the question (a ``GateRunnable`` keeps its history and
+    per-request options); the config reaches it, so ``configurable`` control (e.g.
+    ``{"gate_retrieval": "always"}``) and the decision's custom event work in the
+    graph. ``retriever`` is any LangChain retriever (or runnable from the question to
+    documents); a failing one is recorded in
+    ``retrieval_error`` and the question is answered directly. ``grade_documents``
+    (an LLM, a runnable or a function, see ``grading``) keeps only the documents it
+    judges relevant. ``llm`` (a chat model or any runnable) answers with ``prompt``
+    (variables ``context``, ``question``, optional ``chat_history``) when there are
+    documents, else with ``direct_prompt``; when a confident verbalized gate already
+    answered, its draft is the answer and ``llm`` is not called.
+
+    The graph runs with ``invoke``, ``ainvoke``, ``stream`` and ``astream``; in
+    ``stream_mode="messages"`` the answer's tokens stream from the ``answer`` node
+    (``metadata["langgraph_node"]``). ``checkpointer`` is passed to ``compile``.
+    """
+    gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
+    if not isinstance(retriever, Runnable):
+        hint = " (a vector store gives one with .as_retriever())" if hasattr(retriever, "as_retriever") else ""
+        raise TypeError(f"retriever must be a LangChain retriever, got {type(retriever).__name__}{hint}")
+    for template, needed in ((prompt, {"context", "question"}), (direct_prompt, {"question"})):
+        missing = needed - set(template.input_variables)
+        if missing:
+            raise ValueError(f"the answer prompt must use the variables {sorted(missing)}")
+    nodes = _Nodes(gate_runnable, retriever, prompt | coerce_to_runnable(llm), direct_prompt | coerce_to_runnable(llm))
+
+    graph = StateGraph(AdaptiveRAGState)
+    graph.add_node("gate", RunnableLambda(nodes.gate, afunc=nodes.agate, name="gate"))
+    graph.add_node("retrieve", RunnableLambda(nodes.retrieve, afunc=nodes.aretrieve, name="retrieve"))
+    graph.add_node("answer", RunnableLambda(nodes.answer, afunc=nodes.aanswer, name="answer"))
+    graph.add_node("draft", nodes.draft)
+    graph.add_edge(START, "gate")
+    route = route_on_decision(retrieve="retrieve", direct="answer", draft="draft")
+    graph.add_conditional_edges("gate", route, ["retrieve", "answer", "draft"])
+    if grade_documents is not None:
+        grader = as_grader(grade_documents)
+
+        def grade(state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+            return {"documents": relevant(grader, state["question"], state.get("documents", []), config)}
+
+        async def agrade(state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+            return {"documents": await arelevant(grader, state["question"], state.get("documents", []), config)}
+
+        graph.add_node("grade", RunnableLambda(grade, afunc=agrade, name="grade"))
+        graph.add_edge("retrieve", "grade")
+        graph.add_edge("grade", "answer")
+    else:
+        graph.add_edge("retrieve", "answer")
+    graph.add_edge("answer", END)
+    graph.add_edge("draft", END)
+    return graph.compile(checkpointer=checkpointer, name=name)
+
+
+class _Nodes:
+    """The graph's nodes, each with its async twin."""
+
+    def __init__(self, gate: GateRunnable, retriever: Runnable, rag: Runnable, direct: Runnable) -> None:
+        self.gate_runnable = gate
+        self.retriever = retriever
+        self.rag = rag
+        self.direct = direct
+
+    # ---------------------------------------------------------------- gate
+    def gate(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        judged, question = _judged(state)
+        return _decided(question, self.gate_runnable.invoke(judged, config).to_dict())
+
+    async def agate(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        judged, question = _judged(state)
+        return _decided(question, (await self.gate_runnable.ainvoke(judged, config)).to_dict())
+
+    # ---------------------------------------------------------------- retrieve
+    def retrieve(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            return {"documents": self.retriever.invoke(state["question"], config)}
+        except Exception as exc:  # a failing retriever: answer without documents
+            return _retrieval_failed(exc)
+
+    async def aretrieve(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            return {"documents": await self.retriever.ainvoke(state["question"], config)}
+        except Exception as exc:  # as in retrieve
+            return _retrieval_failed(exc)
+
+    # ---------------------------------------------------------------- answer
+    def answer(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        chain, inputs = self._answer_call(state)
+        return _answered(state, chain.invoke(inputs, config))
+
+    async def aanswer(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        chain, inputs = self._answer_call(state)
+        return _answered(state, await chain.ainvoke(inputs, config))
+
+    def _answer_call(self, state: AdaptiveRAGState) -> tuple[Runnable, dict[str, Any]]:
+        """The chain to answer with (from documents when there are any) and its inputs."""
+        inputs: dict[str, Any] = {"question": state["question"], "chat_history": _history(state)}
+        documents = state.get("documents") or []
+        if not documents:
+            return self.direct, inputs
+        return self.rag, {**inputs, "context": "\n\n".join(d.page_content for d in documents)}
+
+    @staticmethod
+    def draft(state: AdaptiveRAGState) -> dict[str, Any]:
+        """The confident gate's own answer, with no further LLM call."""
+        return _answered(state, state["gate_decision"]["draft_answer"])
+
+
+def _in_conversation(state: Mapping[str, Any]) -> bool:
+    """A turn asked in ``messages``: the conversation ends with a human turn."""
+    messages = state.get("messages") or []
+    return bool(messages) and messages[-1].type == "human"
+
+
+def _judged(state: AdaptiveRAGState) -> tuple[Any, str]:
+    """What the gate judges (the conversation, or the question) and the question."""
+    if _in_conversation(state):
+        messages = state["messages"]
+        return messages, split_conversation(messages)[0]
+    if "question" not in state:
+        raise ValueError("the graph's input needs a 'question' or 'messages' ending with a human turn")
+    return state["question"], state["question"]
+
+
+def _history(state: AdaptiveRAGState) -> list[BaseMessage]:
+    """The turns before the question (none when it was asked as ``question``)."""
+    return split_conversation(state["messages"])[1] if _in_conversation(state) else []
+
+
+def _decided(question: str, decision: dict[str, Any]) -> dict[str, Any]:
+    # A turn starts clean: with a checkpointer the last turn's documents are still held.
+    return {"question": question, STATE_DECISION_KEY: decision, "documents": [], "retrieval_error": None}
+
+
+def _retrieval_failed(exc: Exception) -> dict[str, Any]:
+    reason = f"{type(exc).__name__}: {exc}"
+    logger.warning("retrieval failed (%s); answering without documents", reason)
+    return {"documents": [], "retrieval_error": reason}
+
+
+def _answered(state: AdaptiveRAGState, output: Any) -> dict[str, Any]:
+    """The answer's text, appended as an AI turn when the question came in ``messages``."""
+    message = output if isinstance(output, BaseMessage) else AIMessage(content=str(output))
+    update: dict[str, Any] = {"answer": str(message.text)}
+    if _in_conversation(state):
+        update["messages"] = [message]
+    return update
