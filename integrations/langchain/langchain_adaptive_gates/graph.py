@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from adaptive_gates import Gate, GateDecision
 
@@ -19,17 +19,25 @@ STATE_DECISION_KEY = "gate_decision"
 
 def gate_node(
     gate: Gate | GateRunnable, *, input_key: str = "question", decision_key: str = STATE_DECISION_KEY
-) -> Callable[..., Any]:
-    """A graph node (async-capable) deciding on ``state[input_key]`` (a question or a
-    message list, e.g. ``"messages"``) and writing the decision dict under
-    ``decision_key``. The config reaches the gate, so per-request control and the
-    decision's custom event work inside the graph."""
-    runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
+) -> Runnable[Mapping[str, Any], dict[str, Any]]:
+    """A graph node deciding on ``state[input_key]`` (a question or a message list, e.g.
+    ``"messages"``) and writing the decision dict under ``decision_key``; it runs on the
+    event loop under ``ainvoke``/``astream``. The config reaches the gate, so
+    per-request control and the decision's custom event work inside the graph. A state
+    without ``input_key`` gets the gate's recorded fallback decision, its error naming
+    the keys the state has (as ``GateRunnable`` treats a dict without its key)."""
+    runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate, input_key=input_key)
+
+    def judged(state: Mapping[str, Any]) -> Any:
+        return state[input_key] if input_key in state else state
 
     def node(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: runnable.invoke(state[input_key], config).to_dict()}
+        return {decision_key: runnable.invoke(judged(state), config).to_dict()}
 
-    return node
+    async def anode(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {decision_key: (await runnable.ainvoke(judged(state), config)).to_dict()}
+
+    return RunnableLambda(node, afunc=anode, name="gate")
 
 
 def route_on_decision(

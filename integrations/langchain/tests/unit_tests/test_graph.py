@@ -62,6 +62,20 @@ def test_the_edge_without_a_decision_names_the_gate_node():
 def test_a_draft_route_takes_the_gates_own_answer():
     gate = VerbalizedGate(LangChainChatModel(scripted("Paris. certain")), judge=False, top_logprobs=0)
     route = route_on_decision(draft="draft")
-    decided = gate_node(gate)({"question": "What is the capital of France?"}, {})
+    decided = gate_node(gate).invoke({"question": "What is the capital of France?"})
     assert decided["gate_decision"]["draft_answer"] == "Paris" and route(decided) == "draft"
     assert route_on_decision()(decided) == "direct"  # without a draft node, the direct one
+
+
+def test_a_state_without_the_question_gets_the_recorded_fallback(knn_gate):
+    app = _graph(knn_gate)
+    for state in (app.invoke({"path": []}), asyncio.run(app.ainvoke({"path": []}))):
+        decision = state["gate_decision"]
+        assert state["path"] == ["retrieve"] and decision["retrieve"] is True
+        assert "no 'question' key" in decision["error"] and "path" in decision["error"]
+
+
+def test_the_gate_node_reads_the_key_it_is_given(knn_gate):
+    node = gate_node(knn_gate, input_key="query")
+    assert node.invoke({"query": KNOWN_Q})["gate_decision"]["question"] == KNOWN_Q
+    assert asyncio.run(node.ainvoke({"query": UNKNOWN_Q}))["gate_decision"]["retrieve"] is True
