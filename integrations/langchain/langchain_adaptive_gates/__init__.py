@@ -1,6 +1,7 @@
 """LangChain integration of adaptive-gates: decide per question whether to retrieve.
 
-- ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain.
+- ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain,
+  or among named routes (``ScoreBands``).
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
@@ -11,6 +12,7 @@
   behind the core's gates).
 """
 
+from .answers import ANSWER_KEY, DECISION_KEY, ROUTE_KEY, draft_message, draft_text
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
 from .control import GATE_KEY, RETRIEVAL_KEY, TARGET_RATE_KEY, THRESHOLD_KEY, RequestControl
@@ -22,14 +24,17 @@ from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
-from .router import METADATA_KEY, TAG_PREFIX, gated_router
+from .router import METADATA_KEY, ROUTE_METADATA_KEY, TAG_PREFIX, GatedRouter, gated_router
+from .routes import RouteChoice, ScoreBands
 from .selection import AnswerSelector
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANSWER_KEY",
     "DECISION_EVENT",
+    "DECISION_KEY",
     "DOCUMENT_DECISION_KEY",
     "ERROR_KEY",
     "GATE_KEY",
@@ -37,6 +42,8 @@ __all__ = [
     "LLM_CALL_EVENT",
     "METADATA_KEY",
     "RETRIEVAL_KEY",
+    "ROUTE_KEY",
+    "ROUTE_METADATA_KEY",
     "STATE_DECISION_KEY",
     "TAG_PREFIX",
     "TARGET_RATE_KEY",
@@ -49,12 +56,17 @@ __all__ = [
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",
+    "GatedRouter",
     "LangChainChatModel",
     "LangChainEmbedder",
     "RequestControl",
+    "RouteChoice",
+    "ScoreBands",
     "SeaKRCompressor",
     "VectorStoreMemory",
     "condense_question_chain",
+    "draft_message",
+    "draft_text",
     "gate_node",
     "gated_router",
     "llm_call_payload",
