@@ -18,7 +18,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.config import get_executor_for_config
 from langchain_core.runnables.utils import gather_with_concurrency
-from langchain_core.utils.pydantic import create_model_v2
+from langchain_core.utils.pydantic import TypeBaseModel, create_model_v2
 from pydantic import BaseModel
 
 from adaptive_gates import Gate, GateDecision
@@ -99,7 +99,7 @@ class GatedRouter(RunnableLambda):
     def InputType(self) -> Any:
         return input_source(list(self.routes.values()), self.gate).InputType
 
-    def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+    def get_input_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
         return input_source(list(self.routes.values()), self.gate).get_input_schema(config)
 
     @property
