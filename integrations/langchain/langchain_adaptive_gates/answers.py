@@ -65,16 +65,17 @@ def decision_output_fields(answer_type: Any) -> dict[str, Any]:
 
 
 class WithDecision(Runnable[Any, dict[str, Any]]):
-    """``route``'s answer under ``ANSWER_KEY``, beside the decision and the route name.
+    """``route``'s answer under ``ANSWER_KEY``, beside the decision (as a dict) and the
+    route name.
 
     It hands its config straight to ``route``, as a ``RunnableBinding`` does, so it
     adds no run: the route's run stays the router's child.
     """
 
-    def __init__(self, route: Runnable, decision: GateDecision, route_name: str) -> None:
+    def __init__(self, route: Runnable, decision: dict[str, Any], route_name: str) -> None:
         self.route = route
         self.name = route_name
-        self._decided = {DECISION_KEY: decision.to_dict(), ROUTE_KEY: route_name}
+        self._decided = {DECISION_KEY: decision, ROUTE_KEY: route_name}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         return {ANSWER_KEY: self.route.invoke(input, config, **kwargs), **self._decided}

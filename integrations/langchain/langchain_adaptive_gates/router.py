@@ -44,9 +44,11 @@ class GatedRouter(RunnableLambda):
     """Decides with ``gate``, then runs the route ``choose(decision)`` names.
 
     Every route receives the router's input unchanged (a question string, a dict, a
-    message list: see ``GateRunnable``). ``choose`` is a ``RouteChoice`` (the default:
-    draft, then verdict, or ``ScoreBands`` of the score) or any function from the
-    decision to a route name. When the gate already answered (a confident verbalized
+    message list: see ``GateRunnable``). ``choose`` is any function from the decision
+    to a route name, or ``ScoreBands`` (or ``None``) for the default ``RouteChoice``:
+    a draft takes the draft route, a decision without a score its verdict's route
+    (``"retrieve"``/``"direct"``), a scored one its score's band (or its verdict's
+    route without bands). When the gate already answered (a confident verbalized
     reply) the ``DRAFT`` route answers ``draft(decision)`` without running a branch:
     by default the draft in the branches' output type (``"auto"``); ``None`` turns the
     route off.
@@ -70,6 +72,8 @@ class GatedRouter(RunnableLambda):
         include_decision: bool = False,
     ) -> None:
         super().__init__(self._choose, afunc=self._achoose, name="gated_router")
+        if not isinstance(gate, GateRunnable):
+            raise TypeError(f"gate must be a GateRunnable (gated_router takes a bare Gate), got {type(gate).__name__}")
         if not routes:
             raise ValueError("a router needs at least one route")
         for name in routes:
@@ -88,6 +92,9 @@ class GatedRouter(RunnableLambda):
         check_routes(choose, self.routes)
         self.choose = choose
         self.include_decision = include_decision
+
+    def __repr__(self) -> str:
+        return f"GatedRouter(gate={self.gate.get_name()!r}, routes={self._route_names}, choose={self.choose!r})"
 
     # ----------------------------------------------------------------- types
     @functools.cached_property
@@ -122,12 +129,13 @@ class GatedRouter(RunnableLambda):
         """The route ``decision`` takes, its run named, tagged and with the decision."""
         name = checked_route(self.choose(decision), self._route_names)
         route = draft_route(self.draft, decision) if name == DRAFT and self.draft is not None else self.routes[name]
+        decided = decision.to_dict()
         route = route.with_config(
             run_name=f"{name}_branch",
             tags=[TAG_PREFIX + name, f"{TAG_PREFIX}gate:{decision.gate}"],
-            metadata={METADATA_KEY: decision.to_dict(), ROUTE_METADATA_KEY: name},
+            metadata={METADATA_KEY: decided, ROUTE_METADATA_KEY: name},
         )
-        return WithDecision(route, decision, name) if self.include_decision else route
+        return WithDecision(route, decided, name) if self.include_decision else route
 
     @functools.cached_property
     def _route_names(self) -> list[str]:
