@@ -89,7 +89,7 @@ class GatedRouter(RunnableLambda):
             choose = RouteChoice(choose, drafts=self.draft is not None)
         elif not callable(choose):
             raise TypeError(f"choose must be ScoreBands or a function of the decision, got {type(choose).__name__}")
-        check_routes(choose, self.routes)
+        check_routes(choose, self._route_names)
         self.choose = choose
         self.include_decision = include_decision
 

@@ -87,18 +87,20 @@ class RouteChoice:
 
     @property
     def routes(self) -> list[str]:
-        """The routes it may choose, besides the draft: it needs each of them."""
-        return list(dict.fromkeys([DIRECT, RETRIEVE, *(self.bands.routes if self.bands else [])]))
+        """The routes it may choose: the router needs each of them."""
+        bands = self.bands.routes if self.bands else []
+        return list(dict.fromkeys([*([DRAFT] if self.drafts else []), DIRECT, RETRIEVE, *bands]))
 
 
 def check_routes(choose: Choose, routes: Collection[str]) -> None:
-    """Refuse a ``RouteChoice`` naming a route that is not in ``routes``."""
+    """Refuse a ``RouteChoice`` that may take a route not in ``routes``."""
     if isinstance(choose, RouteChoice):
         missing = [name for name in choose.routes if name not in routes]
         if missing:
             raise ValueError(
                 f"route(s) {missing} are not among the router's routes {sorted(routes)}: every decision without"
-                f" a score needs {DIRECT!r} and {RETRIEVE!r}, and every band's route must be given"
+                f" a score needs {DIRECT!r} and {RETRIEVE!r}, every band its route, and a choice of drafts"
+                f" the {DRAFT!r} route (draft= not None)"
             )
 
 

@@ -129,7 +129,9 @@ def test_a_choice_naming_no_route_is_a_clear_error(knn3_gate):
 
 
 def test_routes_are_checked_when_the_router_is_built(knn3_gate):
-    with pytest.raises(ValueError, match=r"\['web'\] are not among the router's routes \['direct', 'retrieve'\]"):
+    with pytest.raises(
+        ValueError, match=r"\['web'\] are not among the router's routes \['direct', 'draft', 'retrieve'\]"
+    ):
         gated_router(
             knn3_gate,
             routes={"direct": _routes()["direct"], "retrieve": _routes()["retrieve"]},
@@ -143,6 +145,8 @@ def test_routes_are_checked_when_the_router_is_built(knn3_gate):
         gated_router(knn3_gate, direct=RunnableLambda(str))
     with pytest.raises(ValueError, match="draft answers"):
         gated_router(knn3_gate, routes={**_routes(), "draft": RunnableLambda(str)})
+    with pytest.raises(ValueError, match=r"\['draft'\] are not among"):
+        gated_router(knn3_gate, routes=_routes(), choose=RouteChoice(BANDS, drafts=True), draft=None)
     with pytest.raises(TypeError, match="choose must be"):
         gated_router(knn3_gate, routes=_routes(), choose=0.5)
     # With the draft route off, a route of that name is the user's own.
