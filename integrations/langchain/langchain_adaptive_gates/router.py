@@ -71,7 +71,7 @@ class GatedRouter(RunnableLambda):
         draft: DraftAnswer | Literal["auto"] | None = "auto",
         include_decision: bool = False,
     ) -> None:
-        super().__init__(self._choose, afunc=self._achoose, name="gated_router")
+        super().__init__(self._decide_route, afunc=self._adecide_route, name="gated_router")
         if not isinstance(gate, GateRunnable):
             raise TypeError(f"gate must be a GateRunnable (gated_router takes a bare Gate), got {type(gate).__name__}")
         if not routes:
@@ -84,6 +84,8 @@ class GatedRouter(RunnableLambda):
         self.gate = gate
         self.routes = {name: _coerce(branch, name) for name, branch in routes.items()}
         self.answer_type = common_output_type(list(self.routes.values()))
+        if draft is not None and draft != "auto" and not callable(draft):
+            raise TypeError(f"draft must be 'auto', None or a function of the decision, got {draft!r}")
         self.draft = draft_for(self.answer_type) if draft == "auto" else draft
         if choose is None or isinstance(choose, ScoreBands):
             choose = RouteChoice(choose, drafts=self.draft is not None)
@@ -119,10 +121,10 @@ class GatedRouter(RunnableLambda):
         return create_model_v2(self.get_name("Output"), field_definitions=decision_output_fields(self.answer_type))
 
     # ----------------------------------------------------------------- routing
-    def _choose(self, input: Any, config: RunnableConfig) -> Runnable:
+    def _decide_route(self, input: Any, config: RunnableConfig) -> Runnable:
         return self._route_for(self.gate.invoke(input, config))
 
-    async def _achoose(self, input: Any, config: RunnableConfig) -> Runnable:
+    async def _adecide_route(self, input: Any, config: RunnableConfig) -> Runnable:
         return self._route_for(await self.gate.ainvoke(input, config))
 
     def _route_for(self, decision: GateDecision) -> Runnable:

@@ -149,6 +149,8 @@ def test_routes_are_checked_when_the_router_is_built(knn3_gate):
         gated_router(knn3_gate, routes=_routes(), choose=RouteChoice(BANDS, drafts=True), draft=None)
     with pytest.raises(TypeError, match="choose must be"):
         gated_router(knn3_gate, routes=_routes(), choose=0.5)
+    with pytest.raises(TypeError, match="draft must be"):
+        gated_router(knn3_gate, routes=_routes(), draft="text")
     # With the draft route off, a route of that name is the user's own.
     own = gated_router(
         knn3_gate, routes={**_routes(), "draft": RunnableLambda(str)}, draft=None, choose=lambda d: "draft"
