@@ -1,6 +1,7 @@
 """LangChain integration of adaptive-gates: decide per question whether to retrieve.
 
-- ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain.
+- ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain,
+  or among named routes (``ScoreBands``).
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
@@ -17,6 +18,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from .answers import ANSWER_KEY, DECISION_KEY, ROUTE_KEY, draft_message, draft_text
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
 from .control import (
@@ -37,7 +39,8 @@ from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
-from .router import METADATA_KEY, TAG_PREFIX, gated_router
+from .router import METADATA_KEY, ROUTE_METADATA_KEY, TAG_PREFIX, GatedRouter, gated_router
+from .routes import RouteChoice, ScoreBands
 from .seakr_chain import RetrieverSearch, SeaKRChain
 from .selection import AnswerSelector
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
@@ -60,8 +63,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ANSWER_KEY",
     "CONTROL_KEYS",
     "DECISION_EVENT",
+    "DECISION_KEY",
     "DOCUMENT_DECISION_KEY",
     "ERROR_KEY",
     "GATE_KEY",
@@ -71,6 +76,8 @@ __all__ = [
     "LLM_CALL_EVENT",
     "METADATA_KEY",
     "RETRIEVAL_KEY",
+    "ROUTE_KEY",
+    "ROUTE_METADATA_KEY",
     "STATE_DECISION_KEY",
     "TAG_PREFIX",
     "TARGET_RATE_KEY",
@@ -84,10 +91,13 @@ __all__ = [
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",
+    "GatedRouter",
     "LangChainChatModel",
     "LangChainEmbedder",
     "RequestControl",
     "RetrieverSearch",
+    "RouteChoice",
+    "ScoreBands",
     "SeaKRChain",
     "SeaKRCompressor",
     "VectorStoreMemory",
@@ -95,6 +105,8 @@ __all__ = [
     "control_specs",
     "create_adaptive_rag_graph",
     "document_grader",
+    "draft_message",
+    "draft_text",
     "gate_node",
     "gated_router",
     "llm_call_payload",
