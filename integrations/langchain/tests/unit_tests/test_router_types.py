@@ -110,6 +110,16 @@ def test_a_branchs_configurable_fields_show_through(knn_gate, llm):
     assert router.invoke({"question": KNOWN_Q}).usage_metadata["output_tokens"] == 3
 
 
+def test_the_gates_keys_are_the_routers_and_a_misspelt_one_is_refused(knn_gate):
+    branch = RunnableLambda(lambda x: x)
+    router = gated_router(knn_gate, direct=branch, retrieval=branch)
+    fields = router.get_config_jsonschema()["$defs"]["Configurable"]["properties"]
+    assert {"gate_threshold", "gate_retrieval", "gate_name", "gate_target_rate"} <= set(fields)
+    assert router.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}) == KNOWN_Q
+    with pytest.raises(ValueError, match="did you mean 'gate_threshold'"):
+        router.invoke(KNOWN_Q, {"configurable": {"gate_treshold": 0.2}})
+
+
 def test_the_draft_answers_as_a_message_when_the_branches_give_messages(llm):
     calls = _ChatCalls()
     counted = llm.with_config(callbacks=[calls])
