@@ -193,7 +193,9 @@ class LocalCausalLM(LoadedCausalLM):
         ``temperature > 0`` samples, as ``sample(prompt, 1, ...)`` with the same seed.
         Joined, the pieces are the ``Generation``'s text, which the stream holds once
         read to its end (see ``TokenStream``). ``top_logprobs`` needs greedy decoding.
-        Arguments are checked here; generation starts on the first piece asked for.
+        Arguments are checked here; generation starts on the first piece asked for, in
+        a worker thread that takes the model's lock: a thread inside ``capture()`` on
+        this model, which holds that lock, cannot read the stream.
         """
         if not isinstance(prompt, str):
             raise ValueError(f"stream() takes one prompt string, got {type(prompt).__name__}")
