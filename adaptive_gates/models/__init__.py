@@ -8,6 +8,7 @@ from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
 from .chat import ChatModel, ChatReply, SyncChatModel, ThreadedAsyncChat, TokenLogprob, TokenUsage, with_achat
 from .chat_batch import achat_each, chat_each, chat_many
+from .chat_stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
 from .defaults import default_embedder, default_llm
 from .embedded import cache_dir, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
@@ -16,10 +17,12 @@ from .local_chat import LocalChatModel, chat_model_or_default
 from .local_lm import LocalCausalLM, layer_module_path
 from .openai_chat import OpenAIChatModel
 from .protocols import Embedder, ProbingLM
+from .token_stream import TokenStream
 
 __all__ = [
     "AdaptedChatModel",
     "AdaptedEmbedder",
+    "ChatChunk",
     "ChatModel",
     "ChatReply",
     "Embedder",
@@ -29,11 +32,14 @@ __all__ = [
     "OpenAIChatModel",
     "ProbingLM",
     "SentenceEmbedder",
+    "StreamingChatModel",
     "SyncChatModel",
     "ThreadedAsyncChat",
     "TokenLogprob",
+    "TokenStream",
     "TokenUsage",
     "achat_each",
+    "astream_chat",
     "cache_dir",
     "chat_each",
     "chat_many",
@@ -43,5 +49,6 @@ __all__ = [
     "embedded_minilm_dir",
     "embedded_smollm2_gguf",
     "layer_module_path",
+    "stream_chat",
     "with_achat",
 ]

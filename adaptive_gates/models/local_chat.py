@@ -4,21 +4,25 @@ default chat model of the gates that ask one."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .chat import ChatModel, ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+from .chat_stream import ChatChunk
 
 if TYPE_CHECKING:
     from .generation import Generation
     from .local_lm import LocalCausalLM
+    from .token_stream import TokenStream
 
 
 class LocalChatModel:
     """The chat protocol over a ``LocalCausalLM`` (the embedded SmolLM2 by default).
 
     Greedy replies of a batch are generated together; ``temperature > 0`` samples
-    (plain temperature sampling, seeded by ``seed`` so runs repeat).
+    (plain temperature sampling, seeded by ``seed`` so runs repeat). ``stream`` and
+    ``astream`` hand a reply out piece by piece as it is generated (a
+    ``StreamingChatModel``): the same reply as ``chat``'s.
     """
 
     def __init__(self, lm: LocalCausalLM | None = None, *, seed: int = 0, batch_size: int = 8) -> None:
@@ -89,24 +93,13 @@ class LocalChatModel:
         stop: Sequence[str] | None = None,
     ) -> list[ChatReply]:
         """Replies to many conversations; greedy ones are generated ``batch_size`` at a time."""
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        _check_temperature(temperature)
         lm = self.lm
         texts = [lm.format_prompt(check_messages(c)) for c in conversations]
         if temperature > 0:
-            # Sampling is per prompt; top_k=0 / top_p=1 leave the distribution unchanged.
+            # Sampling is per prompt.
             generations = [
-                lm.sample(
-                    t,
-                    1,
-                    temperature=temperature,
-                    top_k=0,
-                    top_p=1.0,
-                    max_new_tokens=max_tokens,
-                    seed=self.seed,
-                    stop=stop,
-                    formatted=True,
-                )[0]
+                lm.sample(t, 1, max_new_tokens=max_tokens, stop=stop, formatted=True, **self._sampling(temperature))[0]
                 for t in texts
             ]
         else:
@@ -122,6 +115,66 @@ class LocalChatModel:
                     )
                 )
         return [self._reply(g, top_logprobs) for g in generations]
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> Generator[ChatChunk, None, None]:
+        """``chat``'s reply piece by piece as the model generates it; the last piece holds
+        the whole reply. Arguments are checked here; closing the generator stops the
+        generation and frees the model."""
+        return self._pieces(self._open(messages, max_tokens, temperature, top_logprobs, stop), top_logprobs)
+
+    async def astream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncGenerator[ChatChunk, None]:
+        """``stream`` for async code: loading, generating and waiting for each piece
+        happen in worker threads, so the event loop is never blocked."""
+        tokens = await asyncio.to_thread(self._open, messages, max_tokens, temperature, top_logprobs, stop)
+        try:
+            while (text := await asyncio.to_thread(next, tokens, None)) is not None:
+                yield ChatChunk(text)
+            yield ChatChunk("", self._reply(tokens.generation, top_logprobs))
+        finally:
+            # The stream, not a generator over it: closing is safe while a thread reads it.
+            await asyncio.to_thread(tokens.close)
+
+    def _open(
+        self,
+        messages: Sequence[Message],
+        max_tokens: int,
+        temperature: float,
+        top_logprobs: int,
+        stop: Sequence[str] | None,
+    ) -> TokenStream:
+        """The model's token stream for one reply, as ``chat`` would generate it."""
+        _check_temperature(temperature)
+        lm = self.lm
+        text = lm.format_prompt(check_messages(messages))
+        # A sampled reply has no log-probs, as with ``chat``.
+        decoding = self._sampling(temperature) if temperature > 0 else {"top_logprobs": top_logprobs}
+        return lm.stream(text, max_new_tokens=max_tokens, stop=stop, formatted=True, **decoding)
+
+    def _pieces(self, tokens: TokenStream, top_logprobs: int) -> Generator[ChatChunk, None, None]:
+        with tokens:
+            for text in tokens:
+                yield ChatChunk(text)
+            yield ChatChunk("", self._reply(tokens.generation, top_logprobs))
+
+    def _sampling(self, temperature: float) -> dict[str, Any]:
+        """Plain temperature sampling (top_k=0 / top_p=1 leave the distribution unchanged)."""
+        return {"temperature": temperature, "top_k": 0, "top_p": 1.0, "seed": self.seed}
 
     def _reply(self, generation: Generation, top_logprobs: int) -> ChatReply:
         # Counted by the tokenizer: the prompt as encoded, every token generated (the
@@ -139,6 +192,11 @@ class LocalChatModel:
             for token_id, logprob, top in zip(generation.token_ids, generation.token_logprobs, generation.top_logprobs)
         )
         return ChatReply(generation.text, tokens, generation.finish_reason, usage)
+
+
+def _check_temperature(temperature: float) -> None:
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
 
 
 def chat_model_or_default(chat_model: object | None) -> ChatModel:

