@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
@@ -95,8 +95,9 @@ class GateDecision:
         return self.error is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (a non-finite score or threshold becomes ``None``)."""
-        out = asdict(self)
+        """A JSON-ready dict (a non-finite score or threshold becomes ``None``), sharing
+        no container with the decision."""
+        out = {f.name: _json_copy(getattr(self, f.name)) for f in dataclass_fields(self)}
         for key in ("score", "threshold"):
             if isinstance(out[key], float) and not math.isfinite(out[key]):
                 out[key] = None
@@ -127,3 +128,16 @@ class GateDecision:
         if not isinstance(values.get("details", {}), dict):
             raise ValueError("not a GateDecision dict: 'details' must be a dict")
         return cls(**values)
+
+
+def _json_copy(value: Any) -> Any:
+    """``value`` with its dicts, lists and tuples copied all the way down: the evidence
+    is JSON-shaped, and ``dataclasses.asdict``'s generic walk costs a routed call more
+    than the gate's own kNN search (``benchmarks/langchain_overhead.py``)."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return value

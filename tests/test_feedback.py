@@ -4,6 +4,7 @@ and gates that cannot learn saying so."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -194,3 +195,12 @@ def test_a_decision_dict_comes_back_with_nan_for_what_was_not_finite() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             GateDecision.from_dict(bad)
+
+
+def test_a_decision_dict_shares_no_container_with_the_decision(knn) -> None:
+    decision = knn.decide(MOON[0])
+    out = decision.to_dict()
+    assert out == dataclasses.asdict(decision)  # what the generic walk gives, field for field
+    out["details"]["neighbours"][0]["question"] = "changed"
+    out["details"]["k"] = -1
+    assert decision.details["neighbours"][0]["question"] != "changed" and decision.details["k"] > 0

@@ -21,6 +21,7 @@ from adaptive_gates.models import (
     stream_chat,
 )
 from adaptive_gates.models.generation import settled_length
+from event_loop import run_beside_a_ticker
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -147,23 +148,10 @@ def test_astream_is_the_reply_of_chat_and_leaves_the_loop_free(chat, questions):
     messages = questions[0]
     reply = chat.chat(messages, max_tokens=16)
 
-    async def run():
-        ticks = 0
-        stop = asyncio.Event()
+    async def streamed():
+        return [p async for p in chat.astream(messages, max_tokens=16)]
 
-        async def ticker():
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        pieces = [p async for p in chat.astream(messages, max_tokens=16)]
-        stop.set()
-        await task
-        return pieces, ticks
-
-    pieces, ticks = asyncio.run(run())
+    pieces, ticks = run_beside_a_ticker(streamed())
     assert len(pieces) > 2 and joined(pieces) == reply.text and pieces[-1].reply == reply
     assert ticks > len(pieces)  # the loop ran other work while the model generated
 

@@ -28,14 +28,12 @@ def gate_node(
     the keys the state has (as ``GateRunnable`` treats a dict without its key)."""
     runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate, input_key=input_key)
 
-    def judged(state: Mapping[str, Any]) -> Any:
-        return state[input_key] if input_key in state else state
-
+    # A state without the key is judged whole: the gate runnable records what it lacks.
     def node(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: runnable.invoke(judged(state), config).to_dict()}
+        return {decision_key: runnable.invoke(state.get(input_key, state), config).to_dict()}
 
     async def anode(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: (await runnable.ainvoke(judged(state), config)).to_dict()}
+        return {decision_key: (await runnable.ainvoke(state.get(input_key, state), config)).to_dict()}
 
     return RunnableLambda(node, afunc=anode, name="gate")
 

@@ -1,7 +1,5 @@
 """The embedded SmolLM2 as a LangChain chat model, and back behind a core gate."""
 
-import asyncio
-
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
@@ -9,6 +7,7 @@ from langchain_core.prompts import ChatPromptTemplate
 
 from adaptive_gates import SKRPromptGate
 from adaptive_gates.models import LocalChatModel
+from event_loop import run_beside_a_ticker  # the core suite's (pythonpath in pyproject.toml)
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -33,23 +32,8 @@ def test_logprobs_in_openai_format(chat_llm):
 
 
 def test_ainvoke_leaves_the_event_loop_free(chat_llm):
-    async def run():
-        ticks = 0
-        stop = asyncio.Event()
-
-        async def ticker():
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        reply = await chat_llm.ainvoke([SystemMessage("Answer briefly."), HumanMessage("Who wrote Hamlet?")])
-        stop.set()
-        await task
-        return reply, ticks
-
-    reply, ticks = asyncio.run(run())
+    question = [SystemMessage("Answer briefly."), HumanMessage("Who wrote Hamlet?")]
+    reply, ticks = run_beside_a_ticker(chat_llm.ainvoke(question))
     assert reply.text.strip() and ticks > 1  # the loop ran other work while the model generated
 
 
