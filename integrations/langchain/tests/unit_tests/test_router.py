@@ -189,6 +189,16 @@ def test_dict_inputs_reach_the_branches_unchanged(knn_gate):
     assert router.invoke(value) == value
 
 
+def test_the_routers_gate_reads_the_key_it_is_given_and_records_a_missing_one(knn_gate):
+    router = _router(knn_gate, input_key="query", include_decision=True)
+    known, unknown = router.batch([{"query": KNOWN_Q}, {"query": UNKNOWN_Q}])
+    assert (known["route"], unknown["route"]) == ("direct", "retrieve")
+    assert known["gate_decision"]["question"] == KNOWN_Q
+    missing = asyncio.run(router.ainvoke({"question": KNOWN_Q}))
+    assert missing["route"] == "retrieve" and missing["answer"] == f"rag: {({'question': KNOWN_Q})}"
+    assert "no 'query' key" in missing["gate_decision"]["error"]
+
+
 class _CountingExecutor(ThreadPoolExecutor):
     """The event loop's default executor, counting the calls sent to a worker thread."""
 

@@ -1,0 +1,30 @@
+"""The Python blocks of a README, run as one session: in order, in one namespace, each
+using what the blocks before it built (a README that reads as a tutorial)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+#: A fenced python block, possibly indented under a list item.
+BLOCK = re.compile(r"^(?P<indent> *)```python\n(?P<code>.*?)^(?P=indent)```", re.M | re.S)
+
+
+def readme_blocks(readme: Path) -> list[tuple[int, str]]:
+    """Each python block of ``readme`` with the line it starts on."""
+    text = readme.read_text(encoding="utf-8")
+    return [(text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("code"))) for m in BLOCK.finditer(text)]
+
+
+def run_readme(readme: Path, namespace: dict[str, Any]) -> int:
+    """Run every python block of ``readme`` in ``namespace``, in order; the number run.
+    A failing block raises ``AssertionError`` naming its line."""
+    blocks = readme_blocks(readme)
+    for line, code in blocks:
+        try:
+            exec(compile(code, f"{readme.name}:{line}", "exec"), namespace)
+        except Exception as exc:
+            raise AssertionError(f"the {readme.name} block at line {line} failed: {type(exc).__name__}: {exc}") from exc
+    return len(blocks)
