@@ -19,6 +19,7 @@ from .errors import (
     LogprobsUnavailableError,
     MalformedReplyError,
     NotFittedError,
+    StoreContentError,
 )
 from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
@@ -93,6 +94,7 @@ __all__ = [
     "LogprobsUnavailableError",
     "MalformedReplyError",
     "NotFittedError",
+    "StoreContentError",
     "OutcomeRecord",
     "PopularityGate",
     "ProbingLM",
