@@ -17,8 +17,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from ..errors import GateLoadError, StoreContentError
-from .memories import _check_parts, _dimension, _LabelledMemory, _read_labelled, _write_labelled, check_added
-from .memories import l2_normalise
+from .memories import (
+    _check_parts,
+    _dimension,
+    _LabelledMemory,
+    _read_labelled,
+    _write_labelled,
+    check_added,
+    l2_normalise,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +97,8 @@ class StoreBackedMemory(_LabelledMemory, ABC):
             when it is loaded; a function must be passed again.
     """
 
+    #: Recorded with a saved gate, so its memory is loaded by the same kind.
+    kind: ClassVar[str]
     #: The framework's vector store type, and how to name it in an error.
     store_type: ClassVar[type]
     store_description: ClassVar[str]

@@ -134,7 +134,7 @@ def test_the_documents_store_is_refused_at_fit(index, core_embedder):
     documents = index.vector_store
     held = dict(documents.data.embedding_dict)
     gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: documents))
-    with pytest.raises(StoreContentError, match="already holds entries this memory did not add.*of its own"):
+    with pytest.raises(StoreContentError, match=r"already holds entries this memory did not add.*of its own"):
         gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
     assert documents.data.embedding_dict == held and not gate.is_fitted
 
@@ -222,7 +222,7 @@ def test_loading_refuses_a_store_that_lacks_the_nodes(core_embedder, tmp_path):
     with pytest.raises(GateLoadError, match="lacks 3 of the 3"):
         SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(SimpleVectorStore()))
     # A store that scores otherwise is not silently read as cosine similarity.
-    with pytest.raises(GateLoadError, match="'cosine'.*similarity='cosine'"):
+    with pytest.raises(GateLoadError, match=r"'cosine'.*similarity='cosine'"):
         SKRKnnGate.load(
             tmp_path / "gate",
             embedder=core_embedder,

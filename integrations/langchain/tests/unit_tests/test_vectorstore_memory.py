@@ -197,10 +197,10 @@ def test_loading_checks_the_store_and_its_scores(core_embedder, tmp_path):
     gate.save(tmp_path / "gate")
     expected = gate.decide("Who wrote Macbeth?")
     # The squared L2 distances are not silently read as cosine similarities.
-    with pytest.raises(GateLoadError, match="'squared-l2'.*similarity='squared-l2'"):
+    with pytest.raises(GateLoadError, match=r"'squared-l2'.*similarity='squared-l2'"):
         SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store))
     empty = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
-    with pytest.raises(GateLoadError, match="lacks 2 of the 2 questions.*persisted after its last add"):
+    with pytest.raises(GateLoadError, match=r"lacks 2 of the 2 questions.*persisted after its last add"):
         SKRKnnGate.load(
             tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(empty, similarity="squared-l2")
         )
