@@ -19,6 +19,7 @@ from .errors import (
     LogprobsUnavailableError,
     MalformedReplyError,
     NotFittedError,
+    StoreContentError,
 )
 from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
@@ -112,6 +113,7 @@ __all__ = [
     "SelfAwareUncertainty",
     "SelfKnowledge",
     "StackedGate",
+    "StoreContentError",
     "ThrustGate",
     "UncertaintyEstimate",
     "UncertaintyReranker",

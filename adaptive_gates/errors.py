@@ -21,6 +21,12 @@ class GateLoadError(AdaptiveGatesError, ValueError):
     """A saved gate directory is missing, corrupt, or does not match."""
 
 
+class StoreContentError(AdaptiveGatesError, ValueError):
+    """The vector store behind an SKR memory holds entries the memory did not add; the
+    message says which and what to do. A decision that meets it falls back, logged
+    without a traceback, since the message says all there is to fix."""
+
+
 class BackendError(AdaptiveGatesError, RuntimeError):
     """A model or retrieval backend failed or returned unusable output."""
 

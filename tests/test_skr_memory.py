@@ -22,6 +22,7 @@ from adaptive_gates import (
     label_outcomes,
     load_gate,
 )
+from adaptive_gates.memory.memories import l2_normalise
 from adaptive_gates.persistence import with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 
@@ -202,3 +203,17 @@ def test_exact_memory_adds_while_others_search(outcome_records, embedder):
     labels = np.asarray(knowledge.labels)
     assert len(memory) == len(knowledge.questions)
     assert memory.counts == (int((labels == KNOWN).sum()), int((labels == UNKNOWN).sum()))
+
+
+def test_the_named_similarities_turn_store_scores_into_cosine(embedder):
+    """What a store-backed memory saves by name: each conversion gives back the cosine
+    similarity of real unit embeddings from the score such a store returns."""
+    from adaptive_gates.memory.store_backed import SIMILARITIES
+
+    a, b = l2_normalise(embedder.embed(["Who wrote Hamlet?", "Who wrote Macbeth?"]))
+    cosine = float(a @ b)
+    scores = {"cosine": cosine, "cosine-distance": 1 - cosine, "squared-l2": float(((a - b) ** 2).sum())}
+    assert scores.keys() == SIMILARITIES.keys()
+    for name, score in scores.items():
+        assert SIMILARITIES[name](score) == pytest.approx(cosine, abs=1e-6), name
+    assert 0.3 < cosine < 0.99  # related, not the same question

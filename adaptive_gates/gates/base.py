@@ -31,7 +31,7 @@ from ..calibration import Calibration
 from ..constraints import Boolean
 from ..data import OutcomeRecord
 from ..decision import GateDecision
-from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError
+from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import check_listener, gate_asking, notify_decisions
 from ..validation import check_batch, check_question, check_questions
@@ -325,7 +325,9 @@ class Gate(Calibrated, SavedGate):
         judged: list[int] = []  # batch positions decided by their score
         at: dict[int, int] = {}  # batch position -> position in the assessment
         if isinstance(scored, Exception):
-            logger.error("%s: scoring failed", self.name, exc_info=scored)
+            # a store holding foreign entries is a setup to fix, not a bug to trace
+            trace = None if isinstance(scored, StoreContentError) else scored
+            logger.error("%s: scoring failed: %s", self.name, scored, exc_info=trace)
             problems.update({i: f"backend error: {type(scored).__name__}: {scored}" for i in batch.clean})
         elif scored is not None:
             for j, i in enumerate(batch.clean):

@@ -1,8 +1,13 @@
 """VectorStoreMemory: the SKR memory in a real SimpleVectorStore, holding the embedded
-MiniLM's vectors, decides as the faiss memory does on the same real data."""
+MiniLM's vectors, decides as the faiss memory does on the same real data, refuses a
+store it does not own, and comes back over its persisted store in a new process."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +20,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.adaptive_gates import LABEL_KEY, VectorStoreMemory
 from pydantic import Field
 
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 
 N_MEMORY = 200  # questions in the memory; the next ones are asked
@@ -123,35 +128,139 @@ def test_refuses_bad_additions(core_embedder):
     assert sims.shape == labels.shape == (2, 0) and texts == [[], []]
 
 
-def test_a_store_holding_other_nodes_is_refused(core_embedder):
+def test_the_documents_store_is_refused_at_fit(index, core_embedder):
+    """The documents' own store (``index.vector_store``) is refused when the gate is
+    fitted, before any question is added to it, saying to give the memory its own."""
+    documents = index.vector_store
+    held = dict(documents.data.embedding_dict)
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: documents))
+    with pytest.raises(StoreContentError, match=r"already holds entries this memory did not add.*of its own"):
+        gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
+    assert documents.data.embedding_dict == held and not gate.is_fitted
+
+
+def test_a_store_written_to_later_gives_a_clear_fallback(core_embedder, caplog):
     store = SimpleVectorStore()
-    paragraph = "Hamlet is a tragedy written by William Shakespeare."
-    store.add([TextNode(text=paragraph, embedding=core_embedder.embed([paragraph])[0].tolist())])
     gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
     gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
-    with pytest.raises(ValueError, match=f"did not add.*{LABEL_KEY}.*questions only"):
+    paragraph = TextNode(text="Hamlet is a tragedy written by William Shakespeare.")
+    paragraph.embedding = core_embedder.embed(["Who wrote Hamlet?"])[0].tolist()
+    store.add([paragraph])
+    with pytest.raises(StoreContentError, match=f"{paragraph.node_id}.*did not add.*{LABEL_KEY}.*questions only"):
         gate.memory_.search(core_embedder.embed(["Who wrote Hamlet?"]), 1)
-    # Within a gate, the failure is the recorded fallback decision, not a crash.
-    decision = gate.decide("Who wrote Hamlet?")
-    assert decision.is_fallback and "did not add" in decision.error
+    # Within a gate, the failure is the recorded fallback decision, logged without a traceback.
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates"):
+        decision = gate.decide("Who wrote Hamlet?")
+    assert decision.is_fallback and decision.retrieve and paragraph.node_id in decision.error
+    assert caplog.records and not any(record.exc_info for record in caplog.records)
 
 
-def test_unsupported_operations_say_so(core_embedder, tmp_path):
-    memory = VectorStoreMemory(SimpleVectorStore(), core_embedder.dimension)
-    with pytest.raises(NotImplementedError, match="persists itself"):
-        memory.save(tmp_path)
-    gate = SKRKnnGate(core_embedder, k=1, memory=lambda d: memory).fit(
-        ["Who wrote Hamlet?", "When was he born?"], [0, 1]
+#: A new process: the persisted store and the saved gate, attached, decide the questions.
+_RESTART = """
+import json, sys
+from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.vector_stores.adaptive_gates import VectorStoreMemory
+from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
+from adaptive_gates.models import default_embedder
+
+store_file, gate_dir, questions = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+store = SimpleVectorStore.from_persist_path(store_file)
+gate = SKRKnnGate.load(gate_dir, embedder=default_embedder(), memory=VectorStoreMemory.attach(store))
+decisions = [d.to_dict() for d in gate.decide_batch(questions)]
+print(json.dumps({"decisions": decisions, "nodes": len(store.data.embedding_dict)}))
+"""
+
+
+def _compared(decisions: list[dict]) -> list[tuple]:
+    """What must agree between two processes: verdicts, neighbours and their labels
+    exactly, and scores and similarities to float precision."""
+    return [
+        (
+            d["retrieve"],
+            pytest.approx(d["score"], abs=1e-6),
+            d["threshold"],
+            [(n["question"], n["label"], pytest.approx(n["similarity"], abs=1e-6)) for n in d["details"]["neighbours"]],
+        )
+        for d in decisions
+    ]
+
+
+def test_a_saved_gate_reattaches_to_its_persisted_store_after_a_restart(split, core_embedder, tmp_path):
+    (questions, labels), asked = split
+    store = SimpleVectorStore()
+    gate = SKRKnnGate(core_embedder, k=5, weighting="similarity", memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(questions[:60], labels[:60]).record_feedback(asked[0], retrieved=False, correct=False)
+    store.persist(str(tmp_path / "store.json"))
+    gate.save(tmp_path / "gate")
+    before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
+    assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
+
+    result = subprocess.run(
+        [sys.executable, "-c", _RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
     )
-    with pytest.raises(NotImplementedError, match="persists itself"):
-        gate.save(tmp_path / "gate")
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = json.loads(result.stdout.strip().splitlines()[-1])
+    assert after["nodes"] == 61  # attaching added nothing: no duplicates
+    assert _compared(after["decisions"]) == _compared(before)
 
+
+def test_loading_refuses_a_store_that_lacks_the_nodes(core_embedder, tmp_path):
+    store = SimpleVectorStore()
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
+    store.persist(str(tmp_path / "store.json"))  # persisted before the last add
+    gate.add(["Who painted the Mona Lisa?"], [0])
+    gate.save(tmp_path / "gate")
+    late = gate.memory_._ids[-1]
+    reloaded = SimpleVectorStore.from_persist_path(str(tmp_path / "store.json"))
+    with pytest.raises(GateLoadError, match=f"lacks 1 of the 3 questions.*{late}.*persisted after its last add"):
+        SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(reloaded))
+    with pytest.raises(GateLoadError, match="lacks 3 of the 3"):
+        SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(SimpleVectorStore()))
+    # A store that scores otherwise is not silently read as cosine similarity.
+    with pytest.raises(GateLoadError, match=r"'cosine'.*similarity='cosine'"):
+        SKRKnnGate.load(
+            tmp_path / "gate",
+            embedder=core_embedder,
+            memory=VectorStoreMemory.attach(store, similarity="cosine-distance"),
+        )
+    # Fitting the loaded gate again would duplicate its questions in the store: refused.
+    loaded = SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store))
+    with pytest.raises(StoreContentError, match="already holds"):
+        loaded.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
+    assert len(store.data.embedding_dict) == 3
+
+
+def test_an_unnamed_similarity_must_be_passed_again(core_embedder, tmp_path):
+    def inner_product(score: float) -> float:
+        return score
+
+    store = SimpleVectorStore()
+    memory = VectorStoreMemory.factory(lambda: store, similarity=inner_product)
+    SKRKnnGate(core_embedder, k=1, memory=memory).fit(["Who wrote Hamlet?", "When was he born?"], [0, 1]).save(
+        tmp_path / "gate"
+    )
+    with pytest.raises(GateLoadError, match="no name; pass the same function"):
+        SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store))
+    loaded = SKRKnnGate.load(
+        tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store, similarity=inner_product)
+    )
+    assert loaded.decide("Who wrote Hamlet?").details["neighbours"][0]["question"] == "Who wrote Hamlet?"
+
+
+def test_unsupported_operations_say_so(core_embedder):
     with pytest.raises(NotImplementedError, match="cannot list the vectors of a OpaqueStore"):
         VectorStoreMemory(OpaqueStore(), core_embedder.dimension).entries()
     with pytest.raises(TypeError, match="BasePydanticVectorStore"):
         VectorStoreMemory(FaissMemory(core_embedder.dimension), core_embedder.dimension)
     with pytest.raises(ValueError, match="dimension"):
         VectorStoreMemory(SimpleVectorStore(), 0)
+    with pytest.raises(ValueError, match="similarity must be one of"):
+        VectorStoreMemory.factory(SimpleVectorStore, similarity="dot")
 
 
 def test_adds_while_others_search(labelled_questions, core_embedder):

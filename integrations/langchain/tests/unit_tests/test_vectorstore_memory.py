@@ -1,7 +1,10 @@
 """VectorStoreMemory: the SKR memory in real LangChain vector stores (InMemoryVectorStore,
 langchain-community's FAISS by inner product and by squared L2), encoded by the
-embedded MiniLM, decides as the core's faiss memory does on the same real data."""
+embedded MiniLM, decides as the core's faiss memory does on the same real data, refuses
+a store it does not own, and comes back over its dumped store in a new process."""
 
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,9 +14,9 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
-from langchain_adaptive_gates import AdaptiveGatesEmbeddings, VectorStoreMemory
+from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
 
 from ..stores import faiss_store
 
@@ -92,10 +95,7 @@ def test_an_in_memory_store_lists_its_entries(split, core_embedder):
     np.testing.assert_allclose(vectors, l2_normalise(core_embedder.embed(stored_questions)), atol=1e-6)
 
 
-def test_unsupported_operations_say_so(core_embedder, tmp_path):
-    memory = _store_memory(core_embedder)(core_embedder.dimension)
-    with pytest.raises(NotImplementedError, match="persists itself"):
-        memory.save(tmp_path)
+def test_unsupported_operations_say_so(core_embedder):
     faiss_memory = _store_memory(core_embedder, "faiss-inner-product")(core_embedder.dimension)
     with pytest.raises(NotImplementedError, match="cannot list the vectors of a FAISS"):
         faiss_memory.entries()
@@ -105,6 +105,109 @@ def test_unsupported_operations_say_so(core_embedder, tmp_path):
 
     with pytest.raises(TypeError, match="cannot search by vector"):
         VectorStoreMemory(NoVectorSearch(AdaptiveGatesEmbeddings(core_embedder)), core_embedder.dimension)
+    with pytest.raises(ValueError, match="similarity must be one of"):
+        VectorStoreMemory.factory(lambda: None, similarity="dot")
+
+
+@pytest.mark.parametrize("kind", list(STORES))
+def test_a_store_holding_documents_is_refused_at_fit(kind, core_embedder):
+    """A store that already holds documents (the documents' own, say) is refused when
+    the gate is fitted, before any question is added to it."""
+    make_store, _ = STORES[kind]
+    documents = make_store(AdaptiveGatesEmbeddings(core_embedder), core_embedder.dimension)
+    [doc_id] = documents.add_texts(["Hamlet is a tragedy written by William Shakespeare."])
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: documents))
+    with pytest.raises(StoreContentError, match=f"already holds entries this memory did not add.*{doc_id}.*of its own"):
+        gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
+    assert len(documents.similarity_search_with_score_by_vector(core_embedder.embed(["x"])[0].tolist(), k=5)) == 1
+    assert not gate.is_fitted
+
+
+def test_a_store_written_to_later_gives_a_clear_fallback(core_embedder, caplog):
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
+    # Another memory's labelled question is no neighbour of this one either.
+    [other] = store.add_texts(["Who wrote Hamlet?"], metadatas=[{LABEL_KEY: 0}])
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates"):
+        decision = gate.decide("Who wrote Hamlet?")
+    assert decision.is_fallback and decision.retrieve
+    assert f"returned {other!r}, which this memory did not add" in decision.error
+    assert caplog.records and not any(record.exc_info for record in caplog.records)
+
+
+#: A new process: the dumped store and the saved gate, attached, decide the questions.
+_RESTART = """
+import json, sys
+from langchain_core.vectorstores import InMemoryVectorStore
+from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
+from adaptive_gates.models import default_embedder
+from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
+
+store_file, gate_dir, questions = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+embedder = default_embedder()
+store = InMemoryVectorStore.load(store_file, AdaptiveGatesEmbeddings(embedder))
+gate = SKRKnnGate.load(gate_dir, embedder=embedder, memory=VectorStoreMemory.attach(store))
+decisions = [d.to_dict() for d in gate.decide_batch(questions)]
+print(json.dumps({"decisions": decisions, "documents": len(store.store)}))
+"""
+
+
+def _compared(decisions: list[dict]) -> list[tuple]:
+    """What must agree between two processes: verdicts, neighbours and their labels
+    exactly, and scores and similarities to float precision."""
+    return [
+        (
+            d["retrieve"],
+            pytest.approx(d["score"], abs=1e-6),
+            d["threshold"],
+            [(n["question"], n["label"], pytest.approx(n["similarity"], abs=1e-6)) for n in d["details"]["neighbours"]],
+        )
+        for d in decisions
+    ]
+
+
+def test_a_saved_gate_reattaches_to_its_dumped_store_after_a_restart(split, core_embedder, tmp_path):
+    (questions, labels), asked = split
+    store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
+    gate = SKRKnnGate(core_embedder, k=5, weighting="similarity", memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(questions[:60], labels[:60]).record_feedback(asked[0], retrieved=False, correct=False)
+    store.dump(str(tmp_path / "store.json"))
+    gate.save(tmp_path / "gate")
+    before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
+    assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
+
+    result = subprocess.run(
+        [sys.executable, "-c", _RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = json.loads(result.stdout.strip().splitlines()[-1])
+    assert after["documents"] == 61  # attaching added nothing: no duplicates
+    assert _compared(after["decisions"]) == _compared(before)
+
+
+def test_loading_checks_the_store_and_its_scores(core_embedder, tmp_path):
+    store = faiss_store(AdaptiveGatesEmbeddings(core_embedder), core_embedder.dimension, inner_product=False)
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store, similarity="squared-l2"))
+    gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
+    gate.save(tmp_path / "gate")
+    expected = gate.decide("Who wrote Macbeth?")
+    # The squared L2 distances are not silently read as cosine similarities.
+    with pytest.raises(GateLoadError, match=r"'squared-l2'.*similarity='squared-l2'"):
+        SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store))
+    empty = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
+    with pytest.raises(GateLoadError, match=r"lacks 2 of the 2 questions.*persisted after its last add"):
+        SKRKnnGate.load(
+            tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(empty, similarity="squared-l2")
+        )
+    loaded = SKRKnnGate.load(
+        tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store, similarity="squared-l2")
+    )
+    assert loaded.decide("Who wrote Macbeth?").details == expected.details
 
 
 def test_a_store_of_another_width_is_refused(core_embedder):
@@ -157,12 +260,12 @@ def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, cor
 _FAISS_PATH = """
 import sys
 import faiss
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.models import default_embedder
 from langchain_community.docstore.in_memory import InMemoryDocstore
 from langchain_community.vectorstores import FAISS
 from langchain_community.vectorstores.utils import DistanceStrategy
-from langchain_adaptive_gates import AdaptiveGatesEmbeddings, VectorStoreMemory
+from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
 
 embedder = default_embedder()
 store = FAISS(AdaptiveGatesEmbeddings(embedder), faiss.IndexFlatIP(embedder.dimension), InMemoryDocstore(), {},

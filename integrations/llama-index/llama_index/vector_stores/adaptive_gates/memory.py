@@ -6,11 +6,14 @@ past one machine. The nodes carry the gate's own embeddings, so the store search
 very vectors the gate would and needs no embedding model of its own:
 
     gate = SKRKnnGate(embedder, memory=VectorStoreMemory.factory(SimpleVectorStore))
+
+The store is the memory's own (a fit refuses one that holds nodes already), and it
+persists itself: a saved gate keeps the ids of its nodes and re-attaches to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -18,8 +21,8 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from adaptive_gates.memory.memories import check_added, l2_normalise
-from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory, same_score
+from adaptive_gates.memory.memories import l2_normalise
+from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
@@ -28,19 +31,28 @@ class VectorStoreMemory(StoreBackedMemory):
     """An ``SKRMemory`` (the core's protocol) over a LlamaIndex vector store.
 
     Args:
-        store: the vector store (a ``BasePydanticVectorStore``), searched by embedding.
-            It should hold this memory's questions only.
+        store: the vector store (a ``BasePydanticVectorStore``), searched by embedding:
+            the memory's own, empty at the first add (the gate's fit), which refuses a
+            store holding nodes already (``StoreContentError``, a ``ValueError``); never
+            the documents' store (``index.vector_store``).
         dimension: the width of the gate's embeddings.
-        similarity: turns the store's score into cosine similarity. The default keeps
-            it, right for stores that score by cosine similarity (``SimpleVectorStore``
-            does) or by inner product (the stored and the query vectors are
-            L2-normalised); a store that returns cosine distance needs ``lambda d: 1 - d``.
+        similarity: turns the store's score into cosine similarity: ``"cosine"`` (the
+            default) keeps it, right for stores that score by cosine similarity
+            (``SimpleVectorStore`` does) or by inner product (the stored and the query
+            vectors are L2-normalised); a store that returns cosine distance needs
+            ``"cosine-distance"``. A function serves too, but is not saved by name.
 
     Counts and length are those of the questions added through this memory, and a
     search reads each neighbour's label and text from them by node id, so stores that
-    keep no text (``SimpleVectorStore``) serve too; a node the memory did not add is
-    refused. ``entries`` needs the stored vectors, which only a ``SimpleVectorStore``
-    lets one read; ``save`` is not supported: the vector store persists itself.
+    keep no text (``SimpleVectorStore``) serve too; a node the memory did not add gives
+    the gate's fallback decision, naming it. ``entries`` needs the stored vectors, which
+    only a ``SimpleVectorStore`` lets one read.
+
+    Saving: ``gate.save(path)`` writes the gate and the memory's node ids, labels and
+    questions, not the store, which persists itself (``store.persist(file)``). After a
+    restart, ``SKRKnnGate.load(path, memory=VectorStoreMemory.attach(store))`` with the
+    store reloaded (``SimpleVectorStore.from_persist_path(file)``) checks the store holds
+    every node and decides as before.
     """
 
     kind: ClassVar[str] = "llama-index-vectorstore"
@@ -48,30 +60,27 @@ class VectorStoreMemory(StoreBackedMemory):
     store_description: ClassVar[str] = "a LlamaIndex BasePydanticVectorStore"
     store: BasePydanticVectorStore
 
-    def __init__(
-        self, store: BasePydanticVectorStore, dimension: int, *, similarity: Callable[[float], float] = same_score
-    ) -> None:
-        super().__init__(store, dimension, similarity=similarity)
-        self._positions: dict[str, int] = {}  # node id -> index into the labels and questions
-
-    def add(self, vectors: np.ndarray, labels: Sequence[int], questions: Sequence[str]) -> None:
-        """Store the questions as nodes with their labels and normalised embeddings."""
-        new_labels = check_added(vectors, labels, questions, self.dimension)
-        if not len(questions):
-            return
+    def _put(self, vectors: np.ndarray, labels: np.ndarray, questions: Sequence[str]) -> list[str]:
+        """Store the questions as nodes with their labels and embeddings."""
         nodes = [
             TextNode(text=question, metadata={LABEL_KEY: int(label)}, embedding=vector.tolist())
-            for question, label, vector in zip(questions, new_labels, l2_normalise(vectors))
+            for question, label, vector in zip(questions, labels, vectors)
         ]
-        # The store is grown and searched under one lock: not every store is safe to
-        # search while another thread adds (SimpleVectorStore iterates a dict).
-        with self._lock:
-            ids = self.store.add(nodes)
-            if len(ids) != len(nodes):
-                raise RuntimeError(f"{type(self.store).__name__} stored {len(ids)} of {len(nodes)} nodes")
-            start = len(self._questions)
-            self._positions.update((node_id, start + i) for i, node_id in enumerate(ids))
-            self._record(ids, new_labels, questions)
+        return self.store.add(nodes)
+
+    def _probe(self, vector: list[float]) -> list[str]:
+        result = self.store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=1))
+        return _result_ids(result)
+
+    def _present(self, ids: list[str]) -> set[str] | None:
+        """The saved ids a ``SimpleVectorStore`` holds, or those any other store gives
+        back by ``get_nodes`` (``None`` where it cannot)."""
+        if isinstance(self.store, SimpleVectorStore):
+            return set(ids) & self.store.data.embedding_dict.keys()
+        try:
+            return {node.node_id for node in self.store.get_nodes(node_ids=ids)}
+        except NotImplementedError:
+            return None
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """The ``min(k, len)`` nearest stored questions of each query, nearest first."""
@@ -106,7 +115,7 @@ class VectorStoreMemory(StoreBackedMemory):
     def _neighbours(self, result: VectorStoreQueryResult, k: int) -> list[tuple[int, float]]:
         """``(position, score)`` of each neighbour the store returned, checked to be
         ``k`` of this memory's nodes; called under the lock."""
-        ids = result.ids if result.ids is not None else [node.node_id for node in result.nodes or ()]
+        ids = _result_ids(result)
         if result.similarities is None or len(ids) != k or len(result.similarities) != k:
             raise RuntimeError(
                 f"{type(self.store).__name__} returned {len(ids)} neighbours with "
@@ -116,10 +125,10 @@ class VectorStoreMemory(StoreBackedMemory):
         for node_id, score in zip(ids, result.similarities):
             position = self._positions.get(node_id)
             if position is None:
-                raise ValueError(
-                    f"the {type(self.store).__name__} returned node {node_id!r}, which this memory did not add "
-                    f"(no labelled SKR question, metadata {LABEL_KEY!r}); keep the memory's store for its "
-                    "questions only, empty of nodes added before"
-                )
+                raise self._foreign(node_id)
             row.append((position, float(score)))
         return row
+
+
+def _result_ids(result: VectorStoreQueryResult) -> list[str]:
+    return result.ids if result.ids is not None else [node.node_id for node in result.nodes or ()]
