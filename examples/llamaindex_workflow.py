@@ -63,9 +63,13 @@ async def run(args: argparse.Namespace) -> None:
     Settings.llm, Settings.embed_model = llm, AdaptiveGatesEmbedding(default_embedder())
     passages = packaged_corpus("boolq")[: args.passages]
     asked = [r for r in packaged_qa("boolq") if r.context in {p.text for p in passages}][: args.n]
-    index = VectorStoreIndex.from_documents([Document(text=p.text, id_=p.id, metadata={"title": p.title}) for p in passages])
+    index = VectorStoreIndex.from_documents(
+        [Document(text=p.text, id_=p.id, metadata={"title": p.title}) for p in passages]
+    )
     print(f"index: {len(passages)} BoolQ passages in a VectorStoreIndex (MiniLM); LLM: {llm.metadata.model_name}")
-    workflow = AdaptiveRAGWorkflow(make_gate(args.gate, args.n_fit), index, llm=llm, similarity_top_k=args.top_k, timeout=None)
+    workflow = AdaptiveRAGWorkflow(
+        make_gate(args.gate, args.n_fit), index, llm=llm, similarity_top_k=args.top_k, timeout=None
+    )
 
     routes: dict[str, int] = {}
     for record in asked:
@@ -87,7 +91,9 @@ def main() -> None:
     parser.add_argument("--gate", choices=("skr-knn", "verbalized"), default="skr-knn", help="the deciding gate")
     parser.add_argument("--n", type=int, default=4, help="questions asked")
     parser.add_argument("--n-fit", type=int, default=500, help="AdaRAGUE NQ outcomes the SKR-kNN gate is fitted on")
-    parser.add_argument("--passages", type=int, default=40, help="BoolQ passages indexed (the questions come from them)")
+    parser.add_argument(
+        "--passages", type=int, default=40, help="BoolQ passages indexed (the questions come from them)"
+    )
     parser.add_argument("--top-k", type=int, default=2, help="nodes retrieved")
     parser.add_argument("--max-tokens", type=int, default=16, help="answer length cap")
     args = parser.parse_args()

@@ -37,7 +37,9 @@ def _router(gate: Gate, direct: DraftQueryEngine, index, llm) -> RouterQueryEngi
         selector=GateSelector(gate),
         query_engine_tools=[
             QueryEngineTool.from_defaults(direct, description="the LLM alone"),
-            QueryEngineTool.from_defaults(index.as_query_engine(llm=llm, similarity_top_k=1), description="the documents"),
+            QueryEngineTool.from_defaults(
+                index.as_query_engine(llm=llm, similarity_top_k=1), description="the documents"
+            ),
         ],
     )
 

@@ -7,12 +7,14 @@ from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide
 
 from adaptive_gates import Gate
 
-from .events import AnswerDirectlyEvent, DraftAnswerEvent, GateRouteEvent, RetrieveEvent
+from .events import AnswerDirectlyEvent, DraftAnswerEvent, RetrieveEvent
 
 dispatcher = get_dispatcher(__name__)
 
 
-async def gate_route_event(gate: Gate, query: str, reuse_draft: bool = True) -> GateRouteEvent:
+async def gate_route_event(
+    gate: Gate, query: str, reuse_draft: bool = True
+) -> RetrieveEvent | AnswerDirectlyEvent | DraftAnswerEvent:
     """The event ``gate``'s decision on ``query`` routes to: a ``RetrieveEvent``, a
     ``DraftAnswerEvent`` (no retrieval, and a drafted answer to reuse when
     ``reuse_draft``) or an ``AnswerDirectlyEvent``.
@@ -30,8 +32,11 @@ async def gate_route_event(gate: Gate, query: str, reuse_draft: bool = True) -> 
         raise TypeError(f"query must be a str, got {type(query).__name__}")
     decision, payload = await adecide(gate, query, dispatcher)
     route = route_of(decision, reuse_draft)
-    kind = RetrieveEvent if route == RETRIEVE else DraftAnswerEvent if route == DRAFT else AnswerDirectlyEvent
-    return kind(query=query, decision=payload)
+    if route == RETRIEVE:
+        return RetrieveEvent(query=query, decision=payload)
+    if route == DRAFT:
+        return DraftAnswerEvent(query=query, decision=payload)
+    return AnswerDirectlyEvent(query=query, decision=payload)
 
 
 __all__ = ["gate_route_event"]

@@ -70,7 +70,9 @@ class AdaptiveRAGWorkflow(Workflow):
         if not isinstance(gate, Gate):
             raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
         if isinstance(retriever, BaseIndex):
-            retriever = retriever.as_retriever(**({} if similarity_top_k is None else {"similarity_top_k": similarity_top_k}))
+            retriever = retriever.as_retriever(
+                **({} if similarity_top_k is None else {"similarity_top_k": similarity_top_k})
+            )
         if not isinstance(retriever, BaseRetriever):
             raise TypeError(f"retriever must be a LlamaIndex BaseRetriever or index, got {type(retriever).__name__}")
         self.gate = gate
@@ -85,7 +87,7 @@ class AdaptiveRAGWorkflow(Workflow):
         """The gate routes ``query`` (``workflow.run(query=...)``)."""
         routed = await gate_route_event(self.gate, ev.get("query"), self.reuse_draft)
         ctx.write_event_to_stream(routed)
-        return routed  # type: ignore[return-value]  # gate_route_event returns one of the three
+        return routed
 
     @step
     async def retrieve(self, ctx: Context, ev: RetrieveEvent) -> NodesRetrievedEvent:
