@@ -39,9 +39,9 @@ async def test_a_known_question_retrieves_nothing_and_still_has_its_decision(gat
         assert decision.retrieve is False and decision.gate == "skr-knn" and decision.question == KNOWN_Q
     fired = recorder.of(GateDecisionEvent)
     assert [e.query for e in fired] == [KNOWN_Q] * 2 and all(e.decision["retrieve"] is False for e in fired)
-    # fired inside the gated retrieval's own spans
+    # fired inside the gated retriever's spans
     assert fired[0].span_id.startswith("GatedRetriever._retrieve-")
-    assert fired[1].span_id.startswith("GatedRetriever._aretrieve-")
+    assert fired[1].span_id.startswith("GatedRetriever.aretrieve-")
 
 
 async def test_an_unknown_question_retrieves_nodes_that_carry_the_decision(gated, index):
