@@ -5,6 +5,7 @@ from llama_index.selectors.adaptive_gates.gating import ROUTES
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryEngine
 from .chat import CONDENSE_ERROR_KEY, QUESTION_KEY, AdaptiveChatEngine
+from .draft import DraftQueryEngine
 
 __all__ = [
     "CONDENSE_ERROR_KEY",
@@ -15,4 +16,5 @@ __all__ = [
     "ROUTE_KEY",
     "AdaptiveChatEngine",
     "AdaptiveQueryEngine",
+    "DraftQueryEngine",
 ]

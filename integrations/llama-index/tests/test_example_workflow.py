@@ -1,0 +1,70 @@
+"""examples/llamaindex_workflow.py runs offline, at a small size, and prints each
+question's streamed workflow events and the answer of the route they took."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "llamaindex_workflow.py"
+SMALL = ["--n", "2", "--passages", "10", "--max-tokens", "6", "--n-fit", "200"]
+ROUTE_OF = {"RetrieveEvent": "retrieve", "AnswerDirectlyEvent": "direct", "DraftAnswerEvent": "draft"}
+ROUTED = re.compile(r"^(RetrieveEvent|AnswerDirectlyEvent|DraftAnswerEvent): score \S+  threshold \S+  \((\S+)\)$")
+
+
+def _run(*flags: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *flags], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+def _check(out: str, gate: str, asked: int) -> None:
+    """Each question: its routing event, the nodes when it retrieved, the answer of that
+    route; the closing counts add up."""
+    body, _, summary = out.partition("\n\nroutes: ")
+    blocks = [block.strip().splitlines() for block in body.split("\nQ: ")[1:]]
+    assert len(blocks) == asked
+    taken = {"retrieve": 0, "direct": 0, "draft": 0}
+    for lines in blocks:
+        routed = ROUTED.match(lines[1].strip())
+        assert routed and routed.group(2) == gate, lines
+        route = ROUTE_OF[routed.group(1)]
+        taken[route] += 1
+        if route == "retrieve":
+            assert re.match(r"^NodesRetrievedEvent: 2 nodes \(.+\)$", lines[2].strip()), lines
+        assert len(lines) == (4 if route == "retrieve" else 3)
+        assert lines[-1].strip().startswith(f"answer ({route}): ")
+    counts = ", ".join(f"{route} {n}" for route, n in taken.items())
+    assert summary.startswith(f"{counts} of {asked} questions")
+
+
+def test_the_workflow_example_with_the_knn_gate():
+    done = _run(*SMALL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "index: 10 BoolQ passages in a VectorStoreIndex (MiniLM); LLM: SmolLM2" in done.stdout
+    assert re.search(r"gate: SKR-kNN \(k=10\) on 200 AdaRAGUE NQ outcomes: \d+ known \+ \d+ unknown", done.stdout)
+    _check(done.stdout, "skr-knn", 2)
+
+
+def test_the_workflow_example_with_the_verbalized_gate():
+    done = _run(*SMALL, "--n", "1", "--gate", "verbalized")
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check(done.stdout, "verbalized", 1)
+
+
+def test_a_bad_size_is_refused():
+    done = _run("--top-k", "0")
+    assert done.returncode == 2 and "--top-k must be at least 1" in done.stderr
