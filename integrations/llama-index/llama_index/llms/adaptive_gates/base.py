@@ -187,7 +187,9 @@ class AdaptiveGatesLLM(CustomLLM):
         return _acumulative(self._apieces(self._prompt_turn(prompt), kwargs), self._completion_chunk)
 
 
-def _cumulative(pieces: Generator[ChatChunk, None, None], respond: Callable[[str, ChatChunk], R]) -> Generator[R, None, None]:
+def _cumulative(
+    pieces: Generator[ChatChunk, None, None], respond: Callable[[str, ChatChunk], R]
+) -> Generator[R, None, None]:
     """One response per piece that adds text (and the last, which carries the reply),
     each with the text so far; closing it closes ``pieces``, which stops the generation."""
     text = ""

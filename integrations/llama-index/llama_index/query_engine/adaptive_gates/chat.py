@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse
 from llama_index.core.callbacks import CallbackManager, trace_method
 from llama_index.core.chat_engine import CondenseQuestionChatEngine
@@ -26,7 +26,7 @@ from llama_index.core.settings import Settings
 from adaptive_gates.feedback import Feedback
 
 from .base import AdaptiveQueryEngine
-from .standalone import Standalone, condensed, turn_metadata
+from .standalone import Standalone, condensed, exchange, turn_metadata
 from .streaming import GatedStreamingChatResponse, astream_into, atokens_of, stream_into, tokens_of
 
 
@@ -154,19 +154,13 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             metadata=turn_metadata(asked, response.metadata),
         )
 
-    def _exchange(self, message: str, answer: AgentChatResponse) -> tuple[ChatMessage, ChatMessage]:
-        return (
-            ChatMessage(role=MessageRole.USER, content=message),
-            ChatMessage(role=MessageRole.ASSISTANT, content=answer.response),
-        )
-
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         history = chat_history or self._memory.get(input=message)
         asked = self._standalone(history, message)
         response = self._query_engine.query(asked.question)
         answer = self._turn(asked, response, str(response))  # a streaming response is read whole
-        for turn in self._exchange(message, answer):
+        for turn in exchange(message, answer.response):
             self._memory.put(turn)
         return answer
 
@@ -177,7 +171,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         response = await self._query_engine.aquery(asked.question)
         whole = await response.get_response() if isinstance(response, AsyncStreamingResponse) else response
         answer = self._turn(asked, response, str(whole))
-        for turn in self._exchange(message, answer):
+        for turn in exchange(message, answer.response):
             await self._memory.aput(turn)
         return answer
 

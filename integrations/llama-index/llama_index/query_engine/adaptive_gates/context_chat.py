@@ -33,8 +33,14 @@ from adaptive_gates import Gate, GateDecision
 from adaptive_gates.feedback import Feedback
 
 from .base import METADATA_KEY, ROUTE_KEY
-from .standalone import Standalone, condensed, turn_metadata
-from .streaming import GatedStreamingChatResponse, aone_piece, astream_into, one_piece, stream_into
+from .standalone import Standalone, condensed, exchange, turn_metadata
+from .streaming import (
+    GatedStreamingChatResponse,
+    astream_into,
+    atokens_of,
+    stream_into,
+    tokens_of,
+)
 
 dispatcher = get_dispatcher(__name__)
 
@@ -251,9 +257,9 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
     def _tokens(self, plan: _Plan, message: str) -> Generator[str, None, None]:
         if plan.route == RETRIEVE:
             synthesizer = self._get_response_synthesizer(plan.history, streaming=True)
-            yield from synthesizer.synthesize(message, plan.nodes).response_gen  # type: ignore[union-attr]
+            yield from tokens_of(synthesizer.synthesize(message, plan.nodes))
         elif plan.route == DRAFT:
-            yield from one_piece(plan.decision.draft_answer or "")
+            yield plan.decision.draft_answer or ""
         else:
             for chunk in self._llm.stream_chat(self._direct_messages(plan.history, message)):
                 yield chunk.delta or ""
@@ -261,24 +267,19 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
     async def _atokens(self, plan: _Plan, message: str) -> AsyncGenerator[str, None]:
         if plan.route == RETRIEVE:
             synthesizer = self._get_response_synthesizer(plan.history, streaming=True)
-            response = await synthesizer.asynthesize(message, plan.nodes)
-            async for token in response.async_response_gen():  # type: ignore[union-attr]
+            async for token in atokens_of(await synthesizer.asynthesize(message, plan.nodes)):
                 yield token
         elif plan.route == DRAFT:
-            async for token in aone_piece(plan.decision.draft_answer or ""):
-                yield token
+            yield plan.decision.draft_answer or ""
         else:
             async for chunk in await self._llm.astream_chat(self._direct_messages(plan.history, message)):
                 yield chunk.delta or ""
-
-    def _remember(self, message: str, answer: str) -> list[ChatMessage]:
-        return [ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=answer)]
 
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         plan = self._plan(message, chat_history)
         answer = self._answer(plan, message)
-        for turn in self._remember(message, answer):
+        for turn in exchange(message, answer):
             self._memory.put(turn)
         return AgentChatResponse(response=answer, **self._fields(plan))
 
@@ -286,7 +287,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         plan = await self._aplan(message, chat_history)
         answer = await self._aanswer(plan, message)
-        for turn in self._remember(message, answer):
+        for turn in exchange(message, answer):
             await self._memory.aput(turn)
         return AgentChatResponse(response=answer, **self._fields(plan))
 

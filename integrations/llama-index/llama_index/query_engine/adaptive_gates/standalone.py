@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
 logger = logging.getLogger(__name__)
 
 #: Key of a chat response's ``metadata``: the question the engine was asked (and its
@@ -47,3 +49,8 @@ def turn_metadata(asked: Standalone, answered: Mapping[str, Any] | None) -> dict
     if asked.condense_error is not None:
         metadata[CONDENSE_ERROR_KEY] = asked.condense_error
     return metadata
+
+
+def exchange(message: str, answer: str) -> tuple[ChatMessage, ChatMessage]:
+    """The two turns a chat answer adds to memory: the user's message and the answer."""
+    return ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=answer)
