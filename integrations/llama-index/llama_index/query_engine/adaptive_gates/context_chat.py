@@ -11,7 +11,7 @@ draft answer is the reply.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -209,7 +209,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         asked = self._condensed(history, message)
         plan = self._planned(asked, *decide(self._gate, asked.question, dispatcher), history)
         if plan.route == RETRIEVE:
-            plan.nodes.extend(self._get_nodes(asked.question))
+            return replace(plan, nodes=self._get_nodes(asked.question))
         return plan
 
     async def _aplan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
@@ -219,7 +219,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         asked = await self._acondensed(history, message)
         plan = self._planned(asked, *(await adecide(self._gate, asked.question, dispatcher)), history)
         if plan.route == RETRIEVE:
-            plan.nodes.extend(await self._aget_nodes(asked.question))
+            return replace(plan, nodes=await self._aget_nodes(asked.question))
         return plan
 
     def _direct_messages(self, history: list[ChatMessage], message: str) -> list[ChatMessage]:
