@@ -13,6 +13,7 @@ from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
 from llama_index.core.chat_engine.types import BaseChatEngine
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
     CONDENSE_ERROR_KEY,
@@ -21,10 +22,11 @@ from llama_index.query_engine.adaptive_gates import (
     ROUTE_KEY,
     AdaptiveChatEngine,
     AdaptiveQueryEngine,
+    GatedStreamingChatResponse,
 )
 from llama_index.selectors.adaptive_gates import GateDecisionEvent
 
-from adaptive_gates import BackendError
+from adaptive_gates import BackendError, VerbalizedGate
 from adaptive_gates.models.chat import ChatReply, with_achat
 
 from .conftest import KNOWN, UNKNOWN
@@ -104,21 +106,84 @@ def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, l
     assert first.response.strip() and second.response.strip()
 
 
-async def test_streams_are_the_answer_as_one_chunk(engine):
+@pytest.fixture(scope="module")
+def streaming(index, knn_gate, llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
+
+
+def test_stream_chat_streams_token_by_token_on_both_routes(streaming, engine, recorder):
+    condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))  # the follow-up becomes the Tuvalu question
+    chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
+    first = chat.stream_chat(FIRST)
+    assert isinstance(first, GatedStreamingChatResponse)
+    assert first.metadata[ROUTE_KEY] == "direct" and first.metadata[QUESTION_KEY] == FIRST
+    first_chunks = list(first.response_gen)
+    second = chat.stream_chat("And what about its population?")
+    assert second.metadata[ROUTE_KEY] == "retrieve" and second.metadata[METADATA_KEY]["question"] == UNKNOWN[0]
+    second_chunks = list(second.response_gen)
+    for chunks, question in ((first_chunks, FIRST), (second_chunks, UNKNOWN[0])):
+        assert len(chunks) > 1, "a multi-token answer came as one chunk"
+        assert "".join(chunks) == engine.query(question).response
+    assert len(second.source_nodes) == 2 and second.source_nodes == second.sources[0].raw_output.source_nodes
+    decisions = [e.decision for e in recorder.of(GateDecisionEvent)][:2]
+    assert decisions == [first.metadata[METADATA_KEY], second.metadata[METADATA_KEY]]
+    assert _turns(chat) == [
+        (MessageRole.USER, FIRST),
+        (MessageRole.ASSISTANT, first.response),
+        (MessageRole.USER, "And what about its population?"),
+        (MessageRole.ASSISTANT, second.response),
+    ]
+
+
+async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(streaming, engine, loop_ticks):
+    condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))
+    chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
+    async with loop_ticks:
+        first = await chat.astream_chat(FIRST)
+        first_chunks = [t async for t in first.async_response_gen()]
+        second = await chat.astream_chat("And what about its population?")
+        second_chunks = [t async for t in second.async_response_gen()]
+    assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
+    assert [first.metadata[ROUTE_KEY], second.metadata[ROUTE_KEY]] == ["direct", "retrieve"]
+    assert len(first_chunks) > 1 and "".join(first_chunks) == engine.query(FIRST).response
+    assert len(second_chunks) > 1 and "".join(second_chunks) == engine.query(UNKNOWN[0]).response
+    assert len(second.source_nodes) == 2 and len(chat.chat_history) == 4
+
+
+async def test_chat_reads_a_streaming_query_engine_whole(streaming, engine):
+    condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
+    chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
+    assert chat.chat(FIRST).response == engine.query(FIRST).response
+    reply = await chat.achat(FOLLOW_UP)
+    assert reply.response == engine.query(KNOWN[3]).response and reply.metadata[QUESTION_KEY] == KNOWN[3]
+    assert len(chat.chat_history) == 4
+
+
+async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(engine):
     condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
     chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
     first = chat.stream_chat(FIRST)
-    assert list(first.response_gen) == [first.response] and first.response.strip()
-    assert first.sources[0].raw_output.metadata[METADATA_KEY]["question"] == FIRST
+    assert list(first.response_gen) == [engine.query(FIRST).response] and first.response.strip()
+    assert first.metadata[METADATA_KEY]["question"] == FIRST
     second = await chat.astream_chat(FOLLOW_UP)
     assert [chunk async for chunk in second.async_response_gen()] == [second.response]
-    assert second.sources[0].raw_output.metadata[METADATA_KEY]["question"] == KNOWN[3]
+    assert second.metadata[METADATA_KEY]["question"] == KNOWN[3]
     assert _turns(chat) == [
         (MessageRole.USER, FIRST),
         (MessageRole.ASSISTANT, first.response),
         (MessageRole.USER, FOLLOW_UP),
         (MessageRole.ASSISTANT, second.response),
     ]
+
+
+def test_a_streamed_draft_is_one_piece_without_an_llm_call(index, llm, recorder):
+    drafting = AdaptiveQueryEngine.from_index(
+        index, VerbalizedGate(ScriptedChat(ChatReply("Paris, certain."))), llm=llm, streaming=True
+    )
+    chat = AdaptiveChatEngine.from_defaults(drafting)
+    streamed = chat.stream_chat("What is the capital of France?")
+    assert list(streamed.response_gen) == ["Paris"] and streamed.metadata[ROUTE_KEY] == "draft"
+    assert recorder.of(LLMChatStartEvent) == [], "the draft was answered again"
 
 
 @pytest.mark.parametrize("failure", [BackendError("the chat server is down"), ChatReply("  ")])
@@ -148,9 +213,6 @@ def test_a_history_window_instead_of_condensing(engine):
     assert alone.chat(FOLLOW_UP).metadata[METADATA_KEY]["question"] == FOLLOW_UP
 
 
-def test_refuses_a_streaming_query_engine_and_a_bad_window(index, knn_gate, llm, engine):
-    streaming = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, streaming=True)
-    with pytest.raises(ValueError, match="must not stream"):
-        AdaptiveChatEngine.from_defaults(streaming)
+def test_refuses_a_bad_window(engine):
     with pytest.raises(ValueError, match="history_window must be >= 0"):
         AdaptiveChatEngine.from_defaults(engine, history_window=-1)

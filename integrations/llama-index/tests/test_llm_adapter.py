@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.instrumentation.events.llm import LLMChatInProgressEvent
 from llama_index.core.llms import LLM
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding, LlamaIndexEmbedder
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 
 from adaptive_gates import BackendError, SKRKnnGate
-from adaptive_gates.models import Embedder
+from adaptive_gates.models import ChatReply, Embedder
+from adaptive_gates.models.chat import with_achat
+
+from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -43,10 +47,52 @@ def test_log_probs_come_with_the_reply():
     assert text.strip() and reply.message.content.strip().startswith(text.strip()[:3])
 
 
-def test_streams_are_the_reply_as_one_chunk(llm):
-    chunks = list(llm.stream_chat(QUESTION))
-    assert len(chunks) == 1 and chunks[0].delta == chunks[0].message.content == llm.chat(QUESTION).message.content
-    assert "".join(c.delta for c in llm.stream_complete("Name a colour.")) == llm.complete("Name a colour.").text
+def test_streams_yield_each_token_as_it_is_generated(llm, recorder):
+    chunks = list(llm.stream_chat(QUESTION, max_tokens=8))
+    assert len(chunks) > 2, "a multi-token reply came as one chunk"
+    whole = llm.chat(QUESTION, max_tokens=8)
+    assert "".join(c.delta for c in chunks) == chunks[-1].message.content == whole.message.content
+    # each response holds the text so far, as LlamaIndex's own LLMs stream
+    assert all(c.message.content == "".join(d.delta for d in chunks[: i + 1]) for i, c in enumerate(chunks))
+    assert chunks[-1].additional_kwargs["finish_reason"] == whole.additional_kwargs["finish_reason"]
+    assert chunks[-1].raw == whole.raw and chunks[-1].raw["usage"]["completion_tokens"] >= len(chunks) - 1
+    # LlamaIndex's instrumentation sees every chunk
+    assert [e.response.delta for e in recorder.of(LLMChatInProgressEvent)] == [c.delta for c in chunks]
+    completion = list(llm.stream_complete("Name a colour.", max_tokens=8))
+    assert len(completion) > 2 and completion[-1].text == llm.complete("Name a colour.", max_tokens=8).text
+    assert "".join(c.delta for c in completion) == completion[-1].text
+
+
+def test_the_last_streamed_chunk_carries_the_log_probs():
+    llm = AdaptiveGatesLLM(max_tokens=4, logprobs=True, top_logprobs=2)
+    *pieces, last = llm.stream_chat(QUESTION)
+    assert pieces and all(p.logprobs is None for p in pieces)
+    assert last.logprobs == llm.chat(QUESTION).logprobs and len(last.logprobs) >= len(pieces)
+
+
+def test_a_stream_left_early_frees_the_model(llm):
+    stream = llm.stream_complete("Count from one to twenty.", max_tokens=24)
+    first = next(stream)
+    stream.close()  # stops the generation: the model answers the next call at once
+    assert first.delta and llm.complete("Count from one to twenty.", max_tokens=24).text.startswith(first.text)
+
+
+async def test_async_streams_match_the_reply_without_blocking_the_loop(llm, loop_ticks):
+    async with loop_ticks:
+        chunks = [c async for c in await llm.astream_chat(QUESTION, max_tokens=8)]
+    assert loop_ticks.count > 0, "the event loop was blocked while the model streamed"
+    assert len(chunks) > 2 and "".join(c.delta for c in chunks) == llm.chat(QUESTION, max_tokens=8).message.content
+    completion = [c async for c in await llm.astream_complete("Name a colour.", max_tokens=8)]
+    assert len(completion) > 2 and "".join(c.delta for c in completion) == completion[-1].text
+    assert completion[-1].text == (await llm.acomplete("Name a colour.", max_tokens=8)).text
+
+
+async def test_a_chat_model_that_cannot_stream_gives_one_chunk():
+    llm = AdaptiveGatesLLM(chat_model=with_achat(ScriptedChat(ChatReply("Paris."))))
+    (chunk,) = llm.stream_chat(QUESTION)
+    assert chunk.delta == chunk.message.content == "Paris."
+    (achunk,) = [c async for c in await llm.astream_complete("Capital of France?")]
+    assert achunk.delta == achunk.text == "Paris."
 
 
 async def test_async_calls_leave_the_event_loop_free(llm, loop_ticks):

@@ -169,18 +169,44 @@ def test_the_direct_prompt_is_a_prompt_of_the_engine(index, knn_gate, llm):
     assert engine.query(KNOWN_Q).response == llm.predict(terse, query_str=KNOWN_Q)
 
 
-async def test_streaming_responses(index, knn_gate, llm, engine):
-    streaming = AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
-    direct = streaming.query(KNOWN_Q)
-    assert isinstance(direct, StreamingResponse) and direct.metadata[ROUTE_KEY] == "direct"
-    assert "".join(direct.response_gen) == engine.query(KNOWN_Q).response
-    retrieved = await streaming.aquery(UNKNOWN_Q)
-    assert isinstance(retrieved, AsyncStreamingResponse) and retrieved.metadata[ROUTE_KEY] == "retrieve"
-    assert "".join([t async for t in retrieved.async_response_gen()]) == engine.query(UNKNOWN_Q).response
+@pytest.fixture(scope="module")
+def streaming(index, knn_gate, llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
+
+
+@pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
+def test_streaming_responses_stream_token_by_token(streaming, engine, recorder, question, route):
+    response = streaming.query(question)
+    assert isinstance(response, StreamingResponse) and response.metadata[ROUTE_KEY] == route
+    (event,) = recorder.of(GateDecisionEvent)
+    assert response.metadata[METADATA_KEY] == event.decision and event.decision["retrieve"] is (route == "retrieve")
+    chunks = list(response.response_gen)
+    assert len(chunks) > 1, "a multi-token answer came as one chunk"
+    whole = engine.query(question)
+    assert "".join(chunks) == whole.response and _ids(response.source_nodes) == _ids(whole.source_nodes)
+
+
+@pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
+async def test_async_streaming_responses_stream_token_by_token(streaming, engine, loop_ticks, question, route):
+    async with loop_ticks:
+        response = await streaming.aquery(question)
+        chunks = [t async for t in response.async_response_gen()]
+    assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
+    assert isinstance(response, AsyncStreamingResponse) and response.metadata[ROUTE_KEY] == route
+    assert response.metadata[METADATA_KEY]["question"] == question
+    assert len(chunks) > 1 and "".join(chunks) == engine.query(question).response
+
+
+async def test_a_streamed_draft_is_one_piece_without_an_llm_call(index, llm, recorder):
     drafting = AdaptiveQueryEngine.from_index(
         index, VerbalizedGate(ScriptedChat(ChatReply("Paris, certain."))), llm=llm, streaming=True
     )
-    assert list(drafting.query("What is the capital of France?").response_gen) == ["Paris"]
+    response = drafting.query("What is the capital of France?")
+    assert list(response.response_gen) == ["Paris"] and response.metadata[ROUTE_KEY] == "draft"
+    aresponse = await drafting.aquery("What is the capital of France?")
+    assert [t async for t in aresponse.async_response_gen()] == ["Paris"]
+    assert aresponse.metadata[METADATA_KEY]["draft_answer"] == "Paris"
+    assert recorder.of(LLMChatStartEvent) == [], "the draft was answered again"
 
 
 def test_refuses_what_is_not_a_gate(index):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from typing import Any, TypeVar
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -22,12 +23,14 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field, PrivateAttr
 
-from adaptive_gates.models import ChatModel, ChatReply, chat_model_or_default
+from adaptive_gates.models import ChatChunk, ChatModel, ChatReply, astream_chat, chat_model_or_default, stream_chat
 
 from .messages import to_core_messages
 
 #: SmolLM2's context length (the embedded default's).
 DEFAULT_CONTEXT_WINDOW = 8192
+
+R = TypeVar("R", ChatResponse, CompletionResponse)
 
 
 class AdaptiveGatesLLM(CustomLLM):
@@ -39,8 +42,14 @@ class AdaptiveGatesLLM(CustomLLM):
     each response carries ``logprobs``: per generated token a list whose first entry is
     the token chosen and the rest its most likely alternatives.
 
-    Async calls run the model in a worker thread, so the event loop is never blocked.
-    The core answers whole replies: a stream is that reply as one chunk.
+    Streams (``stream_chat``, ``stream_complete`` and their async forms) yield one
+    response per token as it is generated, each with the text so far and the new
+    piece as its ``delta``; the last also carries the finish reason, log-probs and
+    usage. Joined, the deltas equal the non-streamed reply. A core chat model that
+    cannot stream gives its whole reply as one response. Leaving a stream early stops
+    the generation.
+
+    Async calls run the model in worker threads, so the event loop is never blocked.
 
     Args:
         chat_model: a core ``ChatModel`` (``LocalChatModel`` over the embedded SmolLM2
@@ -81,19 +90,30 @@ class AdaptiveGatesLLM(CustomLLM):
             model_name=self.backend.model_id,
         )
 
-    def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
+    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The core call's options: per-call ``kwargs`` (OpenAI's names) over the fields."""
         unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs", "formatted"}
         if unknown:
             raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
         wants = kwargs.get("logprobs", self.logprobs)
         top = int(kwargs.get("top_logprobs", self.top_logprobs))
-        return self.backend.chat(
-            to_core_messages(messages),
-            max_tokens=kwargs.get("max_tokens", self.max_tokens),
-            temperature=kwargs.get("temperature", self.temperature),
+        return {
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": kwargs.get("temperature", self.temperature),
             # The core returns tokens only when alternatives are asked for; one is the least.
-            top_logprobs=max(top, 1) if wants else 0,
-        )
+            "top_logprobs": max(top, 1) if wants else 0,
+        }
+
+    def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
+        return self.backend.chat(to_core_messages(messages), **self._options(kwargs))
+
+    def _pieces(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> Generator[ChatChunk, None, None]:
+        """The reply piece by piece as the backend generates it (one piece when it cannot stream)."""
+        return stream_chat(self.backend, to_core_messages(messages), **self._options(kwargs))
+
+    def _apieces(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> AsyncGenerator[ChatChunk, None]:
+        """``_pieces`` for async code; the event loop is never blocked."""
+        return astream_chat(self.backend, to_core_messages(messages), **self._options(kwargs))
 
     def _chat_response(self, reply: ChatReply) -> ChatResponse:
         return ChatResponse(
@@ -112,6 +132,23 @@ class AdaptiveGatesLLM(CustomLLM):
             raw=raw_response(reply),
         )
 
+    def _chat_chunk(self, text: str, piece: ChatChunk) -> ChatResponse:
+        """A streamed chat response: ``text`` so far, ``piece`` as its ``delta``; the last
+        carries what the whole reply says (finish reason, log-probs, usage)."""
+        if piece.reply is None:
+            return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=piece.text)
+        response = self._chat_response(piece.reply)
+        response.delta = piece.text
+        return response
+
+    def _completion_chunk(self, text: str, piece: ChatChunk) -> CompletionResponse:
+        """``_chat_chunk`` for completions."""
+        if piece.reply is None:
+            return CompletionResponse(text=text, delta=piece.text)
+        response = self._completion_response(piece.reply)
+        response.delta = piece.text
+        return response
+
     @staticmethod
     def _prompt_turn(prompt: str) -> list[ChatMessage]:
         return [ChatMessage(role=MessageRole.USER, content=prompt)]
@@ -122,9 +159,7 @@ class AdaptiveGatesLLM(CustomLLM):
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        response = self._chat_response(self._reply(messages, kwargs))
-        response.delta = response.message.content
-        yield response
+        return _cumulative(self._pieces(messages, kwargs), self._chat_chunk)
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -132,7 +167,7 @@ class AdaptiveGatesLLM(CustomLLM):
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        yield self._completion_response(self._reply(self._prompt_turn(prompt), kwargs))
+        return _cumulative(self._pieces(self._prompt_turn(prompt), kwargs), self._completion_chunk)
 
     # Model work runs in a worker thread: the event loop stays free.
     @llm_chat_callback()
@@ -141,13 +176,7 @@ class AdaptiveGatesLLM(CustomLLM):
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        response = self._chat_response(await asyncio.to_thread(self._reply, messages, kwargs))
-        response.delta = response.message.content
-
-        async def one() -> ChatResponseAsyncGen:
-            yield response
-
-        return one()
+        return _acumulative(self._apieces(messages, kwargs), self._chat_chunk)
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -155,12 +184,32 @@ class AdaptiveGatesLLM(CustomLLM):
 
     @llm_completion_callback()
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
-        response = self._completion_response(await asyncio.to_thread(self._reply, self._prompt_turn(prompt), kwargs))
+        return _acumulative(self._apieces(self._prompt_turn(prompt), kwargs), self._completion_chunk)
 
-        async def one() -> CompletionResponseAsyncGen:
-            yield response
 
-        return one()
+def _cumulative(
+    pieces: Generator[ChatChunk, None, None], respond: Callable[[str, ChatChunk], R]
+) -> Generator[R, None, None]:
+    """One response per piece that adds text (and the last, which carries the reply),
+    each with the text so far; closing it closes ``pieces``, which stops the generation."""
+    text = ""
+    with contextlib.closing(pieces):
+        for piece in pieces:
+            text += piece.text
+            if piece.text or piece.reply is not None:
+                yield respond(text, piece)
+
+
+async def _acumulative(
+    pieces: AsyncGenerator[ChatChunk, None], respond: Callable[[str, ChatChunk], R]
+) -> AsyncGenerator[R, None]:
+    """``_cumulative`` for async code."""
+    text = ""
+    async with contextlib.aclosing(pieces):
+        async for piece in pieces:
+            text += piece.text
+            if piece.text or piece.reply is not None:
+                yield respond(text, piece)
 
 
 def raw_response(reply: ChatReply) -> dict[str, Any] | None:

@@ -1,11 +1,15 @@
 """An adaptive query engine (a gate, a retriever and an LLM in one object) and its chat
-engine variant, which gates on the conversation's standalone question."""
+engine variants (condense-question and condense-plus-context), which gate on the
+conversation's standalone question."""
 
 from llama_index.selectors.adaptive_gates.gating import ROUTES
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryEngine
-from .chat import CONDENSE_ERROR_KEY, QUESTION_KEY, AdaptiveChatEngine
+from .chat import AdaptiveChatEngine
+from .context_chat import AdaptiveContextChatEngine
 from .draft import DraftQueryEngine
+from .standalone import CONDENSE_ERROR_KEY, QUESTION_KEY
+from .streaming import GatedStreamingChatResponse
 
 __all__ = [
     "CONDENSE_ERROR_KEY",
@@ -15,6 +19,8 @@ __all__ = [
     "ROUTES",
     "ROUTE_KEY",
     "AdaptiveChatEngine",
+    "AdaptiveContextChatEngine",
     "AdaptiveQueryEngine",
     "DraftQueryEngine",
+    "GatedStreamingChatResponse",
 ]

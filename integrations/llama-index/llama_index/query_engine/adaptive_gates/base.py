@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
@@ -30,6 +30,8 @@ from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 from adaptive_gates import Gate
 from adaptive_gates.feedback import Feedback
 from adaptive_gates.prompts import QA
+
+from .streaming import aone_piece, one_piece
 
 #: Key of a response's ``metadata`` holding the decision (``GateDecision.to_dict()``).
 METADATA_KEY = DECISION_METADATA_KEY
@@ -80,7 +82,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             also ``update_prompts({"direct_prompt": ...})``.
         reuse_draft: answer with the gate's draft answer when it has one.
         streaming: return ``StreamingResponse`` (``AsyncStreamingResponse`` from
-            ``aquery``); a given ``response_synthesizer`` must stream alike.
+            ``aquery``) whose text streams token by token as the LLM generates it (a
+            draft answer as one piece; ``metadata`` is set before the first token); a
+            given ``response_synthesizer`` must stream alike.
         callback_manager: LlamaIndex's legacy callbacks.
     """
 
@@ -221,12 +225,4 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         """The gate's draft answer as the response (one chunk when streaming)."""
         if not self._streaming:
             return Response(answer)
-        return StreamingResponse(_one(answer)) if sync else AsyncStreamingResponse(_aone(answer))
-
-
-def _one(text: str) -> Generator[str, None, None]:
-    yield text
-
-
-async def _aone(text: str) -> AsyncGenerator[str, None]:
-    yield text
+        return StreamingResponse(one_piece(answer)) if sync else AsyncStreamingResponse(aone_piece(answer))

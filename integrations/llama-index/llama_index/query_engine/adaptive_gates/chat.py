@@ -9,18 +9,15 @@ condense-question chat engine: its prompt and its condensing step), then asks an
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncGenerator, Generator
-from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
-from llama_index.core.base.response.schema import RESPONSE_TYPE
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse
 from llama_index.core.callbacks import CallbackManager, trace_method
 from llama_index.core.chat_engine import CondenseQuestionChatEngine
 from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
-from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
+from llama_index.core.chat_engine.types import AgentChatResponse
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.prompts import BasePromptTemplate
@@ -29,23 +26,8 @@ from llama_index.core.settings import Settings
 from adaptive_gates.feedback import Feedback
 
 from .base import AdaptiveQueryEngine
-
-logger = logging.getLogger(__name__)
-
-#: Key of a chat response's ``metadata``: the question the engine was asked (and its
-#: gate judged).
-QUESTION_KEY = "standalone_question"
-#: Key of a chat response's ``metadata``, present when condensing failed: why (the
-#: follow-up itself was asked instead).
-CONDENSE_ERROR_KEY = "condense_error"
-
-
-@dataclass(frozen=True)
-class _Standalone:
-    """The question asked for one chat turn, and why condensing failed if it did."""
-
-    question: str
-    condense_error: str | None = None
+from .standalone import Standalone, condensed, exchange, turn_metadata
+from .streaming import GatedStreamingChatResponse, astream_into, atokens_of, stream_into, tokens_of
 
 
 class AdaptiveChatEngine(CondenseQuestionChatEngine):
@@ -62,9 +44,13 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     Each response's ``metadata`` holds the decision (``"gate_decision"``), the route
     (``"gate_route"``) and the question asked (``"standalone_question"``); its
     ``sources`` hold the query engine's response (``raw_output``), and its
-    ``source_nodes`` the retrieved nodes when it retrieved. The query engine answers
-    whole, so ``stream_chat`` / ``astream_chat`` stream the answer as one chunk (their
-    ``sources`` carry the decision).
+    ``source_nodes`` the retrieved nodes when it retrieved.
+
+    ``stream_chat`` / ``astream_chat`` return a ``GatedStreamingChatResponse`` whose
+    ``metadata`` (the same keys) is there before the first token. Over a query engine
+    built with ``streaming=True`` the answer streams token by token as the LLM
+    generates it (a gate's draft answer as one piece); over one that answers whole it
+    comes as one piece. ``chat`` / ``achat`` take either engine.
 
     Build it with ``from_defaults``.
     """
@@ -82,8 +68,6 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     ) -> None:
         if not isinstance(query_engine, AdaptiveQueryEngine):
             raise TypeError(f"query_engine must be an AdaptiveQueryEngine, got {type(query_engine).__name__}")
-        if query_engine.streaming:
-            raise ValueError("the query engine must not stream: the chat engine streams the whole answer itself")
         if history_window is not None and history_window < 0:
             raise ValueError(f"history_window must be >= 0 or None, got {history_window}")
         super().__init__(query_engine, condense_question_prompt, memory, llm, callback_manager=callback_manager)
@@ -140,60 +124,43 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         return self.query_engine.record_feedback(response, correct)
 
     # ----------------------------------------------------------------- standalone question
-    def _windowed(self, history: list[ChatMessage], message: str) -> _Standalone:
+    def _windowed(self, history: list[ChatMessage], message: str) -> Standalone:
         window = history[-self._history_window :] if self._history_window else []
-        return _Standalone("\n".join(filter(None, [messages_to_history_str(window), message])))
+        return Standalone("\n".join(filter(None, [messages_to_history_str(window), message])))
 
-    def _condensed(self, message: str, output: str | Exception) -> _Standalone:
-        """The condensing step's result, or the message itself when it gave none."""
-        if isinstance(output, str) and output.strip():
-            return _Standalone(output.strip())
-        reason = f"{type(output).__name__}: {output}" if isinstance(output, Exception) else f"no text ({output!r})"
-        logger.warning("condensing the follow-up failed (%s); asking the message itself", reason)
-        return _Standalone(message, reason)
-
-    def _standalone(self, history: list[ChatMessage], message: str) -> _Standalone:
+    def _standalone(self, history: list[ChatMessage], message: str) -> Standalone:
         if self._history_window is not None:
             return self._windowed(history, message)
         try:
             output: str | Exception = self._condense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return self._condensed(message, output)
+        return condensed(message, output)
 
-    async def _astandalone(self, history: list[ChatMessage], message: str) -> _Standalone:
+    async def _astandalone(self, history: list[ChatMessage], message: str) -> Standalone:
         if self._history_window is not None:
             return self._windowed(history, message)
         try:
             output: str | Exception = await self._acondense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return self._condensed(message, output)
+        return condensed(message, output)
 
     # ----------------------------------------------------------------- chat
-    def _turn(self, asked: _Standalone, response: RESPONSE_TYPE) -> AgentChatResponse:
-        metadata = {**(response.metadata or {}), QUESTION_KEY: asked.question}
-        if asked.condense_error is not None:
-            metadata[CONDENSE_ERROR_KEY] = asked.condense_error
+    def _turn(self, asked: Standalone, response: RESPONSE_TYPE, text: str) -> AgentChatResponse:
         return AgentChatResponse(
-            response=str(response),
+            response=text,
             sources=[self._get_tool_output_from_response(asked.question, response)],
-            metadata=metadata,
-        )
-
-    @staticmethod
-    def _exchange(message: str, answer: AgentChatResponse) -> tuple[ChatMessage, ChatMessage]:
-        return (
-            ChatMessage(role=MessageRole.USER, content=message),
-            ChatMessage(role=MessageRole.ASSISTANT, content=answer.response),
+            metadata=turn_metadata(asked, response.metadata),
         )
 
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         history = chat_history or self._memory.get(input=message)
         asked = self._standalone(history, message)
-        answer = self._turn(asked, self._query_engine.query(asked.question))
-        for turn in self._exchange(message, answer):
+        response = self._query_engine.query(asked.question)
+        answer = self._turn(asked, response, str(response))  # a streaming response is read whole
+        for turn in exchange(message, answer.response):
             self._memory.put(turn)
         return answer
 
@@ -201,41 +168,39 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         history = chat_history or await self._memory.aget(input=message)
         asked = await self._astandalone(history, message)
-        answer = self._turn(asked, await self._query_engine.aquery(asked.question))
-        for turn in self._exchange(message, answer):
+        response = await self._query_engine.aquery(asked.question)
+        whole = await response.get_response() if isinstance(response, AsyncStreamingResponse) else response
+        answer = self._turn(asked, response, str(whole))
+        for turn in exchange(message, answer.response):
             await self._memory.aput(turn)
         return answer
 
     @trace_method("chat")
-    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
-        answer = self.chat(message, chat_history)
-        return StreamingAgentChatResponse(
-            response=answer.response,
-            sources=answer.sources,
-            chat_stream=_one(answer.response),
-            is_writing_to_memory=False,  # chat() has written the turn already
+    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> GatedStreamingChatResponse:
+        history = chat_history or self._memory.get(input=message)
+        asked = self._standalone(history, message)
+        response = self._query_engine.query(asked.question)
+        return stream_into(
+            self._memory,
+            message,
+            tokens_of(response),
+            sources=[self._get_tool_output_from_response(asked.question, response)],
+            source_nodes=list(response.source_nodes),
+            metadata=turn_metadata(asked, response.metadata),
         )
 
     @trace_method("chat")
     async def astream_chat(
         self, message: str, chat_history: list[ChatMessage] | None = None
-    ) -> StreamingAgentChatResponse:
-        answer = await self.achat(message, chat_history)
-        return StreamingAgentChatResponse(
-            response=answer.response,
-            sources=answer.sources,
-            achat_stream=_aone(answer.response),
-            is_writing_to_memory=False,  # achat() has written the turn already
+    ) -> GatedStreamingChatResponse:
+        history = chat_history or await self._memory.aget(input=message)
+        asked = await self._astandalone(history, message)
+        response = await self._query_engine.aquery(asked.question)
+        return await astream_into(
+            self._memory,
+            message,
+            atokens_of(response),
+            sources=[self._get_tool_output_from_response(asked.question, response)],
+            source_nodes=list(response.source_nodes),
+            metadata=turn_metadata(asked, response.metadata),
         )
-
-
-def _chunk(text: str) -> ChatResponse:
-    return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=text)
-
-
-def _one(text: str) -> Generator[ChatResponse, None, None]:
-    yield _chunk(text)
-
-
-async def _aone(text: str) -> AsyncGenerator[ChatResponse, None]:
-    yield _chunk(text)

@@ -1,0 +1,304 @@
+"""A condense-plus-context chat engine that retrieves context only when its gate says so.
+
+LlamaIndex's ``CondensePlusContextChatEngine`` condenses each follow-up into a
+standalone question, retrieves context for it and answers the message with the chat
+history and that context in the system prompt. Here a gate judges the standalone
+question first: retrieval (and the context prompt) happens only when it says the LLM
+needs it; otherwise the LLM answers from the chat history alone, or the gate's own
+draft answer is the reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Generator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.callbacks import CallbackManager, trace_method
+from llama_index.core.chat_engine import CondensePlusContextChatEngine
+from llama_index.core.chat_engine.types import AgentChatResponse, ToolOutput
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.indices.base_retriever import BaseRetriever
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.llms.llm import LLM
+from llama_index.core.memory import BaseMemory, Memory
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.schema import NodeWithScore
+from llama_index.core.settings import Settings
+from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, response_feedback, route_of
+
+from adaptive_gates import Gate, GateDecision
+from adaptive_gates.feedback import Feedback
+
+from .base import METADATA_KEY, ROUTE_KEY
+from .standalone import Standalone, condensed, exchange, turn_metadata
+from .streaming import (
+    GatedStreamingChatResponse,
+    astream_into,
+    atokens_of,
+    stream_into,
+    tokens_of,
+)
+
+dispatcher = get_dispatcher(__name__)
+
+#: Room left for the answer when the default memory is fitted to the LLM's context
+#: (as ``CondensePlusContextChatEngine.from_defaults`` leaves it).
+_ANSWER_ROOM = 256
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One turn before answering: the question the gate judged, its decision, the
+    route and the retrieved nodes (none unless it retrieved)."""
+
+    asked: Standalone
+    decision: GateDecision
+    route: str
+    nodes: list[NodeWithScore]
+    history: list[ChatMessage]
+    metadata: dict[str, Any]
+
+
+class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
+    """``CondensePlusContextChatEngine`` with a gate: context is retrieved only when the
+    gate says the LLM needs it.
+
+    Per message: the follow-up and the chat history are condensed into a standalone
+    question (the first message is asked as it is; a condensing LLM that fails or
+    says nothing leaves the message itself, the failure kept in the metadata), the
+    gate judges it, and then
+
+    - retrieve: the retriever's nodes for the standalone question, through the
+      ``node_postprocessors``, go into the context system prompt and the LLM answers
+      the message with the chat history, exactly as ``CondensePlusContextChatEngine``;
+    - answer directly: the LLM answers the message with the chat history and the
+      ``system_prompt`` (if any), with no context and no retrieval;
+    - draft: a gate that already answered the standalone question (a confident
+      ``VerbalizedGate``) gives that answer, with no further LLM call (``reuse_draft``).
+
+    Each response's ``metadata`` holds the decision (``"gate_decision"``,
+    ``GateDecision.to_dict()``), the route (``"gate_route"``) and the question judged
+    (``"standalone_question"``); ``source_nodes`` are the retrieved nodes. The decision
+    is fired as a ``GateDecisionEvent`` inside the chat call's span. ``stream_chat`` /
+    ``astream_chat`` stream the answer token by token (a draft as one piece) and return
+    a ``GatedStreamingChatResponse`` whose ``metadata`` is there before the first token.
+
+    Build it with ``from_defaults`` or ``from_index``.
+    """
+
+    def __init__(
+        self,
+        gate: Gate,
+        retriever: BaseRetriever,
+        llm: LLM,
+        memory: BaseMemory,
+        *,
+        reuse_draft: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(gate, Gate):
+            raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
+        if not isinstance(retriever, BaseRetriever):
+            raise TypeError(f"retriever must be a LlamaIndex BaseRetriever, got {type(retriever).__name__}")
+        super().__init__(retriever, llm, memory, **kwargs)
+        self._gate = gate
+        self._reuse_draft = reuse_draft
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]  # a gate comes first, and no verbose/kwargs
+        cls,
+        gate: Gate,
+        retriever: BaseRetriever,
+        llm: LLM | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        memory: BaseMemory | None = None,
+        system_prompt: str | None = None,
+        context_prompt: str | PromptTemplate | None = None,
+        context_refine_prompt: str | PromptTemplate | None = None,
+        condense_prompt: str | PromptTemplate | None = None,
+        skip_condense: bool = False,
+        node_postprocessors: list[BaseNodePostprocessor] | None = None,
+        reuse_draft: bool = True,
+        callback_manager: CallbackManager | None = None,
+    ) -> AdaptiveContextChatEngine:
+        """A chat engine gating ``retriever`` with ``gate``.
+
+        Args:
+            gate: judges each standalone question.
+            retriever: gives the context when the gate says retrieve.
+            llm: condenses and answers (default ``Settings.llm``).
+            chat_history: the conversation so far.
+            memory: the chat memory (default: a ``Memory`` over ``chat_history``
+                fitted to the LLM's context).
+            system_prompt: added to the context prompt, and the system prompt of
+                direct answers.
+            context_prompt, context_refine_prompt, condense_prompt: the prompts of
+                ``CondensePlusContextChatEngine`` (its own by default).
+            skip_condense: judge and retrieve for the message itself.
+            node_postprocessors: applied to retrieved nodes.
+            reuse_draft: answer with the gate's draft answer when it has one.
+            callback_manager: LlamaIndex's legacy callbacks (default: ``Settings``').
+        """
+        llm = llm or Settings.llm
+        memory = memory or Memory.from_defaults(
+            chat_history=chat_history or [], token_limit=llm.metadata.context_window - _ANSWER_ROOM
+        )
+        return cls(
+            gate,
+            retriever,
+            llm,
+            memory,
+            reuse_draft=reuse_draft,
+            system_prompt=system_prompt,
+            context_prompt=context_prompt,
+            context_refine_prompt=context_refine_prompt,
+            condense_prompt=condense_prompt,
+            skip_condense=skip_condense,
+            node_postprocessors=node_postprocessors,
+            callback_manager=callback_manager or Settings.callback_manager,
+        )
+
+    @classmethod
+    def from_index(
+        cls, index: BaseIndex, gate: Gate, *, similarity_top_k: int | None = None, **kwargs: Any
+    ) -> AdaptiveContextChatEngine:
+        """An engine over ``index.as_retriever()`` (``similarity_top_k`` nodes when
+        given); ``kwargs`` go to ``from_defaults``."""
+        retriever_kwargs = {} if similarity_top_k is None else {"similarity_top_k": similarity_top_k}
+        return cls.from_defaults(gate, index.as_retriever(**retriever_kwargs), **kwargs)
+
+    @property
+    def gate(self) -> Gate:
+        """The gate judging each standalone question."""
+        return self._gate
+
+    def record_feedback(self, response: Any, correct: bool) -> Feedback:
+        """Teach the gate whether the answer of ``response`` (one of this engine's) was
+        correct (see ``AdaptiveQueryEngine.record_feedback``)."""
+        return response_feedback(self._gate, response, correct)
+
+    # ----------------------------------------------------------------- planning a turn
+    def _condensed(self, history: list[ChatMessage], message: str) -> Standalone:
+        try:
+            output: str | Exception = self._condense_question(history, message)
+        except Exception as exc:  # a failing condenser must not end the turn
+            output = exc
+        return condensed(message, output)
+
+    async def _acondensed(self, history: list[ChatMessage], message: str) -> Standalone:
+        try:
+            output: str | Exception = await self._acondense_question(history, message)
+        except Exception as exc:  # a failing condenser must not end the turn
+            output = exc
+        return condensed(message, output)
+
+    def _planned(
+        self, asked: Standalone, decision: GateDecision, payload: dict[str, Any], history: list[ChatMessage]
+    ) -> _Plan:
+        route = route_of(decision, self._reuse_draft)
+        metadata = turn_metadata(asked, {METADATA_KEY: payload, ROUTE_KEY: route})
+        return _Plan(asked, decision, route, [], history, metadata)
+
+    def _plan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
+        if chat_history is not None:
+            self._memory.set(chat_history)
+        history = self._memory.get(input=message)
+        asked = self._condensed(history, message)
+        plan = self._planned(asked, *decide(self._gate, asked.question, dispatcher), history)
+        if plan.route == RETRIEVE:
+            return replace(plan, nodes=self._get_nodes(asked.question))
+        return plan
+
+    async def _aplan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
+        if chat_history is not None:
+            await self._memory.aset(chat_history)
+        history = await self._memory.aget(input=message)
+        asked = await self._acondensed(history, message)
+        plan = self._planned(asked, *(await adecide(self._gate, asked.question, dispatcher)), history)
+        if plan.route == RETRIEVE:
+            return replace(plan, nodes=await self._aget_nodes(asked.question))
+        return plan
+
+    def _direct_messages(self, history: list[ChatMessage], message: str) -> list[ChatMessage]:
+        """The conversation the LLM answers without context: system prompt, history, message."""
+        system = [ChatMessage(role=self._llm.metadata.system_role, content=self._system_prompt)]
+        return [*(system if self._system_prompt else []), *history, ChatMessage(role=MessageRole.USER, content=message)]
+
+    def _fields(self, plan: _Plan) -> dict[str, Any]:
+        """A response's sources, nodes and metadata (the retriever's output as
+        ``CondensePlusContextChatEngine`` reports it)."""
+        source = ToolOutput(
+            tool_name="retriever",
+            content=str(plan.nodes),
+            raw_input={"message": plan.asked.question},
+            raw_output=plan.nodes,
+        )
+        return {"sources": [source], "source_nodes": list(plan.nodes), "metadata": plan.metadata}
+
+    # ----------------------------------------------------------------- answering
+    def _answer(self, plan: _Plan, message: str) -> str:
+        if plan.route == RETRIEVE:
+            return str(self._get_response_synthesizer(plan.history).synthesize(message, plan.nodes))
+        if plan.route == DRAFT:
+            return plan.decision.draft_answer or ""
+        return self._llm.chat(self._direct_messages(plan.history, message)).message.content or ""
+
+    async def _aanswer(self, plan: _Plan, message: str) -> str:
+        if plan.route == RETRIEVE:
+            synthesizer = self._get_response_synthesizer(plan.history)
+            return str(await synthesizer.asynthesize(message, plan.nodes))
+        if plan.route == DRAFT:
+            return plan.decision.draft_answer or ""
+        return (await self._llm.achat(self._direct_messages(plan.history, message))).message.content or ""
+
+    def _tokens(self, plan: _Plan, message: str) -> Generator[str, None, None]:
+        if plan.route == RETRIEVE:
+            synthesizer = self._get_response_synthesizer(plan.history, streaming=True)
+            yield from tokens_of(synthesizer.synthesize(message, plan.nodes))
+        elif plan.route == DRAFT:
+            yield plan.decision.draft_answer or ""
+        else:
+            for chunk in self._llm.stream_chat(self._direct_messages(plan.history, message)):
+                yield chunk.delta or ""
+
+    async def _atokens(self, plan: _Plan, message: str) -> AsyncGenerator[str, None]:
+        if plan.route == RETRIEVE:
+            synthesizer = self._get_response_synthesizer(plan.history, streaming=True)
+            async for token in atokens_of(await synthesizer.asynthesize(message, plan.nodes)):
+                yield token
+        elif plan.route == DRAFT:
+            yield plan.decision.draft_answer or ""
+        else:
+            async for chunk in await self._llm.astream_chat(self._direct_messages(plan.history, message)):
+                yield chunk.delta or ""
+
+    @trace_method("chat")
+    def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        plan = self._plan(message, chat_history)
+        answer = self._answer(plan, message)
+        for turn in exchange(message, answer):
+            self._memory.put(turn)
+        return AgentChatResponse(response=answer, **self._fields(plan))
+
+    @trace_method("chat")
+    async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        plan = await self._aplan(message, chat_history)
+        answer = await self._aanswer(plan, message)
+        for turn in exchange(message, answer):
+            await self._memory.aput(turn)
+        return AgentChatResponse(response=answer, **self._fields(plan))
+
+    @trace_method("chat")
+    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> GatedStreamingChatResponse:
+        plan = self._plan(message, chat_history)
+        return stream_into(self._memory, message, self._tokens(plan, message), **self._fields(plan))
+
+    @trace_method("chat")
+    async def astream_chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> GatedStreamingChatResponse:
+        plan = await self._aplan(message, chat_history)
+        return await astream_into(self._memory, message, self._atokens(plan, message), **self._fields(plan))

@@ -1,0 +1,144 @@
+"""The condense-plus-context chat engine with a gate, over a real VectorStoreIndex and
+the embedded LLM.
+
+The kNN gate is deterministic on its own memory, so first messages (which need no
+condensing) drive each route on purpose; the retrieve route must answer exactly as
+llama-index-core's own ``CondensePlusContextChatEngine`` does, and the direct route as
+the LLM answers the conversation alone. A follow-up is condensed by the real model,
+and the gate must have judged whatever it wrote.
+"""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.base.llms.generic_utils import messages_to_history_str
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.chat_engine import CondensePlusContextChatEngine
+from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
+from llama_index.query_engine.adaptive_gates import (
+    METADATA_KEY,
+    QUESTION_KEY,
+    ROUTE_KEY,
+    AdaptiveContextChatEngine,
+    GatedStreamingChatResponse,
+)
+from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
+
+from adaptive_gates import VerbalizedGate
+from adaptive_gates.models.chat import ChatReply
+
+from .conftest import KNOWN, UNKNOWN
+from .doubles import ScriptedChat
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+KNOWN_Q = KNOWN[0]  # "Who wrote Hamlet?": answered directly
+UNKNOWN_Q = UNKNOWN[0]  # the Tuvalu census question: retrieves
+
+
+def _chat(index, gate, llm, **kwargs) -> AdaptiveContextChatEngine:
+    return AdaptiveContextChatEngine.from_index(index, gate, llm=llm, similarity_top_k=2, **kwargs)
+
+
+def _ids(nodes) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+def _user(text: str) -> ChatMessage:
+    return ChatMessage(role=MessageRole.USER, content=text)
+
+
+def test_a_known_question_is_answered_without_context_or_retrieval(index, knn_gate, llm, recorder, spans):
+    chat = _chat(index, knn_gate, llm)
+    reply = chat.chat(KNOWN_Q)
+    assert reply.metadata[ROUTE_KEY] == "direct" and reply.metadata[QUESTION_KEY] == KNOWN_Q
+    assert reply.metadata[METADATA_KEY]["retrieve"] is False and reply.source_nodes == []
+    assert recorder.of(RetrievalStartEvent) == []
+    assert reply.response == llm.chat([_user(KNOWN_Q)]).message.content
+    (event,) = recorder.of(GateDecisionEvent)
+    assert event.decision == reply.metadata[METADATA_KEY] and decision_of(reply).question == KNOWN_Q
+    assert event.span_id.startswith("AdaptiveContextChatEngine.chat-")
+    assert [(m.role, m.content) for m in chat.chat_history] == [
+        (MessageRole.USER, KNOWN_Q),
+        (MessageRole.ASSISTANT, reply.response),
+    ]
+
+
+async def test_a_question_that_needs_context_is_answered_as_condense_plus_context_does(index, knn_gate, llm):
+    chat = _chat(index, knn_gate, llm)
+    reply = await chat.achat(UNKNOWN_Q)
+    assert reply.metadata[ROUTE_KEY] == "retrieve" and reply.metadata[METADATA_KEY]["retrieve"] is True
+    plain = CondensePlusContextChatEngine.from_defaults(index.as_retriever(similarity_top_k=2), llm=llm)
+    expected = plain.chat(UNKNOWN_Q)
+    assert reply.response == expected.response
+    assert _ids(reply.source_nodes) == _ids(expected.source_nodes) and len(reply.source_nodes) == 2
+    assert reply.sources[0].raw_input == {"message": UNKNOWN_Q}
+
+
+@pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
+def test_stream_chat_streams_token_by_token(index, knn_gate, llm, question, route):
+    streamed = _chat(index, knn_gate, llm).stream_chat(question)
+    assert isinstance(streamed, GatedStreamingChatResponse) and streamed.metadata[ROUTE_KEY] == route
+    chunks = list(streamed.response_gen)
+    assert len(chunks) > 1, "a multi-token answer came as one chunk"
+    whole = _chat(index, knn_gate, llm).chat(question)
+    assert "".join(chunks) == whole.response and _ids(streamed.source_nodes) == _ids(whole.source_nodes)
+    assert streamed.metadata[METADATA_KEY]["retrieve"] == whole.metadata[METADATA_KEY]["retrieve"]
+
+
+@pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
+async def test_astream_chat_streams_without_blocking_the_loop(index, knn_gate, llm, loop_ticks, question, route):
+    chat = _chat(index, knn_gate, llm)
+    async with loop_ticks:
+        streamed = await chat.astream_chat(question)
+        chunks = [t async for t in streamed.async_response_gen()]
+    assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
+    assert streamed.metadata[ROUTE_KEY] == route and len(chunks) > 1
+    assert "".join(chunks) == _chat(index, knn_gate, llm).chat(question).response
+    assert [(m.role, m.content) for m in chat.chat_history] == [
+        (MessageRole.USER, question),
+        (MessageRole.ASSISTANT, streamed.response),
+    ]
+
+
+def test_the_gate_judges_the_condensed_follow_up(index, knn_gate, llm, recorder):
+    chat = _chat(index, knn_gate, llm)
+    first = chat.chat(KNOWN_Q)
+    history = list(chat.chat_history)
+    follow_up = "When did he die?"
+    second = chat.chat(follow_up)
+    # Whatever the model wrote, the gate judged it and the engine followed the decision.
+    prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(chat_history=messages_to_history_str(history), question=follow_up)
+    condensed = llm.complete(prompt).text.strip() or follow_up
+    assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == condensed
+    assert [e.query for e in recorder.of(GateDecisionEvent)] == [KNOWN_Q, condensed]
+    retrieved = second.metadata[METADATA_KEY]["retrieve"]
+    assert second.metadata[ROUTE_KEY] == ("retrieve" if retrieved else "direct")
+    assert bool(second.source_nodes) == retrieved
+    if not retrieved:  # the direct answer sees the conversation
+        assert second.response == llm.chat([*history, _user(follow_up)]).message.content
+    assert first.response.strip() and second.response.strip() and len(chat.chat_history) == 4
+
+
+async def test_a_confident_draft_is_the_answer_without_another_llm_call(index, llm, recorder):
+    gate = VerbalizedGate(ScriptedChat(ChatReply("Paris, certain.")))
+    streamed = _chat(index, gate, llm).stream_chat("What is the capital of France?")
+    assert list(streamed.response_gen) == ["Paris"] and streamed.metadata[ROUTE_KEY] == "draft"
+    reply = await _chat(index, gate, llm).achat("What is the capital of France?")
+    assert reply.response == reply.metadata[METADATA_KEY]["draft_answer"] == "Paris"
+    assert reply.metadata[ROUTE_KEY] == "draft" and streamed.source_nodes == reply.source_nodes == []
+    assert recorder.of(LLMChatStartEvent) == [] and recorder.of(RetrievalStartEvent) == []
+
+
+def test_a_system_prompt_leads_direct_answers(index, knn_gate, llm):
+    system = "Answer in one short sentence."
+    reply = _chat(index, knn_gate, llm, system_prompt=system).chat(KNOWN_Q)
+    expected = llm.chat([ChatMessage(role=MessageRole.SYSTEM, content=system), _user(KNOWN_Q)])
+    assert reply.metadata[ROUTE_KEY] == "direct" and reply.response == expected.message.content
+
+
+def test_refuses_what_is_not_a_gate(index, llm):
+    with pytest.raises(TypeError, match="gate must be an adaptive_gates Gate"):
+        AdaptiveContextChatEngine.from_index(index, "skr-knn", llm=llm)
