@@ -15,8 +15,8 @@ from typing import Any
 from adaptive_gates import SelfAwareUncertainty, UncertaintyReranker
 from adaptive_gates.models import default_llm
 
-#: The sampling of the default re-ranker: 4 answers of at most 16 tokens per node, so a
-#: 3-node query on the embedded SmolLM2 re-ranks in seconds on one CPU core.
+#: The sampling of the default re-ranker: 4 answers of at most 16 tokens per node (a
+#: 3-node query on the embedded SmolLM2: 9 s of one CPU core, against 33 s for SeaKR's).
 FAST_SAMPLING: Mapping[str, Any] = {"k": 4, "max_new_tokens": 16}
 #: SeaKR's paper: 20 answers of at most 100 tokens per node (the core's defaults).
 PAPER_SAMPLING: Mapping[str, Any] = {"k": 20, "max_new_tokens": 100}
