@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -11,11 +15,19 @@ from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugH
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-from llama_index.postprocessor.adaptive_gates import ERROR_KEY, UNCERTAINTY_KEY, SeaKRRerank
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.adaptive_gates import (
+    ERROR_KEY,
+    FAST_SAMPLING,
+    PAPER_SAMPLING,
+    RETRIEVAL_SCORE_KEY,
+    UNCERTAINTY_KEY,
+    SeaKRRerank,
+)
 from pydantic import ValidationError
 
 from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
+from adaptive_gates.models import LocalCausalLM
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -190,3 +202,105 @@ def test_needs_a_query_and_a_core_reranker(retrieved):
         SeaKRRerank(reranker=SelfAwareUncertainty())
     with pytest.raises(ValidationError, match="max_uncertainty"):
         SeaKRRerank(max_uncertainty=math.nan)
+
+
+def test_keeps_the_retrieval_score_out_of_the_llms_view(retrieved, question, small_uncertainty):
+    reranker = UncertaintyReranker(small_uncertainty)
+    given = {n.node.node_id: n.score for n in retrieved}
+    kept = SeaKRRerank(reranker=reranker, top_n=None, keep_retrieval_score=True).postprocess_nodes(
+        retrieved, query_str=question
+    )
+    assert {n.node.node_id: n.node.metadata[RETRIEVAL_SCORE_KEY] for n in kept} == given
+    assert all(0 < score < 1 for score in given.values())  # cosine similarities, now beside U
+    assert [n.score for n in kept] == pytest.approx([-u for u in _uncertainties(kept)])
+    assert all(RETRIEVAL_SCORE_KEY not in n.node.get_content(metadata_mode=MetadataMode.LLM) for n in kept)
+    plain = SeaKRRerank(reranker=reranker, top_n=None).postprocess_nodes(retrieved, query_str=question)
+    assert all(RETRIEVAL_SCORE_KEY not in n.node.metadata for n in plain)
+
+
+def test_the_defaults_sample_little_and_the_papers_settings_are_one_call_away():
+    assert SeaKRRerank().reranker.uncertainty.get_params() == SelfAwareUncertainty(**FAST_SAMPLING).get_params()
+    assert (
+        FAST_SAMPLING["k"] < PAPER_SAMPLING["k"] and FAST_SAMPLING["max_new_tokens"] < PAPER_SAMPLING["max_new_tokens"]
+    )
+    paper = SeaKRRerank.with_paper_settings(top_n=1)
+    assert paper.top_n == 1 and paper.reranker.uncertainty.get_params() == SelfAwareUncertainty().get_params()
+    assert {"k": 20, "max_new_tokens": 100}.items() <= paper.reranker.uncertainty.get_params().items()
+
+
+def test_the_estimators_settings_survive_a_round_trip_into_a_new_process(
+    tmp_path, retrieved, question, measured, small_uncertainty
+):
+    template = "Passage: {snippet}\nQuestion: {question}\nShort answer:{reasoning}"
+    rerank = SeaKRRerank(
+        reranker=UncertaintyReranker(small_uncertainty, prompt_template=template, stop=["\n", "."]),
+        top_n=2,
+        max_uncertainty=50.0,
+        metadata_mode=MetadataMode.LLM,
+        keep_retrieval_score=True,
+    )
+    back = SeaKRRerank.from_dict(rerank.to_dict())
+    assert back.reranker.uncertainty.get_params() == small_uncertainty.get_params()
+    assert (back.reranker.prompt_template, back.reranker.stop) == (template, ["\n", "."])
+    assert back.to_dict() == rerank.to_dict()
+
+    # the JSON in a new process ranks as the original with SeaKR's default prompt does
+    saved = tmp_path / "rerank.json"
+    saved.write_text(SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=None).to_json())
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps([n.node.get_content() for n in retrieved]))
+    script = (
+        "import json, sys, torch\n"
+        "torch.set_num_threads(1)\n"
+        "from llama_index.core.schema import NodeWithScore, TextNode\n"
+        "from llama_index.postprocessor.adaptive_gates import UNCERTAINTY_KEY, SeaKRRerank\n"
+        "rerank = SeaKRRerank.from_json(open(sys.argv[1]).read())\n"
+        "texts = json.load(open(sys.argv[2]))\n"
+        "nodes = [NodeWithScore(node=TextNode(text=t, id_=str(i)), score=0.5) for i, t in enumerate(texts)]\n"
+        "ranked = rerank.postprocess_nodes(nodes, query_str=sys.argv[3])\n"
+        "print(json.dumps({'k': rerank.reranker.uncertainty.k,\n"
+        "                  'ranked': [[int(n.node.node_id), n.node.metadata[UNCERTAINTY_KEY]] for n in ranked]}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(saved), str(nodes), question],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"},
+    )
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["k"] == small_uncertainty.k
+    assert [i for i, _ in out["ranked"]] == [r.index for r in measured]
+    assert [u for _, u in out["ranked"]] == pytest.approx([r.uncertainty for r in measured])
+
+
+def test_serialising_refuses_what_json_cannot_name(small_uncertainty):
+    own_lm = SelfAwareUncertainty(LocalCausalLM(), k=4)  # a model object of the user's, however loaded
+    rerank = SeaKRRerank(reranker=UncertaintyReranker(own_lm))
+    with pytest.raises(ValueError, match="a model given as an object, which JSON cannot name"):
+        rerank.to_dict()
+    with pytest.raises(ValueError, match="cannot name"):
+        rerank.to_json()
+
+    class Tuned(SelfAwareUncertainty):
+        pass
+
+    with pytest.raises(ValueError, match="cannot serialise a UncertaintyReranker over a Tuned"):
+        SeaKRRerank(reranker=UncertaintyReranker(Tuned(k=4))).to_dict()
+    # the settings are kept; the model is given again on load
+    data = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=1).to_dict()
+    again = SeaKRRerank.from_dict(data, reranker=UncertaintyReranker(own_lm))
+    assert again.reranker.uncertainty is own_lm and again.top_n == 1
+
+
+def test_loading_refuses_unknown_or_invalid_settings():
+    data = SeaKRRerank().to_dict()
+    with pytest.raises(ValidationError, match="unknown keys \\['kk'\\]"):
+        SeaKRRerank.from_dict({**data, "reranker": {"uncertainty": {"kk": 3}}})
+    with pytest.raises(ValidationError, match="unknown keys \\['lm'\\]"):
+        SeaKRRerank.from_dict({**data, "reranker": {**data["reranker"], "lm": "gpt"}})
+    with pytest.raises(ValidationError, match="k must be"):
+        SeaKRRerank.from_dict({**data, "reranker": {"uncertainty": {"k": 0}}})
+    with pytest.raises(ValidationError, match="must be a mapping"):
+        SeaKRRerank.from_dict({**data, "reranker": {"uncertainty": [4]}})

@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from llama_index.core import Settings
 from llama_index.core.base.base_selector import SelectorResult, SingleSelection
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
@@ -21,7 +22,7 @@ from llama_index.selectors.adaptive_gates import (
     route_of,
 )
 
-from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates import BackendError, PopularityGate, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models import ChatReply
 
 from .doubles import ScriptedChat
@@ -252,3 +253,27 @@ def test_the_selector_has_no_prompts(knn_gate, index, llm):
     assert selector.get_prompts() == {}
     prompts = router(knn_gate, index, llm).get_prompts()
     assert not any(key.startswith("selector:") for key in prompts)
+
+
+def test_from_defaults_routes_by_the_popularity_gate_with_no_llm_asked(knn_gate, index, llm, recorder):
+    selector = GateSelector.from_defaults()
+    assert isinstance(selector.gate, PopularityGate) and selector.routes == {"direct": 0, "retrieve": 1, "draft": 0}
+    engine = RouterQueryEngine(
+        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+    )
+    known, rare = engine.query("Who wrote Hamlet?"), engine.query(UNKNOWN_Q)
+    assert [known.metadata["selector_result"].ind, rare.metadata["selector_result"].ind] == [0, 1]
+    assert decision_of(known).gate == decision_of(rare).gate == "popularity"
+    assert_answered(rare, retrieved=True)
+    assert recorder.of(GateLLMCallEvent) == []  # the selector asked no LLM
+    chosen = GateSelector.from_defaults(knn_gate, routes={"direct": 1, "retrieve": 0})
+    assert chosen.gate is knn_gate and chosen.select(["retrieve", "direct"], UNKNOWN_Q).ind == 0
+
+
+def test_the_router_still_needs_an_llm_for_its_summarizer(index, llm, monkeypatch):
+    monkeypatch.setattr(Settings, "_llm", None)  # no global LLM: LlamaIndex falls back to OpenAI
+    tools = [direct_engine(llm), retrieval_engine(index, llm)]
+    with pytest.raises(ValueError, match="OpenAI"):
+        RouterQueryEngine(selector=GateSelector.from_defaults(), query_engine_tools=tools)
+    engine = RouterQueryEngine(selector=GateSelector.from_defaults(), query_engine_tools=tools, llm=llm)
+    assert engine.query("Who wrote Hamlet?").metadata["selector_result"].ind == 0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Self
 
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import Field, field_serializer, field_validator
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
@@ -14,6 +14,8 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 
 from adaptive_gates import UncertaintyReranker
 
+from .settings import fast_reranker, paper_reranker, reranker_from_settings, reranker_settings
+
 dispatcher = get_dispatcher(__name__)
 
 #: Metadata key of each returned node: the LLM's uncertainty U after reading it
@@ -21,6 +23,9 @@ dispatcher = get_dispatcher(__name__)
 UNCERTAINTY_KEY = "seakr_uncertainty"
 #: Metadata key set only when measuring U failed: the error, as ``"Type: message"``.
 ERROR_KEY = "seakr_error"
+#: Metadata key of the node's score before re-ranking (``keep_retrieval_score=True``),
+#: the key LlamaIndex's ``SentenceTransformerRerank`` uses.
+RETRIEVAL_SCORE_KEY = "retrieval_score"
 
 
 class SeaKRRerank(BaseNodePostprocessor):
@@ -30,8 +35,10 @@ class SeaKRRerank(BaseNodePostprocessor):
     Each returned node is a copy carrying U in its metadata under ``UNCERTAINTY_KEY``
     (kept out of the LLM's and the embedder's view of the node) and ``score = -U``, so
     a higher score is better, as LlamaIndex expects; ``-inf`` when U is undefined (no
-    usable sample), the node's text is empty, or measuring U failed. A failure is
-    logged and recorded under ``ERROR_KEY``; that node ranks last and the query still
+    usable sample), the node's text is empty, or measuring U failed. With
+    ``keep_retrieval_score=True`` the score the node came with stays in its metadata
+    under ``RETRIEVAL_SCORE_KEY`` (as ``SentenceTransformerRerank`` keeps it). A failure
+    is logged and recorded under ``ERROR_KEY``; that node ranks last and the query still
     answers. Ties keep the given order. Needs the query (``query_bundle`` or
     ``query_str``): U is measured for the question.
 
@@ -39,22 +46,35 @@ class SeaKRRerank(BaseNodePostprocessor):
 
         index.as_query_engine(similarity_top_k=3, node_postprocessors=[SeaKRRerank(top_n=1)])
 
+    Speed: U samples answers after each node. The default samples 4 answers of at most
+    16 tokens per node (``FAST_SAMPLING``): a 3-node query of Wikipedia paragraphs on
+    the embedded SmolLM2 took 9 s of one CPU core here. SeaKR's paper samples k=20
+    answers of up to 100 tokens (``PAPER_SAMPLING``; 33 s on the same query), for a
+    steadier U: ``SeaKRRerank.with_paper_settings()``, or any
+    ``UncertaintyReranker(SelfAwareUncertainty(k=..., max_new_tokens=...))``.
+
+    ``to_dict`` / ``to_json`` write the re-ranker's settings (the estimator's sampling,
+    layer and form, the prompt template, the stops), and ``from_dict`` / ``from_json``
+    rebuild it as it was. A re-ranker probing a model given as an object cannot be
+    named in JSON: serialising it raises ``ValueError`` (pass it again when loading:
+    ``SeaKRRerank.from_dict(data, reranker=...)``).
+
     Fires LlamaIndex's ``ReRankStartEvent`` / ``ReRankEndEvent`` inside its span and the
     callback manager's ``RERANKING`` event. The async path runs the sampling in a
     worker thread, so the event loop is never blocked.
 
     Args:
-        reranker: the core's ``UncertaintyReranker`` (SeaKR's settings on the embedded
-            LM when omitted: 20 samples per node; give a smaller ``k`` for speed, e.g.
-            ``UncertaintyReranker(SelfAwareUncertainty(k=4, max_new_tokens=16))``).
+        reranker: the core's ``UncertaintyReranker`` (default: SeaKR's U on the embedded
+            LM with ``FAST_SAMPLING``); in ``from_dict``, its settings as written by
+            ``to_dict``.
         top_n: nodes kept (``None`` keeps all, re-ordered).
         max_uncertainty: drop nodes whose U is above it (``None`` keeps all).
         metadata_mode: which of the node's metadata the LLM reads with its text.
+        keep_retrieval_score: keep each node's incoming score under
+            ``RETRIEVAL_SCORE_KEY``.
     """
 
-    reranker: UncertaintyReranker = Field(
-        default_factory=UncertaintyReranker, exclude=True, description="The core's U re-ranker."
-    )
+    reranker: UncertaintyReranker = Field(default_factory=fast_reranker, description="The core's U re-ranker.")
     top_n: int | None = Field(default=3, ge=1, description="Nodes kept; None keeps all.")
     max_uncertainty: float | None = Field(
         default=None, allow_inf_nan=False, description="Nodes with U above it are dropped; None keeps all."
@@ -62,6 +82,26 @@ class SeaKRRerank(BaseNodePostprocessor):
     metadata_mode: MetadataMode = Field(
         default=MetadataMode.NONE, description="Metadata the LLM reads with each node's text."
     )
+    keep_retrieval_score: bool = Field(
+        default=False, description="Keep each node's incoming score in its metadata under 'retrieval_score'."
+    )
+
+    @field_validator("reranker", mode="before")
+    @classmethod
+    def _reranker_from_settings(cls, value: Any) -> Any:
+        """A re-ranker's settings (``to_dict``'s form) become the re-ranker."""
+        return reranker_from_settings(value) if isinstance(value, dict) else value
+
+    @field_serializer("reranker")
+    def _reranker_settings(self, reranker: UncertaintyReranker) -> dict[str, Any]:
+        return reranker_settings(reranker)
+
+    @classmethod
+    def with_paper_settings(cls, **fields: Any) -> Self:
+        """A re-ranker sampling as SeaKR's paper does (``PAPER_SAMPLING``: k=20 answers
+        of up to 100 tokens per node) on the embedded LM; ``fields`` are the other
+        fields (``top_n``, ...)."""
+        return cls(reranker=paper_reranker(), **fields)
 
     @classmethod
     def class_name(cls) -> str:
@@ -100,7 +140,7 @@ class SeaKRRerank(BaseNodePostprocessor):
             order = [i for i in order if measured[i][0] <= self.max_uncertainty]
         if self.top_n is not None:
             order = order[: self.top_n]
-        return [_with_uncertainty(nodes[i].node, *measured[i]) for i in order]
+        return [self._ranked(nodes[i], *measured[i]) for i in order]
 
     def _measure(self, query: str, nodes: list[BaseNode]) -> list[tuple[float, str | None]]:
         """U after reading each node and, when measuring failed, why (the core re-ranker
@@ -113,15 +153,20 @@ class SeaKRRerank(BaseNodePostprocessor):
                 measured[readable[ranked.index]] = (ranked.uncertainty, ranked.error)
         return measured
 
-
-def _with_uncertainty(node: BaseNode, uncertainty: float, error: str | None) -> NodeWithScore:
-    """A copy of ``node`` with U (and the error) in metadata only the reader sees."""
-    added = {UNCERTAINTY_KEY: uncertainty, **({ERROR_KEY: error} if error is not None else {})}
-    copy = node.model_copy()
-    copy.metadata = {**node.metadata, **added}
-    copy.excluded_llm_metadata_keys = _with_keys(node.excluded_llm_metadata_keys, added)
-    copy.excluded_embed_metadata_keys = _with_keys(node.excluded_embed_metadata_keys, added)
-    return NodeWithScore(node=copy, score=-uncertainty)
+    def _ranked(self, given: NodeWithScore, uncertainty: float, error: str | None) -> NodeWithScore:
+        """A copy of the given node scored ``-U``, with U (the error, the retrieval
+        score) in metadata only the reader sees."""
+        added: dict[str, object] = {UNCERTAINTY_KEY: uncertainty}
+        if error is not None:
+            added[ERROR_KEY] = error
+        if self.keep_retrieval_score:
+            added[RETRIEVAL_SCORE_KEY] = given.score
+        node = given.node
+        copy = node.model_copy()
+        copy.metadata = {**node.metadata, **added}
+        copy.excluded_llm_metadata_keys = _with_keys(node.excluded_llm_metadata_keys, added)
+        copy.excluded_embed_metadata_keys = _with_keys(node.excluded_embed_metadata_keys, added)
+        return NodeWithScore(node=copy, score=-uncertainty)
 
 
 def _with_keys(keys: list[str], added: dict[str, object]) -> list[str]:

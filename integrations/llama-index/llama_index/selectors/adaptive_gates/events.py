@@ -10,6 +10,10 @@ engine decided what:
     get_dispatcher().add_event_handler(handler)   # handler.handle(event)
 
 Both events carry plain JSON-ready dicts, so exporters can ship them as they are.
+
+Each request is one ``GateLLMCallEvent`` however many forwarding scopes surround it: the
+innermost ``forwarding_llm_calls`` block fires it, and the selector's and engines' own
+scopes (``forwarding_unless_scoped``) step aside for a block the user opened.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.instrumentation import get_dispatcher
@@ -77,16 +82,44 @@ class _ForwardLLMCalls(DecisionListener):
         self.on = on
 
     def on_llm_call(self, event: LLMCallEvent) -> None:
+        if _forwarder.get() is not self:
+            return  # an inner scope forwards this request: one event per request
         payload = dataclasses.asdict(event)
         payload["messages"] = [dict(m) for m in event.messages]
         self.on.event(GateLLMCallEvent(call=payload))
 
 
+#: The scope that forwards the requests made here (the innermost one); the core sends
+#: each request to every enclosing scope's listener, and only this one fires.
+_forwarder: ContextVar[_ForwardLLMCalls | None] = ContextVar("gate_llm_call_forwarder", default=None)
+
+
 @contextmanager
 def forwarding_llm_calls(on: Dispatcher | None = None) -> Iterator[None]:
-    """Within the block, each request a gate sends its LLM is a ``GateLLMCallEvent``
-    (the core's ``listening`` scope, so it follows the work into threads and tasks)."""
-    with listening(_ForwardLLMCalls(on or dispatcher)):
+    """Within the block, each request a gate sends its LLM is one ``GateLLMCallEvent``
+    on ``on`` (default: this module's dispatcher, which propagates to the root).
+
+    The core's ``listening`` scope carries it into the threads and tasks the work
+    starts. Blocks nest: the innermost one fires each request's event, once.
+    """
+    forwarder = _ForwardLLMCalls(on or dispatcher)
+    token = _forwarder.set(forwarder)
+    try:
+        with listening(forwarder):
+            yield
+    finally:
+        _forwarder.reset(token)
+
+
+@contextmanager
+def forwarding_unless_scoped(on: Dispatcher) -> Iterator[None]:
+    """``forwarding_llm_calls(on)`` unless a block around the caller already forwards:
+    a component forwards its gate's requests by default, to the dispatcher the user
+    chose when the user opened a block."""
+    if _forwarder.get() is not None:
+        yield
+        return
+    with forwarding_llm_calls(on):
         yield
 
 
@@ -97,4 +130,5 @@ __all__ = [
     "dispatcher",
     "fire_decision",
     "forwarding_llm_calls",
+    "forwarding_unless_scoped",
 ]

@@ -21,7 +21,7 @@ from llama_index.core.instrumentation.dispatcher import Dispatcher
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
 from adaptive_gates.feedback import Feedback
 
-from .events import fire_decision, forwarding_llm_calls
+from .events import fire_decision, forwarding_unless_scoped
 from .reason import decision_of
 
 #: How a query is answered after a decision: ``"retrieve"`` (over retrieved nodes),
@@ -59,10 +59,11 @@ class _Taken:
 @contextlib.contextmanager
 def _taking(gate: Gate, question: str, on: Dispatcher) -> Iterator[_Taken]:
     """The block in which ``gate`` decides ``question``, shared by ``decide`` and
-    ``adecide``: the gate's LLM calls in it are forwarded to ``on``, and a gate that
-    raises gets ``raised_decision``."""
+    ``adecide``: the gate's LLM calls in it are forwarded to ``on`` (to the user's
+    dispatcher instead, once each, inside a ``forwarding_llm_calls`` block), and a gate
+    that raises gets ``raised_decision``."""
     taken = _Taken()
-    with forwarding_llm_calls(on):
+    with forwarding_unless_scoped(on):
         try:
             yield taken
         except BackendMisconfiguredError:

@@ -11,7 +11,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
 
-from adaptive_gates import Gate
+from adaptive_gates import Gate, PopularityGate
 from adaptive_gates.feedback import Feedback
 
 from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, Decided, adecide, decide, response_feedback, route_of
@@ -72,6 +72,23 @@ class GateSelector(BaseSelector):
         self._gate = gate
         self._explicit_routes = routes is not None
         self._routes = _checked_routes(DEFAULT_ROUTES if routes is None else routes)
+
+    @classmethod
+    def from_defaults(cls, gate: Gate | None = None, routes: Mapping[str, int | str] | None = None) -> GateSelector:
+        """A selector as LlamaIndex's own selectors are built (``LLMSingleSelector.from_defaults``).
+
+        With no ``gate``, the ``PopularityGate``: it needs no fitting, no LLM and no
+        embedding model (it retrieves for questions about rare things, by their rarest
+        word), so the selector works offline as it is; fit or calibrate a gate on your
+        own outcomes for better decisions. A ``RouterQueryEngine`` still needs an LLM
+        (``Settings.llm`` or ``llm=``) for the summarizer it builds, though the selector
+        asks none.
+
+        Args:
+            gate: any core gate; default ``PopularityGate()``.
+            routes: see the class (default: choice 0 direct, 1 retrieve).
+        """
+        return cls(PopularityGate() if gate is None else gate, routes)
 
     @property
     def gate(self) -> Gate:
