@@ -14,12 +14,14 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
 from llama_index.core.tools import QueryEngineTool
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveChatEngine, AdaptiveQueryEngine
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of, response_feedback
 
 from adaptive_gates import PopularityGate, SKRKnnGate
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.feedback import FeedbackNotSupportedError
+from adaptive_gates.models.cached_embedder import CachedEmbedder
 
 from .conftest import KNOWN, UNKNOWN
 
@@ -96,20 +98,26 @@ def _adaptive_query_engine(gate, index, llm):
     return engine, engine.record_feedback
 
 
+@pytest.fixture(scope="module")
+def cached_embedder(core_embedder) -> CachedEmbedder:
+    """MiniLM remembering its vectors: each test fits a fresh gate on the same questions."""
+    return CachedEmbedder(core_embedder)
+
+
 @pytest.mark.parametrize("pipeline", [_adaptive_query_engine, _router_query_engine], ids=["engine", "router"])
-def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(core_embedder, index, llm, pipeline):
+def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_embedder, index, pipeline):
     """An engine over the real NQ memory answers with SmolLM2, directly or from a
     paragraph; each answer is judged against its gold answers and recorded through the
     engine, round after round: no wrong direct answer lowers a score or sends a question
     back to answering directly, and each one judged wrong ends up retrieving."""
     records = adarague_outcomes("nq")
-    gate = SKRKnnGate(core_embedder, k=3).fit_outcomes(records)
+    gate = SKRKnnGate(cached_embedder, k=3).fit_outcomes(records)
     gold = {r.question: r.answers for r in records}
     _, labels, questions = gate.memory_.entries()
     known = [q for q, label in zip(questions, labels) if label == 0]
     direct = [d.question for d in gate.decide_batch(known[:30]) if not d.retrieve][:2]
     judged = {"Who wrote the play Hamlet?": ["Shakespeare"]} | {q: gold[q] for q in direct}
-    engine, record = pipeline(gate, index, llm)
+    engine, record = pipeline(gate, index, AdaptiveGatesLLM(max_tokens=8))  # short answers judge as well
 
     def ask(question):
         response = engine.query(question)
