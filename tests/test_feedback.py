@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
 
 from adaptive_gates import (
     BudgetedGate,
@@ -27,6 +26,7 @@ from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
 
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate
 # answers the first directly and retrieves for the second (checked in the tests when the
@@ -198,9 +198,7 @@ def test_feedback_is_saved_with_the_gate(knn, cached_embedder, tmp_path) -> None
     assert loaded.record_feedback(WIMBLEDON[0], False, False).label is None
 
 
-def test_a_gate_saved_before_the_prior_was_recorded_loads_with_the_prior_it_had(
-    knn, cached_embedder, tmp_path
-) -> None:
+def test_a_gate_saved_before_the_prior_was_recorded_loads_with_the_prior_it_had(knn, cached_embedder, tmp_path) -> None:
     """Such a save added every labelled observation to the memory, so its prior is the
     memory's counts less those; its verdicts are read back from its log."""
     prior = knn.prior_counts_

@@ -54,7 +54,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
     ``load`` classmethod can be loaded back from a saved gate.
     """
 
-    _fitted_state = ("_memory", "_feedback", "_prior")
+    _fitted_state: ClassVar[tuple[str, ...]] = ("_memory", "_feedback", "_prior")
     backend_params = frozenset({"embedder", "memory"})
     _parameter_constraints: ClassVar[dict[str, Any]] = {"memory": [IsCallable(), None]}
 

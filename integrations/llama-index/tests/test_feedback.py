@@ -9,7 +9,6 @@ answers judged against gold answers, no verdict moves a decision the wrong way.
 from __future__ import annotations
 
 import pytest
-from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 from llama_index.core.base.response.schema import Response
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
@@ -22,6 +21,7 @@ from adaptive_gates import PopularityGate, SKRKnnGate
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.feedback import FeedbackNotSupportedError
 from adaptive_gates.models.cached_embedder import CachedEmbedder
+from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 
 from .conftest import KNOWN, UNKNOWN
 
