@@ -391,7 +391,9 @@ class SKRClassifierGate(_SKRMemoryGate):
 
     Need score: the predicted probability that the question is unknown (D-).
     The paper fine-tunes BERT-base; a linear head on frozen embeddings is the
-    light form. ``add()`` refits the head on the grown memory.
+    light form. ``add()`` refits the head on the grown memory, and so does feedback,
+    with each judged question's verdict as the label of all its copies; a refitted
+    head may move any score, so ``SKRKnnGate``'s feedback rule is not guaranteed here.
 
     Args:
         embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
