@@ -132,13 +132,13 @@ class FeedbackLog:
         return self._verdicts.get(_key(question))
 
     def relabel(self, labels: np.ndarray, questions: Sequence[str]) -> np.ndarray:
-        """``labels`` of ``questions`` (stored ones, e.g. a memory's) with each judged
-        question's verdict in place of its stored label."""
+        """``labels`` (one per question) of ``questions`` (stored ones, e.g. a memory's)
+        with each judged question's verdict in place of its stored label."""
         verdicts = self._verdicts
         if not verdicts:
             return labels
         judged = [verdicts.get(_key(q), label) for q, label in zip(questions, labels.tolist())]
-        return np.asarray(judged, dtype=labels.dtype).reshape(labels.shape)
+        return np.asarray(judged, dtype=labels.dtype)
 
     def save(self, directory: Path) -> dict[str, Any]:
         """Write ``feedback.jsonl`` into ``directory``; return its JSON state."""
