@@ -20,8 +20,12 @@ The rule for each case, with a = correct without retrieval and b = with it:
 - retrieved, correct or wrong (b known, a not): either label is possible (retrieved
   and wrong is KNOWN if a = 1, dropped if a = 0; retrieved and right is KNOWN or
   UNKNOWN), so **no label**: the observation is only logged. A retrieved wrong answer
-  still counts in the both-wrong check above. A label already in the memory is never
-  withdrawn: the memory only grows.
+  still counts in the both-wrong check above.
+
+A question's latest label is its *verdict* (``FeedbackLog.verdict``): it outweighs every
+earlier label of that question, its training label included, so the memory never holds
+a question under both labels at once; an observation without a label leaves the
+verdict as it was (it is never withdrawn).
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import numpy as np
 
 from .errors import AdaptiveGatesError, GateLoadError
 from .metrics import normalize_answer
@@ -84,12 +91,15 @@ def feedback_label(retrieved: bool, correct: bool, wrong_with_retrieval: bool = 
 class FeedbackLog:
     """Every feedback observation of a gate, in order; safe to append from many threads.
 
-    Saved with the gate as JSON lines (``feedback.jsonl``), one observation a line.
+    Saved with the gate as JSON lines (``feedback.jsonl``), one observation a line; the
+    verdicts are read back from it.
     """
 
     def __init__(self, entries: list[Feedback] | None = None) -> None:
         self._entries: list[Feedback] = list(entries or [])
         self._wrong_with_retrieval = {_key(e.question) for e in self._entries if e.retrieved and not e.correct}
+        # Replaced, never changed in place, so a reader needs no lock.
+        self._verdicts: dict[str, int] = {_key(e.question): e.label for e in self._entries if e.label is not None}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -108,11 +118,27 @@ class FeedbackLog:
         return Feedback(question, retrieved, correct, feedback_label(retrieved, correct, wrong_before))
 
     def append(self, entry: Feedback) -> None:
-        """Log one observation."""
+        """Log one observation; its label, if any, becomes the question's verdict."""
         with self._lock:
             self._entries.append(entry)
             if entry.retrieved and not entry.correct:
                 self._wrong_with_retrieval.add(_key(entry.question))
+            if entry.label is not None:
+                self._verdicts = {**self._verdicts, _key(entry.question): entry.label}
+
+    def verdict(self, question: str) -> int | None:
+        """The latest label feedback gave ``question`` (or a wording of it differing
+        only in case, punctuation or articles); ``None`` if none did."""
+        return self._verdicts.get(_key(question))
+
+    def relabel(self, labels: np.ndarray, questions: Sequence[str]) -> np.ndarray:
+        """``labels`` (one per question) of ``questions`` (stored ones, e.g. a memory's)
+        with each judged question's verdict in place of its stored label."""
+        verdicts = self._verdicts
+        if not verdicts:
+            return labels
+        judged = [verdicts.get(_key(q), label) for q, label in zip(questions, labels.tolist())]
+        return np.asarray(judged, dtype=labels.dtype)
 
     def save(self, directory: Path) -> dict[str, Any]:
         """Write ``feedback.jsonl`` into ``directory``; return its JSON state."""
@@ -198,9 +224,10 @@ class LearnsFromFeedback:
         retrieved, correct = check_feedback(retrieved, correct)
         entry = self.feedback_.observe(clean, retrieved, correct)
         self._learn(entry)
-        self.feedback_.append(entry)  # logged once learned, so the log never runs ahead of the gate
         logger.debug("%s feedback: %s", self.name, entry)
         return entry
 
     def _learn(self, entry: Feedback) -> None:
-        """What this gate does with one observation as it arrives (it is logged after)."""
+        """Learn from one observation as it arrives and log it (``feedback_.append``);
+        a gate that learns at once overrides this, logging when it holds what it learnt."""
+        self.feedback_.append(entry)

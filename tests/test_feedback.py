@@ -1,6 +1,7 @@
 """Feedback: the label rule, later decisions on similar questions changed by it (real
-MiniLM, real outcome records, hand-written paraphrases), the log saved with the gate,
-and gates that cannot learn saying so."""
+MiniLM, real outcome records, hand-written paraphrases), the rule that a verdict never
+moves a decision the wrong way over repeated verdicts, the log saved with the gate, and
+gates that cannot learn saying so."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from adaptive_gates import (
 )
 from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.models.cached_embedder import CachedEmbedder
+from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
 
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate
 # answers the first directly and retrieves for the second (checked in the tests when the
@@ -40,6 +43,8 @@ WIMBLEDON = [
     "which woman won the wimbledon singles title in 2017",
 ]
 UNRELATED = ["who wrote the lord of the rings books", "how tall is mount everest in feet"]
+#: Judged over and over in the rule's tests (with the first known training question).
+HAMLET = "Who wrote the play Hamlet?"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +95,81 @@ def test_feedback_that_a_direct_answer_was_right_makes_similar_questions_answer_
     assert not after.retrieve and after.score < before.score
 
 
+def _known_training_question_answered_directly(gate: SKRKnnGate) -> str:
+    _, labels, questions = gate.memory_.entries()
+    known = [q for q, label in zip(questions, labels) if label == KNOWN]
+    return next(d.question for d in gate.decide_batch(known[:20]) if not d.retrieve)
+
+
+@pytest.mark.parametrize(
+    ("k", "vote", "weighting"),
+    [(3, "ratio", "uniform"), (10, "ratio", "uniform"), (3, "majority", "similarity")],
+)
+def test_a_wrong_direct_answer_never_moves_a_decision_towards_answering_directly(
+    outcome_records, cached_embedder, k, vote, weighting
+) -> None:
+    """Round after round of verdicts that direct answers were wrong, on new questions and
+    on one the memory holds as known and answers directly: after each, the threshold is where it was, no
+    question's score falls, no decision goes from retrieve to direct; after ``k`` rounds
+    every judged question retrieves with score 1 (its k nearest are its unknown copies)."""
+    gate = SKRKnnGate(cached_embedder, k=k, vote=vote, weighting=weighting).fit_outcomes(outcome_records)
+    trained = _known_training_question_answered_directly(gate)
+    judged = [HAMLET, MOON[0], WIMBLEDON[0], trained]
+    prior = gate.prior_counts_
+    watch = VerdictWatch(gate, judged + MOON[1:] + WIMBLEDON[1:] + UNRELATED)
+    for _ in range(k):
+        for question in judged:
+            entry = gate.record_feedback(question, retrieved=False, correct=False)
+            assert entry.label == UNKNOWN
+            watch.check(entry)
+    assert gate.prior_counts_ == prior
+    after = gate.decide_batch(judged)
+    assert all(d.retrieve and d.score == 1.0 for d in after)
+    # The known training copy of the judged question now counts as unknown.
+    own = [n["label"] for n in after[3].details["neighbours"] if n["question"] == trained]
+    assert own and set(own) == {"unknown"}
+    assert len(gate.memory_) == sum(prior) + k * len(judged)
+
+
+def test_a_wrong_direct_answer_never_moves_the_threshold_of_the_default_gate(outcome_records, cached_embedder) -> None:
+    """What was reported: under the default ratio vote each unknown label raised the
+    prior share the threshold is, and HAMLET went from retrieve back to direct."""
+    gate = SKRKnnGate(cached_embedder).fit_outcomes(outcome_records)
+    m, n = gate.memory_.counts
+    assert gate.threshold_ == n / (m + n) and gate.prior_counts_ == (m, n)
+    for _ in range(3):
+        gate.record_feedback(HAMLET, retrieved=False, correct=False)
+        assert gate.threshold_ == n / (m + n)
+        assert gate.decide(HAMLET).retrieve
+    assert gate.memory_.counts == (m, n + 3)
+    # Labelled questions added on purpose are data the prior is estimated from.
+    gate.add([MOON[0], WIMBLEDON[0]], [KNOWN, UNKNOWN])
+    assert gate.prior_counts_ == (m + 1, n + 1) and gate.threshold_ == (n + 1) / (m + n + 2)
+
+
+def test_a_right_direct_answer_never_moves_a_decision_towards_retrieval(knn) -> None:
+    """The mirror rule: verdicts that direct answers were right never raise a score; a
+    verdict on an answer with retrieval changes no score at all; the latest verdict on a
+    question outweighs the earlier ones."""
+    assert knn.decide(WIMBLEDON[0]).retrieve
+    watch = VerdictWatch(knn, MOON + WIMBLEDON + UNRELATED)
+    for _ in range(3):
+        for question in (WIMBLEDON[0], MOON[1]):
+            entry = knn.record_feedback(question, retrieved=False, correct=True)
+            assert entry.label == KNOWN
+            watch.check(entry)
+        watch.check(knn.record_feedback(UNRELATED[0], retrieved=True, correct=True))
+        watch.check(knn.record_feedback(UNRELATED[1], retrieved=True, correct=False))
+    assert not knn.decide(WIMBLEDON[0]).retrieve  # after three right verdicts
+    # A later wrong verdict outweighs the three right ones: all four copies are unknown
+    # now, four of its ten neighbours at similarity 1, so its score is at least 0.4.
+    knn.record_feedback(WIMBLEDON[0], retrieved=False, correct=False)
+    turned = knn.decide(WIMBLEDON[0])
+    own = [n["label"] for n in turned.details["neighbours"] if n["question"] == WIMBLEDON[0]]
+    assert own == ["unknown"] * 4 and turned.score >= 0.4 and turned.retrieve
+    assert knn.feedback_.verdict(WIMBLEDON[0]) == UNKNOWN
+
+
 def test_answers_with_retrieval_are_logged_but_teach_nothing_alone(knn) -> None:
     size = len(knn.memory_)
     entries = [knn.record_feedback(MOON[0], True, True), knn.record_feedback(MOON[1], True, False)]
@@ -112,10 +192,33 @@ def test_feedback_is_saved_with_the_gate(knn, cached_embedder, tmp_path) -> None
     knn.record_feedback(WIMBLEDON[0], True, False)
     loaded = load_gate(knn.save(tmp_path / "knn"), embedder=cached_embedder)
     assert loaded.feedback_.entries() == knn.feedback_.entries()
-    assert len(loaded.memory_) == len(knn.memory_)
+    assert len(loaded.memory_) == len(knn.memory_) and loaded.prior_counts_ == knn.prior_counts_
     np.testing.assert_array_equal(loaded.score(MOON), knn.score(MOON))
     # A later both-wrong check still sees the retrieved answer logged before the save.
     assert loaded.record_feedback(WIMBLEDON[0], False, False).label is None
+
+
+def test_a_gate_saved_before_the_prior_was_recorded_loads_with_the_prior_it_had(knn, cached_embedder, tmp_path) -> None:
+    """Such a save added every labelled observation to the memory, so its prior is the
+    memory's counts less those; its verdicts are read back from its log."""
+    prior = knn.prior_counts_
+    knn.record_feedback(HAMLET, False, False)
+    knn.record_feedback(HAMLET, False, False)
+    knn.record_feedback(WIMBLEDON[0], False, True)
+    path = knn.save(tmp_path / "knn")
+    config = json.loads((path / CONFIG_FILE).read_text())
+    assert config["state"].pop("prior_counts") == list(prior)
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
+
+    loaded = load_gate(path, embedder=cached_embedder)
+    assert loaded.prior_counts_ == prior and loaded.threshold_ == knn.threshold_
+    np.testing.assert_array_equal(loaded.score([HAMLET, *WIMBLEDON]), knn.score([HAMLET, *WIMBLEDON]))
+    assert loaded.feedback_.verdict(HAMLET.lower()) == UNKNOWN
+
+    config["state"]["prior_counts"] = [len(knn.memory_), 1]  # more than the memory holds
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
+    with pytest.raises(GateLoadError, match="prior_counts"):
+        load_gate(path, embedder=cached_embedder)
 
 
 def test_a_tampered_feedback_log_is_refused(knn, cached_embedder, tmp_path) -> None:

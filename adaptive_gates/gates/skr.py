@@ -7,7 +7,10 @@ Two gates over a memory of labelled past questions (D+ known, D- unknown):
 
 Both keep learning: ``add()`` puts newly labelled questions into the memory, and
 ``record_feedback()`` turns an answered question into such a label (rule:
-``adaptive_gates.feedback``), logged and saved with the gate.
+``adaptive_gates.feedback``), logged and saved with the gate. A question's latest
+feedback label (its verdict) outweighs every other label of it in the memory, and
+feedback never moves the prior the ratio vote's threshold is derived from (see
+``SKRKnnGate`` for the rule this gives).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
     ``load`` classmethod can be loaded back from a saved gate.
     """
 
-    _fitted_state = ("_memory", "_feedback")
+    _fitted_state: ClassVar[tuple[str, ...]] = ("_memory", "_feedback", "_prior")
     backend_params = frozenset({"embedder", "memory"})
     _parameter_constraints: ClassVar[dict[str, Any]] = {"memory": [IsCallable(), None]}
 
@@ -65,6 +68,8 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         self._embedder_lock = threading.Lock()
         self._memory: SKRMemory | None = None
         self._feedback: FeedbackLog | None = None
+        self._prior: tuple[int, int] | None = None
+        self._prior_lock = threading.Lock()
 
     # ------------------------------------------------------------------ backend
     def _encoder(self) -> Embedder:
@@ -98,6 +103,14 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
         return self._memory
 
+    @property
+    def prior_counts_(self) -> tuple[int, int]:
+        """``(m, n)``: the known and unknown questions given to ``fit`` and ``add``,
+        feedback left out. Only questions answered without retrieval get feedback
+        labels, so they are no sample of the traffic to estimate the class prior from."""
+        self._check_fitted()
+        return self._fitted_value(self._prior)
+
     def fit(self, questions: Sequence[str], labels: Sequence[int]) -> Self:
         """Learn from labelled questions: label 1 = retrieval helped (D-), 0 = known (D+)."""
         clean = check_questions(questions)
@@ -111,6 +124,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         memory.add(vectors, labels, clean)
         self._memory = memory
         self._feedback = FeedbackLog()  # the feedback of the memory this fit replaces
+        self._prior = memory.counts
         self._after_memory_change()
         logger.info("%s fitted on %d questions (m=%d known, n=%d unknown)", self.name, len(clean), *memory.counts)
         return self
@@ -128,6 +142,10 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         labels = check_labels(labels, len(clean))
         if clean:
             self.memory_.add(self._embed(clean), labels, clean)
+            unknown = int(np.sum(labels))
+            with self._prior_lock:
+                m, n = self.prior_counts_
+                self._prior = (m + len(clean) - unknown, n + unknown)
             self._after_memory_change()
         return self
 
@@ -136,10 +154,32 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     # ------------------------------------------------------------------ feedback
     def _learn(self, entry: Feedback) -> None:
-        """The label the observation gives (if any) joins the memory, so later decisions
-        on similar questions follow it."""
-        if entry.label is not None:
-            self.add([entry.question], [entry.label])
+        """The label the observation gives (if any) joins the memory as one more copy of
+        the question and becomes its verdict, read in place of the label of every copy
+        (a training one included), so later decisions on it and on similar questions
+        follow it, the more so the more often it is given."""
+        log = self.feedback_
+        if entry.label is None:
+            log.append(entry)
+            return
+        self.memory_.add(self._embed([entry.question]), [entry.label], [entry.question])
+        log.append(entry)  # from here on the verdict relabels the earlier copies
+        self._after_memory_change()
+
+    def _relabelled(self, labels: np.ndarray, questions: list[str]) -> np.ndarray:
+        log = self._feedback
+        return labels if log is None else log.relabel(labels, questions)
+
+    def _search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
+        """``memory_.search`` with the labels feedback gave (a question's verdict)."""
+        sims, labels, texts = self.memory_.search(vectors, k)
+        flat = self._relabelled(labels.reshape(-1), [q for row in texts for q in row])
+        return sims, flat.reshape(labels.shape), texts
+
+    def _entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """``memory_.entries`` with the labels feedback gave (a question's verdict)."""
+        vectors, labels, questions = self.memory_.entries()
+        return vectors, self._relabelled(labels, questions), questions
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -154,6 +194,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         state["memory"] = memory.kind
         if len(self.feedback_):  # a gate without feedback saves as before
             state["feedback"] = self.feedback_.save(directory)
+        state["prior_counts"] = list(self.prior_counts_)
         state["encoder"] = {"id": self._encoder().model_id, "dimension": int(memory.dimension)}
         return state
 
@@ -182,8 +223,9 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
                 f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
                 f"but the memory holds {memory.dimension}-d vectors"
             )
-        self._memory = memory
-        self._feedback = FeedbackLog.load(directory, state.get("feedback"))
+        feedback = FeedbackLog.load(directory, state.get("feedback"))
+        self._prior = _saved_prior(directory, state, memory, feedback)
+        self._memory, self._feedback = memory, feedback
 
     def _load_memory(self, directory: Path, state: dict[str, Any]) -> SKRMemory:
         """The saved memory, read by the kind of memory this gate makes."""
@@ -201,11 +243,54 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         return load(directory, state)
 
 
+def _saved_prior(directory: Path, state: dict[str, Any], memory: SKRMemory, feedback: FeedbackLog) -> tuple[int, int]:
+    """The prior counts a gate was saved with. A save that predates them added every
+    labelled observation to the memory, so its prior is the memory's counts less those."""
+    saved = state.get("prior_counts")
+    if saved is None:
+        labelled = [e.label for e in feedback.entries() if e.label is not None]
+        m, n = memory.counts
+        saved = [m - labelled.count(KNOWN), n - labelled.count(UNKNOWN)]
+    if (
+        not isinstance(saved, list)
+        or len(saved) != 2
+        or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in saved)
+        or sum(saved) > len(memory)
+    ):
+        raise GateLoadError(
+            f"{directory}: field 'state.prior_counts' must be two counts >= 0 within the memory's "
+            f"{len(memory)} questions, got {saved!r}"
+        )
+    return saved[0], saved[1]
+
+
 class SKRKnnGate(_SKRMemoryGate):
     """SKR-kNN: retrieve when the nearest past questions were mostly unknown.
 
     Need score: the share of D- (unknown) questions among the k nearest
     neighbours (cosine similarity), optionally similarity-weighted.
+
+    Feedback rule (``record_feedback``; the memory searched exactly, as ``FaissMemory``
+    is below its ``switch_at`` rows and ``ExactMemory`` always is):
+
+    - a verdict that a direct answer was wrong (an unknown label) never lowers any
+      question's need score, the judged one's included, and never moves the threshold,
+      so it never turns a retrieve decision into a direct one, however often repeated;
+    - a verdict that a direct answer was right (a known label) never raises any need
+      score nor moves the threshold: it never turns a direct decision into retrieval;
+    - a verdict on an answer with retrieval changes no score and no decision.
+
+    Each labelled verdict adds a copy of the question to the memory, and the latest
+    verdict is the label of every copy (a training one included): after ``k`` verdicts
+    in a row that its direct answer was wrong, a question's k nearest neighbours are all
+    its own unknown copies, its score is 1 and it retrieves (at any threshold below 1).
+
+    Why the rule holds: an unknown verdict only adds an unknown neighbour and turns
+    known copies of the question unknown, which can only raise a share of unknown
+    neighbours, weighted by similarity or not; and the threshold is fixed by
+    calibration or derived from ``prior_counts_``, which feedback does not change. An
+    approximate index (HNSW, IVF) may return other neighbours after any add, so there
+    the rule holds only as far as its search is exact.
 
     Args:
         embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
@@ -260,7 +345,7 @@ class SKRKnnGate(_SKRMemoryGate):
     def _default_threshold(self) -> float:
         if self.vote == "majority":
             return 0.5
-        m, n = self.memory_.counts
+        m, n = self.prior_counts_
         # l/(k-l) >= m/n  <=>  (k-l)/k <= n/(m+n): the D- prior share.
         return n / (m + n)
 
@@ -271,13 +356,13 @@ class SKRKnnGate(_SKRMemoryGate):
         threshold = self.threshold_ if threshold is None else threshold
         retrieve = scores > threshold
         if self.vote == "majority" and self.calibration_ is None:
-            m, n = self.memory_.counts
+            m, n = self.prior_counts_
             # D- when the classes are even, erring towards retrieval.
             retrieve |= (scores == threshold) & (n <= m)
         return retrieve
 
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        sims, labels, texts = self.memory_.search(self._embed(questions), self.k)
+        sims, labels, texts = self._search(self._embed(questions), self.k)
         unknown = (labels == UNKNOWN).astype(np.float64)
         if self.weighting == "similarity":
             weights = np.clip(sims.astype(np.float64), 0.0, None)
@@ -306,7 +391,9 @@ class SKRClassifierGate(_SKRMemoryGate):
 
     Need score: the predicted probability that the question is unknown (D-).
     The paper fine-tunes BERT-base; a linear head on frozen embeddings is the
-    light form. ``add()`` refits the head on the grown memory.
+    light form. ``add()`` refits the head on the grown memory, and so does feedback,
+    with each judged question's verdict as the label of all its copies; a refitted
+    head may move any score, so ``SKRKnnGate``'s feedback rule is not guaranteed here.
 
     Args:
         embedder: sentence encoder (default: the embedded all-MiniLM-L6-v2).
@@ -349,7 +436,7 @@ class SKRClassifierGate(_SKRMemoryGate):
         from sklearn.linear_model import LogisticRegression
 
         head = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=2000)
-        vectors, labels, _ = self.memory_.entries()
+        vectors, labels, _ = self._entries()
         head.fit(vectors, labels)
         # Kept as plain arrays: scoring and persistence need no sklearn object.
         self._coef = head.coef_[0].astype(np.float64)

@@ -275,7 +275,7 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         """``(question, label)`` demonstrations for each question, alternating classes."""
         per_class = self.n_demos // 2
         if self.demos == "fixed":
-            _, labels, texts = self.memory_.entries()
+            _, labels, texts = self._entries()
             return [_alternate(texts, labels, per_class)] * len(questions)
         return self._nearest_demonstrations(self._embed(questions), per_class)
 
@@ -288,7 +288,7 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
         k = _SEARCH_DEPTH * self.n_demos
         while pending.size:
             size = len(memory)
-            _, labels, texts = memory.search(vectors[pending], k)
+            _, labels, texts = self._search(vectors[pending], k)
             short = []
             for i, row_labels, row_texts in zip(pending, labels, texts):
                 demos = _alternate(row_texts, row_labels, per_class)

@@ -15,7 +15,7 @@ import pytest
 from .stores import faiss_store
 
 # The core suite's shared checks (pythonpath in pyproject.toml) report like test code.
-pytest.register_assert_rewrite("openai_server", "collect_checks")
+pytest.register_assert_rewrite("openai_server", "collect_checks", "feedback_checks")
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
 #: questions about figures that change or that no model carries; and follow-ups whose

@@ -21,7 +21,9 @@ from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from adaptive_gates.datasets import packaged_corpus, packaged_qa
 
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
-pytest.register_assert_rewrite("openai_server", "collect_checks")  # shared checks report like test code
+pytest.register_assert_rewrite(
+    "openai_server", "collect_checks", "feedback_checks"
+)  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 

@@ -2,7 +2,8 @@
 
 The query engine, the chat engine and a ``RouterQueryEngine`` with a ``GateSelector``
 each answer a question directly; the verdict that the answer was wrong, recorded
-through the component, makes the gate retrieve for a rewording of it.
+through the component, makes the gate retrieve for a rewording of it. Over rounds of
+answers judged against gold answers, no verdict moves a decision the wrong way.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.indices import EmptyIndex
 from llama_index.core.query_engine import RouterQueryEngine
 from llama_index.core.tools import QueryEngineTool
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveChatEngine, AdaptiveQueryEngine
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of, response_feedback
 
 from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.feedback import FeedbackNotSupportedError
+from adaptive_gates.models.cached_embedder import CachedEmbedder
+from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 
 from .conftest import KNOWN, UNKNOWN
 
@@ -73,6 +78,53 @@ def test_the_chat_engine_learns_from_a_judged_turn(gate, index, llm):
     chat = AdaptiveChatEngine.from_defaults(engine, llm=llm, history_window=0)
     reply = chat.chat(ASKED)
     _taught_by_a_wrong_direct_answer(gate, chat.record_feedback, reply)
+
+
+def _router_query_engine(gate, index, llm):
+    """A ``RouterQueryEngine`` whose ``GateSelector`` picks the LLM alone or the index,
+    and the selector's way of recording a verdict."""
+    selector = GateSelector(gate)
+    tools = [
+        QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
+        QueryEngineTool.from_defaults(
+            index.as_query_engine(llm=llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
+        ),
+    ]
+    return RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm), selector.record_feedback
+
+
+def _adaptive_query_engine(gate, index, llm):
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=1)
+    return engine, engine.record_feedback
+
+
+@pytest.fixture(scope="module")
+def cached_embedder(core_embedder) -> CachedEmbedder:
+    """MiniLM remembering its vectors: each test fits a fresh gate on the same questions."""
+    return CachedEmbedder(core_embedder)
+
+
+@pytest.mark.parametrize("pipeline", [_adaptive_query_engine, _router_query_engine], ids=["engine", "router"])
+def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_embedder, index, pipeline):
+    """An engine over the real NQ memory answers with SmolLM2, directly or from a
+    paragraph; each answer is judged against its gold answers and recorded through the
+    engine, round after round: no wrong direct answer lowers a score or sends a question
+    back to answering directly, and each one judged wrong ends up retrieving."""
+    records = adarague_outcomes("nq")
+    gate = SKRKnnGate(cached_embedder, k=3).fit_outcomes(records)
+    gold = {r.question: r.answers for r in records}
+    _, labels, questions = gate.memory_.entries()
+    known = [q for q, label in zip(questions, labels) if label == 0]
+    direct = [d.question for d in gate.decide_batch(known[:30]) if not d.retrieve][:2]
+    judged = {"Who wrote the play Hamlet?": ["Shakespeare"]} | {q: gold[q] for q in direct}
+    engine, record = pipeline(gate, index, AdaptiveGatesLLM(max_tokens=8))  # short answers judge as well
+
+    def ask(question):
+        response = engine.query(question)
+        return str(response), lambda correct: record(response, correct)
+
+    entries = check_rounds_of_judged_answers(gate, ask, judged, probes=[ASKED, PARAPHRASE, *UNKNOWN])
+    assert len(gate.feedback_) == len(entries) == 3 * len(judged)
 
 
 def test_a_response_without_a_decision_is_refused(gate, index, llm):

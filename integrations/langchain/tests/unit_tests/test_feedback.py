@@ -1,14 +1,18 @@
-"""GateFeedback: judged answers of real LangChain runs teach a real SKR gate (embedded MiniLM)."""
+"""GateFeedback: judged answers of real LangChain runs teach a real SKR gate (embedded
+MiniLM; in the rule's test, answers of the embedded SmolLM2 judged against gold answers)."""
 
 import asyncio
 import uuid
 
 import pytest
+from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 
 from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.feedback import FeedbackNotSupportedError
-from langchain_adaptive_gates import GatedRetriever, GateFeedback, gated_router
+from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
+from langchain_adaptive_gates import AdaptiveGatesChatModel, GatedRetriever, GateFeedback, gated_router
 
 KNOWN = ["Who wrote Hamlet?", "What is the capital of France?", "Who painted the Mona Lisa?"]
 UNKNOWN = ["What was the population of Tuvalu in the 2021 census?", "What did the report published yesterday conclude?"]
@@ -78,6 +82,34 @@ def test_a_decision_deep_in_a_chain_belongs_to_the_outer_call(gate, passage_stor
     assert rag.invoke(UNKNOWN[1], config) == 1
     held = feedback.decision(config["run_id"])
     assert (held.question, held.retrieve) == (UNKNOWN[1], True)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(core_embedder, labelled_questions, passage_store):
+    """A router over the real NQ memory answers directly with SmolLM2 or from retrieved
+    passages; each answer is judged against its gold answers and recorded through
+    GateFeedback, round after round: no wrong direct answer lowers a score or sends a
+    question back to answering directly, and each one judged wrong ends up retrieving."""
+    gate = SKRKnnGate(core_embedder, k=3).fit(*labelled_questions)
+    gold = {r.question: r.answers for r in adarague_outcomes("nq")}
+    known = [q for q, label in zip(*labelled_questions) if label == 0]
+    direct = [d.question for d in gate.decide_batch(known[:30]) if not d.retrieve][:2]
+    judged = {"Who wrote the play Hamlet?": ["Shakespeare"]} | {q: gold[q] for q in direct}
+    passages = passage_store("in-memory").as_retriever(search_kwargs={"k": 1})
+    router = gated_router(
+        gate,
+        direct=AdaptiveGatesChatModel(max_tokens=8) | StrOutputParser(),
+        retrieval=passages | RunnableLambda(lambda docs: docs[0].page_content),
+    )
+    feedback = GateFeedback(gate)
+
+    def ask(question):
+        config = _call(feedback)
+        answer = router.invoke(question, config)
+        return answer, lambda correct: feedback.record(config["run_id"], correct=correct)
+
+    entries = check_rounds_of_judged_answers(gate, ask, judged, probes=[ASKED, PARAPHRASE, *UNKNOWN])
+    assert len(gate.feedback_) == len(entries) == 3 * len(judged)
 
 
 def test_a_gate_that_does_not_learn_keeps_the_decision_for_another_try():
