@@ -13,15 +13,35 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.llms.llm import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.workflow import Workflow
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-KINDS = ("llms", "embeddings", "vector_stores", "selectors", "query_engine", "postprocessor")
+KINDS = (
+    "llms",
+    "embeddings",
+    "vector_stores",
+    "selectors",
+    "query_engine",
+    "postprocessor",
+    "retrievers",
+    "workflows",
+)
 #: The LlamaIndex component bases LlamaHub lists classes of.
-COMPONENTS = (BaseSelector, BaseNodePostprocessor, BaseQueryEngine, BaseChatEngine, LLM, BaseEmbedding)
+COMPONENTS = (
+    BaseSelector,
+    BaseNodePostprocessor,
+    BaseQueryEngine,
+    BaseChatEngine,
+    LLM,
+    BaseEmbedding,
+    BaseRetriever,
+    Workflow,
+)
 
 
 def _exported() -> dict[str, type]:
-    """Every class the six namespaces export, by name."""
+    """Every class the namespaces export, by name."""
     found: dict[str, type] = {}
     for kind in KINDS:
         module = importlib.import_module(f"llama_index.{kind}.adaptive_gates")
