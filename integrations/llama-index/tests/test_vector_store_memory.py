@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +20,7 @@ from pydantic import Field
 
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
+from restart_checks import decisions_compared, run_in_new_process  # the core suite's (pythonpath in pyproject.toml)
 
 N_MEMORY = 200  # questions in the memory; the next ones are asked
 N_ASKED = 40
@@ -171,20 +170,6 @@ print(json.dumps({"decisions": decisions, "nodes": len(store.data.embedding_dict
 """
 
 
-def _compared(decisions: list[dict]) -> list[tuple]:
-    """What must agree between two processes: verdicts, neighbours and their labels
-    exactly, and scores and similarities to float precision."""
-    return [
-        (
-            d["retrieve"],
-            pytest.approx(d["score"], abs=1e-6),
-            d["threshold"],
-            [(n["question"], n["label"], pytest.approx(n["similarity"], abs=1e-6)) for n in d["details"]["neighbours"]],
-        )
-        for d in decisions
-    ]
-
-
 def test_a_saved_gate_reattaches_to_its_persisted_store_after_a_restart(split, core_embedder, tmp_path):
     (questions, labels), asked = split
     store = SimpleVectorStore()
@@ -195,17 +180,9 @@ def test_a_saved_gate_reattaches_to_its_persisted_store_after_a_restart(split, c
     before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
     assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
 
-    result = subprocess.run(
-        [sys.executable, "-c", _RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12])],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    after = json.loads(result.stdout.strip().splitlines()[-1])
+    after = run_in_new_process(_RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12]))
     assert after["nodes"] == 61  # attaching added nothing: no duplicates
-    assert _compared(after["decisions"]) == _compared(before)
+    assert decisions_compared(after["decisions"]) == decisions_compared(before)
 
 
 def test_loading_refuses_a_store_that_lacks_the_nodes(core_embedder, tmp_path):

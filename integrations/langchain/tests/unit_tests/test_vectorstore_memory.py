@@ -5,9 +5,6 @@ a store it does not own, and comes back over its dumped store in a new process."
 
 import json
 import logging
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +14,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
+from restart_checks import decisions_compared, run_in_new_process  # the core suite's (pythonpath in pyproject.toml)
 
 from ..stores import faiss_store
 
@@ -153,20 +151,6 @@ print(json.dumps({"decisions": decisions, "documents": len(store.store)}))
 """
 
 
-def _compared(decisions: list[dict]) -> list[tuple]:
-    """What must agree between two processes: verdicts, neighbours and their labels
-    exactly, and scores and similarities to float precision."""
-    return [
-        (
-            d["retrieve"],
-            pytest.approx(d["score"], abs=1e-6),
-            d["threshold"],
-            [(n["question"], n["label"], pytest.approx(n["similarity"], abs=1e-6)) for n in d["details"]["neighbours"]],
-        )
-        for d in decisions
-    ]
-
-
 def test_a_saved_gate_reattaches_to_its_dumped_store_after_a_restart(split, core_embedder, tmp_path):
     (questions, labels), asked = split
     store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
@@ -177,17 +161,9 @@ def test_a_saved_gate_reattaches_to_its_dumped_store_after_a_restart(split, core
     before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
     assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
 
-    result = subprocess.run(
-        [sys.executable, "-c", _RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12])],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    after = json.loads(result.stdout.strip().splitlines()[-1])
+    after = run_in_new_process(_RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12]))
     assert after["documents"] == 61  # attaching added nothing: no duplicates
-    assert _compared(after["decisions"]) == _compared(before)
+    assert decisions_compared(after["decisions"]) == decisions_compared(before)
 
 
 def test_loading_checks_the_store_and_its_scores(core_embedder, tmp_path):
@@ -258,7 +234,7 @@ def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, cor
 #: An SKR gate deciding over a FAISS memory, then what it imported: tiktoken fetches its
 #: encodings from the web on first use, so it must not be on this offline path.
 _FAISS_PATH = """
-import sys
+import json, sys
 import faiss
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.models import default_embedder
@@ -272,17 +248,10 @@ store = FAISS(AdaptiveGatesEmbeddings(embedder), faiss.IndexFlatIP(embedder.dime
               distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
 gate = SKRKnnGate(embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
 gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
-print(gate.decide("Who wrote Macbeth?").retrieve, sorted(m for m in sys.modules if m.split(".")[0] == "tiktoken"))
+tiktoken = sorted(m for m in sys.modules if m.split(".")[0] == "tiktoken")
+print(json.dumps([gate.decide("Who wrote Macbeth?").retrieve, tiktoken]))
 """
 
 
 def test_the_faiss_path_needs_no_network_library():
-    result = subprocess.run(
-        [sys.executable, "-c", _FAISS_PATH],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["False", "[]"]
+    assert run_in_new_process(_FAISS_PATH) == [False, []]
