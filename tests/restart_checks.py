@@ -39,3 +39,28 @@ def decisions_compared(decisions: list[dict]) -> list[tuple]:
         )
         for d in decisions
     ]
+
+
+def check_a_saved_gate_decides_the_same_after_a_restart(
+    memory: Any, persist: Any, restart: str, split: Any, embedder: Any, directory: Any
+) -> None:
+    """An SKR gate over ``memory`` (a store-backed memory factory), fitted and taught one
+    verdict, with its store persisted by ``persist(path)`` and the gate saved: a new
+    process running ``restart`` (argv: the store file, the gate folder, the questions as
+    JSON; prints ``{"decisions", "entries"}``) decides exactly as it does, and attaching
+    added nothing to the store."""
+    from adaptive_gates import SKRKnnGate
+
+    (questions, labels), asked = split
+    gate = SKRKnnGate(embedder, k=5, weighting="similarity", memory=memory)
+    gate.fit(questions[:60], labels[:60]).record_feedback(asked[0], retrieved=False, correct=False)
+    persist(str(directory / "store.json"))
+    gate.save(directory / "gate")
+    before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
+    if not any(d["retrieve"] for d in before) or all(d["retrieve"] for d in before):
+        raise AssertionError("the questions must get both verdicts, or the comparison shows little")
+    after = run_in_new_process(restart, str(directory / "store.json"), str(directory / "gate"), json.dumps(asked[:12]))
+    if after["entries"] != 61:  # the 60 questions and the verdict: attaching added nothing
+        raise AssertionError(f"the store holds {after['entries']} entries after the restart, not 61")
+    if decisions_compared(after["decisions"]) != decisions_compared(before):
+        raise AssertionError(f"decisions differ after the restart:\n{after['decisions']}\n{before}")

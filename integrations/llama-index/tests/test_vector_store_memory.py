@@ -4,7 +4,6 @@ store it does not own, and comes back over its persisted store in a new process.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
@@ -20,7 +19,9 @@ from pydantic import Field
 
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
-from restart_checks import decisions_compared, run_in_new_process  # the core suite's (pythonpath in pyproject.toml)
+from restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
+    check_a_saved_gate_decides_the_same_after_a_restart,
+)
 
 N_MEMORY = 200  # questions in the memory; the next ones are asked
 N_ASKED = 40
@@ -166,23 +167,15 @@ store_file, gate_dir, questions = sys.argv[1], sys.argv[2], json.loads(sys.argv[
 store = SimpleVectorStore.from_persist_path(store_file)
 gate = SKRKnnGate.load(gate_dir, embedder=default_embedder(), memory=VectorStoreMemory.attach(store))
 decisions = [d.to_dict() for d in gate.decide_batch(questions)]
-print(json.dumps({"decisions": decisions, "nodes": len(store.data.embedding_dict)}))
+print(json.dumps({"decisions": decisions, "entries": len(store.data.embedding_dict)}))
 """
 
 
 def test_a_saved_gate_reattaches_to_its_persisted_store_after_a_restart(split, core_embedder, tmp_path):
-    (questions, labels), asked = split
     store = SimpleVectorStore()
-    gate = SKRKnnGate(core_embedder, k=5, weighting="similarity", memory=VectorStoreMemory.factory(lambda: store))
-    gate.fit(questions[:60], labels[:60]).record_feedback(asked[0], retrieved=False, correct=False)
-    store.persist(str(tmp_path / "store.json"))
-    gate.save(tmp_path / "gate")
-    before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
-    assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
-
-    after = run_in_new_process(_RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12]))
-    assert after["nodes"] == 61  # attaching added nothing: no duplicates
-    assert decisions_compared(after["decisions"]) == decisions_compared(before)
+    check_a_saved_gate_decides_the_same_after_a_restart(
+        VectorStoreMemory.factory(lambda: store), store.persist, _RESTART, split, core_embedder, tmp_path
+    )
 
 
 def test_loading_refuses_a_store_that_lacks_the_nodes(core_embedder, tmp_path):

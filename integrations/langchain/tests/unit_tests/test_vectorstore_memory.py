@@ -3,7 +3,6 @@ langchain-community's FAISS by inner product and by squared L2), encoded by the
 embedded MiniLM, decides as the core's faiss memory does on the same real data, refuses
 a store it does not own, and comes back over its dumped store in a new process."""
 
-import json
 import logging
 
 import numpy as np
@@ -14,7 +13,10 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
-from restart_checks import decisions_compared, run_in_new_process  # the core suite's (pythonpath in pyproject.toml)
+from restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
+    check_a_saved_gate_decides_the_same_after_a_restart,
+    run_in_new_process,
+)
 
 from ..stores import faiss_store
 
@@ -147,23 +149,15 @@ embedder = default_embedder()
 store = InMemoryVectorStore.load(store_file, AdaptiveGatesEmbeddings(embedder))
 gate = SKRKnnGate.load(gate_dir, embedder=embedder, memory=VectorStoreMemory.attach(store))
 decisions = [d.to_dict() for d in gate.decide_batch(questions)]
-print(json.dumps({"decisions": decisions, "documents": len(store.store)}))
+print(json.dumps({"decisions": decisions, "entries": len(store.store)}))
 """
 
 
 def test_a_saved_gate_reattaches_to_its_dumped_store_after_a_restart(split, core_embedder, tmp_path):
-    (questions, labels), asked = split
     store = InMemoryVectorStore(AdaptiveGatesEmbeddings(core_embedder))
-    gate = SKRKnnGate(core_embedder, k=5, weighting="similarity", memory=VectorStoreMemory.factory(lambda: store))
-    gate.fit(questions[:60], labels[:60]).record_feedback(asked[0], retrieved=False, correct=False)
-    store.dump(str(tmp_path / "store.json"))
-    gate.save(tmp_path / "gate")
-    before = [d.to_dict() for d in gate.decide_batch(asked[:12])]
-    assert any(d["retrieve"] for d in before) and not all(d["retrieve"] for d in before)
-
-    after = run_in_new_process(_RESTART, str(tmp_path / "store.json"), str(tmp_path / "gate"), json.dumps(asked[:12]))
-    assert after["documents"] == 61  # attaching added nothing: no duplicates
-    assert decisions_compared(after["decisions"]) == decisions_compared(before)
+    check_a_saved_gate_decides_the_same_after_a_restart(
+        VectorStoreMemory.factory(lambda: store), store.dump, _RESTART, split, core_embedder, tmp_path
+    )
 
 
 def test_loading_checks_the_store_and_its_scores(core_embedder, tmp_path):
