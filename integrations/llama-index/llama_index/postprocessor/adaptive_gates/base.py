@@ -48,8 +48,8 @@ class SeaKRRerank(BaseNodePostprocessor):
 
     Speed: U samples answers after each node. The default samples 4 answers of at most
     16 tokens per node (``FAST_SAMPLING``): a 3-node query of Wikipedia paragraphs on
-    the embedded SmolLM2 took 9 s of one CPU core here. SeaKR's paper samples k=20
-    answers of up to 100 tokens (``PAPER_SAMPLING``; 33 s on the same query), for a
+    the embedded SmolLM2 took 8.6 s of one CPU core here. SeaKR's paper samples k=20
+    answers of up to 100 tokens (``PAPER_SAMPLING``; 24.3 s on the same query), for a
     steadier U: ``SeaKRRerank.with_paper_settings()``, or any
     ``UncertaintyReranker(SelfAwareUncertainty(k=..., max_new_tokens=...))``.
 

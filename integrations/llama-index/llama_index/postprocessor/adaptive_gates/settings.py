@@ -16,7 +16,8 @@ from adaptive_gates import SelfAwareUncertainty, UncertaintyReranker
 from adaptive_gates.models import default_llm
 
 #: The sampling of the default re-ranker: 4 answers of at most 16 tokens per node (a
-#: 3-node query on the embedded SmolLM2: 9 s of one CPU core, against 33 s for SeaKR's).
+#: 3-node query on the embedded SmolLM2: 8.6 s of one CPU core, against 24.3 s for SeaKR's;
+#: benchmarks/llamaindex_rerank_sampling.py).
 FAST_SAMPLING: Mapping[str, Any] = {"k": 4, "max_new_tokens": 16}
 #: SeaKR's paper: 20 answers of at most 100 tokens per node (the core's defaults).
 PAPER_SAMPLING: Mapping[str, Any] = {"k": 20, "max_new_tokens": 100}
