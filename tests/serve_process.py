@@ -81,17 +81,16 @@ class ServeProcess:
         wait_healthy(self.url, lambda: self.process is not None and self.process.poll() is None)
         return self
 
-    def stop(self) -> int:
-        """Stop it as a service manager would (SIGTERM); its exit status."""
+    def stop(self) -> tuple[int, str]:
+        """Stop it as a service manager would (SIGTERM); its exit status and output."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=60)
+            output, _ = self.process.communicate(timeout=60)
+            return self.process.returncode, output
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-            if self.process.stdout is not None:
-                self.process.stdout.close()
 
     def __enter__(self) -> ServeProcess:
         return self.start()
