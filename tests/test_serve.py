@@ -13,7 +13,6 @@ import subprocess
 import httpx
 import openai
 import pytest
-from serve_process import ServedApp, ask, header_decision
 
 from adaptive_gates import SKRKnnGate, VerbalizedGate
 from adaptive_gates.models.openai_chat import OpenAIChatModel
@@ -21,6 +20,7 @@ from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
 from openai_server import Fault
+from serve_process import ServedApp, ask
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +96,9 @@ def test_a_streamed_answer_is_the_same_answer_with_the_record_in_its_last_chunk(
 
 def test_curl_gets_the_stream_as_server_sent_events(served, routes):
     body = json.dumps({"messages": [{"role": "user", "content": routes["direct"]}], "stream": True, "max_tokens": 6})
+    url = f"{served.url}/v1/chat/completions"
     out = subprocess.run(
-        ["curl", "-sS", "-N", "-D", "-", f"{served.url}/v1/chat/completions", "-H", "content-type: application/json"]
-        + ["-d", body],
+        ["curl", "-sS", "-N", "-D", "-", url, "-H", "content-type: application/json", "-d", body],
         capture_output=True,
         text=True,
         timeout=120,
@@ -118,7 +118,8 @@ def test_the_gate_judges_a_follow_up_with_the_history_window(served):
         {"role": "assistant", "content": "William Shakespeare."},
         {"role": "user", "content": "When did he die?"},
     ]
-    response = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": messages, "max_tokens": 6}, timeout=120)
+    body = {"messages": messages, "max_tokens": 6}
+    response = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)
     judged = response.json()["adaptive_gates"]["decision"]["question"]
     assert judged == "Who wrote Hamlet?\nWilliam Shakespeare.\nWhen did he die?"  # window 2, system left out
 
@@ -185,9 +186,7 @@ def test_metrics_count_every_decision_by_route(served, routes):
     for question in (routes["direct"], routes["retrieve"], routes["retrieve"]):
         ask(served.url, question)
     text = httpx.get(f"{served.url}/metrics").text
-    values = {
-        line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and line[0] != "#"
-    }
+    values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and line[0] != "#"}
     assert values['adaptive_gates_decisions_total{route="direct"}'] == 1
     assert values['adaptive_gates_decisions_total{route="retrieve"}'] == 2
     assert values["adaptive_gates_retrieval_rate"] == pytest.approx(2 / 3)
@@ -221,7 +220,9 @@ def test_an_upstream_streams_through_the_server(behind_http, routes):
 
 @pytest.mark.parametrize(("fault", "status"), [(Fault.ERROR_500, 502), (Fault.HANG, 504), (Fault.MALFORMED_JSON, 502)])
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_failing_upstream_gets_a_bounded_clear_error_and_the_server_goes_on(behind_http, routes, fault, status, stream):
+def test_a_failing_upstream_gets_a_bounded_clear_error_and_the_server_goes_on(
+    behind_http, routes, fault, status, stream
+):
     served, upstream = behind_http
     upstream.set_fault(fault)
     response = ask(served.url, routes["direct"], stream=stream)

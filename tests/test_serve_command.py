@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import httpx
-from serve_process import ServeProcess, ask, header_decision
 
 from adaptive_gates import SKRKnnGate
+from serve_process import ServeProcess, ask, header_decision
 
 
 def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
