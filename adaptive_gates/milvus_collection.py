@@ -112,7 +112,9 @@ class MilvusCollection:
 
     def _check_schema(self) -> None:
         described = self.client.describe_collection(self.name)
-        found = {f["name"]: (f["type"].name, bool(f.get("is_primary")), f.get("params", {})) for f in described["fields"]}
+        found = {
+            f["name"]: (f["type"].name, bool(f.get("is_primary")), f.get("params", {})) for f in described["fields"]
+        }
         expected = {f.name: (f.type, f.primary) for f in self.fields}
         expected[VECTOR_FIELD] = ("FLOAT_VECTOR", False)
         if {name: kind[:2] for name, kind in found.items()} != expected:

@@ -47,14 +47,17 @@ class MilvusServer:
         """The address ``pymilvus.MilvusClient(uri=...)`` connects to."""
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def _address(self) -> list[str]:
+        return ["--host", "127.0.0.1", "--port", str(self.port)]
+
     def start(self) -> MilvusServer:
         """Start the server and return once a client's call succeeds."""
         if self._process is not None:
             raise RuntimeError(f"the Milvus server at {self.uri} is running already")
         with self._log.open("ab") as out:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.data_dir)]
-                + ["--host", "127.0.0.1", "--port", str(self.port)],
+                [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.data_dir), *self._address],
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

@@ -164,7 +164,8 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         if len(memory):
             logger.info("%s attached to a memory of %d questions, taken as it is", self.name, len(memory))
         else:
-            memory.add(*self._entries())
+            vectors, labels, questions = self._entries()
+            memory.add(vectors, labels.tolist(), questions)
             logger.info("%s moved its %d questions into a new %s", self.name, len(memory), type(memory).__name__)
         self._memory = memory
         self._after_memory_change()

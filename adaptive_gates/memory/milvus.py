@@ -52,7 +52,7 @@ _FIELDS = (
     Field("question", "VARCHAR", max_length=MAX_VARCHAR),
     Field("key", "VARCHAR", max_length=64),
 )
-_ROW_FIELDS = tuple(f.name for f in _FIELDS) + (VECTOR_FIELD,)
+_ROW_FIELDS = (*(f.name for f in _FIELDS), VECTOR_FIELD)
 
 
 def question_key(question: str) -> str:
