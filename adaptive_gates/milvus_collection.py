@@ -77,8 +77,8 @@ class MilvusCollection:
         self.fields = tuple(fields)
         self.dimension = dimension
 
-    @classmethod
-    def exists(cls, client: Any, name: str) -> bool:
+    @staticmethod
+    def exists(client: Any, name: str) -> bool:
         """Whether the database holds a collection of that name."""
         return bool(client.has_collection(checked_name(name)))
 

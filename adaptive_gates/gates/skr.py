@@ -10,7 +10,9 @@ Both keep learning: ``add()`` puts newly labelled questions into the memory, and
 ``adaptive_gates.feedback``), logged and saved with the gate. A question's latest
 feedback label (its verdict) outweighs every other label of it in the memory, and
 feedback never moves the prior the ratio vote's threshold is derived from (see
-``SKRKnnGate`` for the rule this gives).
+``SKRKnnGate`` for the rule this gives). A memory that keeps verdicts itself (a
+``VerdictMemory``, e.g. ``MilvusMemory``) holds them for every process sharing it, and
+``attach_memory`` moves a fitted gate onto such a memory.
 """
 
 from __future__ import annotations
@@ -329,7 +331,8 @@ class SKRKnnGate(_SKRMemoryGate):
         weighting: ``"uniform"`` (paper) or ``"similarity"`` (weights = cosine
             similarity clipped at 0; gives graded scores for calibration).
         memory: makes the memory from the embedding dimension (default
-            ``FaissMemory``; any ``SKRMemory``, e.g. ``ExactMemory`` or a vector store's).
+            ``FaissMemory``; any ``SKRMemory``, e.g. ``ExactMemory``, a vector store's
+            or ``MilvusMemory.factory(uri, collection)``).
         fallback_retrieve: the decision taken when a question or backend fails.
     """
 
