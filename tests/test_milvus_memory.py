@@ -279,3 +279,24 @@ except ImportError as exc:
 def test_a_missing_pymilvus_names_the_extra():
     name, message = run_in_new_process(_WITHOUT_PYMILVUS)
     assert name == "MissingExtraError" and "pip install 'adaptive-gates[milvus]'" in message
+
+
+def test_entries_read_every_row_in_insertion_order_past_one_page(milvus_uri, embedder, collection):
+    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.memory import FaissMemory
+    from adaptive_gates.milvus_collection import PAGE_SIZE
+
+    knowledge = label_outcomes(adarague_outcomes())
+    questions, labels = knowledge.questions, knowledge.labels
+    assert len(questions) > PAGE_SIZE  # the rows come back over more than one request
+    vectors = embedder.embed(questions)
+    memory, reference = MilvusMemory(milvus_uri, collection, MINILM_DIMENSION), FaissMemory(MINILM_DIMENSION)
+    for start in range(0, len(questions), 500):  # added in several calls, as a memory grows
+        part = slice(start, start + 500)
+        memory.add(vectors[part], labels[part], questions[part])
+        reference.add(vectors[part], labels[part], questions[part])
+    stored_vectors, stored_labels, stored = memory.entries()
+    expected_vectors, expected_labels, expected = reference.entries()
+    assert (stored, stored_labels.tolist()) == (expected, expected_labels.tolist())
+    np.testing.assert_allclose(stored_vectors, expected_vectors, atol=1e-6)
+    assert (len(memory), memory.counts) == (len(questions), reference.counts)
