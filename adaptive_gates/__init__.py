@@ -13,6 +13,7 @@ from .errors import (
     BackendError,
     BackendMisconfiguredError,
     BackendUnavailableError,
+    CollectionMismatchError,
     DataFormatError,
     GateLoadError,
     InvalidQuestionError,
@@ -43,10 +44,12 @@ from .gates import (
     load_gate,
 )
 from .listeners import DecisionListener, LLMCallEvent, listening
+from .memory import MilvusMemory, VerdictMemory
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
 from .models.cached_embedder import CachedEmbedder
 from .models.protocols import Embedder, ProbingLM
 from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
+from .retrieval import MilvusRetriever
 from .seakr import (
     AnswerCandidate,
     RankedSnippet,
@@ -74,6 +77,7 @@ __all__ = [
     "Calibration",
     "CalibrationWarning",
     "CascadeGate",
+    "CollectionMismatchError",
     "CorpusRecord",
     "DataFormatError",
     "DecisionListener",
@@ -93,6 +97,8 @@ __all__ = [
     "LogprobGate",
     "LogprobsUnavailableError",
     "MalformedReplyError",
+    "MilvusMemory",
+    "MilvusRetriever",
     "NotFittedError",
     "OutcomeRecord",
     "PopularityGate",
@@ -118,6 +124,7 @@ __all__ = [
     "UncertaintyEstimate",
     "UncertaintyReranker",
     "VerbalizedGate",
+    "VerdictMemory",
     "contains_answer",
     "eigen_score",
     "exact_match",

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CollectionMismatchError
+from .errors import BackendUnavailableError, CollectionMismatchError
 from .models.optional import require
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,10 @@ def milvus_client(uri_or_client: Any) -> Any:
     (``http://host:19530``, a Milvus cluster's or Milvus Lite server's address)."""
     pymilvus = require("pymilvus", extra="milvus")
     if isinstance(uri_or_client, str):
-        return pymilvus.MilvusClient(uri=uri_or_client)
+        try:
+            return pymilvus.MilvusClient(uri=uri_or_client)
+        except pymilvus.MilvusException as exc:  # no server there, or a malformed address
+            raise BackendUnavailableError(f"cannot connect to Milvus at {uri_or_client}: {exc.message}") from exc
     if not isinstance(uri_or_client, pymilvus.MilvusClient):
         raise TypeError(f"expected a Milvus URI or a pymilvus.MilvusClient, got {type(uri_or_client).__name__}")
     return uri_or_client

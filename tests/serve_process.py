@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,12 +22,7 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.data import CorpusRecord, write_jsonl
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from milvus_server import free_port
 
 
 def wait_healthy(url: str, alive: Any = None, timeout: float = 180.0) -> None:

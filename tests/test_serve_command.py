@@ -11,6 +11,7 @@ import sys
 import httpx
 
 from adaptive_gates import SKRKnnGate
+from milvus_server import free_port
 from serve_process import ServeProcess, ask, header_decision
 
 
@@ -58,12 +59,14 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
         return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
+    nowhere = f"http://127.0.0.1:{free_port()}"
     cases = [
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-model", "m"], "go together"),
         (["--gate", served_gate_dir, "--corpus", tmp_path / "none.jsonl"], "no such file"),
         (["--gate", tmp_path / "nothing", "--corpus", served_corpus], "nothing"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-timeout", "0"], "positive number"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
     ]
     for args, says in cases:
         result = run(*args)

@@ -6,11 +6,19 @@ in-process faiss index, and the upstream LLM is an OpenAI-compatible server (vLL
 llama.cpp, Ollama, OpenAI) or, without one, the embedded model. Feedback on an answer
 teaches the gate; what it learns is saved back to the gate's directory (``--no-save``
 keeps the directory as it is).
+
+With ``--milvus-uri`` the SKR memory and the corpus live in Milvus instead, shared by
+every server pointed at it: the first fills the memory's collection with the gate's
+questions and indexes the corpus; the others (and a restart) take both as they are, and
+feedback is written to the database, not to the directory. Each collection is named
+after what it holds (the gate's saved config, the corpus file), so another gate or
+corpus never reads one that is not its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +30,7 @@ from .files import input_file
 if TYPE_CHECKING:
     from ..gates.base import Gate
     from ..models.chat import ChatModel
+    from ..retrieval.base import Retriever
     from ..serve.service import ChatService
 
 logger = logging.getLogger(__name__)
@@ -45,6 +54,9 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument("--max-tokens", type=positive_int, default=128, help="answer length when a request sets none")
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")
+    serve.add_argument(
+        "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
+    )
     serve.set_defaults(run=run)
 
 
@@ -67,7 +79,12 @@ def build_service(args: argparse.Namespace) -> ChatService:
 
     upstream = _upstream(args)
     gate = _load_gate(args.gate, upstream)
-    retriever = corpus_retriever("dense", args.corpus)
+    if args.milvus_uri is None:
+        retriever = corpus_retriever("dense", args.corpus)
+        after_feedback = None if args.no_save else _saver(gate, args.gate)
+    else:
+        retriever = _shared_in_milvus(gate, args)
+        after_feedback = None  # the database holds what feedback teaches
     return ChatService(
         gate,
         retriever,
@@ -76,8 +93,31 @@ def build_service(args: argparse.Namespace) -> ChatService:
         history_window=args.history_window,
         max_tokens=args.max_tokens,
         upstream_timeout=args.upstream_timeout,
-        after_feedback=None if args.no_save else _saver(gate, args.gate),
+        after_feedback=after_feedback,
     )
+
+
+def _shared_in_milvus(gate: Gate, args: argparse.Namespace) -> Retriever:
+    """Move the gate onto its memory in Milvus (filled from the gate by the first server)
+    and return the corpus' retriever there."""
+    from ..gates.skr import SKRKnnGate
+    from ..memory.milvus import MilvusMemory
+    from ..models.defaults import default_embedder
+    from ..persistence import CONFIG_FILE
+    from ..retrieval.milvus import MilvusRetriever
+
+    if not isinstance(gate, SKRKnnGate):
+        raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")
+    memory_name = "skr_" + _digest(args.gate / CONFIG_FILE)
+    gate.attach_memory(MilvusMemory(args.milvus_uri, memory_name, gate.memory_.dimension))
+    return MilvusRetriever.from_jsonl(
+        args.corpus, default_embedder(), args.milvus_uri, "corpus_" + _digest(args.corpus)
+    )
+
+
+def _digest(path: Path) -> str:
+    """A short name for what ``path`` holds."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _load_gate(directory: Path, upstream: ChatModel) -> Gate:

@@ -1,0 +1,76 @@
+"""``adaptive-gates serve`` over Milvus: the SKR memory and the corpus in a real Milvus
+(Lite) server process, two serve processes sharing them, feedback written through one
+seen by the other, and a restart that comes back with the same decisions."""
+
+from __future__ import annotations
+
+import shutil
+
+import httpx
+import pytest
+
+from adaptive_gates import SKRKnnGate
+from milvus_server import MilvusServer
+from serve_process import ServeProcess, ask
+
+
+@pytest.fixture
+def gate_dir(served_gate_dir, tmp_path):
+    shutil.copytree(served_gate_dir, tmp_path / "gate")
+    return tmp_path / "gate"
+
+
+def decision(url: str, question: str) -> dict:
+    response = ask(url, question, max_tokens=4)
+    assert response.status_code == 200, response.text
+    return response.json()["adaptive_gates"]
+
+
+def feedback(url: str, decision_id: str, correct: bool) -> dict:
+    return httpx.post(f"{url}/v1/feedback", json={"decision_id": decision_id, "correct": correct}).json()
+
+
+def test_two_servers_share_one_memory_and_a_restart_decides_the_same(
+    gate_dir, served_corpus, embedder, outcome_records, tmp_path
+):
+    gate = SKRKnnGate.load(gate_dir, embedder=embedder)
+    direct = [r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve][:2]
+    retrieved = next(r.question for r in outcome_records[300:] if gate.decide(r.question).retrieve)
+    with MilvusServer(tmp_path / "milvus") as milvus:
+        args = ("--gate", gate_dir, "--corpus", served_corpus, "--milvus-uri", milvus.uri, "--max-tokens", "4")
+        with ServeProcess(*args) as first, ServeProcess(*args) as second:
+            # the first filled the database; the second took it as it was
+            assert httpx.get(f"{second.url}/v1/stats").json()["memory"] == {
+                "known": gate.memory_.counts[0],
+                "unknown": gate.memory_.counts[1],
+            }
+            before = decision(second.url, direct[0])["decision"]
+            assert before == decision(first.url, direct[0])["decision"] | {"latency_ms": before["latency_ms"]}
+            # feedback through the first is seen by the second
+            taught = feedback(first.url, decision(first.url, direct[0])["id"], correct=False)
+            assert taught["label"] == "unknown"
+            seen = decision(second.url, direct[0])["decision"]["details"]["neighbours"][0]
+            assert (seen["question"], seen["label"]) == (direct[0], "unknown")
+            assert httpx.get(f"{second.url}/v1/stats").json()["memory"] == taught["memory"]
+            # a later verdict through the second relabels every copy, the first's too (a
+            # question answered right stays direct, so its second answer can be judged)
+            assert feedback(first.url, decision(first.url, direct[1])["id"], correct=True)["label"] == "known"
+            judged_again = decision(second.url, direct[1])
+            assert judged_again["route"] == "direct"
+            assert feedback(second.url, judged_again["id"], correct=False)["label"] == "unknown"
+            relabelled = decision(first.url, direct[1])["decision"]["details"]["neighbours"]
+            assert [n["label"] for n in relabelled if n["question"] == direct[1]] == ["unknown", "unknown"]
+            # the corpus is searched in the database too
+            passages = decision(second.url, retrieved)["passages"]
+            assert len(passages) == 3 and all(p["id"] and p["text"] for p in passages)
+            expected = {q: decision(second.url, q)["decision"] for q in [*direct, retrieved]}
+        # a restart of a server, then of the database, comes back with the same decisions
+        for restart_database in (False, True):
+            if restart_database:
+                milvus.restart()
+            with ServeProcess(*args) as again:
+                for question, wanted in expected.items():
+                    got = decision(again.url, question)["decision"]
+                    assert got | {"latency_ms": 0} == wanted | {"latency_ms": 0}
+    # the gate's directory was left as it was: the database holds what feedback taught
+    assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 0
