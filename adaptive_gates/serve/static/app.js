@@ -132,6 +132,7 @@
       this.threshold = el("span", { testid: "threshold" }, "–");
       this.fill = el("span", { class: "gauge-fill" });
       this.tick = el("span", { class: "gauge-tick" });
+      this.judged = el("p", { testid: "judged", class: "judged", hidden: true });
       this.fallback = el("p", { testid: "fallback", class: "error", hidden: true });
       this.evidence = el("div", { testid: "evidence", class: "evidence" }, el("p", { class: "muted" }, "waiting for the evidence…"));
       this.passages = el("div", { testid: "passages", class: "passages" });
@@ -148,6 +149,7 @@
           el("span", { class: "gauge", "aria-hidden": "true" }, this.fill, this.tick),
           el("span", { class: "gauge-text" }, "score ", this.score, " vs threshold ", this.threshold),
         ),
+        this.judged,
         this.fallback,
         el("h3", {}, "Evidence"),
         this.evidence,
@@ -204,6 +206,9 @@
       this.showRoute(record.route);
       this.gate.textContent = decision.gate || "";
       this.showScore(decision.score, decision.threshold, decision.retrieve);
+      // The text the gate judged: the question after the recent turns of the conversation.
+      this.judged.hidden = !decision.question;
+      this.judged.replaceChildren(el("span", { class: "muted" }, "judged: "), decision.question || "");
       this.fallback.hidden = !decision.error;
       this.fallback.textContent = decision.error ? `Fallback decision: ${decision.error}` : "";
       this.showEvidence(decision.details || {});
@@ -244,9 +249,9 @@
           el(
             "tr",
             { testid: "neighbour", "data-label": n.label },
-            el("td", { class: "neighbour-question" }, n.question),
+            el("td", { testid: "neighbour-question" }, n.question),
             el("td", {}, el("span", { class: `label label-${n.label}` }, n.label)),
-            el("td", { class: "number" }, fixed(n.similarity)),
+            el("td", { testid: "neighbour-similarity", class: "number" }, fixed(n.similarity)),
           ),
         );
         parts.push(

@@ -1,0 +1,222 @@
+"""The chat page of ``adaptive-gates serve`` in a real browser, against a real server.
+
+The server runs as its own process (``adaptive-gates serve``) over an SKR-kNN gate
+fitted on real outcome records, a corpus of real Wikipedia paragraphs and the embedded
+SmolLM2; Debian's chromium drives the page as a user would. The gate decides, not the
+135M model, so the questions are chosen by what the fitted gate does with them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.data import write_jsonl
+
+#: Nearest past questions per decision, and passages per retrieval.
+K = 5
+PASSAGES = 2
+#: Enough tokens to see an answer stream, few enough to keep the test fast.
+MAX_TOKENS = 12
+#: How long the server may take to load its models and index the corpus.
+STARTUP_SECONDS = 240
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "serve-page.png"
+
+
+class Served(NamedTuple):
+    """A running server, the gate it was started with, and questions chosen for it."""
+
+    url: str
+    gate: SKRKnnGate
+    #: A held-out question whose k nearest past questions are all known: sent direct
+    #: with score 0, so any unknown verdict on it raises its score.
+    direct: str
+    #: A held-out question the gate sends to retrieval.
+    retrieve: str
+    titles: frozenset[str]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
+    """Return once ``url``/healthz answers; fail with the server's log if it exits or
+    does not come up in time."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"adaptive-gates serve exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.5)
+    pytest.fail(f"adaptive-gates serve did not answer /healthz in {STARTUP_SECONDS} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def served(outcome_records, embedder, wiki_paragraphs, tmp_path_factory) -> Iterator[Served]:
+    """``adaptive-gates serve`` on a free port, with its gate and chosen questions."""
+    root = tmp_path_factory.mktemp("serve")
+    cut = int(len(outcome_records) * 0.7)
+    gate = SKRKnnGate(embedder, k=K).fit_outcomes(outcome_records[:cut])
+    held_out = gate.decide_batch([r.question for r in outcome_records[cut:]])
+    direct = next(d.question for d in held_out if d.score == 0.0)
+    retrieve = next(d.question for d in held_out if d.retrieve)
+    gate_dir = gate.save(root / "gate")
+    passages = wiki_paragraphs[:40]
+    corpus = root / "corpus.jsonl"
+    write_jsonl(corpus, [{"id": p.id, "title": p.title, "text": p.text} for p in passages])
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = root / "serve.log"
+    command = [sys.executable, "-m", "adaptive_gates.cli", "serve", "--gate", str(gate_dir), "--corpus", str(corpus)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--k", str(PASSAGES)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_healthy(url, process, log)
+        yield Served(url, gate, direct, retrieve, frozenset(p.title for p in passages))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+#: Records, at every change of the page, the state, text and route of the last answer.
+WATCH_LAST_ANSWER = """() => {
+  window.seen = [];
+  new MutationObserver(() => {
+    const answers = document.querySelectorAll('[data-testid="answer"]');
+    const last = answers[answers.length - 1];
+    if (!last) return;
+    window.seen.push({
+      state: last.dataset.state,
+      text: last.querySelector('[data-testid="answer-text"]').textContent,
+      route: last.querySelector('[data-testid="route"]').textContent,
+    });
+  }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+
+
+def _ask(page, question: str):
+    """Type ``question``, send it with Enter, and wait for its answer to finish."""
+    count = page.get_by_test_id("answer").count()
+    page.get_by_test_id("question").fill(question)
+    page.get_by_test_id("question").press("Enter")
+    answer = page.get_by_test_id("answer").nth(count)
+    answer.and_(page.locator('[data-state="done"]')).wait_for(timeout=120_000)
+    return answer
+
+
+def _neighbours(answer) -> list[tuple[str, str, float]]:
+    """The evidence rows of ``answer``: past question, label, similarity."""
+    rows = []
+    for row in answer.get_by_test_id("neighbour").all():
+        question = row.get_by_test_id("neighbour-question").inner_text()
+        similarity = float(row.get_by_test_id("neighbour-similarity").inner_text())
+        rows.append((question, row.get_attribute("data-label"), similarity))
+    return rows
+
+
+def _stat(page, name: str) -> str:
+    return page.get_by_test_id(name).inner_text()
+
+
+def test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate(served, browser_page):
+    page = browser_page
+    page.goto(served.url)
+    threshold = f"{served.gate.threshold_:.3f}"
+    page.get_by_test_id("gate-name").filter(has_text=threshold).wait_for()
+    assert _stat(page, "requests") == "0"
+    page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
+    page.evaluate(WATCH_LAST_ANSWER)
+
+    first = _ask(page, served.direct)
+
+    seen = page.evaluate("window.seen")
+    streamed = [s for s in seen if s["state"] == "streaming" and s["text"]]
+    assert len({s["text"] for s in streamed}) >= 2, f"the answer did not grow token by token: {seen}"
+    assert streamed[0]["route"] == "direct", f"the decision was not shown before the first token: {streamed[0]}"
+    text = first.get_by_test_id("answer-text").inner_text()
+    assert text.strip() and text.startswith(streamed[0]["text"])
+
+    assert first.get_by_test_id("route").inner_text() == "direct"
+    assert first.get_by_test_id("score").inner_text() == "0.000"
+    assert first.get_by_test_id("threshold").inner_text() == threshold
+    before = _neighbours(first)
+    assert len(before) == K and {label for _, label, _ in before} == {"known"}
+    assert all(question != served.direct for question, _, _ in before)
+    assert "none: answered without retrieval" in first.get_by_test_id("passages").inner_text()
+    latency = first.get_by_test_id("latency").inner_text()
+    assert all(part in latency for part in ("gate", "retrieval", "upstream", "total"))
+    assert (_stat(page, "requests"), _stat(page, "retrieval-rate")) == ("1", "0.0%")
+    assert (_stat(page, "calls-saved"), _stat(page, "llm-calls-saved")) == ("1", "0")
+
+    first.get_by_test_id("feedback-down").click()
+    status = first.get_by_test_id("feedback-status")
+    status.and_(page.locator("[data-label]")).wait_for()
+    assert status.get_attribute("data-label") == "unknown"
+    assert "the gate learned: unknown" in status.inner_text()
+    assert first.get_by_test_id("feedback-up").is_disabled() and first.get_by_test_id("feedback-down").is_disabled()
+
+    # A new page load reads the running stats from the server; a new conversation
+    # judges the question alone, which the gate now remembers as unknown.
+    page.reload()
+    page.get_by_test_id("gate-name").filter(has_text=threshold).wait_for()
+    assert _stat(page, "requests") == "1"
+    page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
+    again = _ask(page, served.direct)
+    after = _neighbours(again)
+    itself = [(label, similarity) for question, label, similarity in after if question == served.direct]
+    assert itself and itself[0][0] == "unknown" and itself[0][1] > 0.99, after
+    assert float(again.get_by_test_id("score").inner_text()) > 0.0
+    assert _stat(page, "requests") == "2"
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=SCREENSHOT)
+
+
+def test_a_retrieved_answer_shows_its_passages_and_a_follow_up_carries_the_conversation(served, browser_page):
+    page = browser_page
+    page.goto(served.url)
+    page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
+    page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
+
+    answer = _ask(page, served.retrieve)
+    assert answer.get_by_test_id("route").inner_text() == "retrieve"
+    assert float(answer.get_by_test_id("score").inner_text()) > served.gate.threshold_
+    passages = answer.get_by_test_id("passage")
+    assert passages.count() == PASSAGES
+    assert {p.locator("summary strong").inner_text() for p in passages.all()} <= served.titles
+    assert answer.get_by_test_id("judged").inner_text() == f"judged: {served.retrieve}"
+
+    follow_up = _ask(page, "And why?")
+    judged = follow_up.get_by_test_id("judged").inner_text()
+    first_answer = answer.get_by_test_id("answer-text").inner_text().strip()
+    assert served.retrieve in judged and first_answer in judged and judged.endswith("And why?"), judged
+
+    answer.get_by_test_id("feedback-up").click()
+    status = answer.get_by_test_id("feedback-status")
+    status.and_(page.locator("[data-label]")).wait_for()
+    assert status.get_attribute("data-label") == "none"
+    assert "logged" in status.inner_text()
