@@ -8,6 +8,7 @@ SmolLM2; Debian's chromium drives the page as a user would. The gate decides, no
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -180,19 +181,19 @@ def test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate(
     assert "the gate learned: unknown" in status.inner_text()
     assert first.get_by_test_id("feedback-up").is_disabled() and first.get_by_test_id("feedback-down").is_disabled()
 
-    # A new page load reads the running stats from the server; a new conversation
-    # judges the question alone, which the gate now remembers as unknown.
-    page.reload()
-    page.get_by_test_id("gate-name").filter(has_text=threshold).wait_for()
-    assert _stat(page, "requests") == "1"
-    page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
+    # A new conversation judges the question alone, which the gate now remembers as unknown.
+    page.get_by_test_id("new-chat").click()
+    page.get_by_test_id("new-conversation").wait_for()
     again = _ask(page, served.direct)
+    assert again.get_by_test_id("judged").inner_text() == f"judged: {served.direct}"
     after = _neighbours(again)
     itself = [(label, similarity) for question, label, similarity in after if question == served.direct]
     assert itself and itself[0][0] == "unknown" and itself[0][1] > 0.99, after
     assert float(again.get_by_test_id("score").inner_text()) > 0.0
     assert _stat(page, "requests") == "2"
     SCREENSHOT.parent.mkdir(exist_ok=True)
+    # The whole conversation in one window, so the header and composer stay in place.
+    page.set_viewport_size({"width": 1280, "height": page.evaluate("document.documentElement.scrollHeight")})
     page.screenshot(path=SCREENSHOT)
 
 
@@ -220,3 +221,13 @@ def test_a_retrieved_answer_shows_its_passages_and_a_follow_up_carries_the_conve
     status.and_(page.locator("[data-label]")).wait_for()
     assert status.get_attribute("data-label") == "none"
     assert "logged" in status.inner_text()
+
+    # A new page load shows the server's running stats.
+    page.reload()
+    page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
+    with urllib.request.urlopen(f"{served.url}/v1/stats") as response:
+        stats = json.load(response)["stats"]
+    assert stats["requests"] >= 2 and stats["retrieved"] >= 1
+    page.get_by_test_id("requests").filter(has_text=str(stats["requests"])).wait_for()
+    assert _stat(page, "retrieval-rate") == f"{100 * stats['retrieval_rate']:.1f}%"
+    assert _stat(page, "calls-saved") == str(stats["retrieval_calls_saved"])

@@ -401,10 +401,15 @@
     }
   }
 
+  /** Start a new conversation: the answers so far stay on the page (their decisions
+   * can still be compared and judged) but are no longer sent as history. */
   function newChat() {
+    const conversation = byTestId("conversation");
+    const last = conversation.lastElementChild;
+    if (history.length && last && last.dataset.testid !== "new-conversation") {
+      conversation.append(el("li", { testid: "new-conversation", class: "divider" }, "new conversation: the turns above are not sent with the next questions"));
+    }
     history.length = 0;
-    byTestId("conversation").replaceChildren();
-    byTestId("empty").hidden = false;
     byTestId("question").focus();
   }
 
