@@ -3,9 +3,10 @@
 It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 ``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI response shapes,
 generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's
-``usage``). Tests switch it into fault modes (HTTP 500, a reply slower than the
-client's timeout, a server that never answers, malformed JSON, no choices, no content,
-a reply far longer than asked for) to exercise clients against real HTTP failures, and
+``usage``), as server-sent events when ``stream`` is asked for. Tests switch it into
+fault modes (HTTP 500, a reply slower than the client's timeout, a server that never
+answers, malformed JSON, no choices, no content, a reply far longer than asked for) to
+exercise clients against real HTTP failures, and
 read how many completion requests arrived to check that retries were bounded.
 
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
@@ -26,7 +27,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,7 +35,7 @@ from typing import Any
 import pytest
 
 from adaptive_gates import BackendUnavailableError, VerbalizedGate
-from adaptive_gates.models import ChatReply, LocalChatModel, SyncChatModel, TokenUsage
+from adaptive_gates.models import ChatChunk, ChatReply, LocalChatModel, SyncChatModel, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +132,9 @@ class ChatCompletionsServer:
             self._requests += 1
             return self._fault, self._release
 
-    def complete(self, body: object) -> tuple[HTTPStatus, bytes]:
-        """Status and JSON body answering one ``/chat/completions`` request."""
+    def complete(self, body: object) -> tuple[HTTPStatus, bytes | Iterator[bytes]]:
+        """Status and JSON body answering one ``/chat/completions`` request; a streamed
+        reply's body is the server-sent events, one ``data:`` line each."""
         fault, release = self._arrive()
         if fault is Fault.ERROR_500:
             return _error(HTTPStatus.INTERNAL_SERVER_ERROR, "injected server error")
@@ -143,6 +145,10 @@ class ChatCompletionsServer:
             return HTTPStatus.OK, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess'
         try:
             options = self._options(body)
+            if options.pop("stream"):
+                if fault is Fault.SLOW:
+                    release.wait(self.slow_seconds)
+                return HTTPStatus.OK, self._events(self.chat_model.stream(options.pop("messages"), **options))
             reply = self.chat_model.chat(options.pop("messages"), **options)
         except RequestError as exc:
             return _error(exc.status, str(exc))
@@ -177,8 +183,8 @@ class ChatCompletionsServer:
             raise RequestError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
         if body.get("model") != self.model_id:
             raise RequestError(HTTPStatus.NOT_FOUND, f"The model `{body.get('model')}` does not exist.")
-        if body.get("stream") or body.get("n", 1) != 1:
-            raise RequestError(HTTPStatus.BAD_REQUEST, "only n=1 without streaming is served")
+        if body.get("n", 1) != 1:
+            raise RequestError(HTTPStatus.BAD_REQUEST, "only n=1 is served")
         top = body.get("top_logprobs") or 0
         if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
             raise RequestError(HTTPStatus.BAD_REQUEST, f"top_logprobs must be 0..{MAX_TOP_LOGPROBS}")
@@ -187,6 +193,7 @@ class ChatCompletionsServer:
             raise RequestError(HTTPStatus.BAD_REQUEST, "messages must be a list of objects")
         stop = body.get("stop")
         return {
+            "stream": bool(body.get("stream")),
             "messages": messages,
             "max_tokens": body.get("max_completion_tokens") or body.get("max_tokens") or 64,
             "temperature": body.get("temperature", 1.0),
@@ -194,6 +201,18 @@ class ChatCompletionsServer:
             "top_logprobs": max(top, 1) if body.get("logprobs") else 0,
             "stop": [stop] if isinstance(stop, str) else stop,
         }
+
+    def _events(self, pieces: Iterator[ChatChunk]) -> Iterator[bytes]:
+        """The streamed reply as OpenAI's ``chat.completion.chunk`` events, then ``[DONE]``."""
+        head = {"id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion.chunk", "model": self.model_id}
+        for piece in pieces:
+            finish = None
+            if piece.reply is not None:
+                finish = "length" if piece.reply.finish_reason == "length" else "stop"
+            delta = {"content": piece.text} if piece.text else {}
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            yield b"data: " + _json({**head, "created": int(time.time()), "choices": [choice]}) + b"\n\n"
+        yield b"data: [DONE]\n\n"
 
 
 def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:
@@ -258,7 +277,10 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
                 return
             self._send(*server.complete(body))
 
-        def _send(self, status: HTTPStatus, payload: bytes) -> None:
+        def _send(self, status: HTTPStatus, payload: bytes | Iterator[bytes]) -> None:
+            if not isinstance(payload, bytes):
+                self._stream(payload)
+                return
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -267,6 +289,22 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 log.debug("the client left before the reply (%s)", status)
+
+        def _stream(self, events: Iterator[bytes]) -> None:
+            """Server-sent events, each written as it is made; the connection's close ends them."""
+            try:
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                log.debug("the client left during the stream")
+            finally:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()  # stops the generation when the client left early
 
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("%s " + format, self.address_string(), *args)

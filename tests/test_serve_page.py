@@ -8,100 +8,50 @@ SmolLM2; Debian's chromium drives the page as a user would. The gate decides, no
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import httpx
 import pytest
 
-from adaptive_gates import SKRKnnGate
-from adaptive_gates.data import write_jsonl
+from adaptive_gates import SKRKnnGate, load_gate
+from adaptive_gates.data import iter_jsonl
+from serve_process import ServeProcess
 
-#: Nearest past questions per decision, and passages per retrieval.
-K = 5
+#: Passages per retrieval.
 PASSAGES = 2
 #: Enough tokens to see an answer stream, few enough to keep the test fast.
 MAX_TOKENS = 12
-#: How long the server may take to load its models and index the corpus.
-STARTUP_SECONDS = 240
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "serve-page.png"
 
 
 class Served(NamedTuple):
-    """A running server, the gate it was started with, and questions chosen for it."""
+    """A running server, the gate it started from, and questions chosen for that gate."""
 
     url: str
     gate: SKRKnnGate
-    #: A held-out question whose k nearest past questions are all known: sent direct
-    #: with score 0, so any unknown verdict on it raises its score.
+    #: A question the gate has not seen whose k nearest past questions are all known:
+    #: sent direct with score 0, so any unknown verdict on it raises its score.
     direct: str
-    #: A held-out question the gate sends to retrieval.
+    #: A question the gate has not seen and sends to retrieval.
     retrieve: str
     titles: frozenset[str]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
-    """Return once ``url``/healthz answers; fail with the server's log if it exits or
-    does not come up in time."""
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"adaptive-gates serve exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.5)
-    pytest.fail(f"adaptive-gates serve did not answer /healthz in {STARTUP_SECONDS} s:\n{log.read_text()}")
-
-
 @pytest.fixture(scope="module")
-def served(outcome_records, embedder, wiki_paragraphs, tmp_path_factory) -> Iterator[Served]:
-    """``adaptive-gates serve`` on a free port, with its gate and chosen questions."""
-    root = tmp_path_factory.mktemp("serve")
-    cut = int(len(outcome_records) * 0.7)
-    gate = SKRKnnGate(embedder, k=K).fit_outcomes(outcome_records[:cut])
-    held_out = gate.decide_batch([r.question for r in outcome_records[cut:]])
-    direct = next(d.question for d in held_out if d.score == 0.0)
-    retrieve = next(d.question for d in held_out if d.retrieve)
-    gate_dir = gate.save(root / "gate")
-    passages = wiki_paragraphs[:40]
-    corpus = root / "corpus.jsonl"
-    write_jsonl(corpus, [{"id": p.id, "title": p.title, "text": p.text} for p in passages])
-
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = root / "serve.log"
-    command = [sys.executable, "-m", "adaptive_gates.cli", "serve", "--gate", str(gate_dir), "--corpus", str(corpus)]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--k", str(PASSAGES)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_healthy(url, process, log)
-        yield Served(url, gate, direct, retrieve, frozenset(p.title for p in passages))
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_factory) -> Iterator[Served]:
+    """``adaptive-gates serve`` over a copy of the served gate (feedback is saved to it)."""
+    gate_dir = shutil.copytree(served_gate_dir, tmp_path_factory.mktemp("page") / "gate")
+    gate = load_gate(gate_dir, embedder=embedder)
+    decisions = gate.decide_batch([r.question for r in outcome_records])
+    unseen = [d for d in decisions if all(n["similarity"] < 0.99 for n in d.details["neighbours"])]
+    direct = next(d.question for d in unseen if d.score == 0.0)
+    retrieve = next(d.question for d in unseen if d.retrieve)
+    titles = frozenset(obj["title"] for _, obj in iter_jsonl(served_corpus))
+    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--k", str(PASSAGES)) as server:
+        yield Served(server.url, gate, direct, retrieve, titles)
 
 
 #: Records, at every change of the page, the state, text and route of the last answer.
@@ -166,7 +116,7 @@ def test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate(
     assert first.get_by_test_id("score").inner_text() == "0.000"
     assert first.get_by_test_id("threshold").inner_text() == threshold
     before = _neighbours(first)
-    assert len(before) == K and {label for _, label, _ in before} == {"known"}
+    assert len(before) == served.gate.k and {label for _, label, _ in before} == {"known"}
     assert all(question != served.direct for question, _, _ in before)
     assert "none: answered without retrieval" in first.get_by_test_id("passages").inner_text()
     latency = first.get_by_test_id("latency").inner_text()
@@ -225,8 +175,7 @@ def test_a_retrieved_answer_shows_its_passages_and_a_follow_up_carries_the_conve
     # A new page load shows the server's running stats.
     page.reload()
     page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
-    with urllib.request.urlopen(f"{served.url}/v1/stats") as response:
-        stats = json.load(response)["stats"]
+    stats = httpx.get(f"{served.url}/v1/stats").json()["stats"]
     assert stats["requests"] >= 2 and stats["retrieved"] >= 1
     page.get_by_test_id("requests").filter(has_text=str(stats["requests"])).wait_for()
     assert _stat(page, "retrieval-rate") == f"{100 * stats['retrieval_rate']:.1f}%"

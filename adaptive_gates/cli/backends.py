@@ -25,18 +25,17 @@ def chat_model(args: argparse.Namespace) -> ChatModel | None:
         return None
     from ..models.openai_chat import OpenAIChatModel
 
-    return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=_api_key(args))
+    return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=api_key(getattr(args, "api_key_env", None)))
 
 
-def _api_key(args: argparse.Namespace) -> str | None:
-    """The key in the environment variable ``--api-key-env`` names (the key itself never
-    goes on a command line); ``None`` leaves it to ``OpenAIChatModel``."""
-    name = getattr(args, "api_key_env", None)
+def api_key(name: str | None, flag: str = "--api-key-env") -> str | None:
+    """The key in the environment variable ``name`` that ``flag`` gives (the key itself
+    never goes on a command line); ``None`` leaves it to ``OpenAIChatModel``."""
     if name is None:
         return None
     key = os.environ.get(name)
     if not key:
-        raise UsageError(f"--api-key-env: the environment variable {name} is not set")
+        raise UsageError(f"{flag}: the environment variable {name} is not set")
     return key
 
 

@@ -1,4 +1,4 @@
-"""The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect`` and ``seakr``.
+"""The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect``, ``seakr`` and ``serve``.
 
 Every mistake on the command line (a bad value, options that do not go together, an
 input that is missing, an output that cannot be written) is found before any work
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..errors import AdaptiveGatesError, UsageError
-from . import collect, evaluate, fit, seakr
+from . import collect, evaluate, fit, seakr, serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="adaptive-gates", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (evaluate, fit, collect, seakr):
+    for command in (evaluate, fit, collect, seakr, serve):
         command.add_parser(sub)
     return parser
 

@@ -17,12 +17,13 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailableError
 from ..validation import check_base_url
 from .chat import ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+from .chat_stream import ChatChunk
 from .optional import require
 from .unavailable import is_unavailable
 
@@ -46,7 +47,8 @@ class OpenAIChatModel:
     for local servers that need no key). Each request may be retried ``max_retries``
     times with the SDK's backoff, each attempt waiting at most ``timeout`` seconds.
     ``extra_body`` is merged into every request (e.g. vLLM's ``top_k``). One instance can
-    be shared by threads and by asyncio tasks.
+    be shared by threads and by asyncio tasks. It is a ``StreamingChatModel``: ``stream``
+    and ``astream`` hand out the reply as the server sends it.
     """
 
     def __init__(
@@ -120,6 +122,56 @@ class OpenAIChatModel:
         with self._failures(client):
             completion = await client.chat.completions.create(**request)
         return self._reply(client, completion)
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> Generator[ChatChunk, None, None]:
+        """``chat``'s reply piece by piece as the server streams it (``stream: true``); the
+        last piece carries the whole ``ChatReply``. Closing the generator closes the
+        response. Failures raise ``BackendError`` as ``chat``'s do, also mid-stream."""
+        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        client = self._sync_client()
+        with self._failures(client):
+            response = client.chat.completions.create(**request, stream=True)
+            try:
+                reading = _StreamedReply()
+                for chunk in response:
+                    piece = reading.take(chunk)
+                    if piece:
+                        yield ChatChunk(piece)
+            finally:
+                response.close()
+        yield ChatChunk("", reading.reply())
+
+    async def astream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncGenerator[ChatChunk, None]:
+        """``stream`` without blocking the event loop."""
+        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        client = self._async_client()
+        with self._failures(client):
+            response = await client.chat.completions.create(**request, stream=True)
+            try:
+                reading = _StreamedReply()
+                async for chunk in response:
+                    piece = reading.take(chunk)
+                    if piece:
+                        yield ChatChunk(piece)
+            finally:
+                await response.close()
+        yield ChatChunk("", reading.reply())
 
     # ------------------------------------------------------------------ clients
     def _sync_client(self) -> openai.OpenAI:
@@ -230,6 +282,38 @@ class OpenAIChatModel:
         )
         log.debug(message)
         return kind(message)
+
+
+class _StreamedReply:
+    """The reply a stream of ``chat.completion.chunk`` objects adds up to: its text, its
+    tokens' log-probs when the server sends them, its finish reason and usage."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.tokens: list[TokenLogprob] | None = None
+        self.finish_reason = "stop"
+        self.usage: TokenUsage | None = None
+
+    def take(self, chunk: object) -> str:
+        """Read one chunk; return the text it adds."""
+        self.usage = TokenUsage.from_openai(getattr(chunk, "usage", None)) or self.usage
+        choices = getattr(chunk, "choices", None) or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
+        entries = getattr(getattr(choice, "logprobs", None), "content", None)
+        if entries:
+            self.tokens = [*(self.tokens or []), *(_token_logprob(e) for e in entries)]
+        piece = getattr(getattr(choice, "delta", None), "content", None)
+        if not isinstance(piece, str) or not piece:
+            return ""
+        self.pieces.append(piece)
+        return piece
+
+    def reply(self) -> ChatReply:
+        tokens = None if self.tokens is None else tuple(self.tokens)
+        return ChatReply("".join(self.pieces), tokens, self.finish_reason, self.usage)
 
 
 def _resolve_api_key(model: str, api_key: str | None, base_url: str | None) -> str:

@@ -1,0 +1,161 @@
+"""The HTTP face of ``ChatService``: OpenAI's chat-completions route (streaming and
+not), feedback, stats, Prometheus metrics, a health check and the chat page.
+
+Errors take OpenAI's shape: 400 for a request the server cannot read, 404 for an
+unknown decision, 502 when the upstream LLM fails and 504 when it gives no answer in
+time; the server keeps serving whatever one request does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from importlib.resources import files
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from ..feedback import FeedbackNotSupportedError
+from .protocol import (
+    DECISION_HEADER,
+    ChatCompletionRequest,
+    FeedbackRequest,
+    chunk,
+    completion,
+    error_body,
+    event,
+)
+from .service import ChatService, Prepared, UnknownDecisionError, UpstreamError
+
+logger = logging.getLogger(__name__)
+
+#: The chat page's files (package data).
+STATIC = files("adaptive_gates.serve") / "static"
+
+
+def create_app(service: ChatService) -> FastAPI:
+    """The ASGI app serving ``service``."""
+    app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
+    app.state.service = service
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, _validation_message(exc), param=_validation_param(exc))
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest) -> Response:
+        try:
+            messages = body.chat_messages()
+            prepared = await service.prepare(messages, body.answer_options(service.max_tokens))
+        except ValueError as exc:
+            return _error(400, str(exc), param="messages")
+        headers = {DECISION_HEADER: prepared.served.header()}
+        if body.stream:
+            return await _streamed(service, prepared, headers)
+        try:
+            text, finish_reason = await service.complete(prepared)
+        except UpstreamError as exc:
+            return _upstream_failure(exc)
+        record = service.finish(prepared, stream=False)
+        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, record)
+        return JSONResponse(payload, headers=headers)
+
+    @app.post("/v1/feedback")
+    async def feedback(body: FeedbackRequest) -> JSONResponse:
+        try:
+            return JSONResponse(await service.feedback(body.decision_id, body.correct))
+        except UnknownDecisionError:
+            return _error(404, f"no decision {body.decision_id!r} is held (never taken, or too old)", "decision_id")
+        except FeedbackNotSupportedError as exc:
+            return _error(400, str(exc))
+
+    @app.get("/v1/stats")
+    async def stats() -> dict[str, Any]:
+        return service.stats()
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        model = {"id": service.model_id, "object": "model", "created": 0, "owned_by": "adaptive-gates"}
+        return {"object": "list", "data": [model]}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "gate": service.gate.name, "model": service.model_id}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"))
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    return app
+
+
+async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str, str]) -> Response:
+    """The answer as server-sent events. The first piece is awaited before the response
+    starts, so an upstream that fails at once still gets its 502/504; one that fails
+    later ends the stream with an error event."""
+    pieces = service.stream(prepared)
+    try:
+        first = await anext(pieces, None)
+    except UpstreamError as exc:
+        return _upstream_failure(exc)
+    completion_id = _completion_id(prepared)
+    model = service.model_id
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield event(chunk(completion_id, model, {"role": "assistant", "content": ""}))
+            if first is not None:
+                yield event(chunk(completion_id, model, {"content": first}))
+                async for piece in pieces:
+                    yield event(chunk(completion_id, model, {"content": piece}))
+        except UpstreamError as exc:
+            yield event(error_body(str(exc), "upstream_error"))
+            return
+        finally:
+            await pieces.aclose()
+        record = service.finish(prepared, stream=True)
+        yield event(chunk(completion_id, model, {}, "stop", record))
+        yield event("[DONE]")
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _completion_id(prepared: Prepared) -> str:
+    return "chatcmpl-" + prepared.served.id.removeprefix("dec-")
+
+
+def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, param=param), status_code=status)
+
+
+def _upstream_failure(exc: UpstreamError) -> JSONResponse:
+    status = 504 if exc.timed_out else 502
+    return JSONResponse(error_body(str(exc), "upstream_error"), status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        if error.get("type") == "json_invalid":
+            return f"the body is not valid JSON ({error.get('ctx', {}).get('error', 'unreadable')})"
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        problems.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(problems)
+
+
+def _validation_param(exc: RequestValidationError) -> str | None:
+    errors = exc.errors()
+    if not errors:
+        return None
+    if errors[0].get("type") == "json_invalid":
+        return None
+    loc = [str(part) for part in errors[0].get("loc", ()) if part != "body"]
+    return ".".join(loc) or None

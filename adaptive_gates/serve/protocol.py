@@ -1,0 +1,153 @@
+"""OpenAI's chat-completions shapes as the server reads and writes them.
+
+The request model takes what OpenAI clients send (the ``openai`` SDK, LangChain's
+``ChatOpenAI``, LlamaIndex's OpenAI-like LLM) and ignores the sampling options the
+server does not pass on; what it cannot serve (``n`` > 1, a message without text) is
+refused with OpenAI's error shape.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..models.chat import Message
+
+#: The response header that carries the decision's summary.
+DECISION_HEADER = "X-Adaptive-Gates-Decision"
+#: The extension field of a completion (and of a stream's last chunk) with the decision record.
+EXTENSION_FIELD = "adaptive_gates"
+
+
+class ContentPart(BaseModel):
+    """A part of a message's content; only text parts are served."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        """The message's text (text parts joined); ``ValueError`` for other parts."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        kinds = sorted({part.type for part in self.content if part.type != "text"})
+        if kinds:
+            raise ValueError(f"only text content is served, got parts of type {', '.join(kinds)}")
+        return "".join(part.text or "" for part in self.content)
+
+
+class ChatCompletionRequest(BaseModel):
+    """A ``POST /v1/chat/completions`` body."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stop: str | list[str] | None = None
+    n: int = 1
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, n: int) -> int:
+        if n != 1:
+            raise ValueError("only n=1 is served")
+        return n
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        stops = [stop] if isinstance(stop, str) else stop or []
+        if any(not s for s in stops):
+            raise ValueError("stop strings must not be empty")
+        return stop
+
+    def chat_messages(self) -> list[Message]:
+        """The messages as ``{"role", "content"}`` dicts (``developer`` read as ``system``)."""
+        return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in self.messages]
+
+    def answer_options(self, default_max_tokens: int) -> dict[str, Any]:
+        """The ``ChatModel.chat`` options the request sets."""
+        options: dict[str, Any] = {"max_tokens": self.max_completion_tokens or self.max_tokens or default_max_tokens}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        if self.stop is not None:
+            options["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        return options
+
+
+class FeedbackRequest(BaseModel):
+    """A ``POST /v1/feedback`` body: was the answer of decision ``decision_id`` correct."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision_id: str = Field(min_length=1)
+    correct: bool
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error shape."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+def completion(completion_id: str, model: str, text: str, finish_reason: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A ``chat.completion`` object with the decision record."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        ],
+        EXTENSION_FIELD: record,
+    }
+
+
+def chunk(
+    completion_id: str,
+    model: str,
+    delta: dict[str, str],
+    finish_reason: str | None = None,
+    record: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``chat.completion.chunk`` object; the last one carries the decision record."""
+    out: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+    if record is not None:
+        out[EXTENSION_FIELD] = record
+    return out
+
+
+def event(payload: dict[str, Any] | str) -> bytes:
+    """One server-sent event: ``data: <JSON>`` (or the literal ``[DONE]``) and a blank line."""
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, allow_nan=False)
+    return f"data: {data}\n\n".encode()

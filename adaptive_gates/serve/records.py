@@ -1,0 +1,126 @@
+"""What the server remembers of its answers: each decision under an id (for feedback
+and for the page), and the running totals of what the gate saved."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..decision import GateDecision
+from ..retrieval.base import Hit
+
+Route = Literal["direct", "retrieve", "draft"]
+
+
+def route_of(decision: GateDecision, answer_from_draft: bool) -> Route:
+    """``retrieve``, ``draft`` (the gate's own answer served, no LLM call) or ``direct``."""
+    if decision.retrieve:
+        return "retrieve"
+    return "draft" if answer_from_draft else "direct"
+
+
+@dataclass
+class ServedDecision:
+    """One answered request: the gate's decision, the route taken, the passages used
+    and where the time went (milliseconds)."""
+
+    id: str
+    route: Route
+    decision: GateDecision
+    passages: list[Hit] = field(default_factory=list)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, decision: GateDecision, route: Route, passages: list[Hit]) -> ServedDecision:
+        return cls(f"dec-{uuid.uuid4().hex}", route, decision, passages, {"gate": decision.latency_ms})
+
+    def summary(self) -> dict[str, Any]:
+        """The few fields the response header carries."""
+        d = self.decision
+        return {
+            "id": self.id,
+            "route": self.route,
+            "retrieve": d.retrieve,
+            "score": _finite(d.score),
+            "threshold": _finite(d.threshold),
+            "gate": d.gate,
+        }
+
+    def header(self) -> str:
+        """``summary`` as compact ASCII JSON, fit for an HTTP header."""
+        return json.dumps(self.summary(), separators=(",", ":"), ensure_ascii=True)
+
+    def to_dict(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """The record a completion carries (``adaptive_gates``)."""
+        return {
+            "id": self.id,
+            "route": self.route,
+            "decision": self.decision.to_dict(),
+            "passages": [
+                {"id": h.id, "title": h.title, "text": h.text, "score": _finite(h.score)} for h in self.passages
+            ],
+            "latency_ms": dict(self.latency_ms),
+            "stats": stats,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+class DecisionBook:
+    """The latest ``capacity`` decisions by id, for feedback; safe from many threads."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._entries: OrderedDict[str, ServedDecision] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, served: ServedDecision) -> None:
+        with self._lock:
+            self._entries[served.id] = served
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def get(self, decision_id: str) -> ServedDecision | None:
+        with self._lock:
+            return self._entries.get(decision_id)
+
+
+class Tally:
+    """Running totals: requests, those that retrieved, drafts served, fallbacks."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = self.retrieved = self.drafts = self.fallbacks = 0
+
+    def count(self, served: ServedDecision) -> dict[str, Any]:
+        """Count one answered request; return the totals after it."""
+        with self._lock:
+            self.requests += 1
+            self.retrieved += served.route == "retrieve"
+            self.drafts += served.route == "draft"
+            self.fallbacks += served.decision.is_fallback
+            return self._snapshot()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "retrieved": self.retrieved,
+            "drafts": self.drafts,
+            "fallbacks": self.fallbacks,
+            "retrieval_rate": self.retrieved / self.requests if self.requests else None,
+            "retrieval_calls_saved": self.requests - self.retrieved,
+            "llm_calls_saved": self.drafts,
+        }

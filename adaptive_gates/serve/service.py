@@ -1,0 +1,257 @@
+"""The selective-retrieval chat service behind ``adaptive-gates serve``.
+
+Per request: the gate judges the last user turn (after a window of the history),
+the top passages are retrieved when it says so, and the upstream LLM answers with the
+package's answer prompt (``answering.build_prompt``), the history kept; a gate's
+confident draft answer is served without a second call. Each answer's decision is kept
+under an id, so feedback on the answer can teach the gate.
+
+Nothing here knows HTTP: ``app`` maps it to the OpenAI-compatible routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..answering import DEFAULT_INSTRUCTION, build_prompt
+from ..gates.base import Gate
+from ..models.chat import ChatModel, Message
+from ..models.chat_stream import astream_chat
+from ..retrieval.base import Hit, Retriever
+from .conversation import read_turn
+from .metrics import ServeMetrics
+from .records import DecisionBook, ServedDecision, Tally, route_of
+
+logger = logging.getLogger(__name__)
+
+
+class UpstreamError(Exception):
+    """The upstream LLM failed (``timed_out``: gave no answer in time)."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class UnknownDecisionError(KeyError):
+    """Feedback names a decision the server does not hold (never taken, or too old)."""
+
+
+@dataclass
+class Prepared:
+    """A request decided and ready to answer: the decision record, and what the
+    upstream is asked (nothing when a draft is served)."""
+
+    served: ServedDecision
+    messages: list[Message]
+    options: dict[str, Any]
+    draft: str | None
+    started: float = field(default_factory=time.perf_counter)
+
+
+class ChatService:
+    """Answers chat requests, retrieving only when the gate says so.
+
+    Args:
+        gate: a fitted gate (its ``adecide`` judges each turn).
+        retriever: the corpus' retriever (in-process faiss or a database's).
+        upstream: the chat model that answers (an OpenAI-compatible server or the
+            embedded model).
+        k: passages retrieved when the gate says retrieve.
+        history_window: messages before the last user turn the gate sees with it.
+        instruction: the first line of the answer prompt.
+        max_tokens: the answer length when a request sets none.
+        upstream_timeout: seconds to wait for the upstream's reply (or, streaming, for
+            each next piece) before giving up with a timeout.
+        after_feedback: called (in a worker thread) after feedback taught the gate, e.g.
+            to save it.
+    """
+
+    def __init__(
+        self,
+        gate: Gate,
+        retriever: Retriever,
+        upstream: ChatModel,
+        *,
+        k: int = 3,
+        history_window: int = 2,
+        instruction: str = DEFAULT_INSTRUCTION,
+        max_tokens: int = 128,
+        upstream_timeout: float = 60.0,
+        after_feedback: Callable[[], None] | None = None,
+    ) -> None:
+        if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
+            raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
+        self.gate = gate
+        self.retriever = retriever
+        self.upstream = upstream
+        self.k = k
+        self.history_window = history_window
+        self.instruction = instruction
+        self.max_tokens = max_tokens
+        self.upstream_timeout = upstream_timeout
+        self.after_feedback = after_feedback
+        self.metrics = ServeMetrics()
+        self.book = DecisionBook()
+        self.tally = Tally()
+        self._feedback_lock = asyncio.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """The upstream model's name, which completions report."""
+        return self.upstream.model_id
+
+    # ------------------------------------------------------------------ answering
+    async def prepare(self, messages: list[Message], options: dict[str, Any]) -> Prepared:
+        """Decide on the conversation's last user turn and retrieve if the gate says so.
+
+        Raises:
+            ValueError: the conversation does not end with a user message with text.
+        """
+        started = time.perf_counter()
+        turn = read_turn(messages, self.history_window)
+        decision = await self.gate.adecide(turn.judged)
+        passages: list[Hit] = []
+        retrieval_ms = 0.0
+        if decision.retrieve:
+            passages, retrieval_ms = await self._retrieve(turn.judged)
+        draft = decision.draft_answer if not decision.retrieve and decision.draft_answer else None
+        served = ServedDecision.new(decision, route_of(decision, draft is not None), passages)
+        served.latency_ms["retrieval"] = retrieval_ms
+        prompt = build_prompt(turn.question, [h.as_passage() for h in passages], self.instruction)
+        upstream_messages = [*turn.earlier, {"role": "user", "content": prompt}]
+        return Prepared(served, upstream_messages, {"max_tokens": self.max_tokens, **options}, draft, started)
+
+    async def _retrieve(self, query: str) -> tuple[list[Hit], float]:
+        """The top passages and the milliseconds it took; none when the retriever fails
+        (the answer goes on without them, and the failure is logged)."""
+        started = time.perf_counter()
+        try:
+            hits = await asyncio.to_thread(self.retriever.search, query, self.k)
+        except Exception:  # a failing retriever must not fail the answer
+            logger.exception("retrieval failed; answering without passages")
+            hits = []
+        return hits, (time.perf_counter() - started) * 1000
+
+    async def complete(self, prepared: Prepared) -> tuple[str, str]:
+        """The whole answer and its finish reason.
+
+        Raises:
+            UpstreamError: the upstream failed or timed out.
+        """
+        if prepared.draft is not None:
+            return prepared.draft, "stop"
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.upstream_timeout):
+                reply = await self.upstream.achat(prepared.messages, **prepared.options)
+        except Exception as exc:
+            raise self._upstream_error(exc) from exc
+        finally:
+            prepared.served.latency_ms["upstream"] = (time.perf_counter() - started) * 1000
+        return reply.text, "length" if reply.finish_reason == "length" else "stop"
+
+    async def stream(self, prepared: Prepared) -> AsyncGenerator[str, None]:
+        """The answer piece by piece as the upstream makes it (a draft as one piece).
+
+        Raises:
+            UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
+        """
+        if prepared.draft is not None:
+            yield prepared.draft
+            return
+        started = time.perf_counter()
+        pieces = astream_chat(self.upstream, prepared.messages, **prepared.options)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self.upstream_timeout):
+                        piece = await anext(pieces)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    raise self._upstream_error(exc) from exc
+                if piece.text:
+                    yield piece.text
+        finally:
+            prepared.served.latency_ms["upstream"] = (time.perf_counter() - started) * 1000
+            with contextlib.suppress(Exception):  # closing a failed stream may fail again
+                await pieces.aclose()
+
+    def _upstream_error(self, exc: BaseException) -> UpstreamError:
+        timed_out = isinstance(exc, TimeoutError) or _timed_out(exc)
+        self.metrics.upstream_errors.labels("timeout" if timed_out else "error").inc()
+        if timed_out:
+            message = f"the upstream model {self.model_id!r} gave no answer within {self.upstream_timeout:g} s"
+        else:
+            message = f"the upstream model {self.model_id!r} failed: {exc}"
+        logger.warning("%s", message)
+        return UpstreamError(message, timed_out=timed_out)
+
+    def finish(self, prepared: Prepared, *, stream: bool) -> dict[str, Any]:
+        """Record an answered request; return its decision record."""
+        served = prepared.served
+        seconds = time.perf_counter() - prepared.started
+        served.latency_ms.setdefault("upstream", 0.0)
+        served.latency_ms["total"] = seconds * 1000
+        stats = self.tally.count(served)
+        self.metrics.answered(served, stats["retrieval_rate"], seconds, stream)
+        self.book.put(served)
+        return served.to_dict(stats)
+
+    # ------------------------------------------------------------------ feedback and state
+    async def feedback(self, decision_id: str, correct: bool) -> dict[str, Any]:
+        """Teach the gate whether decision ``decision_id``'s answer was correct.
+
+        Raises:
+            UnknownDecisionError: no such decision is held.
+            FeedbackNotSupportedError: the gate does not learn from feedback.
+        """
+        served = self.book.get(decision_id)
+        if served is None:
+            raise UnknownDecisionError(decision_id)
+        # One at a time: the gate's memory learns safely while others decide, and a save
+        # after each lesson must not interleave with the next.
+        async with self._feedback_lock:
+            entry = await asyncio.to_thread(self.gate.record_decision_feedback, served.decision, correct)
+            if self.after_feedback is not None and entry.label is not None:
+                await asyncio.to_thread(self.after_feedback)
+        self.metrics.feedback.labels("true" if correct else "false").inc()
+        label = None if entry.label is None else ("unknown" if entry.label else "known")
+        return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
+
+    def memory_counts(self) -> dict[str, int] | None:
+        """The known and unknown questions in the gate's memory (``None``: it has none)."""
+        memory = getattr(self.gate, "memory_", None)
+        if memory is None:
+            return None
+        known, unknown = memory.counts
+        return {"known": int(known), "unknown": int(unknown)}
+
+    def stats(self) -> dict[str, Any]:
+        """The gate, its threshold, the running totals and the memory's size."""
+        return {
+            "gate": self.gate.name,
+            "threshold": self.gate.threshold_,
+            "model": self.model_id,
+            "stats": self.tally.snapshot(),
+            "memory": self.memory_counts(),
+        }
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it came from) is a timeout of any client library."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError) or "Timeout" in type(current).__name__:
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,0 +1,127 @@
+"""Running ``adaptive-gates serve`` for tests: the app in a thread of the test process
+(``ServedApp``: a real uvicorn server on a free port, sharing the test's loaded models)
+or the command in a process of its own (``ServeProcess``), and a fitted gate and a
+corpus to serve (the fixtures ``served_gate_dir`` and ``served_corpus``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.data import write_jsonl
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_healthy(url: str, alive: Any = None, timeout: float = 180.0) -> None:
+    """Wait until ``url``/healthz answers 200 (``alive()`` false: the server died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise AssertionError("the server stopped before it was healthy")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} was not healthy within {timeout:g} s")
+
+
+class ServedApp:
+    """An ASGI app served by uvicorn in a background thread on 127.0.0.1."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name="serve", daemon=False)
+
+    def __enter__(self) -> ServedApp:
+        self._thread.start()
+        wait_healthy(self.url, self._thread.is_alive)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=60)
+
+
+class ServeProcess:
+    """``adaptive-gates serve ARGS`` in a process of its own on a free port."""
+
+    def __init__(self, *args: str | Path, port: int | None = None) -> None:
+        self.args = [str(a) for a in args]
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> ServeProcess:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+        command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *self.args, "--port", str(self.port)]
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_healthy(self.url, lambda: self.process is not None and self.process.poll() is None)
+        return self
+
+    def stop(self) -> int:
+        """Stop it as a service manager would (SIGTERM); its exit status."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=60)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.stop()
+
+
+def ask(url: str, question: str, **body: Any) -> httpx.Response:
+    """``POST /v1/chat/completions`` with one user message, short answers."""
+    payload = {"messages": [{"role": "user", "content": question}], "max_tokens": 8, **body}
+    return httpx.post(f"{url}/v1/chat/completions", json=payload, timeout=120)
+
+
+def header_decision(response: httpx.Response) -> dict[str, Any]:
+    return json.loads(response.headers["x-adaptive-gates-decision"])
+
+
+@pytest.fixture(scope="session")
+def served_gate_dir(outcome_records, embedder, tmp_path_factory) -> Path:
+    """An SKR-kNN gate fitted on 300 real outcome records, saved (tests that feed it
+    back copy it first)."""
+    gate = SKRKnnGate(embedder).fit_outcomes(outcome_records[:300])
+    return gate.save(tmp_path_factory.mktemp("served") / "gate")
+
+
+@pytest.fixture(scope="session")
+def served_corpus(wiki_paragraphs, tmp_path_factory) -> Path:
+    """80 real Wikipedia paragraphs as a corpus file."""
+    path = tmp_path_factory.mktemp("served") / "corpus.jsonl"
+    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in wiki_paragraphs[:80]])
+    return path
