@@ -8,6 +8,7 @@ SmolLM2; Debian's chromium drives the page as a user would. The gate decides, no
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from adaptive_gates import SKRKnnGate, load_gate
 from adaptive_gates.data import iter_jsonl
-from serve_process import ServeProcess
+from serve_process import ServeProcess, free_port
 
 #: Passages per retrieval.
 PASSAGES = 2
@@ -90,6 +91,12 @@ def _neighbours(answer) -> list[tuple[str, str, float]]:
     return rows
 
 
+def _memory(page) -> tuple[int, int]:
+    """The gate's memory as the header shows it: known and unknown questions."""
+    known, unknown = re.fullmatch(r"(\d+) known · (\d+) unknown", _stat(page, "memory")).groups()
+    return int(known), int(unknown)
+
+
 def _stat(page, name: str) -> str:
     return page.get_by_test_id(name).inner_text()
 
@@ -124,12 +131,14 @@ def test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate(
     assert (_stat(page, "requests"), _stat(page, "retrieval-rate")) == ("1", "0.0%")
     assert (_stat(page, "calls-saved"), _stat(page, "llm-calls-saved")) == ("1", "0")
 
+    memory_before = _memory(page)
     first.get_by_test_id("feedback-down").click()
     status = first.get_by_test_id("feedback-status")
     status.and_(page.locator("[data-label]")).wait_for()
     assert status.get_attribute("data-label") == "unknown"
     assert "the gate learned: unknown" in status.inner_text()
     assert first.get_by_test_id("feedback-up").is_disabled() and first.get_by_test_id("feedback-down").is_disabled()
+    assert _memory(page) == (memory_before[0], memory_before[1] + 1)
 
     # A new conversation judges the question alone, which the gate now remembers as unknown.
     page.get_by_test_id("new-chat").click()
@@ -180,3 +189,23 @@ def test_a_retrieved_answer_shows_its_passages_and_a_follow_up_carries_the_conve
     page.get_by_test_id("requests").filter(has_text=str(stats["requests"])).wait_for()
     assert _stat(page, "retrieval-rate") == f"{100 * stats['retrieval_rate']:.1f}%"
     assert _stat(page, "calls-saved") == str(stats["retrieval_calls_saved"])
+
+
+def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
+    served_gate_dir, served_corpus, browser_page
+):
+    page = browser_page
+    nothing_listens = f"http://127.0.0.1:{free_port()}/v1"
+    upstream = ["--upstream-base-url", nothing_listens, "--upstream-model", "absent", "--upstream-timeout", "5"]
+    with ServeProcess("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
+        page.goto(server.url)
+        page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
+        page.get_by_test_id("question").fill("who wrote the novel moby dick")
+        page.get_by_test_id("send").click()
+        answer = page.get_by_test_id("answer").and_(page.locator('[data-state="error"]'))
+        answer.wait_for(timeout=60_000)
+        error = answer.get_by_test_id("answer-error").inner_text()
+        # the message of the OpenAI-shaped error body, not the body itself
+        assert error.startswith("HTTP 502: ") and "upstream" in error and "{" not in error, error
+        assert answer.get_by_test_id("decision").is_hidden() and answer.get_by_test_id("feedback-down").is_hidden()
+        assert page.get_by_test_id("send").is_enabled() and page.get_by_test_id("question").input_value() == ""
