@@ -17,8 +17,9 @@ from typing import NamedTuple
 import httpx
 import pytest
 
-from adaptive_gates import SKRKnnGate, load_gate
+from adaptive_gates import SKRKnnGate, VerbalizedGate, load_gate
 from adaptive_gates.data import iter_jsonl
+from adaptive_gates.models import LocalChatModel
 from serve_process import ServeProcess, free_port
 
 #: Passages per retrieval.
@@ -91,6 +92,10 @@ def _neighbours(answer) -> list[tuple[str, str, float]]:
     return rows
 
 
+def _thumbs_disabled(answer) -> bool:
+    return answer.get_by_test_id("feedback-up").is_disabled() and answer.get_by_test_id("feedback-down").is_disabled()
+
+
 def _memory(page) -> tuple[int, int]:
     """The gate's memory as the header shows it: known and unknown questions."""
     known, unknown = re.fullmatch(r"(\d+) known · (\d+) unknown", _stat(page, "memory")).groups()
@@ -137,7 +142,7 @@ def test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate(
     status.and_(page.locator("[data-label]")).wait_for()
     assert status.get_attribute("data-label") == "unknown"
     assert "the gate learned: unknown" in status.inner_text()
-    assert first.get_by_test_id("feedback-up").is_disabled() and first.get_by_test_id("feedback-down").is_disabled()
+    assert _thumbs_disabled(first)
     assert _memory(page) == (memory_before[0], memory_before[1] + 1)
 
     # A new conversation judges the question alone, which the gate now remembers as unknown.
@@ -200,7 +205,8 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
     with ServeProcess("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
-        page.get_by_test_id("question").fill("who wrote the novel moby dick")
+        question = "who wrote <b>moby dick</b>?"
+        page.get_by_test_id("question").fill(question)
         page.get_by_test_id("send").click()
         answer = page.get_by_test_id("answer").and_(page.locator('[data-state="error"]'))
         answer.wait_for(timeout=60_000)
@@ -209,3 +215,33 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
         assert error.startswith("HTTP 502: ") and "upstream" in error and "{" not in error, error
         assert answer.get_by_test_id("decision").is_hidden() and answer.get_by_test_id("feedback-down").is_hidden()
         assert page.get_by_test_id("send").is_enabled() and page.get_by_test_id("question").input_value() == ""
+        # what the user typed is shown as text, never as markup
+        assert page.get_by_test_id("user-turn").inner_text() == question
+        assert page.locator("[data-testid=conversation] b").count() == 0
+
+
+def test_a_verbalized_draft_shows_the_stated_certainty_and_feedback_the_gate_cannot_learn(
+    outcome_records, served_corpus, browser_page, tmp_path, one_torch_thread
+):
+    # Here the embedded model decides (it states its certainty), so the test asks it
+    # first, as the server will: greedy replies of the same model repeat.
+    gate = VerbalizedGate(LocalChatModel())
+    decisions = (gate.decide(r.question) for r in outcome_records[:8])
+    drafted = next((d for d in decisions if d.draft_answer and not d.retrieve), None)
+    assert drafted is not None, "the embedded model was certain of none of the first 8 questions"
+    page = browser_page
+    with ServeProcess("--gate", gate.save(tmp_path / "verbalized"), "--corpus", served_corpus, "--no-save") as server:
+        page.goto(server.url)
+        page.get_by_test_id("gate-name").filter(has_text="verbalized").wait_for()
+        answer = _ask(page, drafted.question)
+        assert answer.get_by_test_id("route").inner_text() == "draft"
+        assert answer.get_by_test_id("certainty").inner_text() == "stated certainty: certain"
+        assert answer.get_by_test_id("answer-text").inner_text().strip() == drafted.draft_answer.strip()
+        assert answer.get_by_test_id("fallback").is_hidden()
+        assert (_stat(page, "requests"), _stat(page, "llm-calls-saved")) == ("1", "1")
+
+        answer.get_by_test_id("feedback-down").click()
+        status = answer.get_by_test_id("feedback-status")
+        status.and_(page.locator(".error")).wait_for()
+        assert status.inner_text().startswith("HTTP 400: ") and "does not learn from feedback" in status.inner_text()
+        assert _thumbs_disabled(answer)
