@@ -5,6 +5,7 @@ corpus to serve (the fixtures ``served_gate_dir`` and ``served_corpus``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.data import write_jsonl
+from adaptive_gates.data import CorpusRecord, write_jsonl
 
 
 def free_port() -> int:
@@ -81,17 +83,16 @@ class ServeProcess:
         wait_healthy(self.url, lambda: self.process is not None and self.process.poll() is None)
         return self
 
-    def stop(self) -> int:
-        """Stop it as a service manager would (SIGTERM); its exit status."""
+    def stop(self) -> tuple[int, str]:
+        """Stop it as a service manager would (SIGTERM); its exit status and output."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=60)
+            output, _ = self.process.communicate(timeout=60)
+            return self.process.returncode, output
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-            if self.process.stdout is not None:
-                self.process.stdout.close()
 
     def __enter__(self) -> ServeProcess:
         return self.start()
@@ -99,6 +100,19 @@ class ServeProcess:
     def __exit__(self, *exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
             self.stop()
+
+
+@contextlib.contextmanager
+def serving(gate: Any, passages: list[CorpusRecord], chat_model: Any, **options: Any) -> Iterator[ServedApp]:
+    """The server in a thread over ``gate``, the passages in faiss (embedded by the
+    gate's embedder) and ``chat_model`` answering."""
+    from adaptive_gates.retrieval import DenseRetriever
+    from adaptive_gates.serve import ChatService
+    from adaptive_gates.serve.app import create_app
+
+    retriever = DenseRetriever.from_records(passages, gate.embedder)
+    with ServedApp(create_app(ChatService(gate, retriever, chat_model, **options))) as app:
+        yield app
 
 
 def ask(url: str, question: str, **body: Any) -> httpx.Response:

@@ -16,10 +16,12 @@ from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError, BackendUnavailableError
 from adaptive_gates.gates.asking import ChatBackend
 from adaptive_gates.models import (
+    ChatChunk,
     ChatModel,
     ChatReply,
     LocalChatModel,
     OpenAIChatModel,
+    StreamingChatModel,
     achat_each,
     chat_each,
     chat_many,
@@ -89,6 +91,28 @@ def test_stop_strings_are_honoured(openai_server, openai_base_url, local) -> Non
     for given in (stop, [stop, "\n\n"]):
         reply = model.chat(FRANCE, max_tokens=8, stop=given)
         assert (reply.text, reply.finish_reason) == (expected, "stop")
+
+
+def test_a_streamed_reply_adds_up_to_the_whole_one(openai_server, openai_base_url, local) -> None:
+    model = remote(openai_server)
+    assert isinstance(model, StreamingChatModel)
+    pieces = list(model.stream(FRANCE, max_tokens=8))
+    whole = model.chat(FRANCE, max_tokens=8)
+    assert len(pieces) > 3 and all(p.reply is None for p in pieces[:-1])
+    assert "".join(p.text for p in pieces) == pieces[-1].reply.text == whole.text
+    assert pieces[-1].reply.finish_reason == whole.finish_reason
+
+    async def streamed() -> list[ChatChunk]:
+        return [piece async for piece in model.astream(FRANCE, max_tokens=8)]
+
+    assert [p.text for p in asyncio.run(streamed())] == [p.text for p in pieces]
+
+
+@pytest.mark.parametrize(("fault", "error"), [(Fault.ERROR_500, BackendError), (Fault.MALFORMED_JSON, BackendError)])
+def test_a_failed_stream_is_a_backend_error(openai_server, openai_base_url, fault, error) -> None:
+    openai_server.set_fault(fault)
+    with pytest.raises(error, match="chat model"):
+        list(remote(openai_server, max_retries=0).stream(FRANCE, max_tokens=4))
 
 
 def test_chat_many_over_two_threads(openai_server, openai_base_url, local) -> None:

@@ -147,7 +147,7 @@ class OpenAIChatModel:
                         yield ChatChunk(piece)
             finally:
                 response.close()
-        yield ChatChunk("", reading.reply())
+        yield ChatChunk("", self._streamed(client, reading))
 
     async def astream(
         self,
@@ -171,7 +171,7 @@ class OpenAIChatModel:
                         yield ChatChunk(piece)
             finally:
                 await response.close()
-        yield ChatChunk("", reading.reply())
+        yield ChatChunk("", self._streamed(client, reading))
 
     # ------------------------------------------------------------------ clients
     def _sync_client(self) -> openai.OpenAI:
@@ -253,6 +253,13 @@ class OpenAIChatModel:
         usage = TokenUsage.from_openai(getattr(completion, "usage", None))
         return ChatReply(text, tokens, getattr(choice, "finish_reason", None) or "stop", usage)
 
+    def _streamed(self, client: openai.OpenAI | openai.AsyncOpenAI, reading: _StreamedReply) -> ChatReply:
+        """The reply a finished stream adds up to; ``BackendError`` for a stream that held
+        no chunk at all (a server that answered with something else)."""
+        if not reading.chunks:
+            raise self._error(client, "the streamed response held no chat.completion.chunk")
+        return reading.reply()
+
     @contextlib.contextmanager
     def _failures(self, client: openai.OpenAI | openai.AsyncOpenAI) -> Iterator[None]:
         """Turn what the SDK raises once its retries are spent into ``BackendError``
@@ -289,6 +296,7 @@ class _StreamedReply:
     tokens' log-probs when the server sends them, its finish reason and usage."""
 
     def __init__(self) -> None:
+        self.chunks = 0
         self.pieces: list[str] = []
         self.tokens: list[TokenLogprob] | None = None
         self.finish_reason = "stop"
@@ -296,6 +304,7 @@ class _StreamedReply:
 
     def take(self, chunk: object) -> str:
         """Read one chunk; return the text it adds."""
+        self.chunks += 1
         self.usage = TokenUsage.from_openai(getattr(chunk, "usage", None)) or self.usage
         choices = getattr(chunk, "choices", None) or []
         if not choices:

@@ -1,26 +1,15 @@
-"""What the gate judges in a chat: the last user turn, after a window of the history.
-
-A follow-up ("and when did he die?") is no question on its own; the gate judges it
-after the last ``window`` messages of the conversation, one text a line, as the
-framework packages do with their ``history_window``.
-"""
+"""A chat request read for the gate: the last user turn and what comes before it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..history_window import windowed_question
 from ..models.chat import Message
 
-#: The roles whose texts make up the history the gate sees with the question.
-HISTORY_ROLES = ("user", "assistant")
-
-
-def windowed_question(question: str, history: Sequence[str], window: int) -> str:
-    """The last ``window`` texts of ``history`` (oldest first) followed by the question,
-    one a line; the question alone when the window is 0."""
-    turns = [text.strip() for text in history[-window:]] if window else []
-    return "\n".join([*filter(None, turns), question])
+#: The roles whose texts the gate sees with the question (others count toward the window).
+DIALOGUE_ROLES = ("user", "assistant")
 
 
 @dataclass(frozen=True)
@@ -30,7 +19,8 @@ class Turn:
     Attributes:
         question: the last user message's text.
         earlier: every message before it, as given (system prompts included).
-        judged: what the gate judges (``windowed_question`` of the question).
+        judged: what the gate judges: the question after the last ``window`` messages
+            (``history_window.windowed_question``).
     """
 
     question: str
@@ -54,5 +44,5 @@ def read_turn(messages: Sequence[Message], window: int) -> Turn:
     if not question:
         raise ValueError("the last user message is empty")
     earlier = list(messages[:-1])
-    history = [m["content"] for m in earlier if m["role"] in HISTORY_ROLES]
+    history = [m["content"] if m["role"] in DIALOGUE_ROLES else None for m in earlier]
     return Turn(question, earlier, windowed_question(question, history, window))

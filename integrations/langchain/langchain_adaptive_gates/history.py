@@ -15,6 +15,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
+from adaptive_gates.history_window import windowed_question as core_windowed_question
+
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (
     "Given the chat history and the follow-up question below, rephrase the follow-up "
@@ -37,7 +39,6 @@ def condense_question_chain(llm: BaseChatModel) -> Runnable:
 
 
 def windowed_question(question: str, history: Sequence[BaseMessage], window: int) -> str:
-    """The last ``window`` messages of ``history`` (human and AI turns) followed by the
-    question, one turn a line; the question alone when the window is 0."""
-    turns = [m.text.strip() for m in history[-window:] if m.type in ("human", "ai")] if window else []
-    return "\n".join([*filter(None, turns), question])
+    """The last ``window`` messages of ``history`` (human and AI turns shown) followed by
+    the question, one turn a line (``adaptive_gates.history_window``)."""
+    return core_windowed_question(question, [m.text if m.type in ("human", "ai") else None for m in history], window)

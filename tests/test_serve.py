@@ -1,0 +1,274 @@
+"""``adaptive-gates serve`` over real HTTP: an SKR-kNN gate fitted on real outcome
+records, real Wikipedia passages in faiss, the embedded SmolLM2 answering (in process,
+or behind the real OpenAI-compatible test server for the upstream's faults), and real
+clients: the ``openai`` SDK, httpx and curl."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+
+import httpx
+import openai
+import pytest
+
+from adaptive_gates import SKRKnnGate, VerbalizedGate
+from adaptive_gates.models.openai_chat import OpenAIChatModel
+from adaptive_gates.retrieval import DenseRetriever
+from adaptive_gates.serve import ChatService
+from adaptive_gates.serve.app import create_app
+from openai_server import Fault
+from serve_process import ServedApp, ask
+
+
+@pytest.fixture(scope="module")
+def retriever(served_corpus, embedder) -> DenseRetriever:
+    return DenseRetriever.from_jsonl(served_corpus, embedder)
+
+
+@pytest.fixture
+def knn_gate(served_gate_dir, embedder, tmp_path) -> SKRKnnGate:
+    """The served gate, loaded from a copy of its directory (feedback changes it)."""
+    shutil.copytree(served_gate_dir, tmp_path / "gate")
+    return SKRKnnGate.load(tmp_path / "gate", embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def routes(served_gate_dir, embedder, outcome_records) -> dict[str, str]:
+    """A held-out question the gate answers directly and one it retrieves for."""
+    gate = SKRKnnGate.load(served_gate_dir, embedder=embedder)
+    found: dict[str, str] = {}
+    for record in outcome_records[300:]:
+        found.setdefault("retrieve" if gate.decide(record.question).retrieve else "direct", record.question)
+        if len(found) == 2:
+            return found
+    raise AssertionError("the gate took one route for every held-out question")
+
+
+@pytest.fixture
+def served(knn_gate, retriever, served_chat_model):
+    """The server in a thread, the embedded SmolLM2 answering."""
+    service = ChatService(knn_gate, retriever, served_chat_model, max_tokens=8)
+    with ServedApp(create_app(service)) as app:
+        yield app
+
+
+def test_a_completion_carries_its_decision_in_the_header_and_the_body(served, routes):
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+    for route, question in routes.items():
+        raw = client.chat.completions.with_raw_response.create(
+            model="any", messages=[{"role": "user", "content": question}], max_tokens=8
+        )
+        completion = raw.parse()
+        header = json.loads(raw.headers["x-adaptive-gates-decision"])
+        record = completion.model_extra["adaptive_gates"]
+        assert completion.choices[0].message.content.strip()
+        assert header["route"] == record["route"] == route
+        assert header["id"] == record["id"] and completion.id.endswith(record["id"].removeprefix("dec-"))
+        decision = record["decision"]
+        assert decision["question"] == question and decision["retrieve"] == (route == "retrieve")
+        assert header["score"] == decision["score"] and header["threshold"] == decision["threshold"]
+        assert (decision["score"] >= decision["threshold"]) == decision["retrieve"]
+        assert len(decision["details"]["neighbours"]) == 10  # the evidence: labelled past questions
+        assert (len(record["passages"]) == 3) == (route == "retrieve")
+        assert record["latency_ms"]["total"] >= record["latency_ms"]["upstream"] > 0
+
+
+def test_a_streamed_answer_is_the_same_answer_with_the_record_in_its_last_chunk(served, routes):
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+    messages = [{"role": "user", "content": routes["retrieve"]}]
+    whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+    with client.chat.completions.with_streaming_response.create(
+        model="any", messages=messages, max_tokens=8, stream=True
+    ) as response:
+        header = json.loads(response.headers["x-adaptive-gates-decision"])
+        chunks = list(response.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == whole.choices[0].message.content
+    assert len(chunks) > 3  # token by token, not one piece
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop" and last.model_extra["adaptive_gates"]["id"] == header["id"]
+    assert all("adaptive_gates" not in (c.model_extra or {}) for c in chunks[:-1])
+    assert last.model_extra["adaptive_gates"]["route"] == "retrieve"
+
+
+def test_curl_gets_the_stream_as_server_sent_events(served, routes):
+    body = json.dumps({"messages": [{"role": "user", "content": routes["direct"]}], "stream": True, "max_tokens": 6})
+    url = f"{served.url}/v1/chat/completions"
+    out = subprocess.run(
+        ["curl", "-sS", "-N", "-D", "-", url, "-H", "content-type: application/json", "-d", body],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    head, _, events = out.partition("\n\n")  # text mode reads the header's CRLFs as newlines
+    assert "text/event-stream" in head and "x-adaptive-gates-decision:" in head.lower()
+    data = [line.removeprefix("data: ") for line in events.splitlines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    assert json.loads(data[-2])["adaptive_gates"]["route"] == "direct"
+
+
+def test_the_gate_judges_a_follow_up_with_the_history_window(served):
+    messages = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Who wrote Hamlet?"},
+        {"role": "assistant", "content": "William Shakespeare."},
+        {"role": "user", "content": "When did he die?"},
+    ]
+    body = {"messages": messages, "max_tokens": 6}
+    response = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)
+    judged = response.json()["adaptive_gates"]["decision"]["question"]
+    assert judged == "Who wrote Hamlet?\nWilliam Shakespeare.\nWhen did he die?"  # window 2, system left out
+
+
+def test_feedback_teaches_the_gate_and_the_next_answer_shows_it(served, routes):
+    question = routes["direct"]
+    memory = httpx.get(f"{served.url}/v1/stats").json()["memory"]
+    first = ask(served.url, question).json()["adaptive_gates"]
+    taught = httpx.post(f"{served.url}/v1/feedback", json={"decision_id": first["id"], "correct": False}).json()
+    assert taught["label"] == "unknown" and taught["route"] == "direct"
+    assert taught["memory"] == {"known": memory["known"], "unknown": memory["unknown"] + 1}
+    assert httpx.get(f"{served.url}/v1/stats").json()["stats"]["requests"] == 1
+    again = ask(served.url, question).json()["adaptive_gates"]["decision"]
+    nearest = again["details"]["neighbours"][0]
+    assert nearest["question"] == question and nearest["label"] == "unknown"
+    assert again["details"]["n_known"] <= first["decision"]["details"]["n_known"]
+    # a retrieved answer teaches nothing the rule can label: only logged
+    retrieved = ask(served.url, routes["retrieve"]).json()["adaptive_gates"]
+    logged = httpx.post(f"{served.url}/v1/feedback", json={"decision_id": retrieved["id"], "correct": True}).json()
+    assert logged["label"] is None and logged["memory"] == taught["memory"]
+
+
+def test_feedback_errors_take_openai_s_shape(served):
+    unknown = httpx.post(f"{served.url}/v1/feedback", json={"decision_id": "dec-nope", "correct": True})
+    assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "decision_id"
+    malformed = httpx.post(f"{served.url}/v1/feedback", json={"decision_id": "x", "correct": "yes please"})
+    assert malformed.status_code == 400 and malformed.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "assistant", "content": "hi"}]}, "last message must be the user's"),
+        ({"messages": [{"role": "user", "content": "   "}]}, "empty"),
+        ({"messages": [{"role": "user", "content": "hi"}], "n": 2}, "n=1"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "image_url"),
+        ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, "temperature"),
+        ({"messages": "hi"}, "messages"),
+    ],
+)
+def test_a_malformed_request_gets_a_400_in_openai_s_shape(served, body, says):
+    response = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=30)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert says in error["message"] and error["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError):  # what an OpenAI client sees
+        openai.OpenAI(base_url=f"{served.url}/v1", api_key="none", max_retries=0).chat.completions.create(
+            model="any", **{"messages": [], **body}
+        )
+
+
+def test_a_body_that_is_not_json_gets_a_400(served):
+    response = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
+
+
+def test_metrics_count_every_decision_by_route(served, routes):
+    for question in (routes["direct"], routes["retrieve"], routes["retrieve"]):
+        ask(served.url, question)
+    text = httpx.get(f"{served.url}/metrics").text
+    values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line and line[0] != "#"}
+    assert values['adaptive_gates_decisions_total{route="direct"}'] == 1
+    assert values['adaptive_gates_decisions_total{route="retrieve"}'] == 2
+    assert values["adaptive_gates_retrieval_rate"] == pytest.approx(2 / 3)
+    assert values["adaptive_gates_gate_latency_seconds_count"] == 3
+    assert values['adaptive_gates_request_latency_seconds_count{stream="false"}'] == 3
+    assert values["adaptive_gates_fallbacks_total"] == 0
+    assert httpx.get(f"{served.url}/healthz").json()["status"] == "ok"
+
+
+# ----------------------------------------------------------------- the upstream behind HTTP
+
+
+@pytest.fixture
+def behind_http(knn_gate, retriever, openai_server):
+    """The server answering through the real OpenAI-compatible test server (its faults)."""
+    upstream = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url, timeout=3, max_retries=0)
+    service = ChatService(knn_gate, retriever, upstream, max_tokens=8, upstream_timeout=3)
+    with ServedApp(create_app(service)) as app:
+        yield app, openai_server
+
+
+def test_an_upstream_streams_through_the_server(behind_http, routes):
+    served, upstream = behind_http
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+    messages = [{"role": "user", "content": routes["retrieve"]}]
+    pieces = list(client.chat.completions.create(model="any", messages=messages, max_tokens=8, stream=True))
+    whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+    assert "".join(p.choices[0].delta.content or "" for p in pieces) == whole.choices[0].message.content
+    assert upstream.requests == 2
+
+
+@pytest.mark.parametrize(("fault", "status"), [(Fault.ERROR_500, 502), (Fault.HANG, 504), (Fault.MALFORMED_JSON, 502)])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failing_upstream_gets_a_bounded_clear_error_and_the_server_goes_on(
+    behind_http, routes, fault, status, stream
+):
+    served, upstream = behind_http
+    upstream.set_fault(fault)
+    response = ask(served.url, routes["direct"], stream=stream)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["type"] == "upstream_error" and upstream.model_id in error["message"]
+    upstream.reset()
+    assert ask(served.url, routes["direct"]).status_code == 200
+
+
+def test_a_hung_upstream_does_not_hold_up_other_requests(behind_http, routes):
+    served, upstream = behind_http
+    upstream.set_fault(Fault.HANG)
+
+    async def main() -> list[str]:
+        order: list[str] = []
+        async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+
+            async def hung() -> None:
+                body = {"messages": [{"role": "user", "content": routes["direct"]}], "max_tokens": 4}
+                response = await client.post("/v1/chat/completions", json=body)
+                order.append(f"hung {response.status_code}")
+
+            async def others() -> None:
+                await asyncio.sleep(0.3)
+                for _ in range(5):
+                    assert (await client.get("/v1/stats")).status_code == 200
+                order.append("others")
+
+            await asyncio.gather(hung(), others())
+        return order
+
+    assert asyncio.run(main()) == ["others", "hung 504"]
+
+
+def test_a_confident_draft_is_served_without_a_second_call(retriever, openai_server):
+    upstream = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url)
+    gate = VerbalizedGate(upstream, unparseable="first-token")
+    service = ChatService(gate, retriever, upstream, max_tokens=8)
+    with ServedApp(create_app(service)) as served:
+        # the 135M model states no certainty for most questions; for this one it does
+        record = ask(served.url, "What color is the sky?").json()["adaptive_gates"]
+        answer = record["decision"]["draft_answer"]
+        assert record["route"] == "draft" and record["decision"]["details"]["certainty"] == "certain"
+        assert openai_server.requests == record["decision"]["details"]["llm_calls"]  # the gate's own, no answer call
+        stats = httpx.get(f"{served.url}/v1/stats").json()["stats"]
+        assert stats["llm_calls_saved"] == 1 and stats["retrieval_calls_saved"] == 1
+        streamed = ask(served.url, "What color is the sky?", stream=True).text
+        assert json.dumps(answer)[1:-1] in streamed

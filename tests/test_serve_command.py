@@ -1,0 +1,71 @@
+"""``adaptive-gates serve`` as a user runs it: its own process, stopped by SIGTERM, and
+started again over the gate directory its feedback was saved to."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+
+import httpx
+
+from adaptive_gates import SKRKnnGate
+from serve_process import ServeProcess, ask, header_decision
+
+
+def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
+    served_gate_dir, served_corpus, embedder, outcome_records, tmp_path
+):
+    gate_dir = tmp_path / "gate"
+    shutil.copytree(served_gate_dir, gate_dir)
+    gate = SKRKnnGate.load(gate_dir, embedder=embedder)
+    question = next(r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve)
+    server = ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6")
+    with server:
+        first = ask(server.url, question)
+        assert first.status_code == 200 and header_decision(first)["route"] == "direct"
+        decision_id = first.json()["adaptive_gates"]["id"]
+        taught = httpx.post(f"{server.url}/v1/feedback", json={"decision_id": decision_id, "correct": False})
+        assert taught.json()["label"] == "unknown"
+        learned = ask(server.url, question).json()["adaptive_gates"]["decision"]
+        status, output = server.stop()
+        # uvicorn shuts down cleanly, then exits by the signal it was stopped with
+        assert status == -signal.SIGTERM and "Traceback" not in output
+    # what feedback taught was saved over the gate's directory
+    assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 1
+    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6") as restarted:
+        after = ask(restarted.url, question).json()["adaptive_gates"]["decision"]
+    assert (after["retrieve"], after["score"], after["details"]) == (
+        learned["retrieve"],
+        learned["score"],
+        learned["details"],
+    )
+
+
+def test_no_save_leaves_the_gate_directory_as_it_was(served_gate_dir, served_corpus, tmp_path):
+    gate_dir = tmp_path / "gate"
+    shutil.copytree(served_gate_dir, gate_dir)
+    before = {p.name: p.read_bytes() for p in gate_dir.iterdir()}
+    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "4", "--no-save") as server:
+        decision_id = ask(server.url, "who wrote the book tale of two cities").json()["adaptive_gates"]["id"]
+        assert httpx.post(f"{server.url}/v1/feedback", json={"decision_id": decision_id, "correct": True}).is_success
+    assert {p.name: p.read_bytes() for p in gate_dir.iterdir()} == before
+
+
+def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_corpus, tmp_path):
+    def run(*args: object) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    cases = [
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-model", "m"], "go together"),
+        (["--gate", served_gate_dir, "--corpus", tmp_path / "none.jsonl"], "no such file"),
+        (["--gate", tmp_path / "nothing", "--corpus", served_corpus], "nothing"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-timeout", "0"], "positive number"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
+    ]
+    for args, says in cases:
+        result = run(*args)
+        assert result.returncode == 2 and says in result.stderr, (args, result.stderr)
+        assert result.stderr.startswith("adaptive-gates: error:") or "usage:" in result.stderr
