@@ -220,19 +220,27 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
         assert page.locator("[data-testid=conversation] b").count() == 0
 
 
-def test_a_verbalized_draft_shows_the_stated_certainty_and_feedback_the_gate_cannot_learn(
+def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_feedback(
     outcome_records, served_corpus, browser_page, tmp_path, one_torch_thread
 ):
-    # Here the embedded model decides (it states its certainty), so the test asks it
-    # first, as the server will: greedy replies of the same model repeat.
+    # Here the embedded model decides (it states its certainty, or fails to), so the
+    # test asks it first, as the server will: greedy replies of the same model repeat.
     gate = VerbalizedGate(LocalChatModel())
-    decisions = (gate.decide(r.question) for r in outcome_records[:8])
-    drafted = next((d for d in decisions if d.draft_answer and not d.retrieve), None)
-    assert drafted is not None, "the embedded model was certain of none of the first 8 questions"
+    drafted = fallback = None
+    for record in outcome_records[:8]:
+        decision = gate.decide(record.question)
+        if decision.draft_answer and not decision.retrieve:
+            drafted = drafted or decision
+        if decision.is_fallback:
+            fallback = fallback or decision
+        if drafted and fallback:
+            break
+    assert drafted and fallback, f"among the first 8 questions: drafted {drafted}, fallback {fallback}"
     page = browser_page
     with ServeProcess("--gate", gate.save(tmp_path / "verbalized"), "--corpus", served_corpus, "--no-save") as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="verbalized").wait_for()
+        page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
         answer = _ask(page, drafted.question)
         assert answer.get_by_test_id("route").inner_text() == "draft"
         assert answer.get_by_test_id("certainty").inner_text() == "stated certainty: certain"
@@ -245,3 +253,12 @@ def test_a_verbalized_draft_shows_the_stated_certainty_and_feedback_the_gate_can
         status.and_(page.locator(".error")).wait_for()
         assert status.inner_text().startswith("HTTP 400: ") and "does not learn from feedback" in status.inner_text()
         assert _thumbs_disabled(answer)
+
+        page.get_by_test_id("new-chat").click()
+        fell_back = _ask(page, fallback.question)
+        assert fell_back.get_by_test_id("route").inner_text() == "retrieve"
+        assert fell_back.get_by_test_id("fallback").inner_text() == f"Fallback decision: {fallback.error}"
+        assert fell_back.get_by_test_id("score").inner_text() == "n/a"
+        assert fell_back.get_by_test_id("certainty").inner_text() == "stated certainty: none"
+        assert fell_back.get_by_test_id("passage").count() > 0
+        assert (_stat(page, "requests"), _stat(page, "retrieval-rate")) == ("2", "50.0%")
