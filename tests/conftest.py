@@ -27,6 +27,7 @@ pytest.register_assert_rewrite(
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
 from browser import browser_page  # noqa: E402, F401
+from milvus_server import milvus_uri  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
 

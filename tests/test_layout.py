@@ -101,7 +101,7 @@ def test_the_package_has_no_import_cycle() -> None:
 LAYERS = (
     ("models", "retrieval", "memory", "seakr"),  # building blocks
     ("gates",),
-    ("pipeline", "evaluation"),  # built on the gates
+    ("pipeline", "evaluation", "serve"),  # built on the gates
     ("cli", "<package>"),  # the command and the package's front door
 )
 

@@ -10,7 +10,9 @@ Both keep learning: ``add()`` puts newly labelled questions into the memory, and
 ``adaptive_gates.feedback``), logged and saved with the gate. A question's latest
 feedback label (its verdict) outweighs every other label of it in the memory, and
 feedback never moves the prior the ratio vote's threshold is derived from (see
-``SKRKnnGate`` for the rule this gives).
+``SKRKnnGate`` for the rule this gives). A memory that keeps verdicts itself (a
+``VerdictMemory``, e.g. ``MilvusMemory``) holds them for every process sharing it, and
+``attach_memory`` moves a fitted gate onto such a memory.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..constraints import Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
-from ..memory.memories import FaissMemory, SKRMemory, l2_normalise
+from ..memory.memories import FaissMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
 from ..persistence import check_saved_backend, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
@@ -149,6 +151,28 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
             self._after_memory_change()
         return self
 
+    def attach_memory(self, memory: SKRMemory) -> Self:
+        """Decide from ``memory`` from now on, and learn into it (e.g. a ``MilvusMemory``
+        shared by several processes). An empty one is first filled with every question
+        of the current memory under its verdict; one holding questions is taken as it is
+        (the shared memory an earlier process filled). ``prior_counts_`` stays as it was."""
+        current = self.memory_
+        if not isinstance(memory, SKRMemory):
+            raise TypeError(f"attach_memory needs an SKRMemory, got {type(memory).__name__}")
+        if memory.dimension != current.dimension:
+            raise ValueError(
+                f"the memory holds {memory.dimension}-d vectors but the gate's encoder gives {current.dimension}-d ones"
+            )
+        if len(memory):
+            logger.info("%s attached to a memory of %d questions, taken as it is", self.name, len(memory))
+        else:
+            vectors, labels, questions = self._entries()
+            memory.add(vectors, labels.tolist(), questions)
+            logger.info("%s moved its %d questions into a new %s", self.name, len(memory), type(memory).__name__)
+        self._memory = memory
+        self._after_memory_change()
+        return self
+
     def _after_memory_change(self) -> None:
         """Hook for state derived from the memory (e.g. a classifier)."""
 
@@ -162,13 +186,19 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         if entry.label is None:
             log.append(entry)
             return
-        self.memory_.add(self._embed([entry.question]), [entry.label], [entry.question])
+        memory = self.memory_
+        memory.add(self._embed([entry.question]), [entry.label], [entry.question])
+        if keeps_verdicts(memory):  # relabelled where every process sharing the memory reads it
+            memory.set_verdict(entry.question, entry.label)
         log.append(entry)  # from here on the verdict relabels the earlier copies
         self._after_memory_change()
 
     def _relabelled(self, labels: np.ndarray, questions: list[str]) -> np.ndarray:
+        """The labels with the log's verdicts, unless the memory keeps them itself."""
         log = self._feedback
-        return labels if log is None else log.relabel(labels, questions)
+        if log is None or self._memory is None or keeps_verdicts(self._memory):
+            return labels
+        return log.relabel(labels, questions)
 
     def _search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         """``memory_.search`` with the labels feedback gave (a question's verdict)."""
@@ -301,7 +331,8 @@ class SKRKnnGate(_SKRMemoryGate):
         weighting: ``"uniform"`` (paper) or ``"similarity"`` (weights = cosine
             similarity clipped at 0; gives graded scores for calibration).
         memory: makes the memory from the embedding dimension (default
-            ``FaissMemory``; any ``SKRMemory``, e.g. ``ExactMemory`` or a vector store's).
+            ``FaissMemory``; any ``SKRMemory``, e.g. ``ExactMemory``, a vector store's
+            or ``MilvusMemory.factory(uri, collection)``).
         fallback_retrieve: the decision taken when a question or backend fails.
     """
 

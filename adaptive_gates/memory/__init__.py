@@ -3,11 +3,20 @@
 ``SKRMemory`` is the protocol the SKR gates need; ``FaissMemory`` (faiss, exact or
 approximate: ``faiss_index``) and ``ExactMemory`` implement it here, and
 ``StoreBackedMemory`` is the base of the framework packages' memories over their
-vector stores.
+vector stores. ``MilvusMemory`` keeps the memory in Milvus, shared by processes.
 """
 
 from .faiss_index import IndexSettings
-from .memories import ExactMemory, FaissMemory, SKRMemory
+from .memories import ExactMemory, FaissMemory, SKRMemory, VerdictMemory
+from .milvus import MilvusMemory
 from .store_backed import StoreBackedMemory
 
-__all__ = ["ExactMemory", "FaissMemory", "IndexSettings", "SKRMemory", "StoreBackedMemory"]
+__all__ = [
+    "ExactMemory",
+    "FaissMemory",
+    "IndexSettings",
+    "MilvusMemory",
+    "SKRMemory",
+    "StoreBackedMemory",
+    "VerdictMemory",
+]

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
 import numpy as np
 
@@ -74,6 +74,27 @@ class SKRMemory(Protocol):
     def save(self, directory: Path) -> dict[str, Any]:
         """Write the memory's files into ``directory``; return its JSON state."""
         ...
+
+
+@runtime_checkable
+class VerdictMemory(SKRMemory, Protocol):
+    """An ``SKRMemory`` that keeps feedback verdicts itself, so every process sharing it
+    reads the same ones: ``set_verdict`` relabels every stored copy of a question, and
+    a gate reads its labels as they are instead of through its own ``FeedbackLog``
+    (whose verdicts would go stale once another process judges the same question)."""
+
+    #: True for a memory whose stored labels already carry the verdicts.
+    keeps_verdicts: bool
+
+    def set_verdict(self, question: str, label: int) -> None:
+        """Relabel every stored copy of ``question`` (or of a wording differing only in
+        case, punctuation or articles) to ``label``."""
+        ...
+
+
+def keeps_verdicts(memory: SKRMemory) -> TypeGuard[VerdictMemory]:
+    """Whether ``memory`` keeps the feedback verdicts itself (a ``VerdictMemory``)."""
+    return isinstance(memory, VerdictMemory) and memory.keeps_verdicts
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

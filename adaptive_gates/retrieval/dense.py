@@ -41,8 +41,9 @@ _TYPE = "dense"
 INDEX_FILE = "index.faiss"
 
 
-def _unit_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """Embed ``texts`` and return C-contiguous float32 rows of unit length."""
+def unit_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed ``texts`` and return C-contiguous float32 rows of unit length; a
+    ``BackendError`` names the embedder when its output is unusable."""
     try:
         vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -84,7 +85,7 @@ class DenseRetriever:
         index = faiss.IndexFlatIP(embedder.dimension)
         for start in range(0, len(records), batch_size):
             batch = records[start : start + batch_size]
-            index.add(_unit_vectors(embedder, [passage_text(r.title, r.text) for r in batch]))
+            index.add(unit_vectors(embedder, [passage_text(r.title, r.text) for r in batch]))
         logger.info("dense index: %d passages embedded with %s", len(records), embedder.model_id)
         return cls(embedder, index, records)
 
@@ -108,7 +109,7 @@ class DenseRetriever:
         k = check_k(k, len(self._records))
         if not queries:
             return []
-        scores, ids = self._index.search(_unit_vectors(self._embedder, queries), k)
+        scores, ids = self._index.search(unit_vectors(self._embedder, queries), k)
         return [
             [make_hit(self._records[int(i)], s) for i, s in zip(id_row, score_row) if i >= 0]
             for id_row, score_row in zip(ids, scores)
