@@ -23,9 +23,10 @@ import pytest
 from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl
 
 pytest.register_assert_rewrite(
-    "openai_server", "collect_checks", "feedback_checks", "serve_process"
+    "openai_server", "collect_checks", "feedback_checks", "serve_process", "browser"
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
+from browser import browser_page  # noqa: E402, F401
 from milvus_server import milvus_uri  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401

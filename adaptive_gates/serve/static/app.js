@@ -1,0 +1,439 @@
+// The chat page of `adaptive-gates serve`: streams each answer from
+// /v1/chat/completions and shows the gate's decision next to it. Every piece of
+// server or user text goes into the page as a text node, never as markup.
+"use strict";
+
+(() => {
+  const DECISION_HEADER = "X-Adaptive-Gates-Decision";
+  // Passages longer than this start collapsed.
+  const LONG_PASSAGE = 280;
+  const ROUTE_MEANING = {
+    direct: "answered from the model's own knowledge, no retrieval",
+    retrieve: "passages retrieved first, then answered with them",
+    draft: "the gate's own confident draft answer, no second LLM call",
+  };
+
+  /** The element with data-testid `id` under `root`. */
+  const byTestId = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
+
+  /** A new element; string children become text nodes (escaped by construction). */
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs)) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "testid") node.dataset.testid = value;
+      else if (key === "class") node.className = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    node.append(...children.filter((c) => c !== null && c !== undefined));
+    return node;
+  }
+
+  const isNumber = (x) => typeof x === "number" && Number.isFinite(x);
+  const fixed = (x, digits = 3) => (isNumber(x) ? x.toFixed(digits) : "n/a");
+  const percent = (x) => (isNumber(x) ? `${(100 * x).toFixed(1)}%` : "–");
+  const millis = (x) => (isNumber(x) ? `${x.toFixed(1)} ms` : "n/a");
+  const shown = (value) =>
+    typeof value === "string" ? value : isNumber(value) ? String(+value.toFixed(4)) : JSON.stringify(value);
+
+  /** The message of an OpenAI-shaped error response, with its status. */
+  async function errorMessage(response) {
+    const text = await response.text();
+    let message = text.trim() || response.statusText;
+    try {
+      const body = JSON.parse(text);
+      if (body && body.error && body.error.message) message = body.error.message;
+    } catch (_) {
+      // not JSON: the raw body is the message
+    }
+    return `HTTP ${response.status}: ${message}`;
+  }
+
+  // ---- running statistics ------------------------------------------------
+
+  function showStats(stats) {
+    if (!stats) return;
+    byTestId("requests").textContent = String(stats.requests);
+    byTestId("retrieval-rate").textContent = stats.requests ? percent(stats.retrieval_rate) : "–";
+    byTestId("calls-saved").textContent = String(stats.retrieval_calls_saved);
+    byTestId("llm-calls-saved").textContent = String(stats.llm_calls_saved);
+  }
+
+  function showMemory(memory) {
+    const item = byTestId("memory");
+    item.parentElement.hidden = !memory;
+    if (memory) item.textContent = `${memory.known} known · ${memory.unknown} unknown`;
+  }
+
+  function showPageError(message) {
+    const notice = byTestId("page-error");
+    notice.textContent = message;
+    notice.hidden = false;
+  }
+
+  async function loadStats() {
+    try {
+      const response = await fetch("/v1/stats");
+      if (!response.ok) throw new Error(await errorMessage(response));
+      const body = await response.json();
+      byTestId("gate-name").textContent = `gate ${body.gate} · threshold ${fixed(body.threshold)}`;
+      showStats(body.stats);
+      showMemory(body.memory);
+    } catch (err) {
+      showPageError(`Could not load the server's statistics: ${err.message}`);
+    }
+  }
+
+  // ---- reading the event stream -------------------------------------------
+
+  /** The JSON chunks of a text/event-stream body, up to `data: [DONE]`. */
+  async function* streamedChunks(body) {
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += decoder.decode(value, { stream: !done });
+      buffer = buffer.replace(/\r\n/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const event = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const data = event
+          .split("\n")
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).replace(/^ /, ""))
+          .join("\n");
+        if (!data) continue;
+        if (data === "[DONE]") return;
+        yield JSON.parse(data);
+      }
+      if (done) return;
+    }
+  }
+
+  // ---- one answer and its decision panel -----------------------------------
+
+  class Answer {
+    constructor() {
+      this.text = "";
+      this.decisionId = null;
+      this.textNode = el("p", { testid: "answer-text", class: "answer-text" });
+      this.error = el("p", { testid: "answer-error", class: "error", role: "alert", hidden: true });
+      this.up = el("button", { type: "button", testid: "feedback-up", class: "thumb", title: "the answer is right: tell the gate", disabled: true }, "✓ Right");
+      this.down = el("button", { type: "button", testid: "feedback-down", class: "thumb", title: "the answer is wrong: tell the gate", disabled: true }, "✗ Wrong");
+      this.feedbackStatus = el("span", { testid: "feedback-status", class: "feedback-status" });
+      this.up.addEventListener("click", () => this.sendFeedback(true, this.up));
+      this.down.addEventListener("click", () => this.sendFeedback(false, this.down));
+
+      this.route = el("span", { testid: "route", class: "route" }, "deciding…");
+      this.gate = el("span", { testid: "gate", class: "muted" });
+      this.score = el("span", { testid: "score" }, "–");
+      this.threshold = el("span", { testid: "threshold" }, "–");
+      this.fill = el("span", { class: "gauge-fill" });
+      this.tick = el("span", { class: "gauge-tick" });
+      this.judged = el("p", { testid: "judged", class: "judged", hidden: true });
+      this.fallback = el("p", { testid: "fallback", class: "error", hidden: true });
+      this.evidence = el("div", { testid: "evidence", class: "evidence" }, el("p", { class: "muted" }, "waiting for the evidence…"));
+      this.passages = el("div", { testid: "passages", class: "passages" });
+      this.latency = el("dl", { testid: "latency", class: "latency" });
+
+      this.feedback = el("div", { class: "feedback" }, this.up, this.down, this.feedbackStatus);
+      this.panel = el(
+        "section",
+        { testid: "decision", class: "decision", "aria-label": "gate decision" },
+        el("div", { class: "decision-head" }, this.route, this.gate),
+        el(
+          "div",
+          { class: "gauge-row" },
+          el("span", { class: "gauge", "aria-hidden": "true" }, this.fill, this.tick),
+          el("span", { class: "gauge-text" }, "score ", this.score, " vs threshold ", this.threshold),
+        ),
+        this.judged,
+        this.fallback,
+        el("h3", {}, "Evidence"),
+        this.evidence,
+        el("h3", {}, "Passages"),
+        this.passages,
+        el("h3", {}, "Latency"),
+        this.latency,
+      );
+      this.node = el(
+        "li",
+        { testid: "answer", class: "turn assistant", "data-state": "waiting" },
+        el(
+          "div",
+          { class: "bubble" },
+          this.textNode,
+          this.error,
+          this.feedback,
+        ),
+        this.panel,
+      );
+    }
+
+    setState(state) {
+      this.node.dataset.state = state;
+    }
+
+    appendText(piece) {
+      this.text += piece;
+      this.textNode.textContent = this.text;
+    }
+
+    fail(message) {
+      this.error.textContent = message;
+      this.error.hidden = false;
+      this.setState("error");
+      this.feedback.hidden = true;
+      this.panel.hidden = !this.decisionId;
+    }
+
+    /** The decision as the response header gives it, before the first token. */
+    showHeader(header) {
+      this.decisionId = header.id;
+      this.node.dataset.decisionId = header.id;
+      this.showRoute(header.route);
+      this.gate.textContent = header.gate;
+      this.showScore(header.score, header.threshold, header.retrieve);
+    }
+
+    /** The full decision record of the last chunk. */
+    showRecord(record) {
+      const decision = record.decision || {};
+      this.decisionId = record.id;
+      this.node.dataset.decisionId = record.id;
+      this.showRoute(record.route);
+      this.gate.textContent = decision.gate || "";
+      this.showScore(decision.score, decision.threshold, decision.retrieve);
+      // The text the gate judged: the question after the recent turns of the conversation.
+      this.judged.hidden = !decision.question;
+      this.judged.replaceChildren(el("span", { class: "muted" }, "judged: "), decision.question || "");
+      this.fallback.hidden = !decision.error;
+      this.fallback.textContent = decision.error ? `Fallback decision: ${decision.error}` : "";
+      this.showEvidence(decision.details || {});
+      this.showPassages(record.passages || []);
+      this.showLatency(record.latency_ms || {});
+    }
+
+    showRoute(route) {
+      this.node.dataset.route = route;
+      this.route.textContent = route;
+      this.route.className = `route route-${route}`;
+      this.route.title = ROUTE_MEANING[route] || "";
+    }
+
+    showScore(score, threshold, retrieve) {
+      this.score.textContent = fixed(score);
+      this.threshold.textContent = fixed(threshold);
+      // Need scores of most gates lie in [0, 1]; others are drawn on their own scale.
+      const top = Math.max(1, isNumber(score) ? score : 0, isNumber(threshold) ? threshold : 0);
+      this.fill.style.width = isNumber(score) ? `${(100 * Math.max(score, 0)) / top}%` : "0";
+      this.fill.classList.toggle("over", Boolean(retrieve));
+      this.tick.hidden = !isNumber(threshold);
+      if (isNumber(threshold)) this.tick.style.left = `${(100 * Math.max(threshold, 0)) / top}%`;
+    }
+
+    showEvidence(details) {
+      const parts = [];
+      const rest = { ...details };
+      if (Array.isArray(details.neighbours)) {
+        const { k, n_known: known } = details;
+        delete rest.neighbours;
+        delete rest.k;
+        delete rest.n_known;
+        if (isNumber(k) && isNumber(known)) {
+          parts.push(el("p", { class: "muted" }, `${known} of the ${k} nearest past questions were known`));
+        }
+        const rows = details.neighbours.map((n) =>
+          el(
+            "tr",
+            { testid: "neighbour", "data-label": n.label },
+            el("td", { testid: "neighbour-question" }, n.question),
+            el("td", {}, el("span", { class: `label label-${n.label}` }, n.label)),
+            el("td", { testid: "neighbour-similarity", class: "number" }, fixed(n.similarity)),
+          ),
+        );
+        parts.push(
+          el(
+            "table",
+            { class: "neighbours" },
+            el("thead", {}, el("tr", {}, el("th", {}, "past question"), el("th", {}, "label"), el("th", { class: "number" }, "similarity"))),
+            el("tbody", {}, ...rows),
+          ),
+        );
+      }
+      if ("certainty" in details) {
+        delete rest.certainty;
+        delete rest.reply;
+        parts.push(el("p", { testid: "certainty" }, "stated certainty: ", el("strong", {}, details.certainty || "none")));
+        if (details.reply) parts.push(el("blockquote", { class: "reply" }, details.reply));
+      }
+      const keys = Object.keys(rest);
+      if (keys.length) {
+        parts.push(el("dl", { class: "details" }, ...keys.flatMap((key) => [el("dt", {}, key), el("dd", {}, shown(rest[key]))])));
+      }
+      if (!parts.length) parts.push(el("p", { class: "muted" }, "no evidence recorded"));
+      this.evidence.replaceChildren(...parts);
+    }
+
+    showPassages(passages) {
+      if (!passages.length) {
+        this.passages.replaceChildren(el("p", { class: "muted" }, "none: answered without retrieval"));
+        return;
+      }
+      this.passages.replaceChildren(
+        ...passages.map((p) =>
+          el(
+            "details",
+            { testid: "passage", class: "passage", open: p.text.length <= LONG_PASSAGE },
+            el("summary", {}, el("strong", {}, p.title || p.id), " ", el("span", { class: "muted" }, `score ${fixed(p.score)}`)),
+            el("p", {}, p.text),
+          ),
+        ),
+      );
+    }
+
+    showLatency(latency) {
+      this.latency.replaceChildren(
+        ...["gate", "retrieval", "upstream", "total"].flatMap((part) => [el("dt", {}, part), el("dd", {}, millis(latency[part]))]),
+      );
+    }
+
+    finish() {
+      this.setState("done");
+      this.up.disabled = this.down.disabled = !this.decisionId;
+    }
+
+    async sendFeedback(correct, button) {
+      this.up.disabled = this.down.disabled = true;
+      button.setAttribute("aria-pressed", "true");
+      this.feedbackStatus.textContent = "sending…";
+      let response;
+      try {
+        response = await fetch("/v1/feedback", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ decision_id: this.decisionId, correct }),
+        });
+      } catch (err) {
+        // Nothing reached the server: the verdict can be sent again.
+        this.feedbackStatus.textContent = `Could not send the feedback: ${err.message}`;
+        this.up.disabled = this.down.disabled = false;
+        button.removeAttribute("aria-pressed");
+        return;
+      }
+      if (!response.ok) {
+        this.feedbackStatus.classList.add("error");
+        this.feedbackStatus.textContent = await errorMessage(response);
+        return;
+      }
+      const body = await response.json();
+      this.feedbackStatus.dataset.label = body.label || "none";
+      if (body.label) {
+        const memory = body.memory ? ` · memory now ${body.memory.known} known, ${body.memory.unknown} unknown` : "";
+        this.feedbackStatus.replaceChildren("the gate learned: ", el("span", { class: `label label-${body.label}` }, body.label), memory);
+      } else {
+        this.feedbackStatus.textContent = "logged: an answer given with retrieval teaches the gate no label";
+      }
+      if (body.memory) showMemory(body.memory);
+    }
+  }
+
+  // ---- the conversation ------------------------------------------------------
+
+  const history = [];
+  let busy = false;
+
+  function setBusy(value) {
+    busy = value;
+    byTestId("send").disabled = value;
+    byTestId("new-chat").disabled = value;
+  }
+
+  function addTurn(node) {
+    byTestId("empty").hidden = true;
+    byTestId("conversation").append(node);
+    node.scrollIntoView({ block: "end" });
+  }
+
+  async function ask(question) {
+    const turn = { role: "user", content: question };
+    const request = { messages: [...history, turn], stream: true };
+    const maxTokens = Number.parseInt(byTestId("max-tokens").value, 10);
+    if (maxTokens > 0) request.max_tokens = maxTokens;
+    addTurn(el("li", { testid: "user-turn", class: "turn user" }, el("div", { class: "bubble" }, question)));
+    const answer = new Answer();
+    addTurn(answer.node);
+    setBusy(true);
+    try {
+      const response = await fetch("/v1/chat/completions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(request),
+      });
+      if (!response.ok) {
+        answer.fail(await errorMessage(response));
+        return;
+      }
+      answer.setState("streaming");
+      const header = response.headers.get(DECISION_HEADER);
+      if (header) answer.showHeader(JSON.parse(header));
+      for await (const chunk of streamedChunks(response.body)) {
+        if (chunk.error) {
+          answer.fail(chunk.error.message || JSON.stringify(chunk.error));
+          return;
+        }
+        const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+        if (delta && delta.content) answer.appendText(delta.content);
+        if (chunk.adaptive_gates) {
+          answer.showRecord(chunk.adaptive_gates);
+          showStats(chunk.adaptive_gates.stats);
+        }
+      }
+      answer.finish();
+      history.push(turn, { role: "assistant", content: answer.text });
+    } catch (err) {
+      answer.fail(`The answer stopped: ${err.message}`);
+    } finally {
+      setBusy(false);
+      answer.node.scrollIntoView({ block: "end" });
+    }
+  }
+
+  /** Start a new conversation: the answers so far stay on the page (their decisions
+   * can still be compared and judged) but are no longer sent as history. */
+  function newChat() {
+    const conversation = byTestId("conversation");
+    const last = conversation.lastElementChild;
+    if (history.length && last && last.dataset.testid !== "new-conversation") {
+      conversation.append(el("li", { testid: "new-conversation", class: "divider" }, "new conversation: the turns above are not sent with the next questions"));
+    }
+    history.length = 0;
+    byTestId("question").focus();
+  }
+
+  function submit() {
+    const box = byTestId("question");
+    const question = box.value.trim();
+    if (busy || !question) return;
+    box.value = "";
+    ask(question);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    byTestId("composer").addEventListener("submit", (event) => {
+      event.preventDefault();
+      submit();
+    });
+    byTestId("question").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        submit();
+      }
+    });
+    byTestId("new-chat").addEventListener("click", newChat);
+    byTestId("question").focus();
+    loadStats();
+  });
+})();
