@@ -30,10 +30,15 @@ from .files import input_file
 if TYPE_CHECKING:
     from ..gates.base import Gate
     from ..models.chat import ChatModel
+    from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
     from ..serve.service import ChatService
 
 logger = logging.getLogger(__name__)
+
+#: Question vectors the server keeps (a few MB): the retrieval after a decision, and
+#: questions asked again, reuse them.
+QUERY_MEMO = 4096
 
 
 def add_parser(sub: Any) -> None:
@@ -74,16 +79,24 @@ def run(args: argparse.Namespace) -> int:
 def build_service(args: argparse.Namespace) -> ChatService:
     """The service the arguments describe: every input loaded and checked before the
     server listens."""
+    from ..milvus_collection import milvus_client
+    from ..models.cached_embedder import CachedEmbedder
+    from ..models.defaults import default_embedder
+    from ..retrieval import DenseRetriever
     from ..serve.service import ChatService
-    from .backends import corpus_retriever
 
     upstream = _upstream(args)
-    gate = _load_gate(args.gate, upstream)
-    if args.milvus_uri is None:
-        retriever = corpus_retriever("dense", args.corpus)
+    # The database is reached before any model loads: a wrong address fails at once.
+    database = None if args.milvus_uri is None else milvus_client(args.milvus_uri)
+    # One memo for the gate and the retriever: a question the gate embedded is searched
+    # with the same vector, and a question asked again is not embedded again.
+    embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
+    gate = _load_gate(args.gate, {"chat": upstream, "embedder": embedder})
+    if database is None:
+        retriever: Retriever = DenseRetriever.from_jsonl(args.corpus, embedder)
         after_feedback = None if args.no_save else _saver(gate, args.gate)
     else:
-        retriever = _shared_in_milvus(gate, args)
+        retriever = _shared_in_milvus(gate, embedder, database, args)
         after_feedback = None  # the database holds what feedback teaches
     return ChatService(
         gate,
@@ -97,22 +110,19 @@ def build_service(args: argparse.Namespace) -> ChatService:
     )
 
 
-def _shared_in_milvus(gate: Gate, args: argparse.Namespace) -> Retriever:
+def _shared_in_milvus(gate: Gate, embedder: Embedder, database: Any, args: argparse.Namespace) -> Retriever:
     """Move the gate onto its memory in Milvus (filled from the gate by the first server)
     and return the corpus' retriever there."""
     from ..gates.skr import SKRKnnGate
     from ..memory.milvus import MilvusMemory
-    from ..models.defaults import default_embedder
     from ..persistence import CONFIG_FILE
     from ..retrieval.milvus import MilvusRetriever
 
     if not isinstance(gate, SKRKnnGate):
         raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")
     memory_name = "skr_" + _digest(args.gate / CONFIG_FILE)
-    gate.attach_memory(MilvusMemory(args.milvus_uri, memory_name, gate.memory_.dimension))
-    return MilvusRetriever.from_jsonl(
-        args.corpus, default_embedder(), args.milvus_uri, "corpus_" + _digest(args.corpus)
-    )
+    gate.attach_memory(MilvusMemory(database, memory_name, gate.memory_.dimension))
+    return MilvusRetriever.from_jsonl(args.corpus, embedder, database, "corpus_" + _digest(args.corpus))
 
 
 def _digest(path: Path) -> str:
@@ -120,9 +130,10 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def _load_gate(directory: Path, upstream: ChatModel) -> Gate:
-    """The saved gate, with the upstream as its chat model if it asks an LLM (a
-    verbalized gate's draft answers then come from the model that answers)."""
+def _load_gate(directory: Path, backends: dict[str, Any]) -> Gate:
+    """The saved gate with those of ``backends`` it takes: the upstream as its chat model
+    if it asks an LLM (a verbalized gate's draft answers then come from the model that
+    answers), the embedder if it embeds."""
     from ..gates.base import Gate
     from ..gates.saved import member_backends
     from ..persistence import config_field, read_config
@@ -130,7 +141,7 @@ def _load_gate(directory: Path, upstream: ChatModel) -> Gate:
     gate_type = config_field(read_config(directory), "gate_type", str)
     if gate_type not in Gate.gate_names():
         raise UsageError(f"--gate {directory}: field 'gate_type' is {gate_type!r}, which is no known gate")
-    return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), {"chat": upstream}))
+    return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
 
 
 def _upstream(args: argparse.Namespace) -> ChatModel:
