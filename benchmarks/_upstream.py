@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ def create_app(
     model_id: str,
     answer: Callable[[list[Message], dict[str, Any]], Awaitable[Answer]],
     pieces: Pieces,
-    background: Callable[[], Awaitable[None]] | None = None,
+    background: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> FastAPI:
     """An OpenAI-compatible chat server over ``answer`` (whole replies) and ``pieces``
     (streamed ones); ``background`` runs as long as the server does."""

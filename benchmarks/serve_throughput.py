@@ -363,7 +363,7 @@ def report(result: dict[str, Any]) -> str:
                 ]
             )
     checks = [
-        f"{upstream} at {clients} clients: {s['same_answer_as_direct']}/{s['direct_routed_questions']}"
+        f"{upstream} with {clients} client(s): {s['same_answer_as_direct']}/{s['direct_routed_questions']}"
         for upstream, measured in result["upstreams"].items()
         for clients, s in measured["levels"].items()
     ]
@@ -423,8 +423,12 @@ def report(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_argument(parser)
-    parser.add_argument("--requests", type=int, default=400, help="replay: requests per path and level")
-    parser.add_argument("--llm-requests", type=int, default=16, help="smollm2: requests per path and level")
+    parser.add_argument(
+        "--requests", type=int, default=400, help="replay: requests per path and level (at least 2 a client a round)"
+    )
+    parser.add_argument(
+        "--llm-requests", type=int, default=16, help="smollm2: requests per path and level (at least 2 a client)"
+    )
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients")
     parser.add_argument("--rounds", type=int, default=2, help="replay: rounds of both paths per level")
     parser.add_argument("--questions", type=int, default=64, help="held-out questions cycled through")
