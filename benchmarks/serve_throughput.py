@@ -406,6 +406,12 @@ def report(result: dict[str, Any]) -> str:
             f"{s['k']} passages in the prompt: with smollm2 the LLM reads more, which is part of serve − direct; the "
             "direct-routed p50 compares like with like.",
             "",
+            f"The replay rows cycle the {s['questions']} questions, so from the second pass on a question's vector "
+            "comes from serve's memo of question vectors (the gate's MiniLM embedding is skipped): they show serve's "
+            "overhead for questions asked before. The smollm2 rows at one client ask each question once, so their "
+            "gate ms is what a new question costs (its embedding and the kNN search); a retrieved question is "
+            "searched with the vector the gate computed.",
+            "",
             "Questions serve routed direct that got the same answer as direct (a check, not a timing): "
             + "; ".join(checks)
             + ".",
