@@ -108,7 +108,10 @@ def test_the_extras_are_declared_and_local_brings_them() -> None:
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert not any(d.startswith(("openai", "matplotlib")) for d in project["dependencies"])
+    optional = ("openai", "matplotlib", "fastapi", "uvicorn", "prometheus", "pymilvus", "milvus")
+    assert not any(d.startswith(optional) for d in project["dependencies"])
     extras = project["optional-dependencies"]
     assert extras["openai"] == ["openai>=1.40"] and extras["plot"] == ["matplotlib>=3.7"]
-    assert "adaptive-gates[openai,plot]" in extras["local"]
+    assert "adaptive-gates[openai]" in extras["serve"] and any(d.startswith("fastapi") for d in extras["serve"])
+    assert any(d.startswith("pymilvus") for d in extras["milvus"])
+    assert "adaptive-gates[openai,plot,serve,milvus]" in extras["local"]

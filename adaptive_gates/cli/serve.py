@@ -66,6 +66,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..models.optional import require
+
+    for module in ("fastapi", "uvicorn", "prometheus_client"):
+        require(module, extra="serve")  # a missing one is named with its extra, before any work
     import uvicorn
 
     from ..serve.app import create_app
