@@ -64,6 +64,7 @@ from adaptive_gates.answering import build_prompt
 from adaptive_gates.data import CorpusRecord, iter_jsonl, write_jsonl
 from adaptive_gates.datasets import adarague_outcomes, packaged_corpus
 from adaptive_gates.models import default_embedder
+from adaptive_gates.serve.health import wait_until_healthy
 
 logger = logging.getLogger("serve_throughput")
 
@@ -106,18 +107,16 @@ class Process:
             self.popen = subprocess.Popen(self.command, env=env, stdout=out, stderr=subprocess.STDOUT)
         return self
 
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
     def wait_healthy(self, timeout: float = 900.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen is None or self.popen.poll() is not None:
-                raise SystemExit(f"{self.name} stopped before it was healthy:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-        raise SystemExit(f"{self.name} was not healthy within {timeout:g} s")
+        try:
+            wait_until_healthy(
+                self.url, alive=lambda: self.popen is not None and self.popen.poll() is None, timeout=timeout
+            )
+        except (RuntimeError, TimeoutError) as exc:
+            raise SystemExit(f"{self.name}: {exc}:\n{self.log.read_text()[-3000:]}") from None
 
     def stop(self) -> None:
         if self.popen is not None and self.popen.poll() is None:

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,8 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.data import CorpusRecord, write_jsonl
+from adaptive_gates.serve.health import wait_until_healthy
 from milvus_server import free_port
-
-
-def wait_healthy(url: str, alive: Any = None, timeout: float = 180.0) -> None:
-    """Wait until ``url``/healthz answers 200 (``alive()`` false: the server died)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if alive is not None and not alive():
-            raise AssertionError("the server stopped before it was healthy")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} was not healthy within {timeout:g} s")
 
 
 class ServedApp:
@@ -53,7 +38,7 @@ class ServedApp:
 
     def __enter__(self) -> ServedApp:
         self._thread.start()
-        wait_healthy(self.url, self._thread.is_alive)
+        wait_until_healthy(self.url, alive=self._thread.is_alive)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -74,7 +59,7 @@ class ServeProcess:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
         command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *self.args, "--port", str(self.port)]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        wait_healthy(self.url, lambda: self.process is not None and self.process.poll() is None)
+        wait_until_healthy(self.url, alive=lambda: self.process is not None and self.process.poll() is None)
         return self
 
     def stop(self) -> tuple[int, str]:

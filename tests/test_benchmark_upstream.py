@@ -19,7 +19,8 @@ import httpx
 
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.data import iter_jsonl
-from serve_process import free_port, wait_healthy
+from adaptive_gates.serve.health import wait_until_healthy
+from milvus_server import free_port
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "benchmarks" / "_upstream.py"
 
@@ -32,7 +33,7 @@ def upstream(*args: str) -> Iterator[str]:
     command = [sys.executable, str(UPSTREAM), *args, "--port", str(port)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", lambda: process.poll() is None)
+        wait_until_healthy(f"http://127.0.0.1:{port}", alive=lambda: process.poll() is None)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()

@@ -20,7 +20,8 @@ import pytest
 from adaptive_gates import SKRKnnGate, VerbalizedGate, load_gate
 from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
-from serve_process import ServeProcess, free_port
+from milvus_server import free_port
+from serve_process import ServeProcess
 
 #: Passages per retrieval.
 PASSAGES = 2
