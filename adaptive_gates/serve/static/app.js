@@ -29,6 +29,20 @@
     return node;
   }
 
+  /** A thumb icon (up, or down when ``down``), drawn inline: no icon font is needed. */
+  function thumb(down) {
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("class", "thumb-icon");
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", "M3 10h4v11H3z M8 10l3-7c1.5 0 3 1 2.6 2.8L13 10h6a2 2 0 0 1 2 2.3l-1.2 7A2 2 0 0 1 17.8 21H8z");
+    if (down) path.setAttribute("transform", "rotate(180 12 12)");
+    svg.append(path);
+    return svg;
+  }
+  const SVG = "http://www.w3.org/2000/svg";
+
   const isNumber = (x) => typeof x === "number" && Number.isFinite(x);
   const fixed = (x, digits = 3) => (isNumber(x) ? x.toFixed(digits) : "n/a");
   const percent = (x) => (isNumber(x) ? `${(100 * x).toFixed(1)}%` : "–");
@@ -120,8 +134,8 @@
       this.decisionId = null;
       this.textNode = el("p", { testid: "answer-text", class: "answer-text" });
       this.error = el("p", { testid: "answer-error", class: "error", role: "alert", hidden: true });
-      this.up = el("button", { type: "button", testid: "feedback-up", class: "thumb", title: "the answer is right: tell the gate", disabled: true }, "✓ Right");
-      this.down = el("button", { type: "button", testid: "feedback-down", class: "thumb", title: "the answer is wrong: tell the gate", disabled: true }, "✗ Wrong");
+      this.up = el("button", { type: "button", testid: "feedback-up", class: "thumb", title: "the answer is right: tell the gate", disabled: true }, thumb(false), "Right");
+      this.down = el("button", { type: "button", testid: "feedback-down", class: "thumb", title: "the answer is wrong: tell the gate", disabled: true }, thumb(true), "Wrong");
       this.feedbackStatus = el("span", { testid: "feedback-status", class: "feedback-status" });
       this.up.addEventListener("click", () => this.sendFeedback(true, this.up));
       this.down.addEventListener("click", () => this.sendFeedback(false, this.down));
