@@ -53,6 +53,8 @@ class Fault(enum.Enum):
     MALFORMED_JSON = "malformed_json"
     EMPTY_CHOICES = "empty_choices"
     NO_CONTENT = "no_content"
+    #: A server that answers but never gives token log-probabilities.
+    NO_LOGPROBS = "no_logprobs"
     #: A server that ignores ``max_tokens``: the model's reply, then "certain" and
     #: 50,000 more characters, with the usage such a reply would cost.
     OVERLONG = "overlong"
@@ -161,7 +163,8 @@ class ChatCompletionsServer:
             padding = " certain" + " and so on" * 5000
             usage = reply.usage and TokenUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens + 15_000)
             reply = ChatReply(reply.text + padding, None, "length", usage)
-        choice = _choice(reply, (body.get("top_logprobs") or 0) if body.get("logprobs") else None)
+        asked = body.get("logprobs") and fault is not Fault.NO_LOGPROBS
+        choice = _choice(reply, (body.get("top_logprobs") or 0) if asked else None)
         if fault is Fault.NO_CONTENT:
             choice["message"]["content"] = None
         choices = [] if fault is Fault.EMPTY_CHOICES else [choice]

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from adaptive_gates import SKRKnnGate, VerbalizedGate
+from adaptive_gates import LogprobGate, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
@@ -272,3 +272,15 @@ def test_a_confident_draft_is_served_without_a_second_call(retriever, openai_ser
         assert stats["llm_calls_saved"] == 1 and stats["retrieval_calls_saved"] == 1
         streamed = ask(served.url, "What color is the sky?", stream=True).text
         assert json.dumps(answer)[1:-1] in streamed
+
+
+def test_a_gate_whose_backend_cannot_serve_it_gets_a_502(retriever, openai_server):
+    upstream = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url)
+    openai_server.set_fault(Fault.NO_LOGPROBS)  # a server that gives no log-probs to a gate that reads them
+    service = ChatService(LogprobGate(upstream), retriever, upstream, max_tokens=8)
+    with ServedApp(create_app(service)) as served:
+        response = ask(served.url, "Who wrote Hamlet?")
+        assert response.status_code == 502
+        assert "log-prob" in response.json()["error"]["message"]
+        openai_server.reset()
+        assert ask(served.url, "Who wrote Hamlet?").status_code == 200

@@ -2,8 +2,9 @@
 not), feedback, stats, Prometheus metrics, a health check and the chat page.
 
 Errors take OpenAI's shape: 400 for a request the server cannot read, 404 for an
-unknown decision, 502 when the upstream LLM fails and 504 when it gives no answer in
-time; the server keeps serving whatever one request does.
+unknown decision, 502 when the upstream LLM fails (or the gate's backend cannot serve
+it), 504 when the upstream gives no answer in time, and 500 for anything else; the
+server keeps serving whatever one request does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .protocol import (
     error_body,
     event,
 )
-from .service import ChatService, Prepared, UnknownDecisionError, UpstreamError
+from .service import ChatService, GateBackendError, Prepared, UnknownDecisionError, UpstreamError
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,12 @@ def create_app(service: ChatService) -> FastAPI:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, _validation_message(exc), param=_validation_param(exc))
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("%s %s failed", request.method, request.url.path)
+        body = error_body(f"the server failed: {type(exc).__name__}: {exc}", "server_error")
+        return JSONResponse(body, status_code=500)
+
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest) -> Response:
         try:
@@ -52,6 +59,8 @@ def create_app(service: ChatService) -> FastAPI:
             prepared = await service.prepare(messages, body.answer_options(service.max_tokens))
         except ValueError as exc:
             return _error(400, str(exc), param="messages")
+        except GateBackendError as exc:
+            return JSONResponse(error_body(str(exc), "upstream_error"), status_code=502)
         headers = {DECISION_HEADER: prepared.served.header()}
         if body.stream:
             return await _streamed(service, prepared, headers)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..answering import DEFAULT_INSTRUCTION, build_prompt
+from ..errors import BackendMisconfiguredError
 from ..gates.base import Gate
 from ..models.chat import ChatModel, Message
 from ..models.chat_stream import astream_chat
@@ -37,6 +38,11 @@ class UpstreamError(Exception):
     def __init__(self, message: str, *, timed_out: bool) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+
+
+class GateBackendError(Exception):
+    """The gate's backend cannot serve it at all (``BackendMisconfiguredError``), e.g. an
+    upstream that gives no log-probs to a gate that reads them."""
 
 
 class UnknownDecisionError(KeyError):
@@ -113,10 +119,14 @@ class ChatService:
 
         Raises:
             ValueError: the conversation does not end with a user message with text.
+            GateBackendError: the gate's backend cannot serve it at all.
         """
         started = time.perf_counter()
         turn = read_turn(messages, self.history_window)
-        decision = await self.gate.adecide(turn.judged)
+        try:
+            decision = await self.gate.adecide(turn.judged)
+        except BackendMisconfiguredError as exc:  # raised, not a fallback: no question would fare better
+            raise GateBackendError(f"the gate's backend cannot serve it: {exc}") from exc
         passages: list[Hit] = []
         retrieval_ms = 0.0
         if decision.retrieve:
