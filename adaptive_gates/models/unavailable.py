@@ -1,4 +1,5 @@
-"""Which exceptions mean a chat backend gave no answer at all (timed out, unreachable).
+"""Which exceptions mean a chat backend gave no answer at all (timed out, unreachable),
+and which of those mean it timed out.
 
 Gates stop sending the rest of a batch to such a backend (``BackendUnavailableError``),
 since each request would wait the same way. Python's own ``TimeoutError`` and
@@ -24,6 +25,13 @@ _NO_ANSWER: dict[str, tuple[str, ...]] = {
     # What LangChain's provider packages (other than langchain-openai) raise.
     "langchain_core.exceptions": ("ModelTimeoutError", "ModelConnectionError"),
 }
+#: The classes among those that mean the request timed out (the server may be up, but slow or hung).
+_TIMED_OUT: dict[str, tuple[str, ...]] = {
+    "openai": ("APITimeoutError",),
+    "httpx": ("TimeoutException",),
+    "httpx2": ("TimeoutException",),
+    "langchain_core.exceptions": ("ModelTimeoutError",),
+}
 #: Classes meaning the server did answer, with an HTTP error status. They decide first:
 #: a 500 after a retried timeout carries that timeout in its context, yet the server is up.
 _ANSWERED: dict[str, tuple[str, ...]] = {
@@ -37,7 +45,18 @@ def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says the backend gave no answer: the nearest exception in its
     chain (itself, then its ``__cause__`` or ``__context__``) that is a timeout or a
     connection failure, before any that is an HTTP error reply."""
-    no_answer: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, *_loaded(_NO_ANSWER))
+    return _in_chain(exc, (TimeoutError, ConnectionError, *_loaded(_NO_ANSWER)))
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` says the request timed out: a timeout in its chain, before any
+    exception that is an HTTP error reply (a refused connection is no timeout)."""
+    return _in_chain(exc, (TimeoutError, *_loaded(_TIMED_OUT)))
+
+
+def _in_chain(exc: BaseException, wanted: tuple[type[BaseException], ...]) -> bool:
+    """Whether an exception of ``wanted`` comes in ``exc``'s chain before any that is
+    an HTTP error reply."""
     answered = _loaded(_ANSWERED)
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -45,7 +64,7 @@ def is_unavailable(exc: BaseException) -> bool:
         seen.add(id(current))
         if isinstance(current, answered):
             return False
-        if isinstance(current, no_answer):
+        if isinstance(current, wanted):
             return True
         current = current.__cause__ or current.__context__
     return False

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..answering import DEFAULT_INSTRUCTION, build_prompt
@@ -24,6 +24,7 @@ from ..errors import BackendMisconfiguredError
 from ..gates.base import Gate
 from ..models.chat import ChatModel, Message
 from ..models.chat_stream import astream_chat
+from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
 from .metrics import ServeMetrics
@@ -58,7 +59,7 @@ class Prepared:
     messages: list[Message]
     options: dict[str, Any]
     draft: str | None
-    started: float = field(default_factory=time.perf_counter)
+    started: float  # perf_counter() when the request arrived
 
 
 class ChatService:
@@ -90,7 +91,7 @@ class ChatService:
         instruction: str = DEFAULT_INSTRUCTION,
         max_tokens: int = 128,
         upstream_timeout: float = 60.0,
-        after_feedback: Callable[[], None] | None = None,
+        after_feedback: Callable[[], object] | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
@@ -195,7 +196,7 @@ class ChatService:
                 await pieces.aclose()
 
     def _upstream_error(self, exc: BaseException) -> UpstreamError:
-        timed_out = isinstance(exc, TimeoutError) or _timed_out(exc)
+        timed_out = is_timeout(exc)
         self.metrics.upstream_errors.labels("timeout" if timed_out else "error").inc()
         if timed_out:
             message = f"the upstream model {self.model_id!r} gave no answer within {self.upstream_timeout:g} s"
@@ -253,15 +254,3 @@ class ChatService:
             "stats": self.tally.snapshot(),
             "memory": self.memory_counts(),
         }
-
-
-def _timed_out(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an exception it came from) is a timeout of any client library."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, TimeoutError) or "Timeout" in type(current).__name__:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
