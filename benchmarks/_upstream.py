@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.models.chat import ChatReply, Message
-from adaptive_gates.serve.protocol import EXTENSION_FIELD, ChatCompletionRequest, chunk, completion, error_body, event
+from adaptive_gates.serve.protocol import ChatCompletionRequest, chunk, completion, error_body, event
 
 logger = logging.getLogger(__name__)
 
@@ -166,9 +166,7 @@ def create_app(
             text, finish_reason = await answer(messages, options)
         except LookupError as exc:
             return JSONResponse(error_body(str(exc), "server_error"), status_code=500)
-        payload = completion(completion_id, model_id, text, finish_reason, {})
-        del payload[EXTENSION_FIELD]  # an upstream takes no decision
-        return JSONResponse(payload)
+        return JSONResponse(completion(completion_id, model_id, text, finish_reason))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

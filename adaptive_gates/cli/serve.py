@@ -18,6 +18,7 @@ corpus never reads one that is not its own.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -98,7 +99,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     gate = _load_gate(args.gate, {"chat": upstream, "embedder": embedder})
     if database is None:
         retriever: Retriever = DenseRetriever.from_jsonl(args.corpus, embedder)
-        after_feedback = None if args.no_save else _saver(gate, args.gate)
+        # what feedback taught is saved over the gate's directory, for the next start
+        after_feedback = None if args.no_save else functools.partial(gate.save, args.gate, overwrite=True)
     else:
         retriever = _shared_in_milvus(gate, embedder, database, args)
         after_feedback = None  # the database holds what feedback teaches
@@ -168,12 +170,3 @@ def _upstream(args: argparse.Namespace) -> ChatModel:
         timeout=args.upstream_timeout,
         max_retries=1,
     )
-
-
-def _saver(gate: Gate, directory: Path) -> Any:
-    """Saves the gate over its directory (a learning gate's feedback kept for the next start)."""
-
-    def save() -> None:
-        gate.save(directory, overwrite=True)
-
-    return save

@@ -108,9 +108,11 @@ def error_body(message: str, kind: str = "invalid_request_error", param: str | N
     return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
-def completion(completion_id: str, model: str, text: str, finish_reason: str, record: dict[str, Any]) -> dict[str, Any]:
-    """A ``chat.completion`` object with the decision record."""
-    return {
+def completion(
+    completion_id: str, model: str, text: str, finish_reason: str, record: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``chat.completion`` object, with the decision record when there is one."""
+    out: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
@@ -123,8 +125,10 @@ def completion(completion_id: str, model: str, text: str, finish_reason: str, re
                 "finish_reason": finish_reason,
             }
         ],
-        EXTENSION_FIELD: record,
     }
+    if record is not None:
+        out[EXTENSION_FIELD] = record
+    return out
 
 
 def chunk(
