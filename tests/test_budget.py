@@ -20,7 +20,7 @@ import pytest
 from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, label_outcomes, load_gate
 from adaptive_gates.data import load_outcomes, load_qa
 from adaptive_gates.models.cached_embedder import CachedEmbedder
-from conftest import SHARED_DATA
+from shared_data import SHARED_DATA, reads_shared_data
 
 TARGET, WINDOW = 0.3, 200
 N_CALIBRATION, N_EASY, N_HARD = 200, 300, 250
@@ -34,6 +34,7 @@ class _Stream:
 
 
 @pytest.fixture(scope="module")
+@reads_shared_data
 def stream(outcome_records) -> _Stream:
     if SHARED_DATA:
         musique = load_outcomes(SHARED_DATA / "adarague" / "musique.train.jsonl")

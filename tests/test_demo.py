@@ -14,7 +14,9 @@ from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import cross_fitted_decisions, random_band
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "selective_qa_demo.py"
-PER_TASK, FOLDS = 100, 3
+PER_TASK, FOLDS = 60, 3
+#: Questions the small model answers on both branches to fit the gate, then through it.
+N_FIT, N_DEMO = 12, 4
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +32,11 @@ def demo(tmp_path_factory):
             "--folds",
             str(FOLDS),
             "--n-fit",
-            "24",
+            str(N_FIT),
             "--n-demo",
-            "6",
+            str(N_DEMO),
+            "--k",
+            "3",
             "--show",
             "2",
             "--out",
@@ -92,21 +96,21 @@ def test_the_mechanics_answer_through_the_gate_with_the_small_model(demo):
     out, printed = demo
     assert "SmolLM2-135M" in printed and ("RETRIEVE" in printed or "ANSWER DIRECTLY" in printed)
     report = json.loads((out / "mechanics_report.json").read_text())
-    assert report["n"] == 6 and len(report["curve"]) == 7
+    assert report["n"] == N_DEMO and len(report["curve"]) == N_DEMO + 1
     assert (out / "mechanics_curve.png").read_bytes()[:4] == b"\x89PNG"
-    assert sum(1 for _ in (out / "selfknowledge.jsonl").open()) == 24
+    assert sum(1 for _ in (out / "selfknowledge.jsonl").open()) == N_FIT
 
     # The new questions were answered on both branches; the report's baselines,
     # the gate's accuracy, its calls and the random band all come from those answers.
     outcomes = load_outcomes(out / "new_questions.jsonl")
-    assert len(outcomes) == 6
+    assert len(outcomes) == N_DEMO
     a, b = outcome_scores(outcomes)
     retrieve = np.array([o.extra["gate_retrieved"] for o in outcomes])
     assert report["never"] == pytest.approx(a.mean()) and report["always"] == pytest.approx(b.mean())
     assert report["in_accuracy"] == pytest.approx(np.where(retrieve, b, a).mean())
     assert report["retrieval_calls"] == pytest.approx(retrieve.mean())
     calls = int(retrieve.sum())
-    assert f"retrieval calls {calls}/6, {6 - calls} saved" in printed
+    assert f"retrieval calls {calls}/{N_DEMO}, {N_DEMO - calls} saved" in printed
 
     band = report["random_band"]
     assert band == random_band(a, b, retrieve)

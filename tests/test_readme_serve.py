@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from adaptive_gates import SKRKnnGate
 from milvus_server import MilvusServer
 from readme_blocks import readme_blocks
 from serve_process import serving
+
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -22,6 +22,8 @@ from adaptive_gates.serve.app import create_app
 from openai_server import Fault
 from serve_process import ServedApp, ask
 
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
+
 
 @pytest.fixture(scope="module")
 def retriever(served_corpus, embedder) -> DenseRetriever:

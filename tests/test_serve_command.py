@@ -9,10 +9,13 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from adaptive_gates import SKRKnnGate
 from milvus_server import free_port
 from serve_process import ServeProcess, ask, header_decision
+
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 
 def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(

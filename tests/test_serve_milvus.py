@@ -13,6 +13,8 @@ from adaptive_gates import SKRKnnGate
 from milvus_server import MilvusServer
 from serve_process import ServeProcess, ask
 
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
+
 
 @pytest.fixture
 def gate_dir(served_gate_dir, tmp_path):

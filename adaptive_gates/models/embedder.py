@@ -100,7 +100,8 @@ class SentenceEmbedder:
 
     def _load(self) -> Any:
         start = time.perf_counter()
-        sentence_transformers = require("sentence_transformers")  # outside the try: not a load failure
+        # outside the try: a missing extra is not a load failure
+        sentence_transformers = require("sentence_transformers", needed_for="SentenceEmbedder")
         try:
             if self._name is None:
                 embedded.use_offline_hub()

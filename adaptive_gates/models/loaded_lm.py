@@ -118,8 +118,9 @@ class LoadedCausalLM:
 
     def _load(self) -> None:
         start = time.perf_counter()
-        torch = require("torch")  # outside the try: a missing extra is not a load failure
-        transformers = require("transformers")
+        # outside the try: a missing extra is not a load failure
+        torch = require("torch", needed_for=type(self).__name__)
+        transformers = require("transformers", needed_for=type(self).__name__)
         try:
             dtype = getattr(torch, self.torch_dtype)
             if self._name is None:

@@ -16,14 +16,18 @@ from types import ModuleType
 from ..errors import MissingExtraError
 
 
-def require(module: str, extra: str = "local") -> ModuleType:
+def require(module: str, extra: str = "local", *, needed_for: str | None = None) -> ModuleType:
     """Import ``module`` (dotted names allowed) or raise a ``MissingExtraError`` (an
-    ``ImportError``) naming ``pip install 'adaptive-gates[extra]'``."""
+    ``ImportError``) naming ``pip install 'adaptive-gates[extra]'`` and, when given, what
+    needs it (``needed_for``, e.g. ``"SentenceEmbedder"``)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         missing = exc.name or module  # the module itself, or a package it needs
+        if needed_for is not None:
+            why = f" ({needed_for} needs it)"
+        else:
+            why = f" (needed for {module})" if missing != module else ""
         raise MissingExtraError(
-            f"{missing} is not installed (needed for {module}); it comes with the {extra!r} extra: "
-            f"pip install 'adaptive-gates[{extra}]'"
+            f"{missing} is not installed{why}; it comes with the {extra!r} extra: pip install 'adaptive-gates[{extra}]'"
         ) from exc

@@ -16,6 +16,12 @@ from .stores import faiss_store
 
 # The core suite's shared checks (pythonpath in pyproject.toml) report like test code.
 pytest.register_assert_rewrite("openai_server", "collect_checks", "feedback_checks")
+from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
+from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
 #: questions about figures that change or that no model carries; and follow-ups whose

@@ -25,7 +25,13 @@ pytest.register_assert_rewrite(
     "openai_server", "collect_checks", "feedback_checks"
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
+from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+)
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,
 #: and questions about figures that change or that no model carries.

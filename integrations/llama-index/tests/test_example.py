@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_rerank.py"
 SMALL = [
@@ -82,6 +84,7 @@ def _check_blocks(out: str, asked: int) -> int:
     return retrieved
 
 
+@pytest.mark.shared_data
 def test_example_with_the_shared_data_when_present():
     data = Path(os.environ.get("ADAPTIVE_GATES_SHARED_DATA") or ROOT.parent / "shared" / "data")
     out = _run()

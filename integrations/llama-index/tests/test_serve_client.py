@@ -3,11 +3,14 @@ retrieval without a change to its code."""
 
 from __future__ import annotations
 
+import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
 from adaptive_gates.datasets import packaged_corpus
 from serve_process import serving
+
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 
 def test_openai_like_talks_to_the_server_and_gets_the_decision(knn_gate, served_chat_model):

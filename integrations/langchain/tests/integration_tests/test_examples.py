@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \(skr-knn\)$", re.M)
 
@@ -31,9 +33,16 @@ def _blocks(out: str) -> list[str]:
     return re.findall(r"^Q: .*?^   answer: .*?$", out, re.M | re.S)
 
 
-def test_router_example_prints_each_decision_and_the_calls_saved(tmp_path):
-    outcomes = tmp_path / "outcomes.jsonl"
-    out = _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--save-outcomes", str(outcomes))
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory) -> tuple[Path, str]:
+    """One run of the router example that collects its outcome records (saved, so the
+    other runs fit on them instead of answering the same questions again) and what it printed."""
+    outcomes = tmp_path_factory.mktemp("router") / "outcomes.jsonl"
+    return outcomes, _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--save-outcomes", str(outcomes))
+
+
+def test_router_example_prints_each_decision_and_the_calls_saved(collected):
+    outcomes, out = collected
     records = [json.loads(line) for line in outcomes.read_text().splitlines()]
     assert len(records) == 10 and all(r["pred_no_retrieval"] and r["pred_one_retrieval"] for r in records)
     blocks = _blocks(out)
@@ -55,11 +64,13 @@ def test_router_example_prints_each_decision_and_the_calls_saved(tmp_path):
     assert [DECISION.search(b)[0] for b in _blocks(again)] == [d[0] for d in decisions]
 
 
-def test_chatbot_script_shows_each_turns_decision_and_evidence(tmp_path):
+def test_chatbot_script_shows_each_turns_decision_and_evidence(collected, tmp_path):
     script = tmp_path / "turns.txt"
     turns = ["Who wrote Hamlet?", "And when did he die?", "Is the Mona Lisa in the Louvre?"]
     script.write_text("\n".join(turns) + "\n\n")
-    out = _run("chatbot.py", "--script", str(script), "--n-fit", "10", "--window", "2")
+    outcomes, _ = collected
+    out = _run("chatbot.py", "--script", str(script), "--outcomes", str(outcomes), "--window", "2")
+    assert f"fitting on 10 outcome records from {outcomes}" in out
     blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
     assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
     judged = []

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from langchain_core.messages import AIMessageChunk
 from langchain_openai import ChatOpenAI
 
 from adaptive_gates.data import CorpusRecord
 from serve_process import serving
+
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 
 def test_chat_openai_talks_to_the_server_and_sees_the_decision(knn_gate, boolq, served_chat_model):
