@@ -32,6 +32,7 @@ from openai_server import openai_server, served_chat_model  # noqa: E402, F401
 from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
 from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     SHARED_DATA,
+    packaged_wiki_paragraphs,
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
@@ -62,6 +63,16 @@ def embedder():
     from adaptive_gates.models import default_embedder
 
     return default_embedder()
+
+
+@pytest.fixture(scope="session")
+def cached_embedder(embedder):
+    """The embedded MiniLM behind one memo for the session: several modules embed the
+    same real questions (the question pool, the outcome records), so each is embedded
+    once per process."""
+    from adaptive_gates.models.cached_embedder import CachedEmbedder
+
+    return CachedEmbedder(embedder)
 
 
 @pytest.fixture(scope="session")
@@ -117,12 +128,7 @@ def wiki_paragraphs() -> list[CorpusRecord]:
     if SHARED_DATA:
         rows = iter_jsonl(SHARED_DATA / "wiki_paragraph_corpus.jsonl")
         return [CorpusRecord(str(obj["id"]), obj.get("title") or "", obj["text"]) for _, obj in islice(rows, 3000)]
-    from adaptive_gates.datasets import packaged_corpus
-
-    first: dict[str, CorpusRecord] = {}
-    for record in packaged_corpus("boolq"):
-        first.setdefault(record.title, record)
-    return list(first.values())
+    return packaged_wiki_paragraphs()
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 (directly or through another fixture) carries the fixture's marks, so selecting by mark
 (``-m``) never misses a test because its author forgot the mark.
 
-The conftests import ``pytest_collection_modifyitems`` by name.
+The conftests import ``pytest_collection_modifyitems`` by name; it also puts the
+slowest test modules first (``scheduling``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+
+from scheduling import slowest_first
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _MARKS_OF_FIXTURE: dict[str, set[str]] = {}
@@ -33,3 +36,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for mark in _MARKS_OF_FIXTURE[name]:
                 if item.get_closest_marker(mark) is None:
                     item.add_marker(mark)
+    slowest_first(items)

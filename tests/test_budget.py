@@ -19,7 +19,6 @@ import pytest
 
 from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, label_outcomes, load_gate
 from adaptive_gates.data import load_outcomes, load_qa
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from shared_data import SHARED_DATA, reads_shared_data
 
 TARGET, WINDOW = 0.3, 200
@@ -60,11 +59,6 @@ def stream(outcome_records) -> _Stream:
         boolq[150 + N_CALIBRATION : 150 + N_CALIBRATION + N_EASY],
         truthful[150 : 150 + N_HARD],
     )
-
-
-@pytest.fixture(scope="module")
-def cached_embedder(embedder):
-    return CachedEmbedder(embedder)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from adaptive_gates import (
     listening,
     load_gate,
 )
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.chat import ChatReply
 from test_chat_gate_logic import ScriptedChat
 
@@ -34,8 +33,8 @@ class Calls(DecisionListener):
 
 
 @pytest.fixture(scope="module")
-def knn(outcome_records, embedder) -> SKRKnnGate:
-    return SKRKnnGate(CachedEmbedder(embedder), k=10, weighting="similarity").fit_outcomes(outcome_records)
+def knn(outcome_records, cached_embedder) -> SKRKnnGate:
+    return SKRKnnGate(cached_embedder, k=10, weighting="similarity").fit_outcomes(outcome_records)
 
 
 @pytest.fixture(scope="module")

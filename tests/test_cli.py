@@ -446,6 +446,8 @@ def _bad_invocations():
         ([*collect, "--model", "m", "--chat-model", "c"], "argument --chat-model: not allowed with argument --model"),
         ([*collect, "--concurrency", "3"], "--concurrency goes with --chat-model"),
         ([*collect, "--api-key-env", "HOME"], "--api-key-env goes with --chat-model"),
+        ([*collect, "--timeout", "5"], "--timeout goes with --chat-model"),
+        ([*collect, "--chat-model", "c", "--timeout", "0"], "argument --timeout: must be a positive number of seconds"),
         ([*collect, "--base-url", "http://127.0.0.1:9"], "--base-url goes with --chat-model"),
         (
             [*collect, "--chat-model", "c", "--api-key-env", "ADAPTIVE_GATES_UNSET_KEY_VAR"],

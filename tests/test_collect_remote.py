@@ -40,6 +40,18 @@ def six_questions(qa_records, tmp_path) -> Path:
     return path
 
 
+@pytest.fixture
+def request_timeout(openai_server, qa_records, corpus_path) -> str:
+    """``--timeout`` for the collections below, derived from what this machine takes now:
+    the server answers one request at a time, so a request may wait behind the others in
+    flight (3 at most here); ten times that is slower on a loaded machine, not red."""
+    passages = [json.loads(line)["text"] for line in corpus_path.read_text().splitlines()[:2]]
+    answerer = LLMAnswerer(openai_server.chat_model)
+    start = time.perf_counter()
+    answerer.answer(qa_records[0].question, passages)
+    return f"{10 * 3 * (time.perf_counter() - start):.1f}"
+
+
 def _collect(qa: Path, corpus: Path, out: Path, server: ChatCompletionsServer, *flags: str) -> list[str]:
     return [
         "collect",
@@ -95,10 +107,11 @@ def test_usage_of_an_openai_compatible_server_is_read_from_its_reply(openai_serv
 
 
 def test_collect_through_a_server_keeps_logprobs_and_token_counts(
-    openai_server, openai_base_url, six_questions, corpus_path, tmp_path, capsys
+    openai_server, openai_base_url, six_questions, corpus_path, request_timeout, tmp_path, capsys
 ):
     out = tmp_path / "outcomes.jsonl"
-    argv = _collect(six_questions, corpus_path, out, openai_server, "--concurrency", "3", "--top-logprobs", "3")
+    flags = ("--concurrency", "3", "--top-logprobs", "3", "--timeout", request_timeout)
+    argv = _collect(six_questions, corpus_path, out, openai_server, *flags)
     assert main(argv) == 0
     assert openai_server.requests == 2 * N  # each question asked once without, once with passages
 
@@ -140,12 +153,11 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
 
 
 def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
-    openai_server, openai_base_url, six_questions, corpus_path, tmp_path
+    openai_server, openai_base_url, six_questions, corpus_path, request_timeout, tmp_path
 ):
     out = tmp_path / "outcomes.jsonl"
-    argv = _collect(
-        six_questions, corpus_path, out, openai_server, "--concurrency", "3", "--batch-size", "3", "--no-logprobs"
-    )
+    flags = ("--concurrency", "3", "--batch-size", "3", "--no-logprobs", "--timeout", request_timeout)
+    argv = _collect(six_questions, corpus_path, out, openai_server, *flags)
     assert main([*argv, "--limit", "2"]) == 0
     assert openai_server.requests == 4 and len(load_outcomes(out)) == 2
     first = out.read_text()

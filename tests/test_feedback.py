@@ -23,7 +23,6 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
@@ -45,11 +44,6 @@ WIMBLEDON = [
 UNRELATED = ["who wrote the lord of the rings books", "how tall is mount everest in feet"]
 #: Judged over and over in the rule's tests (with the first known training question).
 HAMLET = "Who wrote the play Hamlet?"
-
-
-@pytest.fixture(scope="module")
-def cached_embedder(embedder):
-    return CachedEmbedder(embedder)
 
 
 @pytest.fixture

@@ -139,30 +139,15 @@ def test_real_data_gate_beats_nothing_worse_than_chance_bounds(outcome_records, 
     assert len(np.unique(scores)) > len(scores) / 5  # graded, not a handful of values
 
 
-class MemoEmbedder:
-    """The real embedder with a memo, so several gates share one embedding pass."""
-
-    def __init__(self, inner):
-        self.inner, self.memo = inner, {}
-        self.model_id, self.dimension = inner.model_id, inner.dimension
-
-    def embed(self, texts):
-        missing = [t for t in dict.fromkeys(texts) if t not in self.memo]
-        if missing:
-            self.memo.update(zip(missing, self.inner.embed(missing)))
-        return np.stack([self.memo[t] for t in texts])
-
-
 @pytest.fixture(scope="module")
 def question_pool(unlabelled_questions):
     """Up to 8,000 real unlabelled questions from more than one data set, shuffled."""
     return unlabelled_questions[:8000]
 
 
-def test_calibration_hits_target_rate_on_held_out_questions(outcome_records, embedder, question_pool):
-    memo = MemoEmbedder(embedder)
+def test_calibration_hits_target_rate_on_held_out_questions(outcome_records, cached_embedder, question_pool):
     dev, test = question_pool[: len(question_pool) // 2], question_pool[len(question_pool) // 2 :]
-    for gate in (SKRKnnGate(memo, k=10, weighting="similarity"), SKRClassifierGate(memo)):
+    for gate in (SKRKnnGate(cached_embedder, k=10, weighting="similarity"), SKRClassifierGate(cached_embedder)):
         gate.fit_outcomes(outcome_records)
         for target in (0.1, 0.3, 0.7):
             gate.calibrate(dev, target_rate=target)
@@ -172,13 +157,12 @@ def test_calibration_hits_target_rate_on_held_out_questions(outcome_records, emb
 
 
 def test_a_threshold_for_another_rate_comes_from_the_calibration_scores(
-    outcome_records, embedder, question_pool, tmp_path
+    outcome_records, cached_embedder, question_pool, tmp_path
 ):
     from adaptive_gates import load_gate
 
-    memo = MemoEmbedder(embedder)
     dev, test = question_pool[:2000], question_pool[2000:4000]
-    gate = SKRClassifierGate(memo).fit_outcomes(outcome_records)
+    gate = SKRClassifierGate(cached_embedder).fit_outcomes(outcome_records)
     with pytest.raises(ValueError, match="not calibrated"):
         gate.threshold_at_rate(0.3)
     gate.calibrate(dev, target_rate=0.3)
@@ -187,7 +171,7 @@ def test_a_threshold_for_another_rate_comes_from_the_calibration_scores(
     for rate in (0.1, 0.5, 0.8):  # rates the gate was not calibrated to, on unseen questions
         assert abs(np.mean(test_scores > gate.threshold_at_rate(rate)) - rate) <= 0.03, rate
     gate.save(tmp_path / "gate")
-    loaded = load_gate(tmp_path / "gate", embedder=memo)
+    loaded = load_gate(tmp_path / "gate", embedder=cached_embedder)
     assert loaded.threshold_at_rate(0.5) == gate.threshold_at_rate(0.5)
 
 

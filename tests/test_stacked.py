@@ -12,7 +12,6 @@ import pytest
 
 from adaptive_gates import (
     BudgetedGate,
-    CachedEmbedder,
     GateLoadError,
     NotFittedError,
     StackedGate,
@@ -34,9 +33,9 @@ SMALL = "skr-knn,popularity"
 
 
 @pytest.fixture(scope="module")
-def encoder(embedder):
+def encoder(cached_embedder):
     """MiniLM behind a memo: cross-fitting embeds each question many times."""
-    return CachedEmbedder(embedder)
+    return cached_embedder
 
 
 def _cut(records) -> int:

@@ -10,7 +10,6 @@ import pytest
 from adaptive_gates import (
     BackendError,
     BM25DifficultyGate,
-    CachedEmbedder,
     GateLoadError,
     LMHiddenStateRepresenter,
     ThrustGate,
@@ -245,12 +244,11 @@ def test_mismatched_representer_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def question_pool(unlabelled_questions):
+def question_pool(unlabelled_questions, cached_embedder):
     """2,200 real questions from more than one data set, embedded once with MiniLM."""
     pool = list(dict.fromkeys(unlabelled_questions[:2200]))
-    rep = CachedEmbedder(default_embedder())
-    rep.embed(pool)
-    return pool, rep
+    cached_embedder.embed(pool)
+    return pool, cached_embedder
 
 
 def test_levels_hold_on_held_out_questions(question_pool):

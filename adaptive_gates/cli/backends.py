@@ -18,14 +18,19 @@ if TYPE_CHECKING:
 
 
 def chat_model(args: argparse.Namespace) -> ChatModel | None:
-    """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url``, if any."""
+    """The OpenAI-compatible chat model of ``--chat-model`` / ``--base-url`` (and
+    ``--timeout`` where the command has it), if any."""
     if args.chat_model is None:
         if args.base_url:
             raise UsageError("--base-url goes with --chat-model")
         return None
     from ..models.openai_chat import OpenAIChatModel
 
-    return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=api_key(getattr(args, "api_key_env", None)))
+    key = api_key(getattr(args, "api_key_env", None))
+    timeout = getattr(args, "timeout", None)
+    if timeout is None:
+        return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=key)
+    return OpenAIChatModel(args.chat_model, base_url=args.base_url, api_key=key, timeout=timeout)
 
 
 def api_key(name: str | None, flag: str = "--api-key-env") -> str | None:

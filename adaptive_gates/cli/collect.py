@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import UsageError
-from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, top_logprobs
+from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
 from .files import input_file, output_file
 
@@ -53,6 +53,12 @@ def add_parser(sub: Any) -> None:
         "the API key (default: OPENAI_API_KEY; a server given by --base-url may need none)",
     )
     col.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="with --chat-model: how long one request may take before it is retried or fails (default: 30)",
+    )
+    col.add_argument(
         "--concurrency",
         type=positive_int,
         metavar="N",
@@ -94,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--concurrency goes with --chat-model (a local model answers a batch at once)")
     if args.api_key_env is not None and args.chat_model is None:
         raise UsageError("--api-key-env goes with --chat-model")
+    if args.timeout is not None and args.chat_model is None:
+        raise UsageError("--timeout goes with --chat-model")
     chat = chat_model(args)
     concurrency = args.concurrency or DEFAULT_CONCURRENCY
     # A batch is what is in flight at most: never fewer questions than requests allowed.

@@ -24,6 +24,8 @@ from typing import Any, Literal
 import numpy as np
 
 IndexKind = Literal["auto", "exact", "hnsw", "ivf"]
+#: faiss's own default seed for HNSW levels, offset by the rows already held.
+_HNSW_SEED = 12345
 INDEX_KINDS = ("auto", "exact", "hnsw", "ivf")
 
 #: Rows from which "auto" leaves the exact scan: about 1 ms for one exact search there
@@ -149,8 +151,19 @@ def build(settings: IndexSettings, vectors: np.ndarray) -> Any:
         ivf.make_direct_map()  # so the rows can be read back (entries, rebuilds)
         index = ivf
     configure(settings, index)
-    index.add(vectors)
+    add(index, vectors)
     return index
+
+
+def add(index: Any, vectors: np.ndarray) -> None:
+    """Append (normalised) rows. An HNSW index draws each new row's level from a random
+    generator that faiss does not save: it is seeded from the row count first, so a
+    loaded memory grows into the same graph as the one that was saved."""
+    import faiss
+
+    if structure(index) == "hnsw":
+        index.hnsw.rng = faiss.RandomGenerator(_HNSW_SEED + index.ntotal)
+    index.add(vectors)
 
 
 def configure(settings: IndexSettings, index: Any) -> None:

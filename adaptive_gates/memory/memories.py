@@ -244,7 +244,7 @@ class FaissMemory(_LabelledMemory):
         new_labels = check_added(vectors, labels, questions, self.dimension)
         normalised = l2_normalise(vectors)
         with self._lock:
-            self._index.add(normalised)
+            faiss_index.add(self._index, normalised)
             self._labels = np.concatenate([self._labels, new_labels])
             self._questions.extend(questions)
             rebuild = faiss_index.needs_rebuild(self.settings, self._index, self._trained_rows)
@@ -264,7 +264,7 @@ class FaissMemory(_LabelledMemory):
             fresh = faiss_index.build(self.settings, vectors)
             with self._lock:
                 if self._index.ntotal > rows:
-                    fresh.add(self._index.reconstruct_n(rows, self._index.ntotal - rows))
+                    faiss_index.add(fresh, self._index.reconstruct_n(rows, self._index.ntotal - rows))
                 faiss_index.configure(self.settings, fresh)  # set_search may have run meanwhile
                 self._index, self._trained_rows = fresh, rows
             logger.info("SKR memory of %d rows now searched with a %s index", rows, faiss_index.structure(fresh))
