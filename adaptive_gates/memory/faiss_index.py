@@ -162,7 +162,7 @@ def add(index: Any, vectors: np.ndarray) -> None:
     import faiss
 
     if structure(index) == "hnsw":
-        index.hnsw.rng = faiss.RandomGenerator(_HNSW_SEED + index.ntotal)
+        index.hnsw.rng = faiss.RandomGenerator(_HNSW_SEED + index.ntotal)  # type: ignore[attr-defined]  # not in faiss's stubs
     index.add(vectors)
 
 
