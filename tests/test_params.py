@@ -155,8 +155,9 @@ def test_clone_gives_an_unfitted_gate_with_equal_params(embedder, chat):
         assert copy.calibration_ is None
 
 
-def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, embedder):
+def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, cached_embedder):
     questions = [r.question for r in outcome_records]
+    embedder = cached_embedder  # each gate and each refit embeds the same questions: once
     fitted = [
         SKRKnnGate(embedder, k=5).fit_outcomes(outcome_records),
         SKRClassifierGate(embedder).fit_outcomes(outcome_records),

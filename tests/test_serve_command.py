@@ -57,10 +57,13 @@ def test_no_save_leaves_the_gate_directory_as_it_was(served_gate_dir, served_cor
     assert {p.name: p.read_bytes() for p in gate_dir.iterdir()} == before
 
 
-def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_corpus, tmp_path):
-    def run(*args: object) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_corpus, tmp_path, capsys, monkeypatch):
+    """Each mistake is one error and exit status 2, before a model loads or a port opens:
+    the first through the console command, the others in this process (where loading or
+    listening would fail the test)."""
+    from adaptive_gates.cli import main
+    from adaptive_gates.models.embedder import SentenceEmbedder
+    from adaptive_gates.models.loaded_lm import LoadedCausalLM
 
     nowhere = f"http://127.0.0.1:{free_port()}"
     cases = [
@@ -71,7 +74,22 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
     ]
-    for args, says in cases:
-        result = run(*args)
-        assert result.returncode == 2 and says in result.stderr, (args, result.stderr)
-        assert result.stderr.startswith("adaptive-gates: error:") or "usage:" in result.stderr
+    (args, says), *in_process = cases
+    command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and says in result.stderr, (args, result.stderr)
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("work began before the command line was checked")
+
+    monkeypatch.setattr(SentenceEmbedder, "_load", refuse)
+    monkeypatch.setattr(LoadedCausalLM, "_load", refuse)
+    monkeypatch.setattr("uvicorn.run", refuse)
+    for args, says in in_process:
+        try:
+            status = main(["serve", *map(str, args)])
+        except SystemExit as exit:  # argparse's usage errors
+            status = exit.code
+        stderr = capsys.readouterr().err
+        assert status == 2 and says in stderr, (args, stderr)
+        assert stderr.startswith("adaptive-gates: error:") or "usage:" in stderr

@@ -1,6 +1,7 @@
 """``adaptive-gates serve`` over Milvus: the SKR memory and the corpus in a real Milvus
 (Lite) server process, two serve processes sharing them, feedback written through one
-seen by the other, and a restart that comes back with the same decisions."""
+seen by the other, and a server started after the database restarted that comes back
+with the same decisions."""
 
 from __future__ import annotations
 
@@ -66,13 +67,11 @@ def test_two_servers_share_one_memory_and_a_restart_decides_the_same(
             passages = decision(second.url, retrieved)["passages"]
             assert len(passages) == 3 and all(p["id"] and p["text"] for p in passages)
             expected = {q: decision(second.url, q)["decision"] for q in [*direct, retrieved]}
-        # a restart of a server, then of the database, comes back with the same decisions
-        for restart_database in (False, True):
-            if restart_database:
-                milvus.restart()
-            with ServeProcess(*args) as again:
-                for question, wanted in expected.items():
-                    got = decision(again.url, question)["decision"]
-                    assert got | {"latency_ms": 0} == wanted | {"latency_ms": 0}
+        # a new server on the restarted database comes back with the same decisions
+        milvus.restart()
+        with ServeProcess(*args) as again:
+            for question, wanted in expected.items():
+                got = decision(again.url, question)["decision"]
+                assert got | {"latency_ms": 0} == wanted | {"latency_ms": 0}
     # the gate's directory was left as it was: the database holds what feedback taught
     assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 0

@@ -175,10 +175,11 @@ def test_a_threshold_for_another_rate_comes_from_the_calibration_scores(
     assert loaded.threshold_at_rate(0.5) == gate.threshold_at_rate(0.5)
 
 
-def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(outcome_records, embedder):
+def test_cross_fitted_calibration_sets_a_threshold_from_out_of_fold_scores(outcome_records, cached_embedder):
     from adaptive_gates.evaluation import cross_fitted_scores, fit_calibrated
 
-    make = lambda: SKRKnnGate(embedder, k=10, weighting="similarity")  # noqa: E731
+    # every fold embeds the same records again: the memo embeds each once
+    make = lambda: SKRKnnGate(cached_embedder, k=10, weighting="similarity")  # noqa: E731
     gate = fit_calibrated(make, outcome_records, target_rate=0.3)
     oof = cross_fitted_scores(make, outcome_records)
     assert gate.calibration_.method == "rate" and gate.calibration_.n == len(outcome_records)

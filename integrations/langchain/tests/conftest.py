@@ -17,6 +17,7 @@ from .stores import faiss_store
 # The core suite's shared checks (pythonpath in pyproject.toml) report like test code.
 pytest.register_assert_rewrite("openai_server", "collect_checks", "feedback_checks")
 from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
+from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
 from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     pytest_runtest_call,
     pytest_runtest_setup,

@@ -27,6 +27,7 @@ pytest.register_assert_rewrite(
 # imported once the rewrite is registered; the names are fixtures
 from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
 from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     pytest_runtest_call,
     pytest_runtest_setup,
