@@ -42,14 +42,17 @@ SLOWEST = (
     "tests/test_persistence_safety.py",
     "tests/test_local_chat_stream.py",
     # the LlamaIndex session (its own folder)
-    "tests/test_readme.py",
     "tests/test_rerank.py",
-    "tests/test_example.py",
-    "tests/test_chat_engine.py",
+    "tests/test_readme.py",
     "tests/test_query_engine.py",
     "tests/test_context_chat_engine.py",
+    "tests/test_chat_engine.py",
     "tests/test_example_workflow.py",
+    "tests/test_example.py",
     "tests/test_selector.py",
+    "tests/test_feedback.py",
+    "tests/test_core_chat.py",
+    "tests/test_offline.py",
 )
 
 #: Modules that embed prefixes of one shuffled question pool (``unlabelled_questions``)

@@ -16,7 +16,7 @@ from adaptive_gates.evaluation import cross_fitted_decisions, random_band
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "selective_qa_demo.py"
 PER_TASK, FOLDS = 60, 3
 #: Questions the small model answers on both branches to fit the gate, then through it.
-N_FIT, N_DEMO = 12, 4
+N_FIT, N_DEMO = 8, 4
 
 
 @pytest.fixture(scope="module")

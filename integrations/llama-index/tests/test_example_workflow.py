@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_workflow.py"
@@ -65,6 +68,9 @@ def test_the_workflow_example_with_the_verbalized_gate():
     _check(done.stdout, "verbalized", 1)
 
 
-def test_a_bad_size_is_refused():
-    done = _run("--top-k", "0")
-    assert done.returncode == 2 and "--top-k must be at least 1" in done.stderr
+def test_a_bad_size_is_refused(monkeypatch, capsys):
+    # in this process: a refusal comes before any work, so there is nothing to isolate
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLE), "--top-k", "0"])
+    with pytest.raises(SystemExit) as refused:
+        runpy.run_path(str(EXAMPLE), run_name="__main__")
+    assert refused.value.code == 2 and "--top-k must be at least 1" in capsys.readouterr().err
