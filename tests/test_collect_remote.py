@@ -164,14 +164,18 @@ def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
 
     # The console script, killed while its requests are in flight (the server holds them).
     openai_server.set_fault(Fault.HANG)
+    started = time.perf_counter()
     run = subprocess.Popen([str(SCRIPT), *argv], env=_script_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         while openai_server.requests < 2 + 3 and run.poll() is None:
             time.sleep(0.05)
+        held = run.poll() is None and time.perf_counter() - started
     finally:
         run.kill()
         run.communicate()
-    assert openai_server.requests == 2 + 3  # three requests in flight, no more
+    # three requests held at once, before any of them could time out, and no more
+    assert held and held < float(request_timeout), (held, request_timeout)
+    assert openai_server.requests == 2 + 3
     assert out.read_text() == first  # the batch in flight was not written
 
     openai_server.reset()  # healthy again, the request count back to zero
