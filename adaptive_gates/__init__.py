@@ -7,7 +7,7 @@ Heavy backends (torch, transformers, sentence-transformers) load lazily.
 
 from .calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
 from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcomes, load_qa
-from .decision import GateDecision, RetrievalMode
+from .decision import ROUTES, AnswerRoute, GateDecision, RetrievalMode
 from .errors import (
     AdaptiveGatesError,
     BackendError,
@@ -65,8 +65,10 @@ from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
 __version__ = "0.1.0"
 
 __all__ = [
+    "ROUTES",
     "AdaptiveGatesError",
     "AnswerCandidate",
+    "AnswerRoute",
     "BM25DifficultyGate",
     "BackendError",
     "BackendMisconfiguredError",

@@ -12,6 +12,14 @@ from typing import Any, Literal
 RetrievalMode = Literal["auto", "always", "never"]
 RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("auto", "always", "never")
 
+#: How a question is answered after a decision: over retrieved passages, by the LLM
+#: alone, or with the gate's own draft answer (no further LLM call).
+AnswerRoute = Literal["retrieve", "direct", "draft"]
+RETRIEVE: AnswerRoute = "retrieve"
+DIRECT: AnswerRoute = "direct"
+DRAFT: AnswerRoute = "draft"
+ROUTES: tuple[AnswerRoute, ...] = (RETRIEVE, DIRECT, DRAFT)
+
 
 def check_retrieval_mode(mode: object, what: str = "retrieval") -> RetrievalMode:
     """``mode`` if it is one of ``RETRIEVAL_MODES``, else ``ValueError`` naming ``what``."""
@@ -88,6 +96,18 @@ class GateDecision:
             details=details or {},
             error=error,
         )
+
+    @property
+    def route(self) -> AnswerRoute:
+        """How to answer: ``"retrieve"`` when the gate retrieves; ``"draft"`` when it
+        does not and drafted a usable (non-blank) answer; else ``"direct"``. Every door
+        (the frameworks' routers, the server) answers by this one rule; a door that does
+        not reuse drafts answers a ``"draft"`` route directly."""
+        if self.retrieve:
+            return RETRIEVE
+        if isinstance(self.draft_answer, str) and self.draft_answer.strip():
+            return DRAFT
+        return DIRECT
 
     @property
     def is_fallback(self) -> bool:

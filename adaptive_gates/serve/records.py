@@ -9,19 +9,10 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from ..decision import GateDecision
+from ..decision import AnswerRoute, GateDecision
 from ..retrieval.base import Hit
-
-Route = Literal["direct", "retrieve", "draft"]
-
-
-def route_of(decision: GateDecision, answer_from_draft: bool) -> Route:
-    """``retrieve``, ``draft`` (the gate's own answer served, no LLM call) or ``direct``."""
-    if decision.retrieve:
-        return "retrieve"
-    return "draft" if answer_from_draft else "direct"
 
 
 @dataclass
@@ -30,14 +21,14 @@ class ServedDecision:
     and where the time went (milliseconds)."""
 
     id: str
-    route: Route
+    route: AnswerRoute
     decision: GateDecision
     passages: list[Hit] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def new(cls, decision: GateDecision, route: Route, passages: list[Hit]) -> ServedDecision:
-        return cls(f"dec-{uuid.uuid4().hex}", route, decision, passages, {"gate": decision.latency_ms})
+    def new(cls, decision: GateDecision, passages: list[Hit]) -> ServedDecision:
+        return cls(f"dec-{uuid.uuid4().hex}", decision.route, decision, passages, {"gate": decision.latency_ms})
 
     def summary(self) -> dict[str, Any]:
         """The few fields the response header carries."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..answering import DEFAULT_INSTRUCTION, build_prompt
+from ..decision import DRAFT
 from ..errors import BackendMisconfiguredError
 from ..gates.base import Gate
 from ..models.chat import ChatModel, Message
@@ -28,7 +29,7 @@ from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
 from .metrics import ServeMetrics
-from .records import DecisionBook, ServedDecision, Tally, route_of
+from .records import DecisionBook, ServedDecision, Tally
 
 logger = logging.getLogger(__name__)
 
@@ -132,8 +133,8 @@ class ChatService:
         retrieval_ms = 0.0
         if decision.retrieve:
             passages, retrieval_ms = await self._retrieve(turn.judged)
-        draft = decision.draft_answer if not decision.retrieve and decision.draft_answer else None
-        served = ServedDecision.new(decision, route_of(decision, draft is not None), passages)
+        draft = decision.draft_answer if decision.route == DRAFT else None
+        served = ServedDecision.new(decision, passages)
         served.latency_ms["retrieval"] = retrieval_ms
         prompt = build_prompt(turn.question, [h.as_passage() for h in passages], self.instruction)
         upstream_messages = [*turn.earlier, {"role": "user", "content": prompt}]

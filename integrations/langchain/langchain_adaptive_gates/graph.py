@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.decision import DRAFT, RETRIEVE
 
 from .gate_runnable import GateRunnable
 
@@ -61,12 +62,10 @@ def route_on_decision(
                 f"(state keys: {sorted(map(str, state))})"
             )
         decision = state[decision_key]
-        if isinstance(decision, GateDecision):
-            wants, answered = decision.retrieve, decision.draft_answer is not None
-        else:
-            wants, answered = decision["retrieve"], decision.get("draft_answer") is not None
-        if wants:
+        if not isinstance(decision, GateDecision):  # kept in the state as its dict
+            decision = GateDecision.from_dict(decision)
+        if decision.route == RETRIEVE:
             return retrieve
-        return draft if draft is not None and answered else direct
+        return draft if draft is not None and decision.route == DRAFT else direct
 
     return route

@@ -1,6 +1,7 @@
 """Which named route a gate decision takes: the decision itself and score bands.
 
-``RouteChoice`` is the router's default choice: a draft answer takes the draft route,
+``RouteChoice`` is the router's default choice: a usable draft answer
+(``GateDecision.route``) takes the draft route,
 a decision without a score (forced by the request or a fallback) goes by its verdict
 to the retrieve or direct route, and a scored decision goes to the band of its score
 (``ScoreBands``), or by its verdict when no bands are set. Any function
@@ -16,13 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from adaptive_gates import GateDecision
-
-#: The route of a decision to answer without retrieving.
-DIRECT = "direct"
-#: The route of a decision to retrieve.
-RETRIEVE = "retrieve"
-#: The route answering with the gate's own draft (a confident verbalized reply).
-DRAFT = "draft"
+from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE
 
 #: A choice of route: the name of the route ``decision`` takes.
 Choose = Callable[[GateDecision], str]
@@ -79,7 +74,7 @@ class RouteChoice:
     drafts: bool = True
 
     def __call__(self, decision: GateDecision) -> str:
-        if self.drafts and not decision.retrieve and decision.draft_answer is not None:
+        if self.drafts and decision.route == DRAFT:
             return DRAFT
         if self.bands is None or math.isnan(decision.score):
             return RETRIEVE if decision.retrieve else DIRECT

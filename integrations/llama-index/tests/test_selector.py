@@ -22,7 +22,7 @@ from llama_index.selectors.adaptive_gates import (
     route_of,
 )
 
-from adaptive_gates import BackendError, PopularityGate, SKRKnnGate, VerbalizedGate
+from adaptive_gates import BackendError, GateDecision, PopularityGate, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models import ChatReply
 
 from .doubles import ScriptedChat
@@ -176,6 +176,15 @@ def test_a_drafted_answer_takes_the_draft_route(index, llm):
     assert decision_of(selection).draft_answer == "Paris" and route_of(decision_of(selection)) == "draft"
     # without a draft route, a draft goes where direct answers go
     assert GateSelector(gate).select(choices[:2], "Capital of France?").ind == 0
+
+
+@pytest.mark.parametrize("draft, route", [(None, "direct"), ("", "direct"), ("  ", "direct"), ("Paris", "draft")])
+def test_only_a_usable_draft_takes_the_draft_route(draft, route):
+    """The decision's own route, as the other doors read it: a blank draft is answered
+    directly, and so is any draft when drafts are not reused."""
+    decision = GateDecision(False, 0.1, 0.5, "g", question="q", draft_answer=draft)
+    assert route_of(decision) == decision.route == route
+    assert route_of(decision, reuse_draft=False) == "direct"
 
 
 def test_a_failing_llm_ends_in_the_recorded_fallback_and_the_query_still_answers(index, llm, observed):

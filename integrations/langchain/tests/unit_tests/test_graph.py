@@ -65,6 +65,8 @@ def test_a_draft_route_takes_the_gates_own_answer():
     decided = gate_node(gate).invoke({"question": "What is the capital of France?"})
     assert decided["gate_decision"]["draft_answer"] == "Paris" and route(decided) == "draft"
     assert route_on_decision()(decided) == "direct"  # without a draft node, the direct one
+    blank = {**decided, "gate_decision": {**decided["gate_decision"], "draft_answer": " "}}
+    assert route(blank) == "direct"  # a blank draft is no answer, as at every door
 
 
 def test_a_state_without_the_question_gets_the_recorded_fallback(knn_gate):

@@ -9,7 +9,7 @@ import math
 import pytest
 from langchain_core.runnables import RunnableLambda
 
-from adaptive_gates import SKRKnnGate, VerbalizedGate
+from adaptive_gates import GateDecision, SKRKnnGate, VerbalizedGate
 from langchain_adaptive_gates import (
     METADATA_KEY,
     ROUTE_METADATA_KEY,
@@ -156,3 +156,12 @@ def test_routes_are_checked_when_the_router_is_built(knn3_gate):
         knn3_gate, routes={**_routes(), "draft": RunnableLambda(str)}, draft=None, choose=lambda d: "draft"
     )
     assert own.invoke(KNOWN_Q) == KNOWN_Q
+
+
+@pytest.mark.parametrize("draft, route", [(None, "direct"), ("", "direct"), ("  ", "direct"), ("Paris", "draft")])
+def test_only_a_usable_draft_takes_the_draft_route(draft, route):
+    """The router reads the decision's own route, as the other doors do: a blank draft
+    is answered directly."""
+    decision = GateDecision(False, 0.1, 0.5, "g", question="q", draft_answer=draft)
+    assert RouteChoice()(decision) == decision.route == route
+    assert RouteChoice(drafts=False)(decision) == "direct"

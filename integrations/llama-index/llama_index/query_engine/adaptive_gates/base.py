@@ -24,10 +24,11 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
-from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, response_feedback, route_of
+from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
 from adaptive_gates import Gate
+from adaptive_gates.decision import DRAFT, RETRIEVE
 from adaptive_gates.feedback import Feedback
 from adaptive_gates.prompts import QA
 

@@ -27,9 +27,10 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.settings import Settings
-from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, decide, response_feedback, route_of
+from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.decision import DRAFT, RETRIEVE
 from adaptive_gates.feedback import Feedback
 
 from .base import METADATA_KEY, ROUTE_KEY

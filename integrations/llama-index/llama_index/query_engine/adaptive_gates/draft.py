@@ -26,9 +26,10 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.events import GateDecisionEvent
-from llama_index.selectors.adaptive_gates.gating import DIRECT, DRAFT, route_of
+from llama_index.selectors.adaptive_gates.gating import route_of
 
 from adaptive_gates import GateDecision
+from adaptive_gates.decision import DIRECT, DRAFT
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
 

@@ -1,7 +1,9 @@
 """A gate as a LlamaIndex selector, and the gates' instrumentation events."""
 
+from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE, ROUTES
+
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
-from .gating import DIRECT, DRAFT, RETRIEVE, ROUTES, response_feedback, route_of
+from .gating import response_feedback, route_of
 from .reason import decision_of
 from .selector import DEFAULT_ROUTES, GateSelector
 

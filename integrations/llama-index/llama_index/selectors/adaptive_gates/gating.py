@@ -19,16 +19,11 @@ from typing import Any, NamedTuple
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
+from adaptive_gates.decision import DIRECT, DRAFT, AnswerRoute
 from adaptive_gates.feedback import Feedback
 
 from .events import fire_decision, forwarding_unless_scoped
 from .reason import decision_of
-
-#: How a query is answered after a decision: ``"retrieve"`` (over retrieved nodes),
-#: ``"direct"`` (the LLM alone) or ``"draft"`` (the gate's own draft answer, with no
-#: further LLM call).
-RETRIEVE, DIRECT, DRAFT = "retrieve", "direct", "draft"
-ROUTES = (RETRIEVE, DIRECT, DRAFT)
 
 
 class Decided(NamedTuple):
@@ -88,14 +83,11 @@ async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     return _fired(question, taken.decision, on)
 
 
-def route_of(decision: GateDecision, reuse_draft: bool = True) -> str:
-    """How to answer after ``decision`` (one of ``ROUTES``): ``draft`` when the gate did
-    not retrieve, drafted a non-blank answer and drafts are reused."""
-    if decision.retrieve:
-        return RETRIEVE
-    if reuse_draft and decision.draft_answer and decision.draft_answer.strip():
-        return DRAFT
-    return DIRECT
+def route_of(decision: GateDecision, reuse_draft: bool = True) -> AnswerRoute:
+    """How to answer after ``decision`` (one of ``ROUTES``): its ``route``, with a
+    ``draft`` answered directly when drafts are not reused."""
+    route = decision.route
+    return DIRECT if route == DRAFT and not reuse_draft else route
 
 
 def response_feedback(gate: Gate, response: Any, correct: bool) -> Feedback:

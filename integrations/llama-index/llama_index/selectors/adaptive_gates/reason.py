@@ -16,6 +16,7 @@ from typing import Any
 from llama_index.core.base.base_selector import MultiSelection, SingleSelection
 
 from adaptive_gates import GateDecision
+from adaptive_gates.decision import DRAFT
 
 #: Starts the reason's last line; the rest of that line is ``GateDecision.to_dict`` as JSON.
 DECISION_PREFIX = "gate decision: "
@@ -34,7 +35,7 @@ def selection_reason(route: str, decision: GateDecision, payload: dict[str, Any]
     else:
         comparison = ">" if decision.retrieve else "<="
         why = f"{decision.gate} scored {decision.score:.4g} {comparison} threshold {decision.threshold:.4g}"
-        if decision.draft_answer is not None:
+        if decision.route == DRAFT:
             why += " and drafted an answer"
     return f"{route}: {why}\n{DECISION_PREFIX}{json.dumps(decision.to_dict() if payload is None else payload)}"
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.selectors.adaptive_gates.gating import DRAFT, RETRIEVE, adecide, route_of
+from llama_index.selectors.adaptive_gates.gating import adecide, route_of
 
 from adaptive_gates import Gate
+from adaptive_gates.decision import DRAFT, RETRIEVE
 
 from .events import AnswerDirectlyEvent, DraftAnswerEvent, RetrieveEvent
 

@@ -14,9 +14,9 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.settings import Settings
 from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
 from llama_index.query_engine.adaptive_gates.base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
-from llama_index.selectors.adaptive_gates.gating import DIRECT, DRAFT, RETRIEVE
 
 from adaptive_gates import Gate
+from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE
 
 from .events import AnswerDirectlyEvent, DraftAnswerEvent, GateRouteEvent, NodesRetrievedEvent, RetrieveEvent
 from .routing import gate_route_event

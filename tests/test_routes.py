@@ -1,0 +1,64 @@
+"""The route of a decision, decided once in ``GateDecision.route``, and the server
+answering by it: a blank draft is no answer to serve."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from adaptive_gates import ROUTES, GateDecision, PopularityGate
+from adaptive_gates.models.openai_chat import OpenAIChatModel
+from adaptive_gates.retrieval import BM25Retriever
+from adaptive_gates.serve import ChatService
+
+
+def decision(retrieve: bool, draft: str | None) -> GateDecision:
+    return GateDecision(retrieve, 0.9 if retrieve else 0.1, 0.5, "g", question="q", draft_answer=draft)
+
+
+@pytest.mark.parametrize(
+    "retrieve, draft, route",
+    [
+        (True, None, "retrieve"),
+        (True, "Paris", "retrieve"),  # a draft beside retrieval is not served
+        (False, None, "direct"),
+        (False, "", "direct"),
+        (False, "  \n", "direct"),
+        (False, "Paris", "draft"),
+    ],
+)
+def test_the_route_follows_the_verdict_and_a_usable_draft(retrieve, draft, route):
+    assert decision(retrieve, draft).route == route
+    assert route in ROUTES
+
+
+def test_forced_and_fallback_decisions_route_by_their_verdict():
+    assert GateDecision.forced("q", "g", "never").route == "direct"
+    assert GateDecision.forced("q", "g", "always").route == "retrieve"
+    assert GateDecision.fallback("q", "g", True, "timed out").route == "retrieve"
+    assert GateDecision.fallback("q", "g", False, "timed out").route == "direct"
+
+
+class Drafting(PopularityGate):
+    """A popularity gate whose decisions carry a fixed draft answer."""
+
+    def __init__(self, draft: str) -> None:
+        super().__init__()
+        self.draft = draft
+
+    def decide(self, question: str) -> GateDecision:
+        return dataclasses.replace(super().decide(question), retrieve=False, draft_answer=self.draft)
+
+    async def adecide(self, question: str) -> GateDecision:
+        return self.decide(question)
+
+
+@pytest.mark.parametrize("draft, route", [("", "direct"), ("  ", "direct"), ("Paris", "draft")])
+def test_the_server_serves_a_draft_only_when_it_is_usable(draft, route, corpus_path):
+    never_called = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")  # prepare() asks no upstream
+    service = ChatService(Drafting(draft), BM25Retriever.from_jsonl(corpus_path), never_called)
+    prepared = asyncio.run(service.prepare([{"role": "user", "content": "What is the capital of France?"}], {}))
+    assert prepared.served.route == route
+    assert prepared.draft == (draft if route == "draft" else None)
