@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..constraints import Integer, Real, validate_params
+from ..driving import adrive, drive
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatModel, ChatReply, Message, SyncChatModel, with_achat
@@ -40,8 +41,6 @@ _shared_deadline: ContextVar[float | None] = ContextVar("chat_deadline", default
 
 Replies = list[ChatReply | Exception]
 Scored = Assessment
-R = TypeVar("R")
-S = TypeVar("S")
 T = TypeVar("T")
 
 #: What ``ChatBackend`` (and so every chat-backed gate) takes for how it asks.
@@ -60,7 +59,8 @@ class Round:
 
 #: A gate's scoring as rounds: it yields each ``Round``, is sent back its replies (or
 #: the exception of each failed request), and returns the need scores and evidence.
-#: Written once, it is driven by ``ChatBackend.run`` (blocking) and ``arun`` (awaited).
+#: Written once, it is driven by ``ChatBackend.run`` (blocking) and ``arun`` (awaited),
+#: through ``adaptive_gates.driving``.
 Rounds = Generator[Round, Replies, Scored]
 
 
@@ -142,20 +142,15 @@ class ChatBackend:
     def run(self, rounds: Rounds) -> Scored:
         """Drive a gate's scoring, asking each round; all rounds share one deadline."""
         with self.shared_deadline():
-            step = advance(rounds, None)
-            while isinstance(step, Round):
-                step = advance(rounds, self.ask(step.conversations, purpose=step.purpose, **step.options))
-            return step
+            return drive(rounds, lambda r: self.ask(r.conversations, purpose=r.purpose, **r.options))
 
     async def arun(self, rounds: Rounds) -> Scored:
         """``run`` awaited: requests are awaited, and the gate's own work between them
         (prompts, embeddings, parsing) runs in a worker thread."""
         with self.shared_deadline():
-            step = await asyncio.to_thread(advance, rounds, None)
-            while isinstance(step, Round):
-                replies = await self.aask(step.conversations, purpose=step.purpose, **step.options)
-                step = await asyncio.to_thread(advance, rounds, replies)
-            return step
+            return await adrive(
+                rounds, lambda r: self.aask(r.conversations, purpose=r.purpose, **r.options), resume_in_thread=True
+            )
 
     @contextlib.contextmanager
     def shared_deadline(self) -> Iterator[None]:
@@ -227,15 +222,6 @@ class AsksInRounds:
 
     async def _ascore(self, questions: list[str]) -> Scored:
         return await self._backend.arun(self._rounds(questions))
-
-
-def advance(rounds: Generator[R, S, T], sent: S | None) -> R | T:
-    """The next request of ``rounds`` after sending it ``sent`` (``None`` to start),
-    or its result once it is done. (A ``StopIteration`` cannot cross a future.)"""
-    try:
-        return next(rounds) if sent is None else rounds.send(sent)
-    except StopIteration as done:
-        return done.value
 
 
 class _Reported:

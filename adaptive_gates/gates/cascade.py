@@ -21,7 +21,6 @@ stage fails on is decided by the cheap stage (``details["costly_error"]`` says w
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
@@ -33,10 +32,10 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from ..constraints import Constraint, InstanceOf, Real
+from ..driving import adrive, drive
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
-from .asking import advance
 from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .base import Gate
 from .saved import save_member
@@ -75,9 +74,9 @@ class _Ask:
 
 
 #: The cascade's scoring as rounds, written once: it yields each stage's ``_Ask``, is
-#: sent back that gate's assessment (or the exception it raised), and returns the
-#: combined assessment. ``_score`` drives it blocking, ``_ascore`` awaited.
-_Stages = Generator[_Ask, Assessment | Exception, Assessment]
+#: sent back that gate's assessment (or has the exception it raised thrown in), and
+#: returns the combined assessment. ``_score`` drives it blocking, ``_ascore`` awaited.
+_Stages = Generator[_Ask, Assessment, Assessment]
 
 
 class _Band(Constraint):
@@ -191,30 +190,12 @@ class CascadeGate(Gate):
         return self.cheap.threshold_
 
     def _score(self, questions: list[str]) -> Assessment:
-        # Closed on the way out, so a stage cut short (interrupted, cancelled) ends its
-        # listening scope here, in this context, not whenever the generator is collected.
-        with contextlib.closing(self._stages(questions)) as stages:
-            step = advance(stages, None)
-            while isinstance(step, _Ask):
-                judged: Assessment | Exception
-                try:
-                    judged = step.gate.assess(step.questions, listeners=self._listeners)
-                except Exception as exc:  # the stage decides what a failing gate means
-                    judged = exc
-                step = advance(stages, judged)  # type: ignore[misc]  # mypy cannot solve S from a union sent
-            return step
+        return drive(self._stages(questions), lambda ask: ask.gate.assess(ask.questions, listeners=self._listeners))
 
     async def _ascore(self, questions: list[str]) -> Assessment:
-        with contextlib.closing(self._stages(questions)) as stages:  # as in _score
-            step = advance(stages, None)
-            while isinstance(step, _Ask):
-                judged: Assessment | Exception
-                try:
-                    judged = await step.gate.aassess(step.questions, listeners=self._listeners)
-                except Exception as exc:  # the stage decides what a failing gate means
-                    judged = exc
-                step = advance(stages, judged)  # type: ignore[misc]  # mypy cannot solve S from a union sent
-            return step
+        return await adrive(
+            self._stages(questions), lambda ask: ask.gate.aassess(ask.questions, listeners=self._listeners)
+        )
 
     def _verdicts(
         self, scores: np.ndarray, threshold: float, evidence: list[dict[str, Any]], taken: list[Verdict | None]
@@ -238,12 +219,13 @@ class CascadeGate(Gate):
         costly = (yield from self._stage(self.costly, [questions[i] for i in escalated])) if escalated else None
         return self._combine(cheap, escalated, costly)
 
-    def _stage(self, gate: Gate, questions: list[str]) -> Generator[_Ask, Assessment | Exception, _Stage]:
+    def _stage(self, gate: Gate, questions: list[str]) -> Generator[_Ask, Assessment, _Stage]:
         counter = _CallCounter()
         with listening(counter):  # open across the yield: it counts the driver's call to the gate
-            judged = yield _Ask(gate, questions)
-            if isinstance(judged, Exception):  # a failing stage is decided around, not raised through
-                return self._failed(gate, questions, counter, judged)
+            try:
+                judged = yield _Ask(gate, questions)
+            except Exception as exc:  # a failing stage is decided around, not raised through
+                return self._failed(gate, questions, counter, exc)
         return _Stage(judged, counter.calls)
 
     def _failed(self, gate: Gate, questions: list[str], counter: _CallCounter, exc: Exception) -> _Stage:

@@ -3,7 +3,8 @@
 A piece of work that waits on LangChain (a runnable's call, a gate's decisions, a
 custom event) is a generator that yields each step and is sent back what it gave
 (or has the step's exception thrown in). ``run`` drives it blocking, ``arun``
-awaiting: only the awaits differ, as the core's rounds do for a gate's LLM requests.
+awaiting, with the core's drivers (``adaptive_gates.driving``), as a gate's rounds of
+LLM requests are driven.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from adaptive_gates import Gate, GateDecision
+from adaptive_gates.driving import adrive, drive
 from adaptive_gates.listeners import listening
 
 from .llm_events import LLMCalls
@@ -75,37 +77,11 @@ Step = Invoke | Decide | Dispatch
 Steps = Generator[Step, Any, T]
 
 
-@dataclass(frozen=True)
-class _Finished:
-    value: Any
-
-
-def _next(steps: Steps[Any], sent: Any, raised: Exception | None) -> Step | _Finished:
-    """The next step of ``steps`` after sending it what the last one gave (or throwing
-    in what it raised), or its result once it is done."""
-    try:
-        return steps.throw(raised) if raised is not None else steps.send(sent)
-    except StopIteration as done:
-        return _Finished(done.value)
-
-
 def run(steps: Steps[T]) -> T:
     """Drive ``steps`` blocking."""
-    sent, raised = None, None
-    while not isinstance(step := _next(steps, sent, raised), _Finished):
-        try:
-            sent, raised = step.run(), None
-        except Exception as exc:  # the work decides what a failing step means
-            sent, raised = None, exc
-    return step.value
+    return drive(steps, lambda step: step.run())
 
 
 async def arun(steps: Steps[T]) -> T:
     """Drive ``steps``, awaiting each step."""
-    sent, raised = None, None
-    while not isinstance(step := _next(steps, sent, raised), _Finished):
-        try:
-            sent, raised = await step.arun(), None
-        except Exception as exc:  # the work decides what a failing step means
-            sent, raised = None, exc
-    return step.value
+    return await adrive(steps, lambda step: step.arun())
