@@ -45,6 +45,9 @@ class GateDecision:
         draft_answer: an answer the gate already produced (e.g. a confident
             verbalized reply), so the direct branch need not call the LLM again.
         error: why a fallback decision was taken; ``None`` for a normal decision.
+        llm_calls: the LLM requests the gate made to decide (a share of its batch's
+            requests where only the batch is counted, as a cascade's stage is);
+            ``None`` for a gate that does not ask an LLM through a chat model.
     """
 
     retrieve: bool
@@ -56,6 +59,7 @@ class GateDecision:
     details: dict[str, Any] = field(default_factory=dict)
     draft_answer: str | None = None
     error: str | None = None
+    llm_calls: float | None = None
 
     @classmethod
     def forced(cls, question: object, gate: str, retrieval: RetrievalMode) -> GateDecision:
@@ -83,6 +87,7 @@ class GateDecision:
         threshold: float = math.nan,
         latency_ms: float = 0.0,
         details: dict[str, Any] | None = None,
+        llm_calls: float | None = None,
     ) -> GateDecision:
         """The decision taken when ``gate`` could not judge ``question``: its fallback
         verdict ``retrieve``, no score, and why as ``error``."""
@@ -95,6 +100,7 @@ class GateDecision:
             question=question if isinstance(question, str) else None,
             details=details or {},
             error=error,
+            llm_calls=llm_calls,
         )
 
     @property
@@ -147,6 +153,9 @@ class GateDecision:
             raise ValueError("not a GateDecision dict: 'retrieve' must be a bool and 'gate' a str")
         if not isinstance(values.get("details", {}), dict):
             raise ValueError("not a GateDecision dict: 'details' must be a dict")
+        calls = values.get("llm_calls")
+        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, float))):
+            raise ValueError("not a GateDecision dict: 'llm_calls' must be a number or None")
         return cls(**values)
 
 

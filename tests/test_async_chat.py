@@ -105,7 +105,7 @@ def test_adecide_batch_gives_the_decisions_of_decide_batch(openai_server, openai
     awaited = asyncio.run(gate.adecide_batch(questions[:3]))
     same_decisions(awaited, blocking)
     # Every round was asked again, each request once.
-    assert openai_server.requests == 2 * sent == 2 * sum(d.details["llm_calls"] for d in blocking)
+    assert openai_server.requests == 2 * sent == 2 * sum(d.llm_calls for d in blocking)
 
 
 def test_skr_prompt_and_the_embedded_model_give_the_same_decisions_awaited(questions) -> None:

@@ -63,11 +63,11 @@ def test_only_the_band_reaches_the_embedded_llm(knn, questions, one_torch_thread
     assert escalated == inside
     assert all(stages[i] == "costly" for i in inside if not decisions[i].details.get("costly_error"))
     assert calls.events and all(e.gate == "verbalized" for e in calls.events)
-    assert len(calls.events) == sum(d.details["llm_calls"] for d in decisions)
+    assert len(calls.events) == sum(d.llm_calls for d in decisions)
     first_turns = [e for e in calls.events if e.purpose == "answer+certainty"]
     asked = {i for i in range(4) for e in first_turns if questions[i] in e.messages[0]["content"]}
     assert asked == set(inside) and len(first_turns) == len(inside)
-    assert all(d.details["llm_calls"] == 0 for i, d in enumerate(decisions) if i not in inside)
+    assert all(d.llm_calls == 0 for i, d in enumerate(decisions) if i not in inside)
 
 
 def _scripted(reply) -> VerbalizedGate:
@@ -82,7 +82,7 @@ def test_an_uncertain_costly_stage_retrieves_above_the_band_midpoint(knn, questi
     for i in inside:
         d = decisions[i]
         assert d.details["stage"] == "costly" and d.retrieve and d.threshold == midpoint
-        assert midpoint < d.score <= band[1] and d.details["llm_calls"] == 1 and d.draft_answer is None
+        assert midpoint < d.score <= band[1] and d.llm_calls == 1 and d.draft_answer is None
     for i in set(range(len(questions))) - set(inside):
         d = decisions[i]
         assert d.details["stage"] == "cheap" and d.threshold == knn.threshold_ and "costly" not in d.details

@@ -89,7 +89,7 @@ def test_a_marker_decides_in_one_call_and_a_certain_reply_keeps_its_draft() -> N
     assert not decision.retrieve and decision.score == 0.0 and decision.error is None
     assert decision.draft_answer == "Paris"
     assert decision.details["certainty"] == "certain" and decision.details["certainty_from"] == "reply"
-    assert decision.details["llm_calls"] == 1 and len(chat.calls) == 1
+    assert decision.llm_calls == 1 and len(chat.calls) == 1
     assert chat.calls[0] == [{"role": "user", "content": fill(STRATEGIES["vanilla"], question=QUESTION)}]
 
 
@@ -103,7 +103,7 @@ def test_no_marker_asks_the_judgement_prompt_about_the_answer() -> None:
     chat = ScriptedChat({"ask": ChatReply("Paris"), "judgement": ChatReply("Certain.")})
     decision = VerbalizedGate(chat).decide(QUESTION)
     assert chat.calls[1] == [{"role": "user", "content": fill(JUDGEMENT, question=QUESTION, prediction="Paris")}]
-    assert decision.details["llm_calls"] == 2 and decision.details["certainty_from"] == "judgement"
+    assert decision.llm_calls == 2 and decision.details["certainty_from"] == "judgement"
     assert decision.details["judgement_reply"] == "Certain."
     assert not decision.retrieve and decision.draft_answer == "Paris"
 
@@ -114,7 +114,7 @@ def test_a_silent_judgement_gives_the_fallback_decision(fallback_retrieve: bool)
     decision = VerbalizedGate(chat, fallback_retrieve=fallback_retrieve).decide(QUESTION)
     assert decision.retrieve is fallback_retrieve and math.isnan(decision.score)
     assert decision.error == "unparseable: the reply states no certainty and neither does the judgement"
-    assert decision.details["certainty"] is None and decision.details["llm_calls"] == 2
+    assert decision.details["certainty"] is None and decision.llm_calls == 2
 
 
 def test_without_judge_a_reply_without_marker_falls_back_after_one_call() -> None:
@@ -220,7 +220,7 @@ def test_challenge_asks_a_second_turn_and_keeps_the_first_answer() -> None:
     first = {"role": "user", "content": fill(QA, question=QUESTION)}
     second = [first, {"role": "assistant", "content": "Paris"}, {"role": "user", "content": CHALLENGE}]
     assert chat.calls == [[first], second]
-    assert decision.details["certainty_from"] == "challenge" and decision.details["llm_calls"] == 2
+    assert decision.details["certainty_from"] == "challenge" and decision.llm_calls == 2
     assert not decision.retrieve and decision.draft_answer == "Paris"
 
 
@@ -239,7 +239,7 @@ def test_challenge_reply_without_certainty_goes_to_the_judgement() -> None:
         }
     )
     decision = VerbalizedGate(chat, strategy="challenge").decide(QUESTION)
-    assert len(chat.calls) == 3 and decision.details["llm_calls"] == 3
+    assert len(chat.calls) == 3 and decision.llm_calls == 3
     assert chat.calls[2][0]["content"] == fill(JUDGEMENT, question=QUESTION, prediction="Paris")
     assert decision.details["certainty_from"] == "judgement" and decision.retrieve
 
@@ -283,7 +283,7 @@ def test_skr_prompt_the_paper_rule_only_no_means_known(text: str, first_word: st
     assert chat.calls == [[{"role": "user", "content": fill(SKR_PROMPT, question=QUESTION)}]]
     assert decision.details["first_word"] == first_word and decision.details["known"] is not retrieve
     assert decision.retrieve is retrieve and decision.score == float(retrieve) and decision.error is None
-    assert decision.draft_answer is None
+    assert decision.draft_answer is None and decision.llm_calls == 1
 
 
 def test_skr_prompt_a_greedy_no_stays_known_however_the_spellings_of_yes_add_up() -> None:
@@ -337,6 +337,7 @@ def test_skr_prompt_yes_means_known_grades_by_the_probability_of_no() -> None:
 def test_skr_prompt_failing_backend_gives_the_fallback_decision() -> None:
     decision = SKRPromptGate(ScriptedChat({"ask": BackendError("timed out")})).decide(QUESTION)
     assert decision.is_fallback and decision.retrieve and decision.error == "backend error: BackendError: timed out"
+    assert decision.llm_calls == 1  # the failed request was made
 
 
 class _BatchFailing:

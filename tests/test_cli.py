@@ -266,9 +266,7 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
     assert report["drafts_reused"] + report["llm_answer_calls"] == 2
     # The verbalized gate asks the LLM first: its own calls, plus an answer where it retrieves
     # or its draft was unusable.
-    spent = [
-        r["details"]["llm_calls"] + (r["retrieve"] or not (r["details"].get("answer") or "").strip()) for r in rows
-    ]
+    spent = [r["llm_calls"] + (r["retrieve"] or not (r["details"].get("answer") or "").strip()) for r in rows]
     assert report["lm_calls"] == pytest.approx(sum(spent) / 2) and report["lm_calls"] >= 1
     printed = capsys.readouterr().out
     assert printed.startswith("verbalized: n=2 ") and "alignment:" in printed

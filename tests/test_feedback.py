@@ -282,12 +282,19 @@ def test_a_decision_dict_comes_back_with_nan_for_what_was_not_finite() -> None:
     fallback = GateDecision(True, float("nan"), float("inf"), "verbalized", question="q", error="timed out")
     back = GateDecision.from_dict(fallback.to_dict())
     assert np.isnan(back.score) and np.isnan(back.threshold) and back.error == "timed out"
+    assert back.llm_calls is None
+    earlier = {k: v for k, v in fallback.to_dict().items() if k != "llm_calls"}  # saved before the field
+    assert GateDecision.from_dict(earlier).llm_calls is None
+    counted = dataclasses.replace(fallback, llm_calls=2.0)
+    assert GateDecision.from_dict(json.loads(json.dumps(counted.to_dict()))).llm_calls == 2
     good = fallback.to_dict()
     for bad, message in (
         ({**good, "colour": "red"}, r"unknown fields \['colour'\]"),
         ({k: v for k, v in good.items() if k != "gate"}, r"missing fields \['gate'\]"),
         ({**good, "retrieve": "yes"}, "'retrieve' must be a bool"),
         ({**good, "details": []}, "'details' must be a dict"),
+        ({**good, "llm_calls": "two"}, "'llm_calls' must be a number or None"),
+        ({**good, "llm_calls": True}, "'llm_calls' must be a number or None"),
         ([("retrieve", True)], "is a mapping"),
     ):
         with pytest.raises(ValueError, match=message):

@@ -75,7 +75,7 @@ def remote(server, **options) -> OpenAIChatModel:
 
 def check_calls_match(recorder: Recorder, gate_name: str, model_id: str) -> None:
     """The calls seen are those the decisions' evidence counts, under the gate's name."""
-    assert len(recorder.calls) == sum(d.details["llm_calls"] for d in recorder.decisions)
+    assert len(recorder.calls) == sum(d.llm_calls for d in recorder.decisions)
     for event in recorder.calls:
         assert (event.gate, event.model_id) == (gate_name, model_id)
         assert (event.reply is None) != (event.error is None) and event.latency_ms >= 0

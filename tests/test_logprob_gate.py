@@ -111,7 +111,7 @@ def test_a_confident_decision_carries_the_answerers_own_answer(live, chat):
     answers = LLMAnswerer(chat).answer_batch(CONFIDENT + UNSURE)
     for decision, answer in zip(live, answers):
         assert decision.error is None and decision.gate == "logprob"
-        assert decision.details["answer"] == answer and decision.details["llm_calls"] == 1
+        assert decision.details["answer"] == answer and decision.llm_calls == 1
         assert decision.details["n_tokens"] >= 1 and decision.details["positions_without_alternatives"] == 0
         assert decision.retrieve == (decision.score > DEFAULT_THRESHOLDS["max-entropy"])
         assert decision.draft_answer == (None if decision.retrieve else answer)

@@ -49,7 +49,7 @@ def evaluate_live(
     Every question is answered both ways so the whole accuracy-vs-retrieval curve can
     be drawn; ``at_threshold`` and ``alignment`` use the gate's actual decisions
     ("uncertain" = retrieve). Fallback decisions (no score) rank by their decision.
-    ``lm_calls`` counts the LLM calls the gate made (``details["llm_calls"]``) plus
+    ``lm_calls`` counts the LLM calls the gate made (``GateDecision.llm_calls``) plus
     the answer on the branch it chose (none when its draft is the answer). The report
     adds ``fallbacks``, ``llm_answer_calls`` (answers the gate's drafts saved), timings
     and one row per question.
@@ -150,6 +150,7 @@ def _report(
                 "correct_with": float(y),
                 "retrieved": ids,
                 "error": d.error,
+                "llm_calls": d.llm_calls,
                 "details": d.details,
             }
             for r, d, p0, p1, x, y, ids in zip(records, decisions, run.direct, run.grounded, a, b, run.retrieved)
@@ -160,12 +161,11 @@ def _report(
 
 def _lm_calls(gate: Gate, decisions: Sequence[GateDecision], retrieve: np.ndarray) -> np.ndarray:
     """LM calls per question at the gate's decisions: the calls it reports making
-    (``details["llm_calls"]``, else one for an answer-first gate), plus the answer."""
+    (``GateDecision.llm_calls``, else one for an answer-first gate), plus the answer."""
     answers_first = getattr(gate, "answers_first", False)
-    made = [d.details.get("llm_calls") for d in decisions]
     return lm_calls_per_decision(
         retrieve,
-        gate_calls=[c if isinstance(c, (int, float)) else float(answers_first) for c in made],
+        gate_calls=[float(answers_first) if d.llm_calls is None else d.llm_calls for d in decisions],
         drafts=[_draft(d) is not None for d in decisions],
     )
 

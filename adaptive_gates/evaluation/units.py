@@ -51,7 +51,7 @@ def lm_calls_per_decision(
         answers_first: the gate asks the LLM before deciding (one call, whose draft
             is the answer when it does not retrieve): the defaults of the next two.
         gate_calls: LLM calls the gate made per question (a live gate's
-            ``details["llm_calls"]``); default 1 for an answer-first gate, else 0.
+            ``GateDecision.llm_calls``); default 1 for an answer-first gate, else 0.
         drafts: per question, whether the gate's draft answer is reused; default
             ``answers_first``.
 

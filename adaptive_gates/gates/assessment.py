@@ -2,8 +2,9 @@
 
 A gate scores clean questions and shows its evidence; some also answered first (the
 verbalized and log-prob gates: a draft the direct branch can serve), could not judge
-some question (a failed request, nothing to rate: the fallback decision, with why), or
-already decided some question by a rule of their own (a cascade's stage). Each of
+some question (a failed request, nothing to rate: the fallback decision, with why),
+already decided some question by a rule of their own (a cascade's stage), or count
+the LLM requests each question cost (what evaluations and composites read). Each of
 these is a field here rather than a reserved key inside the evidence, so the evidence
 a decision shows is only evidence.
 """
@@ -44,6 +45,8 @@ class Assessment:
             score without a reason falls back too, as a backend error.
         verdicts: a decision already taken for each question (``None``: the gate's
             threshold decides), e.g. by the stage of a cascade that judged it.
+        llm_calls: the LLM requests the gate made for each question
+            (``GateDecision.llm_calls``; ``None``: it does not count them).
     """
 
     scores: np.ndarray
@@ -51,6 +54,7 @@ class Assessment:
     drafts: list[str | None] = field(default_factory=list)
     fallbacks: list[str | None] = field(default_factory=list)
     verdicts: list[Verdict | None] = field(default_factory=list)
+    llm_calls: Sequence[float | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scores = np.asarray(self.scores, dtype=np.float64)
@@ -58,7 +62,9 @@ class Assessment:
         self.drafts = self.drafts or [None] * n
         self.fallbacks = self.fallbacks or [None] * n
         self.verdicts = self.verdicts or [None] * n
-        lengths = {len(self.details), len(self.drafts), len(self.fallbacks), len(self.verdicts)}
+        self.llm_calls = self.llm_calls or [None] * n
+        parts = (self.details, self.drafts, self.fallbacks, self.verdicts, self.llm_calls)
+        lengths = {len(part) for part in parts}
         if lengths != {n}:
             raise ValueError(f"an assessment of {n} scores has parts of lengths {sorted(lengths)}")
 

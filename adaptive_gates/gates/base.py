@@ -234,6 +234,7 @@ class Gate(Calibrated, SavedGate):
         threshold: float = math.nan,
         latency_ms: float = 0.0,
         details: dict[str, Any] | None = None,
+        llm_calls: float | None = None,
     ) -> GateDecision:
         """This gate's fallback decision on ``question``, with why (logged as a warning):
         what ``decide`` gives when a question or the backend fails, and what a framework
@@ -247,6 +248,7 @@ class Gate(Calibrated, SavedGate):
             threshold=threshold,
             latency_ms=latency_ms,
             details=details,
+            llm_calls=llm_calls,
         )
 
     def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
@@ -354,9 +356,13 @@ class Gate(Calibrated, SavedGate):
             retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
         decisions = []
         for i, question in enumerate(batch.questions):
-            details = assessment.details[at[i]] if assessment is not None and i in at else None
+            details, calls = (
+                (assessment.details[at[i]], assessment.llm_calls[at[i]])
+                if assessment is not None and i in at
+                else (None, None)
+            )
             if i in problems:
-                decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details))
+                decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details, calls))
                 continue
             assert assessment is not None  # judged: only an assessment judges
             j = at[i]
@@ -370,6 +376,7 @@ class Gate(Calibrated, SavedGate):
                     question=batch.clean[i],
                     details=details or {},
                     draft_answer=None if retrieve[i] else assessment.drafts[j],
+                    llm_calls=calls,
                 )
             )
         notify_decisions(decisions, self._listeners)

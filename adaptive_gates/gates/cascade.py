@@ -5,8 +5,8 @@
 SeaKR: LLM calls) only the questions whose cheap score lies in the closed band
 [lo, hi]; the band can instead be fitted to a share of escalated questions
 (``escalation_rate``, ``fit_band``). Each decision's details say which stage decided
-(``stage``), the band, both stages' scores and evidence, and the gating LLM calls the
-question cost (``llm_calls``, counted from the LLM-call listener events: the costly
+(``stage``), the band, and both stages' scores and evidence; its ``llm_calls`` counts
+the gating LLM calls the question cost (from the LLM-call listener events: the costly
 gate's own per-question count when it reports one, else the batch's calls shared out;
 SeaKR's generations are not chat requests and are not counted).
 
@@ -251,12 +251,13 @@ class CascadeGate(Gate):
             {
                 "stage": "cheap",
                 "band": None if band is None else list(band),
-                "llm_calls": cheap_share,
                 "cheap": {"gate": self.cheap.name, "score": float(score), "threshold": t_cheap, "details": details},
             }
             for score, details in zip(judged.scores, judged.details)
         ]
-        combined = Assessment(judged.scores.copy(), evidence, drafts=list(judged.drafts))
+        combined = Assessment(
+            judged.scores.copy(), evidence, drafts=list(judged.drafts), llm_calls=[cheap_share] * len(evidence)
+        )
         for i in range(len(evidence)):
             reason = judged.reason(i)
             if reason is None:
@@ -278,10 +279,11 @@ class CascadeGate(Gate):
         lo, hi = band
         midpoint = (lo + hi) / 2
         judged = costly.judged
+        calls = list(combined.llm_calls)
         for j, i in enumerate(escalated):
             score, details, entry = float(judged.scores[j]), judged.details[j], combined.details[i]
-            calls = details.get("llm_calls")
-            entry["llm_calls"] += calls if isinstance(calls, int) else costly.calls / len(escalated)
+            counted = judged.llm_calls[j]
+            calls[i] = (calls[i] or 0.0) + (costly.calls / len(escalated) if counted is None else counted)
             entry["costly"] = {
                 "gate": self.costly.name,
                 "score": score if math.isfinite(score) else None,
@@ -298,6 +300,7 @@ class CascadeGate(Gate):
             combined.verdicts[i] = Verdict(bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
             if judged.drafts[j] is not None:
                 combined.drafts[i] = entry[ANSWER_EVIDENCE] = judged.drafts[j]
+        combined.llm_calls = calls
 
     # ------------------------------------------------------------------ feedback
     @property

@@ -156,7 +156,7 @@ class LogprobGate(AsksInRounds, Gate):
         for reply in replies:
             if isinstance(reply, Exception):
                 scores.append(math.nan)
-                details.append({"llm_calls": 1})
+                details.append({})
                 drafts.append(None)
                 fallbacks.append(describe_failure(reply))
                 continue
@@ -168,13 +168,19 @@ class LogprobGate(AsksInRounds, Gate):
                     "request_logprobs=True and a model that returns them)"
                 )
             score, detail = self._score_tokens(reply.tokens)
-            detail.update(llm_calls=1, reply=reply.text)
+            detail["reply"] = reply.text
             detail[ANSWER_EVIDENCE] = clean_answer(reply.text)
             scores.append(score)
             details.append(detail)
             drafts.append(detail[ANSWER_EVIDENCE])
             fallbacks.append("the reply has no tokens to score" if math.isnan(score) else None)
-        return Assessment(np.array(scores, dtype=np.float64), details, drafts=drafts, fallbacks=fallbacks)
+        return Assessment(
+            np.array(scores, dtype=np.float64),
+            details,
+            drafts=drafts,
+            fallbacks=fallbacks,
+            llm_calls=[1.0] * len(questions),  # one answer each, failed or not
+        )
 
     def _score_tokens(self, tokens: Sequence[TokenLogprob]) -> tuple[float, dict[str, Any]]:
         """The need score of an answer's tokens and its evidence (NaN for no tokens)."""

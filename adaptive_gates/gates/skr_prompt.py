@@ -151,7 +151,9 @@ class _PolarQuestionMixin(AsksInRounds):
                 scores.append(score)
                 details.append({**evidence, **known})
                 fallbacks.append(None)
-        return Assessment(np.array(scores, dtype=np.float64), details, fallbacks=fallbacks)
+        return Assessment(
+            np.array(scores, dtype=np.float64), details, fallbacks=fallbacks, llm_calls=[1.0] * len(prompts)
+        )
 
 
 class SKRPromptGate(_PolarQuestionMixin, Gate):

@@ -155,7 +155,8 @@ class VerbalizedGate(AsksInRounds, Gate):
         # Under "challenge" the first reply is only the answer; its certainty comes next.
         purpose = "answer" if self.strategy == "challenge" else "answer+certainty"
         replies = yield self._round(first_turns, purpose, self.reply_tokens)
-        details: list[dict[str, Any]] = [{"strategy": self.strategy, "llm_calls": 1} for _ in questions]
+        details: list[dict[str, Any]] = [{"strategy": self.strategy} for _ in questions]
+        calls = [1.0] * len(questions)
         verdicts: list[_Verdict | None] = [None] * len(questions)
         failures: list[str | None] = [None] * len(questions)
         answers: list[str] = [""] * len(questions)
@@ -177,6 +178,7 @@ class VerbalizedGate(AsksInRounds, Gate):
                 lambda i: [*first_turns[i], {"role": "assistant", "content": first_replies[i]}, user(CHALLENGE)[0]],
                 "challenge",
                 details,
+                calls,
                 verdicts,
                 failures,
             )
@@ -186,6 +188,7 @@ class VerbalizedGate(AsksInRounds, Gate):
                 lambda i: user(fill(JUDGEMENT, question=questions[i], prediction=answers[i] or details[i]["reply"])),
                 "judgement",
                 details,
+                calls,
                 verdicts,
                 failures,
             )
@@ -195,6 +198,7 @@ class VerbalizedGate(AsksInRounds, Gate):
             details,
             drafts=list(answers),
             fallbacks=[reason for _, reason in concluded],
+            llm_calls=calls,
         )
 
     def _follow_up(
@@ -203,6 +207,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         conversation: Callable[[int], list[dict[str, str]]],
         label: str,
         details: list[dict[str, Any]],
+        calls: list[float],
         verdicts: list[_Verdict | None],
         failures: list[str | None],
     ) -> Generator[Round, Replies, None]:
@@ -212,7 +217,7 @@ class VerbalizedGate(AsksInRounds, Gate):
             return
         replies = yield self._round([conversation(i) for i in indices], label, max_tokens=16)
         for i, reply in zip(indices, replies):
-            details[i]["llm_calls"] += 1
+            calls[i] += 1
             if isinstance(reply, Exception):
                 failures[i] = describe_failure(reply)
                 verdicts[i] = None

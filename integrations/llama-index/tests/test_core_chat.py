@@ -131,7 +131,7 @@ def test_verbalized_gate_on_the_adapted_llm_decides_as_on_the_core_model(adapted
     for got, want in zip(decisions, expected):
         assert got.gate == "verbalized" and isinstance(got.retrieve, bool) and got.retrieve == want.retrieve
         assert got.details["reply"] == want.details["reply"] and got.error == want.error
-        assert got.details["llm_calls"] == want.details["llm_calls"] in (1, 2)
+        assert got.llm_calls == want.llm_calls in (1, 2)
         assert (got.details["p_uncertain"] is None) == (want.details["p_uncertain"] is None)
         if want.details["p_uncertain"] is not None:
             assert got.details["p_uncertain"] == pytest.approx(want.details["p_uncertain"], abs=1e-3)
@@ -140,7 +140,7 @@ def test_verbalized_gate_on_the_adapted_llm_decides_as_on_the_core_model(adapted
     assert any(d.details["p_uncertain"] is not None for d in decisions)
 
     calls = [e.call for e in recorder.events if isinstance(e, GateLLMCallEvent)]
-    assert len(calls) == sum(d.details["llm_calls"] for d in decisions)
+    assert len(calls) == sum(d.llm_calls for d in decisions)
     assert {c["gate"] for c in calls} == {"verbalized"} and {c["model_id"] for c in calls} == {adapted.model_id}
     assert {c["purpose"] for c in calls} <= {"answer+certainty", "judgement"} and all(c["error"] is None for c in calls)
     assert [c["reply"] for c in calls if c["purpose"] == "answer+certainty"] == [d.details["reply"] for d in decisions]

@@ -127,5 +127,5 @@ async def test_the_embedded_models_requests_are_counted_once_in_a_block(llm, rec
     decision = decision_of(result)
     calls = recorder.of(GateLLMCallEvent)
     assert decision is not None  # SmolLM2-135M may state no certainty: a fallback counts its calls too
-    assert len(calls) == decision.details["llm_calls"] >= 1
+    assert len(calls) == decision.llm_calls >= 1
     assert all(c.call["model_id"] == llm.backend.model_id and c.call["reply"] is not None for c in calls)
