@@ -43,7 +43,7 @@ from .gates import (
     VerbalizedGate,
     load_gate,
 )
-from .listeners import DecisionListener, LLMCallEvent, listening
+from .listeners import DecisionListener, Listener, LLMCallEvent, listening
 from .memory import MilvusMemory, VerdictMemory
 from .metrics import contains_answer, exact_match, normalize_answer, token_f1
 from .models.cached_embedder import CachedEmbedder
@@ -96,6 +96,7 @@ __all__ = [
     "InvalidQuestionError",
     "LLMCallEvent",
     "LMHiddenStateRepresenter",
+    "Listener",
     "LogprobGate",
     "LogprobsUnavailableError",
     "MalformedReplyError",

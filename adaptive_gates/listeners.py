@@ -2,7 +2,7 @@
 to take it, without wrapping the gate.
 
 A listener is any object with ``on_decision(decision)`` and/or ``on_llm_call(event)``
-(``DecisionListener`` has both as no-ops, to subclass). Attach it to one gate with
+(the ``Listener`` type; ``DecisionListener`` has both as no-ops, to subclass). Attach it to one gate with
 ``gate.add_listener``, or to everything decided inside a block with ``listening``,
 which is scoped by ``contextvars``: it holds in the threads that ``asyncio.to_thread``
 and the chat backends start (they run in a copy of the caller's context) and in the
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .decision import GateDecision
@@ -55,6 +55,22 @@ class LLMCallEvent:
     latency_ms: float
 
 
+class ListensToDecisions(Protocol):
+    """A listener told of every decision."""
+
+    def on_decision(self, decision: GateDecision, /) -> None: ...
+
+
+class ListensToLLMCalls(Protocol):
+    """A listener told of every LLM call."""
+
+    def on_llm_call(self, event: LLMCallEvent, /) -> None: ...
+
+
+#: What ``Gate.add_listener`` and ``listening`` take: an object with either method (or both).
+Listener = ListensToDecisions | ListensToLLMCalls
+
+
 class DecisionListener:
     """What a listener may implement; both methods are optional (any object with
     either one is a listener) and do nothing here."""
@@ -67,13 +83,13 @@ class DecisionListener:
 
 
 #: Listeners attached by ``listening`` blocks around the current code.
-_scoped: ContextVar[tuple[Any, ...]] = ContextVar("decision_listeners", default=())
+_scoped: ContextVar[tuple[Listener, ...]] = ContextVar("decision_listeners", default=())
 #: The gate whose scoring is running here, and its own listeners (for its LLM calls).
-_asking: ContextVar[tuple[str, tuple[Any, ...]] | None] = ContextVar("asking_gate", default=None)
+_asking: ContextVar[tuple[str, tuple[Listener, ...]] | None] = ContextVar("asking_gate", default=None)
 
 
 @contextlib.contextmanager
-def listening(*listeners: Any) -> Iterator[None]:
+def listening(*listeners: Listener) -> Iterator[None]:
     """Every decision and LLM call made inside the block (in this thread or task, and in
     the threads and tasks it starts) is also sent to ``listeners``."""
     for listener in listeners:
@@ -86,7 +102,7 @@ def listening(*listeners: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def gate_asking(gate: str, own: tuple[Any, ...]) -> Iterator[None]:
+def gate_asking(gate: str, own: tuple[Listener, ...]) -> Iterator[None]:
     """Marks the block as ``gate``'s scoring, so the LLM calls made in it are reported
     under its name and to its own listeners ``own``."""
     token = _asking.set((gate, own))
@@ -96,7 +112,7 @@ def gate_asking(gate: str, own: tuple[Any, ...]) -> Iterator[None]:
         _asking.reset(token)
 
 
-def notify_decisions(decisions: Sequence[GateDecision], own: tuple[Any, ...]) -> None:
+def notify_decisions(decisions: Sequence[GateDecision], own: tuple[Listener, ...]) -> None:
     """Send each decision to a gate's own listeners ``own`` and the scoped ones."""
     listeners = (*own, *_scoped.get())
     for decision in decisions:
@@ -129,7 +145,7 @@ def notify_llm_call(
     _notify(listeners, "on_llm_call", event)
 
 
-def _notify(listeners: tuple[Any, ...], method: str, payload: object) -> None:
+def _notify(listeners: tuple[Listener, ...], method: str, payload: object) -> None:
     for listener in listeners:
         callback = getattr(listener, method, None)
         if callback is None:
@@ -140,7 +156,7 @@ def _notify(listeners: tuple[Any, ...], method: str, payload: object) -> None:
             logger.exception("listener %r failed in %s; ignored", listener, method)
 
 
-def check_listener(listener: Any) -> None:
+def check_listener(listener: object) -> None:
     """``TypeError`` unless ``listener`` has at least one of the two methods."""
     if not any(callable(getattr(listener, m, None)) for m in ("on_decision", "on_llm_call")):
         raise TypeError(f"a listener needs on_decision or on_llm_call; {listener!r} has neither")

@@ -33,7 +33,7 @@ from ..data import OutcomeRecord
 from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
 from ..feedback import Feedback, FeedbackNotSupportedError
-from ..listeners import check_listener, gate_asking, notify_decisions
+from ..listeners import Listener, check_listener, gate_asking, notify_decisions
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
 from .calibrated import Calibrated
@@ -68,7 +68,7 @@ class Gate(Calibrated, SavedGate):
     _registry: ClassVar[dict[str, type[Gate]]] = {}
     #: This gate's own listeners, replaced (never mutated) by ``add_listener`` and
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
-    _listeners: tuple[Any, ...] = ()
+    _listeners: tuple[Listener, ...] = ()
     _listeners_lock: ClassVar[threading.Lock] = threading.Lock()
     _parameter_constraints: ClassVar[dict[str, Any]] = {"fallback_retrieve": Boolean(error=TypeError)}
 
@@ -202,18 +202,18 @@ class Gate(Calibrated, SavedGate):
         return scores
 
     @property
-    def listeners(self) -> tuple[Any, ...]:
+    def listeners(self) -> tuple[Listener, ...]:
         """This gate's own listeners (``add_listener``), in the order added."""
         return self._listeners
 
-    def assess(self, questions: list[str], *, listeners: Sequence[Any] = ()) -> Assessment:
+    def assess(self, questions: list[str], *, listeners: Sequence[Listener] = ()) -> Assessment:
         """The assessment of validated questions (``check_questions``), before any
         decision: what a composite gate reads of the gates it holds. Every LLM call
         goes to ``listeners`` (the composite's own) and this gate's listeners."""
         with gate_asking(self.name, (*listeners, *self._listeners)):
             return Assessment.of(self._score(questions))
 
-    async def aassess(self, questions: list[str], *, listeners: Sequence[Any] = ()) -> Assessment:
+    async def aassess(self, questions: list[str], *, listeners: Sequence[Listener] = ()) -> Assessment:
         """``assess`` awaited (``_ascore``: a remote backend awaited, in-process work
         in a worker thread)."""
         with gate_asking(self.name, (*listeners, *self._listeners)):
@@ -392,7 +392,7 @@ class Gate(Calibrated, SavedGate):
         return self.retrieves(scores, threshold), np.full(len(scores), threshold)
 
     # ----------------------------------------------------------------- listeners
-    def add_listener(self, listener: Any) -> None:
+    def add_listener(self, listener: Listener) -> None:
         """Send every later decision of this gate, and every LLM call it makes, to
         ``listener`` (an object with ``on_decision`` and/or ``on_llm_call``; see
         ``adaptive_gates.listeners``)."""
@@ -400,7 +400,7 @@ class Gate(Calibrated, SavedGate):
         with self._listeners_lock:
             self._listeners = (*self._listeners, listener)
 
-    def remove_listener(self, listener: Any) -> None:
+    def remove_listener(self, listener: Listener) -> None:
         """Stop sending to ``listener``; ``ValueError`` when it was not added."""
         with self._listeners_lock:
             if listener not in self._listeners:
