@@ -16,7 +16,8 @@ silently mix two settings. Changing only the gate's *serving* parameters (what i
 does when a backend fails, how it waits on one: ``_serving_params``) keeps it; any
 other change returns the gate to its unfitted state, with a warning, and it must be
 fitted (or calibrated) again. A clone shares its backends (models hold no fitted
-state of the gate, and copying one would copy the model) and copies the rest.
+state of the gate, and copying one would copy the model), clones its member gates (a
+cascade's stages, a budget's gate: unfitted, as it is) and copies the rest.
 """
 
 from __future__ import annotations
@@ -69,14 +70,18 @@ class GateParams(BaseEstimator):
 
     A subclass lists in ``_fitted_state`` the attributes its ``fit``/``load`` learn
     (the calibration is always one), in ``_serving_params`` the parameters that fitted
-    state does not depend on, and in ``backend_params`` those that are backends (model
-    objects: passed again at load, never saved).
+    state does not depend on, in ``backend_params`` those that are backends (model
+    objects: passed again at load, never saved), and in ``member_params`` those that are
+    gates it is made of (cloned with it, saved in its directory).
     """
 
     _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration",)
     _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
     #: Constructor parameters that are backends (models): passed again at load, never saved.
     backend_params: ClassVar[frozenset[str]] = frozenset()
+    #: Constructor parameters that are member gates: cloned unfitted by a clone, saved
+    #: and loaded with the gate, never shared between a gate and its clone.
+    member_params: ClassVar[frozenset[str]] = frozenset()
     #: What each constructor parameter must be (``adaptive_gates.constraints``); a
     #: class's table adds to those of the classes it derives from.
     _parameter_constraints: ClassVar[dict[str, Any]] = {}
@@ -172,9 +177,14 @@ class GateParams(BaseEstimator):
         return any(self.__dict__.get(name) is not None for name in self._all_fitted_state())
 
     def __sklearn_clone__(self: P) -> P:
-        """An unfitted gate with the same parameters (``sklearn.base.clone``)."""
+        """An unfitted gate with the same parameters (``sklearn.base.clone``): its
+        member gates cloned, its backends shared, the rest copied."""
         params = {
-            name: copy.deepcopy(value) if isinstance(value, _PLAIN) else value
+            name: value.__sklearn_clone__()
+            if name in self.member_params
+            else copy.deepcopy(value)
+            if isinstance(value, _PLAIN)
+            else value
             for name, value in self.get_params(deep=False).items()
         }
         return type(self)(**params)

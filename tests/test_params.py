@@ -11,6 +11,8 @@ from sklearn.base import clone
 
 from adaptive_gates import (
     BM25DifficultyGate,
+    BudgetedGate,
+    CascadeGate,
     ExactMemory,
     Gate,
     NotFittedError,
@@ -178,6 +180,29 @@ def test_clone_of_a_fitted_and_calibrated_gate_is_unfitted(outcome_records, cach
         )
         gate.reset_threshold()
         np.testing.assert_allclose(refit.score(questions[:30]), gate.score(questions[:30]))
+
+
+def test_a_clone_of_a_composite_clones_its_member_gates(outcome_records, cached_embedder):
+    """A cascade's stages and a budget's gate are members, not backends: the clone holds
+    unfitted clones of them (the original's fitted members stay its own), and shares
+    only what the members share, their models."""
+    questions = [r.question for r in outcome_records]
+    knn = SKRKnnGate(cached_embedder, k=5).fit_outcomes(outcome_records)
+    composites = [
+        CascadeGate(knn, SKRKnnGate(cached_embedder, k=3).fit_outcomes(outcome_records), band=(0.3, 0.7)),
+        BudgetedGate(knn, target_rate=0.3, window=50).calibrate(questions[:40]),
+    ]
+    for gate in composites:
+        copy = clone(gate)
+        assert gate.is_fitted and not copy.is_fitted, type(gate).__name__
+        for name in type(gate).member_params:
+            member, cloned = getattr(gate, name), getattr(copy, name)
+            assert type(cloned) is type(member) and cloned is not member
+            assert member.is_fitted and not cloned.is_fitted
+            assert cloned.get_params(deep=False).keys() == member.get_params(deep=False).keys()
+            assert cloned.embedder is member.embedder  # a member's model is shared, as a gate's is
+        assert set(copy.get_params()) == set(gate.get_params())  # nested parameters alike
+    assert knn.is_fitted and composites[0].decide(questions[0]).error is None  # the original is untouched
 
 
 def test_clone_of_a_calibrated_chat_gate_drops_the_calibration(chat):

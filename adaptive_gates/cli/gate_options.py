@@ -92,7 +92,7 @@ def gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
 def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
     """The ``--option`` and ``--strategy`` parameters, each checked against the gate's own
     (its backends, model objects no ``--option`` value can be, come from their own flags)."""
-    parameters = [p for p in cls.param_names() if p not in cls.backend_params]
+    parameters = [p for p in cls.param_names() if p not in cls.backend_params | cls.member_params]
     options = dict(args.option or [])
     for key in options:
         if key not in parameters:

@@ -98,8 +98,7 @@ class BudgetedGate(Gate):
     """
 
     name = "budget"
-    backend_params = frozenset({"gate"})
-    holds_gates = True
+    member_params = frozenset({"gate"})
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
     _parameter_constraints: ClassVar[dict[str, Any]] = {

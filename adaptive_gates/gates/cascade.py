@@ -102,8 +102,7 @@ class CascadeGate(Gate):
     """
 
     name = "cascade"
-    backend_params = frozenset({"cheap", "costly"})
-    holds_gates = True
+    member_params = frozenset({"cheap", "costly"})
     _fitted_state = ("_fitted_band",)
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "cheap": InstanceOf(Gate, error=TypeError),

@@ -45,9 +45,6 @@ class SavedGate(GateParams, ABC):
     of gate classes to load by name, its fitted state's files, and its threshold."""
 
     name: ClassVar[str] = "gate"
-    #: Whether the gate holds other gates (a budget, a cascade), saved in its directory
-    #: and loaded with every backend ``load`` is given, to pass on to them.
-    holds_gates: ClassVar[bool] = False
     _calibration: Calibration | None
 
     @staticmethod
@@ -70,8 +67,10 @@ class SavedGate(GateParams, ABC):
         """The threshold the gate decides by."""
 
     def _json_params(self) -> dict[str, Any]:
-        """The constructor parameters to save: all but the backends (JSON values)."""
-        return {k: v for k, v in self.get_params(deep=False).items() if k not in self.backend_params}
+        """The constructor parameters to save: all but the backends and member gates
+        (JSON values; the members are saved as part of the state)."""
+        objects = self.backend_params | self.member_params
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in objects}
 
     @abstractmethod
     def _save_state(self, directory: Path) -> dict[str, Any]:
@@ -114,7 +113,7 @@ class SavedGate(GateParams, ABC):
         params = target._current_params(config_field(config, "params", dict))
         state = config_field(config, "state", dict)
         # Backends (models) are passed at load, never saved: a saved value under a
-        # backend's name is no model, whatever it holds.
+        # backend's name is no model, whatever it holds. Member gates load from the state.
         saved_backends = sorted(params.keys() & target.backend_params)
         if saved_backends:
             name = saved_backends[0]
@@ -122,6 +121,10 @@ class SavedGate(GateParams, ABC):
                 f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
                 f"pass {name}= to load()"
             )
+        saved_members = sorted(params.keys() & target.member_params)
+        if saved_members:
+            name = saved_members[0]
+            raise GateLoadError(f"{path}: field 'params.{name}' is a member gate, saved in 'state', not in 'params'")
         try:
             gate = target._from_saved(path, state, params, backends)
         except (TypeError, ValueError) as exc:
@@ -209,6 +212,6 @@ def save_member(gate: SavedGate, directory: Path, prefix: str) -> dict[str, Any]
 def member_backends(target: type[SavedGate], backends: dict[str, Any]) -> dict[str, Any]:
     """The backends a gate of type ``target`` is built with: those among its
     ``backend_params``; a gate that holds members itself gets them all to pass on."""
-    if target.holds_gates:
+    if target.member_params:
         return backends
     return {name: value for name, value in backends.items() if name in target.backend_params}
