@@ -341,6 +341,31 @@ def test_check_is_fitted_reads_is_fitted(embedder, outcome_records):
         StackedGate().fit(["q"])
 
 
+def test_an_unfitted_gate_names_the_verb_that_fits_it(embedder):
+    """The error of each way to misuse a gate names the call that fits that gate."""
+    knn = SKRKnnGate(embedder)
+    cascade = CascadeGate(knn, PopularityGate(), escalation_rate=0.2)
+    budget = BudgetedGate(knn, target_rate=0.3)
+    with pytest.raises(NotImplementedError, match=r"CascadeGate has no fit\(\); call fit_band\(questions\)"):
+        cascade.fit(["q"])
+    with pytest.raises(NotImplementedError, match=r"CascadeGate does not learn from outcome records; call fit_band"):
+        cascade.fit_outcomes([])
+    with pytest.raises(NotFittedError, match=r"CascadeGate is not fitted: call fit_band\(questions\) with both"):
+        cascade.decide_batch(["q"])
+    with pytest.raises(NotFittedError, match=r"BudgetedGate is not fitted: fit its gate \(call fit\(questions, labels"):
+        budget.decide("q")
+    with pytest.raises(
+        NotFittedError, match=r"SKRKnnGate is not fitted: call fit\(questions, labels\) or fit_outcomes"
+    ):
+        _ = knn.memory_
+    with pytest.raises(
+        NotFittedError, match=r"ThrustGate is not fitted: call fit\(questions\) or fit_outcomes\(records\) or load"
+    ):
+        ThrustGate(embedder).score(["q"])
+    with pytest.raises(NotImplementedError, match=r"VerbalizedGate has no fit\(\); it is ready as built"):
+        VerbalizedGate().fit(["q"])
+
+
 def test_gate_classes_are_found_by_name():
     assert Gate.gate_class("skr-knn") is SKRKnnGate
     assert {"skr-knn", "popularity", "stacked", "verbalized"} <= set(Gate.gate_names())

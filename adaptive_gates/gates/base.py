@@ -105,11 +105,20 @@ class Gate(Calibrated, SavedGate):
         """What ``sklearn.utils.validation.check_is_fitted`` asks: ``is_fitted``."""
         return self.is_fitted
 
+    #: How a gate of this class is fitted, as the errors of an unfitted one name it.
+    fitted_by: ClassVar[str] = "fit(questions)"
+
+    def fit_hint(self) -> str:
+        """What to call to fit this gate, as its errors say it."""
+        return f"call {self.fitted_by} or load() first"
+
     def fit(self, *args: Any, **kwargs: Any) -> Self:
-        """Gates that learn from questions override this; the others learn from outcome
-        records (``fit_outcomes``) or nothing at all, and say so here."""
-        how = "nothing: it is ready as built" if self.is_fitted else "outcome records: call fit_outcomes(records)"
-        raise NotImplementedError(f"{type(self).__name__} has no fit(); it learns from {how}")
+        """Learn from questions (``fit(questions)``, with a label per question where the
+        method needs one): gates that learn so override this. The others are ready as
+        built or learn through a named verb (``fit_outcomes``, ``fit_band``), and say so
+        here."""
+        how = "it is ready as built" if self.is_fitted else self.fit_hint()
+        raise NotImplementedError(f"{type(self).__name__} has no fit(); {how}")
 
     @abstractmethod
     def _score(self, questions: list[str]) -> Scored:
@@ -140,7 +149,8 @@ class Gate(Calibrated, SavedGate):
 
     def fit_outcomes(self: G, records: Sequence[OutcomeRecord], metric: str = "contains") -> G:
         """Fit on outcome records; gates that learn from them override this."""
-        raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records")
+        how = "it is ready as built" if self.is_fitted else self.fit_hint()
+        raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records; {how}")
 
     # ----------------------------------------------------------------- feedback
     @property
@@ -176,13 +186,16 @@ class Gate(Calibrated, SavedGate):
     # ----------------------------------------------------------------- fitted state
     def _check_fitted(self) -> None:
         if not self.is_fitted:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+            raise self._not_fitted()
+
+    def _not_fitted(self) -> NotFittedError:
+        return NotFittedError(f"{type(self).__name__} is not fitted: {self.fit_hint()}")
 
     def _fitted_value(self, value: _T | None) -> _T:
         """``value``, a part of the fitted state, or ``NotFittedError`` while the gate has
         none: what the code of a fitted gate reads as set."""
         if value is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+            raise self._not_fitted()
         return value
 
     # ----------------------------------------------------------------- scoring

@@ -142,6 +142,9 @@ class BudgetedGate(Gate):
     def is_fitted(self) -> bool:
         return self.gate.is_fitted
 
+    def fit_hint(self) -> str:
+        return f"fit its gate ({self.gate.fit_hint()})"
+
     def _score(self, questions: list[str]) -> Assessment:
         return self.gate.assess(questions, listeners=self._listeners)
 

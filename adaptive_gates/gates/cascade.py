@@ -103,6 +103,7 @@ class CascadeGate(Gate):
 
     name = "cascade"
     member_params = frozenset({"cheap", "costly"})
+    fitted_by = "fit_band(questions) with both stages fitted"
     _fitted_state = ("_fitted_band",)
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "cheap": InstanceOf(Gate, error=TypeError),

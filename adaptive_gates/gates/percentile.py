@@ -12,7 +12,7 @@ import numpy as np
 
 from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
-from ..errors import GateLoadError, NotFittedError
+from ..errors import GateLoadError
 from ..folds import fold_splits
 from ..persistence import load_array
 from .base import Gate
@@ -44,6 +44,8 @@ class FitPercentileGate(Gate):
     ``set_level`` picks another level (or any rate) and records it as a calibration.
     """
 
+    fitted_by = "fit(questions) or fit_outcomes(records)"
+
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
         self._fit_scores: np.ndarray | None = None
@@ -56,7 +58,7 @@ class FitPercentileGate(Gate):
     def fit_scores_(self) -> np.ndarray:
         """Need scores of the fitting queries, from which the levels are taken."""
         if self._fit_scores is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+            raise self._not_fitted()
         return self._fit_scores
 
     def _default_threshold(self) -> float:

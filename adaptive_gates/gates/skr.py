@@ -30,7 +30,7 @@ from ..calibration import first_caller_outside_package
 from ..constraints import Callable as IsCallable
 from ..constraints import Integer, OneOf, Real
 from ..data import OutcomeRecord
-from ..errors import GateLoadError, NotFittedError
+from ..errors import GateLoadError
 from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
 from ..memory.memories import FaissMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
@@ -58,6 +58,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     _fitted_state: ClassVar[tuple[str, ...]] = ("_memory", "_feedback", "_prior")
     backend_params = frozenset({"embedder", "memory"})
+    fitted_by = "fit(questions, labels) or fit_outcomes(records)"
     _parameter_constraints: ClassVar[dict[str, Any]] = {"memory": [IsCallable(), None]}
 
     def __init__(
@@ -102,7 +103,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
     def memory_(self) -> SKRMemory:
         """The self-knowledge memory (fitted state)."""
         if self._memory is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+            raise self._not_fitted()
         return self._memory
 
     @property

@@ -152,6 +152,7 @@ class StackedGate(LearnsFromFeedback, Gate):
 
     name = "stacked"
     backend_params = frozenset({"embedder"})
+    fitted_by = "fit_outcomes(records)"
     _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "target": OneOf(*TARGETS),

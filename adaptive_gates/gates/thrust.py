@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal, Self, get_args
 import numpy as np
 
 from ..constraints import Integer, OneOf
-from ..errors import GateLoadError, NotFittedError
+from ..errors import GateLoadError
 from ..models.protocols import check_vectors
 from ..persistence import check_saved_backend, load_array, save_array
 from ..representers import Representer, describe, rebuild_embedded
@@ -219,7 +219,7 @@ class ThrustGate(FitPercentileGate):
     @property
     def _fitted(self) -> _Clusters:
         if self._clusters is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() or load() first")
+            raise self._not_fitted()
         return self._clusters
 
     @property
