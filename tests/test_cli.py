@@ -393,6 +393,7 @@ def _bad_invocations():
     collect = ["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{out}/o.jsonl"]
     return [
         ([*offline, "--gate", "nope"], "unknown gate 'nope'; choose from "),
+        ([*offline, "--gate", "cascade"], "gate 'cascade' is made of member gates, which no flag gives; choose from "),
         (
             [*offline, "--gate", "skr-knn", "--option", "nope=1"],
             "--option nope: gate 'skr-knn' has no such parameter; its parameters are k, vote, weighting",
@@ -562,3 +563,14 @@ def test_console_script_is_installed_and_reports_errors_alike(split):
     )
     assert failed.returncode == 2 and failed.stdout == ""
     assert failed.stderr.startswith(f"{PREFIX}unknown gate 'nope'") and "Traceback" not in failed.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "fit"])
+def test_the_gate_help_lists_every_registered_gate_a_command_line_can_build(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    listed = help_text.split("--gate GATE the gate: ", 1)[1]
+    for name in Gate.gate_names():
+        buildable = not Gate.gate_class(name).member_params
+        assert (f"{name}," in listed or f"{name} " in listed) == buildable, name

@@ -19,11 +19,7 @@ if TYPE_CHECKING:
 
 
 def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--gate",
-        required=True,
-        help="gate name, e.g. skr-knn, skr-cls, thrust, bm25-difficulty, verbalized, logprob, skr-prompt, skr-icl",
-    )
+    parser.add_argument("--gate", required=True, help=f"the gate: {', '.join(buildable_gates())}")
     parser.add_argument(
         "--train",
         type=input_file,
@@ -58,15 +54,26 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def buildable_gates() -> list[str]:
+    """The registered gates a command line can build: all but those made of member
+    gates (a cascade, a budget), which no flag can give."""
+    from ..gates.base import Gate
+
+    return [name for name in Gate.gate_names() if not Gate.gate_class(name).member_params]
+
+
 def gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
     """A factory of fresh gates as the command line describes them, tried once now so
     that a bad option fails before minutes of work."""
     from ..gates.base import Gate
 
-    try:
-        cls = Gate.gate_class(args.gate)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    if args.gate not in buildable_gates():
+        if args.gate in Gate.gate_names():
+            what = f"gate {args.gate!r} is made of member gates, which no flag gives"
+        else:
+            what = f"unknown gate {args.gate!r}"
+        raise UsageError(f"{what}; choose from {', '.join(buildable_gates())}")
+    cls = Gate.gate_class(args.gate)
     kwargs = {**_gate_options(args, cls), **_backend_kwargs(args, cls.param_names())}
 
     def factory() -> Gate:
