@@ -43,6 +43,12 @@ T = TypeVar("T")
 _PLAIN = (str, int, float, bool, type(None), list, tuple, dict)
 
 
+def _same(new: Any, old: Any) -> bool:
+    """Whether a parameter set to ``new`` keeps its value ``old``: the same object, or an
+    equal plain value of the same type."""
+    return new is old or (isinstance(new, _PLAIN) and type(new) is type(old) and new == old)
+
+
 def validating(init: Callable[..., None]) -> Callable[..., None]:
     """Mark a gate constructor: it first checks its arguments (``GateParams._check_arguments``)
     when it is the one called, not a subclass's ``super().__init__``: once per gate,
@@ -135,8 +141,8 @@ class GateParams(BaseEstimator):
         """Set constructor parameters (``name__param`` reaches a nested one).
 
         Every value is validated as the constructor does before anything changes.
-        Fitted state survives only a change of serving parameters; see the module
-        docstring.
+        Fitted state survives a change of serving parameters only (a value set again
+        to what it is changes nothing); see the module docstring.
         """
         if not params:
             return self
@@ -153,16 +159,18 @@ class GateParams(BaseEstimator):
                 nested.set_params(**{sub: value})
             else:
                 own[name] = value
-        fresh = type(self)(**{**self.get_params(deep=False), **own})  # validates, unfitted
+        current = self.get_params(deep=False)
+        fresh = type(self)(**{**current, **own})  # validates, unfitted
+        changed = {name for name, value in own.items() if not _same(value, current[name])}
         kept = {}
-        if set(own) <= self._serving_params:
+        if changed <= self._serving_params:
             kept = {name: self.__dict__[name] for name in self._all_fitted_state() if name in self.__dict__}
         elif self._holds_fitted_state():
             logger.warning(
                 "%s.set_params(%s): its fitted state and calibration belong to the old parameters and "
                 "were dropped; fit (or calibrate) it again",
                 type(self).__name__,
-                ", ".join(sorted(own)),
+                ", ".join(sorted(changed)),
             )
         self.__dict__.update(fresh.__dict__)
         self.__dict__.update(kept)
