@@ -23,6 +23,7 @@ SLOWEST = (
     "tests/test_cli.py",
     "tests/test_serve_page.py",
     "tests/test_seakr.py",
+    "tests/test_conformance.py",
     "tests/test_collect_remote.py",
     "integrations/langchain/tests/integration_tests/test_examples.py",
     "tests/test_serve_milvus.py",

@@ -63,6 +63,9 @@ class Gate(Calibrated, SavedGate):
     #: Whether the gate's first LLM call is the answer itself (a confident decision
     #: carries it as ``draft_answer``, so answering costs no further call).
     answers_first: ClassVar[bool] = False
+    #: Whether a decision depends on the decisions taken before it (a budget's window),
+    #: so the same question, asked again, may be decided otherwise at the same score.
+    decides_by_history: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type[Gate]]] = {}

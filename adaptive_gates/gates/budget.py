@@ -99,6 +99,7 @@ class BudgetedGate(Gate):
 
     name = "budget"
     member_params = frozenset({"gate"})
+    decides_by_history = True
     _serving_params = frozenset({"fallback_retrieve", "target_rate", "drift_threshold"})
     _fitted_state = ("_reference",)
     _parameter_constraints: ClassVar[dict[str, Any]] = {
