@@ -91,8 +91,9 @@ class GateParams(BaseEstimator):
     #: What each constructor parameter must be (``adaptive_gates.constraints``); a
     #: class's table adds to those of the classes it derives from.
     _parameter_constraints: ClassVar[dict[str, Any]] = {}
-    #: Held while an object the gate builds on first use is built (``_built_once``).
-    _build_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: Held while an object the gate builds on first use is built (``_built_once``):
+    #: one per gate, so one gate loading its model never holds up another's.
+    _build_lock: threading.Lock
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

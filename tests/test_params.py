@@ -371,3 +371,30 @@ def test_gate_classes_are_found_by_name():
     assert {"skr-knn", "popularity", "stacked", "verbalized"} <= set(Gate.gate_names())
     with pytest.raises(ValueError, match=r"unknown gate 'nope'; choose from .*skr-knn"):
         Gate.gate_class("nope")
+
+
+def test_a_gate_building_its_backend_holds_up_no_other_gate(embedder):
+    """Each gate has its own lock for what it builds on first use: while one gate's
+    build waits (a model loading), another gate builds its own at once."""
+    import threading
+
+    slow, quick = SKRKnnGate(embedder), SKRKnnGate(embedder)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_build():
+        started.set()
+        release.wait(timeout=60)
+        return "slow"
+
+    slow._pending = None
+    quick._pending = None
+    with ThreadPoolExecutor(2) as pool:
+        building = pool.submit(slow._built_once, "_pending", slow_build)
+        try:
+            assert started.wait(timeout=60)
+            other = pool.submit(quick._built_once, "_pending", lambda: "quick")
+            assert other.result(timeout=30) == "quick"  # not held up by the slow build
+            assert not building.done()
+        finally:
+            release.set()
+        assert building.result(timeout=60) == "slow"

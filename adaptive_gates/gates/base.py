@@ -96,6 +96,7 @@ class Gate(Calibrated, SavedGate):
 
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         self.fallback_retrieve = fallback_retrieve
+        self._build_lock = threading.Lock()
         self._calibration: Calibration | None = None
 
     # ----------------------------------------------------------------- subclass hooks
