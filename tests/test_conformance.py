@@ -1,4 +1,4 @@
-"""Every registered gate passes the conformance checks (``adaptive_gates.conformance``):
+"""Every registered gate passes the conformance checks (``adaptive_gates.gates.conformance``):
 parameters, clone, save/load, sync against async, batch against single, bad input, and
 no reading of other objects' private attributes. Each gate is built fitted on real
 outcome records, with the real embedder and the embedded SmolLM2."""
@@ -25,7 +25,7 @@ from adaptive_gates import (
     ThrustGate,
     VerbalizedGate,
 )
-from adaptive_gates.conformance import GATE_CHECKS
+from adaptive_gates.gates.conformance import GATE_CHECKS
 from adaptive_gates.models import LocalChatModel
 
 #: How each registered gate is built and fitted, from (records, embedder, chat, lm);

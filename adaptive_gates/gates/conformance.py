@@ -3,7 +3,7 @@
 with a ``name``) is checked by the project's own suite, and a gate written outside it
 can be checked the same way::
 
-    from adaptive_gates.conformance import check_gate
+    from adaptive_gates.gates.conformance import check_gate
 
     check_gate(my_fitted_gate, ["Who wrote Hamlet?", "What did the memo say?"], tmp_path)
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .decision import GateDecision
-from .errors import InvalidQuestionError
-from .gates.base import Gate
+from ..decision import GateDecision
+from ..errors import InvalidQuestionError
+from .base import Gate
 
 #: Scores of one question decided alone and inside a batch may differ by this much: a
 #: batch pads its prompts, and the model's arithmetic over padding is not bit-identical.
