@@ -68,6 +68,8 @@ class Gate(Calibrated, SavedGate):
     decides_by_history: ClassVar[bool] = False
     #: Outcome-record fields ``score_records`` reads besides the question.
     record_fields: ClassVar[tuple[str, ...]] = ()
+    #: How a gate of this class is fitted, as the errors of an unfitted one name it.
+    fitted_by: ClassVar[str] = "fit(questions)"
     _registry: ClassVar[dict[str, type[Gate]]] = {}
     #: This gate's own listeners, replaced (never mutated) by ``add_listener`` and
     #: ``remove_listener`` so a decision in progress keeps the tuple it read.
@@ -108,9 +110,6 @@ class Gate(Calibrated, SavedGate):
     def __sklearn_is_fitted__(self) -> bool:
         """What ``sklearn.utils.validation.check_is_fitted`` asks: ``is_fitted``."""
         return self.is_fitted
-
-    #: How a gate of this class is fitted, as the errors of an unfitted one name it.
-    fitted_by: ClassVar[str] = "fit(questions)"
 
     def fit_hint(self) -> str:
         """What to call to fit this gate, as its errors say it."""
