@@ -80,7 +80,18 @@ def test_the_output_schema_is_the_decisions(gate):
     assert gate.OutputType is GateDecision
     schema = gate.get_output_schema().model_json_schema()
     decision = schema["$defs"]["GateDecision"]
-    fields = ["retrieve", "score", "threshold", "gate", "latency_ms", "question", "details", "draft_answer", "error"]
+    fields = [
+        "retrieve",
+        "score",
+        "threshold",
+        "gate",
+        "latency_ms",
+        "question",
+        "details",
+        "draft_answer",
+        "error",
+        "llm_calls",
+    ]
     assert list(decision["properties"]) == fields
     assert decision["required"] == ["retrieve", "score", "threshold", "gate"]
     assert decision["properties"]["retrieve"]["type"] == "boolean"
