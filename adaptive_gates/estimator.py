@@ -188,12 +188,11 @@ class GateParams(BaseEstimator):
     def __sklearn_clone__(self: P) -> P:
         """An unfitted gate with the same parameters (``sklearn.base.clone``): its
         member gates cloned, its backends shared, the rest copied."""
-        params = {
-            name: value.__sklearn_clone__()
-            if name in self.member_params
-            else copy.deepcopy(value)
-            if isinstance(value, _PLAIN)
-            else value
-            for name, value in self.get_params(deep=False).items()
-        }
-        return type(self)(**params)
+        return type(self)(**{name: self._cloned(name, value) for name, value in self.get_params(deep=False).items()})
+
+    def _cloned(self, name: str, value: Any) -> Any:
+        """What a clone takes for parameter ``name``: a member gate cloned, a plain value
+        copied, anything else (a backend) shared."""
+        if name in self.member_params:
+            return value.__sklearn_clone__()
+        return copy.deepcopy(value) if isinstance(value, _PLAIN) else value
