@@ -1,20 +1,48 @@
-"""The models and retrievers the command line names: an OpenAI-compatible chat model
-and its key, the representer of a gate that has one, and the retriever of a corpus."""
+"""The backends a gate takes, in one table that ``eval``, ``fit`` and ``serve`` build
+from: each kind's flags, how a command line builds it, and what ``serve`` gives it. A
+gate that needs a new kind of backend adds one row to ``BACKEND_KINDS``."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from .arguments import base_url
 
 if TYPE_CHECKING:
     from ..models.cached_embedder import CachedEmbedder
     from ..models.chat import ChatModel
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``serve`` holds that its gate may take: the LLM that answers (a gate that
+    drafts then drafts with it) and the embedder it retrieves with."""
+
+    chat: ChatModel
+    embedder: Embedder
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One kind of backend: the gate parameter it fills, the flags that describe it, and
+    how each command builds it. ``from_args`` returning ``None`` leaves the gate's own
+    default; a kind without ``from_server`` is the saved gate's own when served."""
+
+    param: str
+    lacks: str  # how an error says a gate does not take it
+    flags: tuple[str, ...]  # the flags this kind adds
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    from_args: Callable[[argparse.Namespace], Any]
+    from_server: Callable[[Served], Any] | None = None
+    also_reads: tuple[str, ...] = ()  # flags another kind adds that this one reads too
 
 
 def chat_model(args: argparse.Namespace) -> ChatModel | None:
@@ -53,10 +81,7 @@ def representer(args: argparse.Namespace) -> CachedEmbedder:
     if args.representer == "embedder":
         if args.layer is not None or args.pooling is not None:
             raise UsageError("--layer and --pooling go with --representer lm")
-        from ..models.defaults import default_embedder
-        from ..models.embedder import SentenceEmbedder
-
-        inner = SentenceEmbedder(args.embedder) if args.embedder else default_embedder()
+        inner = _sentence_embedder(args) or _default_embedder()
     else:
         if args.embedder:
             raise UsageError("--embedder goes with --representer embedder for this gate")
@@ -72,7 +97,106 @@ def corpus_retriever(kind: str, corpus: Path) -> Retriever:
         from ..retrieval import BM25Retriever
 
         return BM25Retriever.from_jsonl(corpus)
-    from ..models.defaults import default_embedder
     from ..retrieval import DenseRetriever
 
-    return DenseRetriever.from_jsonl(corpus, default_embedder())
+    return DenseRetriever.from_jsonl(corpus, _default_embedder())
+
+
+def _default_embedder() -> Embedder:
+    from ..models.defaults import default_embedder
+
+    return default_embedder()
+
+
+def _sentence_embedder(args: argparse.Namespace) -> Embedder | None:
+    """The sentence-transformers model of ``--embedder``, if given."""
+    if not args.embedder:
+        return None
+    from ..models.embedder import SentenceEmbedder
+
+    return SentenceEmbedder(args.embedder)
+
+
+def _chat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name (default: the embedded SmolLM2)"
+    )
+    parser.add_argument(
+        "--base-url", type=base_url, help="with --chat-model: the server's base URL (default: the SDK's)"
+    )
+
+
+def _representer_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--representer",
+        choices=["lm", "embedder"],
+        help="thrust: query representation from the LM's hidden states (default) or a sentence embedder",
+    )
+    parser.add_argument("--layer", type=int, help="thrust with --representer lm: hidden layer (default -1, the last)")
+    parser.add_argument(
+        "--pooling", choices=["last_token", "mean"], help="thrust with --representer lm (default last_token)"
+    )
+
+
+def _embedder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
+
+
+BACKEND_KINDS: tuple[BackendKind, ...] = (
+    BackendKind(
+        "chat",
+        "does not ask a chat model",
+        ("--chat-model", "--base-url"),
+        _chat_arguments,
+        chat_model,
+        from_server=lambda served: served.chat,
+    ),
+    BackendKind(
+        "representer",
+        "has no representer",
+        ("--representer", "--layer", "--pooling"),
+        _representer_arguments,
+        representer,
+        also_reads=("--embedder",),
+    ),
+    BackendKind(
+        "embedder",
+        "uses no embedder",
+        ("--embedder",),
+        _embedder_arguments,
+        _sentence_embedder,
+        from_server=lambda served: served.embedder,
+    ),
+)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every kind's flags, for a command that builds a gate."""
+    for kind in BACKEND_KINDS:
+        kind.add_arguments(parser)
+
+
+def backends_from_args(args: argparse.Namespace, gate: str, takes: frozenset[str]) -> dict[str, Any]:
+    """The backends among ``takes`` (a gate's ``backend_params``) that the command line
+    gives; a flag of a kind gate ``gate`` does not take is refused."""
+    read = {flag for kind in BACKEND_KINDS if kind.param in takes for flag in (*kind.flags, *kind.also_reads)}
+    backends: dict[str, Any] = {}
+    for kind in BACKEND_KINDS:
+        if kind.param in takes:
+            backend = kind.from_args(args)
+            if backend is not None:
+                backends[kind.param] = backend
+            continue
+        refused = [flag for flag in kind.flags if flag not in read and _given(args, flag)]
+        if refused:
+            raise UsageError(f"{', '.join(refused)}: gate {gate!r} {kind.lacks}")
+    return backends
+
+
+def served_backends(served: Served) -> dict[str, Any]:
+    """What ``serve`` gives a gate of every kind it can, by parameter name."""
+    return {kind.param: kind.from_server(served) for kind in BACKEND_KINDS if kind.from_server is not None}
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    return getattr(args, flag.lstrip("-").replace("-", "_"), None) is not None

@@ -4,13 +4,13 @@ checked against the chosen gate, and the outcome records it scores."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from .arguments import base_url, key_value
-from .backends import chat_model, representer
+from .arguments import key_value
+from .backends import add_backend_arguments, backends_from_args
 from .files import input_file
 
 if TYPE_CHECKING:
@@ -26,16 +26,6 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         help="outcome records (JSONL) to fit on; with --live, also the questions --target-rate calibrates on",
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
-    parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
-    parser.add_argument(
-        "--representer",
-        choices=["lm", "embedder"],
-        help="thrust: query representation from the LM's hidden states (default) or a sentence embedder",
-    )
-    parser.add_argument("--layer", type=int, help="thrust with --representer lm: hidden layer (default -1, the last)")
-    parser.add_argument(
-        "--pooling", choices=["last_token", "mean"], help="thrust with --representer lm (default last_token)"
-    )
     parser.add_argument(
         "--option",
         action="append",
@@ -46,12 +36,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy", help="verbalized: vanilla, punish, challenge, step-by-step, generate, explain or punish+explain"
     )
-    parser.add_argument(
-        "--chat-model", help="gates that ask an LLM: an OpenAI-compatible model name (default: the embedded SmolLM2)"
-    )
-    parser.add_argument(
-        "--base-url", type=base_url, help="with --chat-model: the server's base URL (default: the SDK's)"
-    )
+    add_backend_arguments(parser)
 
 
 def buildable_gates() -> list[str]:
@@ -74,7 +59,7 @@ def gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
             what = f"unknown gate {args.gate!r}"
         raise UsageError(f"{what}; choose from {', '.join(buildable_gates())}")
     cls = Gate.gate_class(args.gate)
-    kwargs = {**_gate_options(args, cls), **_backend_kwargs(args, cls.param_names())}
+    kwargs = {**_gate_options(args, cls), **backends_from_args(args, args.gate, cls.backend_params)}
 
     def factory() -> Gate:
         return cls(**kwargs)
@@ -111,29 +96,3 @@ def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
             raise UsageError(f"--strategy: gate {args.gate!r} has no strategy")
         options["strategy"] = args.strategy
     return options
-
-
-def _backend_kwargs(args: argparse.Namespace, accepted: Sequence[str]) -> dict[str, Any]:
-    """The backends (chat model, embedder or representer) the chosen gate takes, from the command line."""
-    if args.chat_model is not None and "chat" not in accepted:
-        raise UsageError(f"--chat-model: gate {args.gate!r} does not ask a chat model")
-    backends: dict[str, Any] = {}
-    chat = chat_model(args)
-    if chat is not None:
-        backends["chat"] = chat
-    if "representer" in accepted:
-        return {**backends, "representer": representer(args)}
-    representer_flags = [
-        f
-        for f, v in (("--representer", args.representer), ("--layer", args.layer), ("--pooling", args.pooling))
-        if v is not None
-    ]
-    if representer_flags:
-        raise UsageError(f"{', '.join(representer_flags)}: gate {args.gate!r} has no representer")
-    if args.embedder:
-        if "embedder" not in accepted:
-            raise UsageError(f"--embedder: gate {args.gate!r} uses no embedder")
-        from ..models.embedder import SentenceEmbedder
-
-        backends["embedder"] = SentenceEmbedder(args.embedder)
-    return backends

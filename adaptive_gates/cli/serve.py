@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .arguments import base_url, non_negative_int, positive_int, seconds
+from .backends import Served, api_key, served_backends
 from .files import input_file
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
     # One memo for the gate and the retriever: a question the gate embedded is searched
     # with the same vector, and a question asked again is not embedded again.
     embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
-    gate = _load_gate(args.gate, {"chat": upstream, "embedder": embedder})
+    gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder)))
     if database is None:
         retriever: Retriever = DenseRetriever.from_jsonl(args.corpus, embedder)
         # what feedback taught is saved over the gate's directory, for the next start
@@ -137,9 +138,9 @@ def _digest(path: Path) -> str:
 
 
 def _load_gate(directory: Path, backends: dict[str, Any]) -> Gate:
-    """The saved gate with those of ``backends`` it takes: the upstream as its chat model
-    if it asks an LLM (a verbalized gate's draft answers then come from the model that
-    answers), the embedder if it embeds."""
+    """The saved gate with those of ``backends`` it takes (the upstream as its chat model
+    if it asks an LLM: a verbalized gate's draft answers then come from the model that
+    answers)."""
     from ..gates.base import Gate
     from ..gates.saved import member_backends
     from ..persistence import config_field, read_config
@@ -161,7 +162,6 @@ def _upstream(args: argparse.Namespace) -> ChatModel:
 
         return LocalChatModel()
     from ..models.openai_chat import OpenAIChatModel
-    from .backends import api_key
 
     return OpenAIChatModel(
         args.upstream_model,
