@@ -1,6 +1,8 @@
-"""scikit-learn's parameter conventions for gates: every gate is a
-``sklearn.base.BaseEstimator`` (``get_params``, ``sklearn.base.clone``,
-``check_is_fitted``), with the ``set_params`` and clone that gates need.
+"""scikit-learn's parameter conventions for gates, kept by duck typing: every gate
+answers ``get_params`` and ``set_params``, ``sklearn.base.clone`` (``__sklearn_clone__``)
+and ``check_is_fitted`` (``__sklearn_is_fitted__``, ``__sklearn_tags__``) as an estimator does, without
+deriving from ``BaseEstimator``, so importing the package loads no scikit-learn and a
+gate shows none of scikit-learn's own machinery (metadata routing).
 
 A gate's ``__init__`` keeps every argument as-is under its own name, so the
 parameters are read back from its signature, as ``BaseEstimator`` does. What each
@@ -29,8 +31,6 @@ import logging
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
-
-from sklearn.base import BaseEstimator
 
 from .constraints import validate_params
 
@@ -70,9 +70,10 @@ def validating(init: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-class GateParams(BaseEstimator):
-    """``BaseEstimator`` with a ``set_params`` that validates through the constructor
-    and keeps or drops fitted state as the module says, and a clone that shares backends.
+class GateParams:
+    """scikit-learn's parameter protocol: ``get_params``, a ``set_params`` that validates
+    through the constructor and keeps or drops fitted state as the module says, and a
+    clone that shares backends.
 
     A subclass lists in ``_fitted_state`` the attributes its ``fit``/``load`` learn
     (the calibration is always one), in ``_serving_params`` the parameters that fitted
@@ -138,6 +139,16 @@ class GateParams(BaseEstimator):
                 raise TypeError(f"{cls.__name__}.__init__ must not take *args or **kwargs (scikit-learn convention)")
         return [name for name in signature.parameters if name != "self"]
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters by name, as given; ``deep`` adds a nested one's own
+        (``name__param``) for a parameter that has ``get_params``, as scikit-learn does."""
+        params = {name: getattr(self, name) for name in self.param_names()}
+        if deep:
+            for name, value in list(params.items()):
+                if callable(getattr(value, "get_params", None)) and not isinstance(value, type):
+                    params.update({f"{name}__{key}": nested for key, nested in value.get_params().items()})
+        return params
+
     def set_params(self: P, **params: Any) -> P:
         """Set constructor parameters (``name__param`` reaches a nested one).
 
@@ -189,6 +200,13 @@ class GateParams(BaseEstimator):
         """An unfitted gate with the same parameters (``sklearn.base.clone``): its
         member gates cloned, its backends shared, the rest copied."""
         return type(self)(**{name: self._cloned(name, value) for name, value in self.get_params(deep=False).items()})
+
+    def __sklearn_tags__(self) -> Any:
+        """What scikit-learn's ``check_is_fitted`` reads first: an estimator that needs
+        fitting (scikit-learn is imported only when it asks)."""
+        from sklearn.utils import Tags, TargetTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False))
 
     def _cloned(self, name: str, value: Any) -> Any:
         """What a clone takes for parameter ``name``: a member gate cloned, a plain value

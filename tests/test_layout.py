@@ -13,7 +13,7 @@ import adaptive_gates
 PACKAGE = Path(adaptive_gates.__file__).parent
 #: Loaded on first use only. (scikit-learn is not among them: every gate is a
 #: ``sklearn.base.BaseEstimator``.)
-HEAVY = ("torch", "transformers", "sentence_transformers")
+HEAVY = ("torch", "transformers", "sentence_transformers", "sklearn")
 
 
 def _module_name(path: Path) -> str:

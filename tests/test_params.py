@@ -312,16 +312,17 @@ def test_saved_params_are_the_params_without_backends(embedder, chat):
         assert set(saved) == set(gate.get_params(deep=False)) - cls.backend_params, cls.__name__
 
 
-def test_every_gate_is_a_scikit_learn_estimator(embedder, chat):
+def test_every_gate_keeps_scikit_learns_estimator_protocol_without_deriving_from_it(embedder, chat):
+    """``get_params``, ``set_params`` and ``sklearn.base.clone`` work as on an estimator;
+    none of scikit-learn's metadata routing shows on a gate."""
     from sklearn.base import BaseEstimator
 
-    from adaptive_gates.estimator import GateParams
-
-    assert "get_params" not in GateParams.__dict__  # BaseEstimator's own
     for cls, args in _gates(embedder, chat):
         gate = cls(**args)
-        assert isinstance(gate, BaseEstimator), cls.__name__
+        assert not isinstance(gate, BaseEstimator), cls.__name__
         assert gate.get_params(deep=False).keys() == set(cls.param_names()), cls.__name__
+        assert clone(gate).get_params(deep=False).keys() == gate.get_params(deep=False).keys(), cls.__name__
+        assert not any(hasattr(gate, a) for a in ("set_fit_request", "set_score_request", "get_metadata_routing"))
 
 
 def test_check_is_fitted_reads_is_fitted(embedder, outcome_records):
