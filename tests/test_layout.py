@@ -11,8 +11,10 @@ from pathlib import Path
 import adaptive_gates
 
 PACKAGE = Path(adaptive_gates.__file__).parent
-#: Loaded on first use only. (scikit-learn is not among them: every gate is a
-#: ``sklearn.base.BaseEstimator``.)
+INTEGRATIONS = PACKAGE.parent / "integrations"
+#: The core modules a framework package may import from, each only what its ``__all__`` names.
+EXTENSION_API = ("adaptive_gates", "adaptive_gates.models", "adaptive_gates.extend")
+#: Loaded on first use only.
 HEAVY = ("torch", "transformers", "sentence_transformers", "sklearn")
 
 
@@ -179,3 +181,48 @@ def test_seakr_pipeline_and_runner_stay_importable_from_the_top() -> None:
     assert SeaKRPipeline is pipeline_class and run_pipeline is runner
     for name in adaptive_gates.__all__:
         assert getattr(adaptive_gates, name) is not None, name
+
+
+def _core_imports(path: Path) -> set[tuple[str, str]]:
+    """Each ``(module, name)`` that ``path`` imports from the core (``name`` is
+    ``"<module>"`` for a plain ``import``)."""
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "adaptive_gates":
+            found.update((node.module or "", a.name) for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update((a.name, "<module>") for a in node.names if a.name.split(".")[0] == "adaptive_gates")
+    return found
+
+
+def _outside_the_extension_api(imports: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    import importlib
+
+    return {
+        (module, name)
+        for module, name in imports
+        if module not in EXTENSION_API or name not in importlib.import_module(module).__all__
+    }
+
+
+def test_the_framework_packages_import_only_the_extension_api() -> None:
+    files = [f for f in sorted(INTEGRATIONS.glob("*/*/**/*.py")) if "tests" not in f.relative_to(INTEGRATIONS).parts]
+    assert len(files) > 30
+    for path in files:
+        outside = _outside_the_extension_api(_core_imports(path))
+        assert not outside, (
+            f"{path.relative_to(INTEGRATIONS)} imports {sorted(outside)}: name it in adaptive_gates.extend"
+        )
+
+
+def test_the_extension_api_check_finds_a_deep_import(tmp_path: Path) -> None:
+    module = tmp_path / "adapter.py"
+    module.write_text(
+        "from adaptive_gates.extend import drive\n"
+        "from adaptive_gates.gates.base import Gate\n"
+        "import adaptive_gates.data\n"
+    )
+    assert _outside_the_extension_api(_core_imports(module)) == {
+        ("adaptive_gates.gates.base", "Gate"),
+        ("adaptive_gates.data", "<module>"),
+    }

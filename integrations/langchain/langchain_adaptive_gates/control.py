@@ -34,7 +34,7 @@ from langchain_core.runnables import ConfigurableFieldSpec
 from pydantic import Field
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.decision import RetrievalMode, check_retrieval_mode
+from adaptive_gates.extend import RetrievalMode, check_retrieval_mode
 
 #: ``configurable`` key: a threshold replacing the gate's for this request.
 THRESHOLD_KEY = "gate_threshold"

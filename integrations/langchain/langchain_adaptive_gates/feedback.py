@@ -30,7 +30,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.feedback import Feedback
+from adaptive_gates.extend import Feedback
 
 from .gate_runnable import DECISION_EVENT
 

@@ -19,7 +19,7 @@ from langchain_core.runnables.utils import get_unique_config_specs
 from pydantic import ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.listeners import notify_decisions
+from adaptive_gates.extend import notify_decisions
 
 from . import steps
 from .control import RequestControl, control_specs

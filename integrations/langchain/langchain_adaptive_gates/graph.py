@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.decision import DRAFT, RETRIEVE
+from adaptive_gates.extend import DRAFT, RETRIEVE
 
 from .gate_runnable import GateRunnable
 

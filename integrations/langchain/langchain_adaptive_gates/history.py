@@ -15,7 +15,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
-from adaptive_gates.history_window import windowed_question as core_windowed_question
+from adaptive_gates.extend import windowed_question as core_windowed_question
 
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from adaptive_gates.listeners import LLMCallEvent
+from adaptive_gates.extend import LLMCallEvent
 
 #: Name of the custom event each LLM call of a gate is dispatched as (data: the
 #: core's ``LLMCallEvent`` as a dict: gate, model_id, purpose, messages, reply, error,

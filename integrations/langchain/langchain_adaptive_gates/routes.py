@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from adaptive_gates import GateDecision
-from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE
+from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
 
 #: A choice of route: the name of the route ``decision`` takes.
 Choose = Callable[[GateDecision], str]

@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from adaptive_gates.retrieval.base import Hit
+from adaptive_gates.extend import Hit
 
 #: The documents one answer's searches returned, by hit id (each answer sets its own).
 _FOUND: contextvars.ContextVar[dict[str, Document] | None] = contextvars.ContextVar("seakr_found", default=None)

@@ -17,8 +17,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.driving import adrive, drive
-from adaptive_gates.listeners import listening
+from adaptive_gates.extend import adrive, drive, listening
 
 from .llm_events import LLMCalls
 

@@ -23,9 +23,7 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.memory.store_backed import LABEL_KEY, Similarity, StoreBackedMemory
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.extend import KNOWN, LABEL_KEY, UNKNOWN, Similarity, StoreBackedMemory, l2_normalise
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 

@@ -12,8 +12,8 @@ from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.llms.types import ChatResponse, LogProb
 from llama_index.core.llms.custom import CustomLLM
 
+from adaptive_gates.extend import first_stop
 from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
-from adaptive_gates.models.generation import first_stop
 
 from .messages import from_core_messages
 

@@ -2,7 +2,7 @@
 engine variants (condense-question and condense-plus-context), which gate on the
 conversation's standalone question."""
 
-from adaptive_gates.decision import ROUTES
+from adaptive_gates.extend import ROUTES
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryEngine
 from .chat import AdaptiveChatEngine

@@ -28,9 +28,7 @@ from llama_index.selectors.adaptive_gates.gating import adecide, decide, respons
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
 from adaptive_gates import Gate
-from adaptive_gates.decision import DRAFT, RETRIEVE
-from adaptive_gates.feedback import Feedback
-from adaptive_gates.prompts import QA
+from adaptive_gates.extend import DRAFT, QA, RETRIEVE, Feedback
 
 from .streaming import aone_piece, one_piece
 

@@ -23,7 +23,7 @@ from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
 
-from adaptive_gates.feedback import Feedback
+from adaptive_gates.extend import Feedback
 
 from .base import AdaptiveQueryEngine
 from .standalone import Standalone, condensed, exchange, turn_metadata

@@ -30,8 +30,7 @@ from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.decision import DRAFT, RETRIEVE
-from adaptive_gates.feedback import Feedback
+from adaptive_gates.extend import DRAFT, RETRIEVE, Feedback
 
 from .base import METADATA_KEY, ROUTE_KEY
 from .standalone import Standalone, condensed, exchange, turn_metadata

@@ -29,7 +29,7 @@ from llama_index.selectors.adaptive_gates.events import GateDecisionEvent
 from llama_index.selectors.adaptive_gates.gating import route_of
 
 from adaptive_gates import GateDecision
-from adaptive_gates.decision import DIRECT, DRAFT
+from adaptive_gates.extend import DIRECT, DRAFT
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
 

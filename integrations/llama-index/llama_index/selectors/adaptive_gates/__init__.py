@@ -1,6 +1,6 @@
 """A gate as a LlamaIndex selector, and the gates' instrumentation events."""
 
-from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE, ROUTES
+from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE, ROUTES
 
 from .events import GateDecisionEvent, GateLLMCallEvent, fire_decision, forwarding_llm_calls
 from .gating import response_feedback, route_of

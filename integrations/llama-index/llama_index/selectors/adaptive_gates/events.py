@@ -29,7 +29,7 @@ from llama_index.core.instrumentation.dispatcher import Dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 
 from adaptive_gates import GateDecision
-from adaptive_gates.listeners import DecisionListener, LLMCallEvent, listening
+from adaptive_gates.extend import DecisionListener, LLMCallEvent, listening
 
 dispatcher = get_dispatcher(__name__)
 

@@ -19,8 +19,7 @@ from typing import Any, NamedTuple
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
 from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
-from adaptive_gates.decision import DIRECT, DRAFT, AnswerRoute
-from adaptive_gates.feedback import Feedback
+from adaptive_gates.extend import DIRECT, DRAFT, AnswerRoute, Feedback
 
 from .events import fire_decision, forwarding_unless_scoped
 from .reason import decision_of

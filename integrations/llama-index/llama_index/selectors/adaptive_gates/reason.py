@@ -16,7 +16,7 @@ from typing import Any
 from llama_index.core.base.base_selector import MultiSelection, SingleSelection
 
 from adaptive_gates import GateDecision
-from adaptive_gates.decision import DRAFT
+from adaptive_gates.extend import DRAFT
 
 #: Starts the reason's last line; the rest of that line is ``GateDecision.to_dict`` as JSON.
 DECISION_PREFIX = "gate decision: "

@@ -12,8 +12,7 @@ from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
 
 from adaptive_gates import Gate, PopularityGate
-from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE, ROUTES
-from adaptive_gates.feedback import Feedback
+from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE, ROUTES, Feedback
 
 from .gating import Decided, adecide, decide, response_feedback, route_of
 from .reason import selection_reason

@@ -21,8 +21,7 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.memory.store_backed import LABEL_KEY, StoreBackedMemory
+from adaptive_gates.extend import LABEL_KEY, StoreBackedMemory, l2_normalise
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 

@@ -6,7 +6,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.selectors.adaptive_gates.gating import adecide, route_of
 
 from adaptive_gates import Gate
-from adaptive_gates.decision import DRAFT, RETRIEVE
+from adaptive_gates.extend import DRAFT, RETRIEVE
 
 from .events import AnswerDirectlyEvent, DraftAnswerEvent, RetrieveEvent
 

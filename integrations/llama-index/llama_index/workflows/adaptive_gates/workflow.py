@@ -16,7 +16,7 @@ from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, 
 from llama_index.query_engine.adaptive_gates.base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
 
 from adaptive_gates import Gate
-from adaptive_gates.decision import DIRECT, DRAFT, RETRIEVE
+from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
 
 from .events import AnswerDirectlyEvent, DraftAnswerEvent, GateRouteEvent, NodesRetrievedEvent, RetrieveEvent
 from .routing import gate_route_event

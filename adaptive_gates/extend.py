@@ -1,0 +1,51 @@
+"""What a framework package builds on, beside the package root and ``adaptive_gates.models``.
+
+An adapter of LangChain, LlamaIndex or another framework reads decisions and routes,
+drives a gate's rounds of LLM requests on the framework's own models, hears decisions
+and LLM calls, teaches a gate through feedback, and keeps an SKR memory in the
+framework's vector store. The pieces it needs for that, and are not part of a user's
+everyday API, are named here; the framework packages import from the core only the
+root, ``adaptive_gates.models`` and this module (a test holds them to it), so what is
+named here is kept as stable as the root's API.
+"""
+
+from __future__ import annotations
+
+from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
+from .driving import adrive, drive
+from .feedback import Feedback
+from .history_window import windowed_question
+from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
+from .memory.memories import l2_normalise
+from .memory.store_backed import LABEL_KEY, Similarity, StoreBackedMemory
+from .models.generation import first_stop
+from .prompts import QA
+from .retrieval.base import Hit
+from .selfknowledge import KNOWN, UNKNOWN
+
+__all__ = [
+    "DIRECT",
+    "DRAFT",
+    "KNOWN",
+    "LABEL_KEY",
+    "QA",
+    "RETRIEVE",
+    "ROUTES",
+    "UNKNOWN",
+    "AnswerRoute",
+    "DecisionListener",
+    "Feedback",
+    "Hit",
+    "LLMCallEvent",
+    "RetrievalMode",
+    "Similarity",
+    "StoreBackedMemory",
+    "adrive",
+    "check_retrieval_mode",
+    "drive",
+    "first_stop",
+    "l2_normalise",
+    "listening",
+    "notify_decisions",
+    "windowed_question",
+]
