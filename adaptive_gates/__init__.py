@@ -148,8 +148,12 @@ __all__ = [
 
 def __getattr__(name: str):
     # The SeaKR pipeline pulls in scikit-learn's stop words: imported on first use only.
-    if name in ("SeaKRPipeline", "run_pipeline"):
-        from . import pipeline
+    if name == "SeaKRPipeline":
+        from .seakr.pipeline import SeaKRPipeline
 
-        return getattr(pipeline, name)
+        return SeaKRPipeline
+    if name == "run_pipeline":
+        from .seakr.runner import run_pipeline
+
+        return run_pipeline
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

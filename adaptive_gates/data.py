@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 from .errors import DataFormatError
-from .models.chat import TokenLogprob
-from .token_logprobs import tokens_from_openai, tokens_to_openai
+from .token_logprobs import TokenLogprob, tokens_from_openai, tokens_to_openai
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,6 @@
-"""Token log-probabilities as OpenAI's chat API writes them, and back.
+"""Token log-probabilities: the record of one token (``TokenLogprob``, what a chat reply
+and an outcome record both hold, so records need no backend), and the shape OpenAI's
+chat API writes them in, and back.
 
 An answer's tokens are stored in outcome records (``logprobs_no_retrieval``) in the
 shape of ``choices[0].logprobs.content``: one entry per token,
@@ -11,11 +13,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from .models.chat import TokenLogprob
+__all__ = ["TokenLogprob", "tokens_from_openai", "tokens_to_openai"]
 
-__all__ = ["tokens_from_openai", "tokens_to_openai"]
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the most likely alternatives
+    at its position (``(token, logprob)``, best first)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 def tokens_to_openai(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:

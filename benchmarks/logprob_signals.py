@@ -32,7 +32,7 @@ from adaptive_gates.evaluation.random_band import random_band
 from adaptive_gates.gates.logprob import DEFAULT_THRESHOLDS
 from adaptive_gates.models.local_chat import LocalChatModel
 from adaptive_gates.selfknowledge import outcome_scores
-from adaptive_gates.token_uncertainty import SIGNALS
+from adaptive_gates.signals.token_uncertainty import SIGNALS
 
 #: The instruction the outcome records were answered with (``datasets.boolq_outcomes``).
 BOOLQ_INSTRUCTION = "Answer the question with yes or no."

@@ -60,8 +60,8 @@ from _common import RESULTS, add_data_argument, hotpotqa_contexts, markdown_tabl
 from adaptive_gates.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.evaluation import evaluate_scores, null_gap_captures
 from adaptive_gates.metrics import exact_match, token_f1
-from adaptive_gates.pipeline.runner import run_pipeline, summarize
-from adaptive_gates.pipeline.seakr import SeaKRPipeline
+from adaptive_gates.seakr.pipeline import SeaKRPipeline
+from adaptive_gates.seakr.runner import run_pipeline, summarize
 
 VARIANTS = ("no-retrieval", "single-retrieval", "seakr", "seakr-no-rerank", "seakr-no-select")
 _OPTIONS = {

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adaptive_gates import certainty
-from adaptive_gates.certainty import (
+from adaptive_gates.models.chat import TokenLogprob
+from adaptive_gates.signals.certainty import (
     CERTAIN,
     UNCERTAIN,
     clean_reply_answer,
@@ -18,8 +19,7 @@ from adaptive_gates.certainty import (
     parse_certainty,
     uncertain_share,
 )
-from adaptive_gates.models.chat import TokenLogprob
-from adaptive_gates.word_choice import STATED_WORD_THRESHOLD, graded_need, spells, word_share, word_start_token
+from adaptive_gates.signals.word_choice import STATED_WORD_THRESHOLD, graded_need, spells, word_share, word_start_token
 
 # (reply, certainty, answer)
 TABLE = [

@@ -25,7 +25,7 @@ from adaptive_gates.errors import GateLoadError
 from adaptive_gates.gates.logprob import DEFAULT_THRESHOLDS
 from adaptive_gates.models import LocalChatModel, OpenAIChatModel
 from adaptive_gates.models.chat import TokenLogprob, user
-from adaptive_gates.token_uncertainty import (
+from adaptive_gates.signals.token_uncertainty import (
     SIGNALS,
     answer_tokens,
     check_signal,

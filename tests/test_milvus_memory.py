@@ -16,7 +16,7 @@ import pytest
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError, label_outcomes, load_gate
 from adaptive_gates.errors import CollectionMismatchError
 from adaptive_gates.memory import MilvusMemory
-from adaptive_gates.memory.milvus import question_key
+from adaptive_gates.milvus.memory import question_key
 from adaptive_gates.retrieval import DenseRetriever, MilvusRetriever
 from milvus_server import MilvusServer
 from restart_checks import decisions_compared, run_in_new_process
@@ -240,7 +240,7 @@ def test_milvus_retriever_finds_what_dense_finds_and_reuses_its_index(
     records = wiki_paragraphs[:40]
     queries = [wiki_anchor.question, wiki_anchor.keywords, *asked[:4]]
     dense = DenseRetriever.from_records(records, embedder)
-    with caplog.at_level(logging.INFO, logger="adaptive_gates.retrieval.milvus"):
+    with caplog.at_level(logging.INFO, logger="adaptive_gates.milvus.retrieval"):
         MilvusRetriever.from_records(records[:25], embedder, milvus_uri, collection, batch_size=8, progress=False)
         caplog.clear()
         retriever = MilvusRetriever.from_records(records, embedder, milvus_uri, collection, batch_size=8)
@@ -284,7 +284,7 @@ def test_a_missing_pymilvus_names_the_extra():
 def test_entries_read_every_row_in_insertion_order_past_one_page(milvus_uri, embedder, collection):
     from adaptive_gates.datasets import adarague_outcomes
     from adaptive_gates.memory import FaissMemory
-    from adaptive_gates.milvus_collection import PAGE_SIZE
+    from adaptive_gates.milvus.client import PAGE_SIZE
 
     knowledge = label_outcomes(adarague_outcomes())
     questions, labels = knowledge.questions, knowledge.labels

@@ -8,7 +8,7 @@ import pytest
 
 from adaptive_gates import GateLoadError, PopularityGate, load_gate, outcome_scores
 from adaptive_gates.data import CorpusRecord
-from adaptive_gates.word_rarity import WordRarity, capitalised_spans, content_words
+from adaptive_gates.signals.word_rarity import WordRarity, capitalised_spans, content_words
 
 #: Real AdaRAGUE questions (NQ, HotpotQA, TriviaQA): each about an obscure subject,
 #: then one about a well-known subject of the same kind.

@@ -18,7 +18,6 @@ import pytest
 
 from adaptive_gates import LogprobGate, SKRIclGate, SKRPromptGate, VerbalizedGate
 from adaptive_gates.answering import LLMAnswerer
-from adaptive_gates.certainty import parse_certainty
 from adaptive_gates.evaluation.injection import (
     ATTACKS,
     SKR_VERDICTS,
@@ -34,6 +33,7 @@ from adaptive_gates.prompts import JUDGEMENT, SKR_ALTERNATIVES, SKR_PROMPT, STRA
 from adaptive_gates.seakr import prompts as seakr_prompts
 from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.signals.certainty import parse_certainty
 
 QUESTION = "Who is the mayor of Springfield?"
 #: The attack of the report, verbatim.

@@ -14,7 +14,7 @@ from .files import input_file, output_file, write_report
 
 def add_parser(sub: Any) -> None:
     """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
-    from ..pipeline.seakr import MODES, RATIONALE_FORMS
+    from ..seakr.pipeline import MODES, RATIONALE_FORMS
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
     sk.add_argument("--test", required=True, type=input_file, help="QA records (JSONL)")
@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from ..data import load_qa
     from ..models.defaults import default_llm
     from ..models.local_lm import LocalCausalLM
-    from ..pipeline.runner import run_pipeline
     from ..retrieval import BM25Retriever
+    from ..seakr.runner import run_pipeline
     from ..seakr.uncertainty import SelfAwareUncertainty
 
     _check_delta(args)

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 def build_service(args: argparse.Namespace) -> ChatService:
     """The service the arguments describe: every input loaded and checked before the
     server listens."""
-    from ..milvus_collection import milvus_client
+    from ..milvus.client import milvus_client
     from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import default_embedder
     from ..retrieval import DenseRetriever
@@ -121,9 +121,9 @@ def _shared_in_milvus(gate: Gate, embedder: Embedder, database: Any, args: argpa
     """Move the gate onto its memory in Milvus (filled from the gate by the first server)
     and return the corpus' retriever there."""
     from ..gates.skr import SKRKnnGate
-    from ..memory.milvus import MilvusMemory
+    from ..milvus.memory import MilvusMemory
+    from ..milvus.retrieval import MilvusRetriever
     from ..persistence import CONFIG_FILE
-    from ..retrieval.milvus import MilvusRetriever
 
     if not isinstance(gate, SKRKnnGate):
         raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..constraints import Integer, Real, validate_params
 from ..driving import adrive, drive
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
@@ -24,6 +23,7 @@ from ..models.chat import ChatModel, ChatReply, Message, SyncChatModel, with_ach
 from ..models.chat_batch import achat_each, chat_each
 from ..persistence import check_saved_backend
 from .assessment import Assessment
+from .constraints import Integer, Real, validate_params
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,6 @@ from typing import Any, ClassVar, Self, TypeVar
 import numpy as np
 
 from ..calibration import Calibration
-from ..constraints import Boolean
 from ..data import OutcomeRecord
 from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
@@ -37,6 +36,7 @@ from ..listeners import Listener, check_listener, gate_asking, notify_decisions
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
 from .calibrated import Calibrated
+from .constraints import Boolean
 from .saved import SavedGate
 
 logger = logging.getLogger(__name__)

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..constraints import Integer
 from ..data import CorpusRecord
 from ..errors import GateLoadError
 from ..persistence import read_json_object, save_array
 from ..validation import check_questions
+from .constraints import Integer
 from .percentile import FitPercentileGate, cross_fit
 
 if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
@@ -173,7 +173,7 @@ def _stopwords(terms: QueryTerms) -> str | list[str]:
         return "en"
     from bm25s.stopwords import STOPWORDS_EN
 
-    from ..word_rarity import stop_words
+    from ..signals.word_rarity import stop_words
 
     return sorted(stop_words() | set(STOPWORDS_EN))
 

@@ -48,7 +48,6 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from ..calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
-from ..constraints import InstanceOf, Integer, Real
 from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
 from ..feedback import Feedback
@@ -57,6 +56,7 @@ from ..persistence import load_array, save_array
 from ..validation import check_batch
 from .assessment import Assessment, Verdict
 from .base import Gate
+from .constraints import InstanceOf, Integer, Real
 from .saved import save_member
 
 logger = logging.getLogger(__name__)

@@ -31,13 +31,13 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from ..constraints import Constraint, InstanceOf, Real
 from ..driving import adrive, drive
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
 from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
 from .base import Gate
+from .constraints import Constraint, InstanceOf, Real
 from .saved import save_member
 
 logger = logging.getLogger(__name__)

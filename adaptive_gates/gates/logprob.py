@@ -3,7 +3,7 @@ answer, read from its token log-probabilities (docs/logprob_gate.md).
 
 The LLM answers the question as the package's answerer would without retrieval (the
 same prompt, greedy, the same stop), asked for ``top_logprobs`` alternatives per
-token. The need score is one signal of ``adaptive_gates.token_uncertainty`` over the
+token. The need score is one signal of ``adaptive_gates.signals.token_uncertainty`` over the
 answer's tokens. A confident answer is the final answer (``GateDecision.draft_answer``):
 the direct branch needs no second call. Offline, ``score_records`` scores the
 log-probabilities recorded with outcome records, with no LLM at all.
@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
-from ..constraints import Integer, OneOf, Text
 from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, TokenLogprob, user
-from ..token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
+from ..signals.token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
+from .constraints import Integer, OneOf, Text
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a
@@ -67,7 +67,7 @@ class LogprobGate(AsksInRounds, Gate):
 
     Args:
         chat: the chat model (default: the embedded SmolLM2); it must give log-probs.
-        signal: one of ``adaptive_gates.token_uncertainty.SIGNALS``.
+        signal: one of ``adaptive_gates.signals.token_uncertainty.SIGNALS``.
         answer_tokens_only: score only the answer's own tokens (see above).
         top_logprobs: alternatives asked per token (at least 1; OpenAI allows 20).
         instruction: the answer prompt's first line (the answerer's, by default: keep

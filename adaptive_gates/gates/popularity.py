@@ -44,14 +44,14 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..constraints import OneOf
 from ..data import CorpusRecord, OutcomeRecord
 from ..errors import GateLoadError
 from ..persistence import load_array, read_json_object, save_array
 from ..selfknowledge import outcome_scores
-from ..word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
+from ..signals.word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
 from .assessment import Assessment
 from .base import Gate
+from .constraints import OneOf
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from typing import Any, ClassVar, Self, TypeVar
 from ..calibration import Calibration
 from ..directory_swap import reading
 from ..errors import GateLoadError
-from ..estimator import GateParams
 from ..persistence import (
     CONFIG_FILE,
     config_field,
@@ -36,6 +35,7 @@ from ..persistence import (
     safe_member_path,
     save_directory,
 )
+from .params import GateParams
 
 S = TypeVar("S", bound="SavedGate")
 

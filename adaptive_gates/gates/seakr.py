@@ -6,7 +6,7 @@ measured on the context itself: k sampled continuations of c (cut by the greedy 
 stop strings), and how much the model's internal states disagree across them. The
 greedy step only says whether the model has anything to go on; when it is empty U is
 not computed. ``pseudo_step`` is that test, shared with the multi-hop pipeline
-(``adaptive_gates.pipeline``), which runs it on every reasoning step; here the
+(``adaptive_gates.seakr.pipeline``), which runs it on every reasoning step; here the
 context is the plain answer prompt, and the need score is U itself.
 
 The threshold. The paper retrieves when U > −6 for LLaMA-2-7B, just above its floor
@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..answering import ANSWER_STOP, prompt_template
-from ..constraints import Boolean, InstanceOf, Integer, Real, Text
 from ..errors import NotFittedError
 from ..models.protocols import check_probing_lm
 from ..persistence import check_saved_backend
@@ -48,6 +47,7 @@ from ..seakr.uncertainty import SelfAwareUncertainty
 from ..validation import check_stops
 from .assessment import Assessment
 from .base import Gate
+from .constraints import Boolean, InstanceOf, Integer, Real, Text
 
 if TYPE_CHECKING:
     from ..models.protocols import ProbingLM

@@ -27,8 +27,6 @@ from typing import Any, ClassVar, Literal, Self, get_args
 import numpy as np
 
 from ..calibration import first_caller_outside_package
-from ..constraints import Callable as IsCallable
-from ..constraints import Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError
 from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
@@ -38,6 +36,8 @@ from ..persistence import check_saved_backend, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
+from .constraints import Callable as IsCallable
+from .constraints import Integer, OneOf, Real
 
 logger = logging.getLogger(__name__)
 

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..constraints import Integer, OneOf, Text
 from ..models.chat import ChatModel, ChatReply, TokenLogprob
 from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
-from ..word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
+from ..signals.word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import Assessment
 from .base import Gate
+from .constraints import Integer, OneOf, Text
 from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ features of the question's wording.
 Every published signal alone captures little of what a perfect gate would; they err
 on different questions. The stacked gate fits member gates (default: SKR-kNN and the
 balanced SKR classifier on MiniLM, Thrust on MiniLM, IAPEK-BM25 and the popularity
-gate: no LLM) and a logistic-regression combiner (``adaptive_gates.stacking``) on their
+gate: no LLM) and a logistic-regression combiner (``adaptive_gates.gates.stacking``) on their
 scores plus ``question_features``, learning from *every* outcome row, including the
 ones SKR drops because both answers were wrong.
 
@@ -41,7 +41,6 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..constraints import Boolean, Integer, OneOf, Real
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import FeedbackLog, LearnsFromFeedback
@@ -49,9 +48,15 @@ from ..folds import cross_fitted_scores
 from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
 from ..models.protocols import Embedder
-from ..question_features import FEATURE_NAMES, question_features
 from ..selfknowledge import outcome_scores
-from ..stacking import (
+from ..signals.question_features import FEATURE_NAMES, question_features
+from .base import Gate
+from .bm25_difficulty import BM25DifficultyGate
+from .constraints import Boolean, Integer, OneOf, Real
+from .popularity import PopularityGate
+from .saved import save_member
+from .skr import SKRClassifierGate, SKRKnnGate
+from .stacking import (
     TARGETS,
     Combiner,
     CombinerRows,
@@ -61,11 +66,6 @@ from ..stacking import (
     head_outcomes,
     standardisation,
 )
-from .base import Gate
-from .bm25_difficulty import BM25DifficultyGate
-from .popularity import PopularityGate
-from .saved import save_member
-from .skr import SKRClassifierGate, SKRKnnGate
 from .thrust import ThrustGate
 
 logger = logging.getLogger(__name__)

@@ -27,12 +27,12 @@ from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 
-from ..constraints import Integer, OneOf
 from ..errors import GateLoadError
 from ..models.protocols import check_vectors
 from ..persistence import check_saved_backend, load_array, save_array
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
+from .constraints import Integer, OneOf
 from .percentile import FitPercentileGate, cross_fit
 
 logger = logging.getLogger(__name__)

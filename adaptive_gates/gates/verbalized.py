@@ -16,7 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..certainty import (
+from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
+from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
+from ..signals.certainty import (
     CERTAIN,
     UNCERTAIN,
     CertaintyParse,
@@ -25,13 +27,11 @@ from ..certainty import (
     parse_certainty,
     uncertain_share,
 )
-from ..constraints import Integer, OneOf, Text
-from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
-from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
-from ..word_choice import STATED_WORD_THRESHOLD, graded_need
+from ..signals.word_choice import STATED_WORD_THRESHOLD, graded_need
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
 from .assessment import ANSWER_EVIDENCE, Assessment
 from .base import Gate
+from .constraints import Integer, OneOf, Text
 
 logger = logging.getLogger(__name__)
 

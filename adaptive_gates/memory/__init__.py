@@ -6,9 +6,9 @@ approximate: ``faiss_index``) and ``ExactMemory`` implement it here, and
 vector stores. ``MilvusMemory`` keeps the memory in Milvus, shared by processes.
 """
 
+from ..milvus.memory import MilvusMemory
 from .faiss_index import IndexSettings
 from .memories import ExactMemory, FaissMemory, SKRMemory, VerdictMemory
-from .milvus import MilvusMemory
 from .store_backed import StoreBackedMemory
 
 __all__ = [

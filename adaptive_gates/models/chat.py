@@ -17,22 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from ..token_logprobs import TokenLogprob
 from ..validation import check_encodable
 
 #: One chat turn: ``{"role": "system" | "user" | "assistant", "content": text}``.
 Message = Mapping[str, str]
 
 _ROLES = ("system", "user", "assistant")
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One generated token with its log-probability and the most likely alternatives
-    at its position (``(token, logprob)``, best first)."""
-
-    token: str
-    logprob: float
-    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

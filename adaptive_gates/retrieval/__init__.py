@@ -1,8 +1,8 @@
 """Passage retrieval: lexical (BM25) and dense (faiss, or Milvus) retrievers behind one small protocol."""
 
+from ..milvus.retrieval import MilvusRetriever
 from .base import Hit, Retriever, passage_text
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
-from .milvus import MilvusRetriever
 
 __all__ = ["BM25Retriever", "DenseRetriever", "Hit", "MilvusRetriever", "Retriever", "passage_text"]

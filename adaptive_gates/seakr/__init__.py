@@ -5,10 +5,12 @@
   ``snippets.snippet_text`` (strings, LangChain documents, LlamaIndex nodes);
 - ``reasoning``: the final answer picked by lower U (§4.4);
 - ``prompts``, FLARE-style search ``queries``, the pseudo-``step`` test and the
-  ``trace`` of a run: the parts of the multi-hop pipeline.
-
-The gate itself is ``adaptive_gates.gates.seakr.SeaKRGate``; the multi-hop pipeline
-that runs it on every reasoning step, above both, is ``adaptive_gates.pipeline``.
+  ``trace`` of a run: the parts of the multi-hop pipeline;
+- ``pipeline``, the multi-hop pipeline (SPEC §4) that runs the gate on every reasoning
+  step, ``routes`` its final answer's routes, and ``runner`` the pipeline over a QA set,
+  scored and checkpointed. These three stand above the gate
+  (``adaptive_gates.gates.seakr.SeaKRGate``) and are imported on first use: this package
+  is imported by the gate itself.
 """
 
 from .reasoning import AnswerCandidate, ReasoningSelector, Selection

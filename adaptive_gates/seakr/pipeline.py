@@ -49,7 +49,8 @@ from ..gates.seakr import SeaKRGate
 from ..metrics import extract_seakr_answer
 from ..models.protocols import check_probing_lm
 from ..retrieval.base import Hit, Retriever
-from ..seakr.prompts import (
+from ..validation import check_question
+from .prompts import (
     ANSWER_STOPS,
     DEFAULT_DEMOS,
     STEP_STOPS,
@@ -60,18 +61,17 @@ from ..seakr.prompts import (
     prompt_template,
     snippet_template,
 )
-from ..seakr.queries import build_query
-from ..seakr.step import pseudo_step
-from ..seakr.trace import Candidate, SeaKRResult, Step
-from ..validation import check_question
-from .seakr_routes import FinalAnswer
+from .queries import build_query
+from .routes import FinalAnswer
+from .step import pseudo_step
+from .trace import Candidate, SeaKRResult, Step
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
     from ..models.protocols import ProbingLM
-    from ..seakr.reasoning import ReasoningSelector
-    from ..seakr.rerank import UncertaintyReranker
-    from ..seakr.uncertainty import SelfAwareUncertainty
+    from .reasoning import ReasoningSelector
+    from .rerank import UncertaintyReranker
+    from .uncertainty import SelfAwareUncertainty
 
 __all__ = ["MODES", "RATIONALE_FORMS", "SeaKRPipeline"]
 
@@ -202,7 +202,7 @@ class SeaKRPipeline:
     def uncertainty(self) -> SelfAwareUncertainty:
         """The U estimator (SeaKR's settings on ``lm`` when none was given)."""
         if self._uncertainty is None:
-            from ..seakr.uncertainty import SelfAwareUncertainty
+            from .uncertainty import SelfAwareUncertainty
 
             self._uncertainty = SelfAwareUncertainty(self.lm)
         return self._uncertainty
@@ -265,7 +265,7 @@ class SeaKRPipeline:
         """The self-aware re-ranker on this pipeline's prompt; its samples end like the
         call that reads the chosen snippet (a step, or a whole answer in simple QA)."""
         if self._reranker is None:
-            from ..seakr.rerank import UncertaintyReranker
+            from .rerank import UncertaintyReranker
 
             stop = STEP_STOPS if self.mode == "multihop" else ANSWER_STOPS
             self._reranker = UncertaintyReranker(
@@ -277,7 +277,7 @@ class SeaKRPipeline:
     def selector(self) -> ReasoningSelector:
         """The self-aware reasoning selector of the final answer."""
         if self._selector is None:
-            from ..seakr.reasoning import ReasoningSelector
+            from .reasoning import ReasoningSelector
 
             self._selector = ReasoningSelector(self.uncertainty, stop=ANSWER_STOPS, formatted=True)
         return self._selector

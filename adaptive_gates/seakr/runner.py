@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ..data import QARecord, iter_jsonl, recover_torn_tail, write_jsonl
 from ..metrics import exact_match, token_f1
 from ..retrieval.base import Retriever
-from .seakr import SeaKRPipeline
+from .pipeline import SeaKRPipeline
 
 if TYPE_CHECKING:
     from ..models.protocols import ProbingLM
-    from ..seakr.uncertainty import SelfAwareUncertainty
+    from .uncertainty import SelfAwareUncertainty
 
 __all__ = ["run_pipeline", "summarize"]
 

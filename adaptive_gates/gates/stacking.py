@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import GateLoadError
-from .feedback import Feedback
-from .persistence import load_array, save_array
-from .selfknowledge import KNOWN, UNKNOWN
+from ..errors import GateLoadError
+from ..feedback import Feedback
+from ..persistence import load_array, save_array
+from ..selfknowledge import KNOWN, UNKNOWN
 
 Target = Literal["gain", "helps"]
 TARGETS = ("gain", "helps")

@@ -7,7 +7,7 @@ gate shows none of scikit-learn's own machinery (metadata routing).
 A gate's ``__init__`` keeps every argument as-is under its own name, so the
 parameters are read back from its signature, as ``BaseEstimator`` does. What each
 parameter must be is declared in a table per class (``_parameter_constraints``, as
-scikit-learn's estimators declare theirs; the vocabulary is ``adaptive_gates.constraints``),
+scikit-learn's estimators declare theirs; the vocabulary is ``adaptive_gates.gates.constraints``),
 checked once per construction by the constructor marked ``@validating``, so also by
 ``set_params`` and clone. Objects a gate builds from its parameters (a chat backend,
 an estimator) are built on first use (``_built_once``), never in ``__init__``.
@@ -89,7 +89,7 @@ class GateParams:
     #: Constructor parameters that are member gates: cloned unfitted by a clone, saved
     #: and loaded with the gate, never shared between a gate and its clone.
     member_params: ClassVar[frozenset[str]] = frozenset()
-    #: What each constructor parameter must be (``adaptive_gates.constraints``); a
+    #: What each constructor parameter must be (``adaptive_gates.gates.constraints``); a
     #: class's table adds to those of the classes it derives from.
     _parameter_constraints: ClassVar[dict[str, Any]] = {}
     #: Held while an object the gate builds on first use is built (``_built_once``):

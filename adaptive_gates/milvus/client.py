@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BackendUnavailableError, CollectionMismatchError
-from .models.optional import require
+from ..errors import BackendUnavailableError, CollectionMismatchError
+from ..models.optional import require
 
 logger = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..metrics import extract_seakr_answer
-from ..seakr.prompts import ANSWER_STOPS, STEP_STOPS
-from ..seakr.trace import Route, SeaKRResult, Step
+from .prompts import ANSWER_STOPS, STEP_STOPS
+from .trace import Route, SeaKRResult, Step
 
 if TYPE_CHECKING:
     from ..models.generation import Generation
     from ..retrieval.base import Hit
-    from ..seakr.reasoning import AnswerCandidate, ReasoningSelector
+    from .reasoning import AnswerCandidate, ReasoningSelector
 
 _FINAL_CUE = " So the final answer is"
 _ANSWER_CUE = " So the answer is"
@@ -38,7 +38,7 @@ class FinalAnswer:
     def finish(self, result: SeaKRResult, read: list[Hit], selector: ReasoningSelector | None) -> None:
         """Set the answer of ``result``: the route ``selector`` picks, or the loop's own
         when there is no selector (or no route answered)."""
-        from ..seakr.reasoning import is_usable
+        from .reasoning import is_usable
 
         question = result.question
         steps = [s.text for s in result.steps if s.text]
@@ -69,7 +69,7 @@ class FinalAnswer:
     def _read_route(self, name: str, question: str, documents: list[str], result: SeaKRResult) -> AnswerCandidate:
         """A route that answers with a full chain of thought from ``documents`` as context;
         its U (that context's) is left to the selector, which needs it only for a choice."""
-        from ..seakr.reasoning import AnswerCandidate
+        from .reasoning import AnswerCandidate
 
         prompt = self.prompt(question, (), documents)
         text = self.greedy(prompt, ANSWER_STOPS, self.answer_tokens).text.strip()
@@ -80,7 +80,7 @@ class FinalAnswer:
     def _rationale_route(self, question: str, steps: list[str], result: SeaKRResult) -> AnswerCandidate:
         """The rationale route: re-read the steps as context (code form), or append
         "So the final answer is" to them and score the mean U of the steps (paper form)."""
-        from ..seakr.reasoning import AnswerCandidate
+        from .reasoning import AnswerCandidate
 
         if self.rationale == "reread":
             if steps:

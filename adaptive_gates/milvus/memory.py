@@ -27,8 +27,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import CollectionMismatchError, GateLoadError, StoreContentError
+from ..memory.memories import _dimension, check_added, l2_normalise
 from ..metrics import normalize_answer
-from ..milvus_collection import (
+from ..persistence import config_field
+from ..selfknowledge import KNOWN, UNKNOWN
+from .client import (
     MAX_VARCHAR,
     VECTOR_FIELD,
     Field,
@@ -37,9 +40,6 @@ from ..milvus_collection import (
     checked_name,
     milvus_client,
 )
-from ..persistence import config_field
-from ..selfknowledge import KNOWN, UNKNOWN
-from .memories import _dimension, check_added, l2_normalise
 
 __all__ = ["MilvusMemory", "MilvusMemoryFactory", "question_key"]
 

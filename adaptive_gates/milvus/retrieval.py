@@ -16,11 +16,11 @@ from typing import Any
 
 from ..data import CorpusRecord, load_corpus
 from ..errors import CollectionMismatchError
-from ..milvus_collection import MAX_VARCHAR, VECTOR_FIELD, Field, MilvusCollection, check_varchar, milvus_client
 from ..models.protocols import Embedder
+from ..retrieval.base import Hit, check_k, make_hit, passage_text
+from ..retrieval.dense import unit_vectors
 from ..validation import check_question, check_questions
-from .base import Hit, check_k, make_hit, passage_text
-from .dense import unit_vectors
+from .client import MAX_VARCHAR, VECTOR_FIELD, Field, MilvusCollection, check_varchar, milvus_client
 
 __all__ = ["MilvusRetriever"]
 
