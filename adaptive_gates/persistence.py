@@ -1,17 +1,23 @@
-"""Save and load gates as a directory of JSON and arrays (never pickle).
+"""Save and load gates (and retrievers) as a directory of JSON and arrays (never pickle).
 
 Layout: ``config.json`` (format, gate type, library versions, parameters,
 threshold, calibration, the gate's own state, a SHA-256 of every other file, and
-a SHA-256 of each of its own fields) plus the gate's array files. A load refuses
+a SHA-256 of each of its own fields) plus the gate's array files. A gate that holds
+gates (a budget's wrapped gate, a cascade's stages, a stacked gate's members) saves
+each in a sub-folder of its directory, a saved directory of its own; its
+``config.json`` lists the SHA-256 of each sub-folder's ``config.json`` (``folders``),
+which lists the SHA-256 of that folder's files in turn, so the holder's checksums
+cover everything its members hold, however deep they nest. A load refuses
 a missing or modified file or field, a wrong format version or gate type, and
 names what is wrong. A save replaces only a directory that holds a saved gate.
 
 A saved gate is often someone else's, so a load reads only inside its directory:
-every stored name (an entry of ``files``, a member's prefix) goes through
-``safe_member_path``, which refuses a name that is absolute, climbs out (``..``),
-holds a path separator, or resolves outside the directory, and any symbolic link;
-no entry of the directory may be a link either. The directory itself may be a link
-(where a user keeps a gate is their choice); everything inside it may not.
+every stored name (an entry of ``files`` or ``folders``, a member's folder or prefix)
+goes through ``safe_member_path``, which refuses a name that is absolute, climbs out
+(``..``), holds a path separator, or resolves outside the directory, and any symbolic
+link; no entry of the directory (or of a member's folder) may be a link either. The
+directory itself may be a link (where a user keeps a gate is their choice); everything
+inside it may not.
 
 A save never loses the gate that was there, and a load never reads a directory half
 swapped: see ``directory_swap``.
@@ -129,8 +135,9 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
 
     Nothing may exist at ``path`` unless ``overwrite`` is set, and then only an
     empty directory or a saved gate: a directory whose ``config.json`` is of this
-    format and whose other files are all the gate's own. Raises ``FileExistsError``
-    naming what is there. Callers can check before doing the work of fitting.
+    format and whose other entries are all the gate's own files and member folders.
+    Raises ``FileExistsError`` naming what is there. Callers can check before doing
+    the work of fitting.
     """
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
@@ -146,10 +153,14 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
         config = read_json_object(path / CONFIG_FILE)
     except GateLoadError:
         config = {}
-    files = config.get("files")
-    if config.get("format") != FORMAT or not isinstance(files, dict):
+    files, folders = config.get("files"), config.get("folders", {})
+    if config.get("format") != FORMAT or not isinstance(files, dict) or not isinstance(folders, dict):
         raise FileExistsError(f"{path} is not a saved gate (no {CONFIG_FILE} of {FORMAT!r}); refusing to overwrite it")
-    foreign = [p.name for p in entries if p.name != CONFIG_FILE and not (p.name in files and p.is_file())]
+    foreign = [
+        p.name
+        for p in entries
+        if p.name != CONFIG_FILE and not ((p.name in files and p.is_file()) or (p.name in folders and p.is_dir()))
+    ]
     if foreign:
         raise FileExistsError(
             f"{path} holds files that are not part of the saved gate ({', '.join(foreign)}); "
@@ -157,31 +168,40 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
         )
 
 
-def save_directory(
-    path: str | Path,
-    config: dict[str, Any],
-    write_files: Callable[[Path], dict[str, Any]],
-    *,
-    overwrite: bool = False,
-) -> Path:
-    """Write a gate directory so that ``path`` always holds the old or the new gate.
+def write_directory(directory: Path, config: dict[str, Any], write_files: Callable[[Path], dict[str, Any]]) -> None:
+    """Write a saved gate into the empty ``directory``: the folder a save swaps in, or
+    a holder's sub-folder for a member gate (saved in place, with no copy).
 
-    ``write_files`` writes the gate's array files into a fresh temporary
-    directory and returns the JSON part of its state (saved as ``state``); the
-    checksums and ``config.json`` are added, then the directory replaces
-    ``path`` (``directory_swap.replace_directory``). What may be replaced: see
+    ``write_files`` writes the gate's array files, and its members' sub-folders (each
+    written by this function), and returns the JSON part of its state (saved as
+    ``state``); ``config.json`` then gets ``config``, the state, the SHA-256 of every
+    file (``files``) and of every sub-folder's ``config.json`` (``folders``), and the
+    checksums of its own fields.
+    """
+    state = write_files(directory)
+    entries = sorted(directory.iterdir())
+    files = {p.name: _sha256(p) for p in entries if p.is_file()}
+    folders = {p.name: _sha256(p / CONFIG_FILE) for p in entries if p.is_dir()}
+    full = with_checksums(
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            **config,
+            "state": state,
+            "files": files,
+            "folders": folders,
+        }
+    )
+    (directory / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
+
+
+def save_directory(path: str | Path, write: Callable[[Path], None], *, overwrite: bool = False) -> Path:
+    """Save so that ``path`` always holds the old or the new gate: ``write`` (which
+    calls ``write_directory``) fills a fresh temporary directory, which then replaces
+    ``path`` whole (``directory_swap.replace_directory``). What may be replaced: see
     ``check_save_target``.
     """
-
-    def fill(directory: Path) -> None:
-        state = write_files(directory)
-        files = {p.name: _sha256(p) for p in sorted(directory.iterdir()) if p.is_file()}
-        full = with_checksums(
-            {"format": FORMAT, "format_version": FORMAT_VERSION, **config, "state": state, "files": files}
-        )
-        (directory / CONFIG_FILE).write_text(json.dumps(full, indent=2, allow_nan=False), encoding="utf-8")
-
-    return replace_directory(Path(path), fill, lambda target: check_save_target(target, overwrite))
+    return replace_directory(Path(path), write, lambda target: check_save_target(target, overwrite))
 
 
 def read_json_object(config_path: Path) -> dict[str, Any]:
@@ -198,8 +218,9 @@ def read_json_object(config_path: Path) -> dict[str, Any]:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """Read and verify ``config.json`` and the checksums of the files it lists (inside
-    ``reading(path)``, so that the files read next are the ones verified)."""
+    """Read and verify ``config.json``, the checksums of the files it lists and of its
+    member folders' ``config.json`` (inside ``reading(path)``, so that the files read
+    next are the ones verified; a member's own files are verified when it is read)."""
     path = Path(path)
     if not path.is_dir():
         raise GateLoadError(f"{path}: not a saved gate directory")
@@ -226,13 +247,24 @@ def read_config(path: str | Path) -> dict[str, Any]:
     files = config.get("files")
     if not isinstance(files, dict):
         raise GateLoadError(f"{config_path}: field 'files' is missing")
+    folders = config.get("folders", {})  # absent from a gate saved before members had folders
+    if not isinstance(folders, dict):
+        raise GateLoadError(f"{config_path}: field 'folders' has the wrong type ({type(folders).__name__})")
     for name, digest in files.items():
-        file_path = safe_member_path(path, name, "files")
-        if not file_path.is_file():
-            raise GateLoadError(f"{path}: missing file {name!r}")
-        if _sha256(file_path) != digest:
-            raise GateLoadError(f"{path}: file {name!r} does not match its checksum (modified or corrupt)")
+        _check_file(path, name, safe_member_path(path, name, "files"), digest)
+    for name, digest in folders.items():
+        folder = safe_member_path(path, name, "folders")
+        _check_file(path, f"{name}/{CONFIG_FILE}", safe_member_path(folder, CONFIG_FILE, "folders"), digest)
     return config
+
+
+def _check_file(directory: Path, name: str, path: Path, digest: object) -> None:
+    """Refuse the file ``name`` of the saved ``directory`` (at ``path``) unless its
+    SHA-256 is ``digest``."""
+    if not path.is_file():
+        raise GateLoadError(f"{directory}: missing file {name!r}")
+    if _sha256(path) != digest:
+        raise GateLoadError(f"{directory}: file {name!r} does not match its checksum (modified or corrupt)")
 
 
 def config_field(config: dict[str, Any], name: str, kind: type | tuple[type, ...], *, within: str = "") -> Any:

@@ -172,6 +172,8 @@ def test_a_saved_budget_resumes_where_it_stopped(knn, stream, cached_embedder, t
     gate = BudgetedGate(knn, target_rate=TARGET, window=WINDOW).calibrate(stream.calibration)
     _decide_stream(gate, stream.easy[:120])
     gate.save(tmp_path / "budget")
+    # the wrapped gate is a saved gate of its own in the sub-folder "gate"
+    assert json.loads((tmp_path / "budget" / "gate" / "config.json").read_text())["gate_type"] == "skr-knn"
     loaded = load_gate(tmp_path / "budget", embedder=cached_embedder)
     assert isinstance(loaded, BudgetedGate) and isinstance(loaded.gate, SKRKnnGate)
     assert loaded.threshold_ == gate.threshold_ and loaded.window_rate_ == gate.window_rate_
@@ -180,20 +182,27 @@ def test_a_saved_budget_resumes_where_it_stopped(knn, stream, cached_embedder, t
     gate.save(tmp_path / "budget", overwrite=True)  # a saved budget may be replaced
 
 
-@pytest.mark.parametrize("target", ["budget_scores.npy", "gate.labels.npy", "config.json"])
-def test_a_tampered_budget_is_refused(knn, stream, cached_embedder, tmp_path, target) -> None:
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("budget_scores.npy", r"file 'budget_scores\.npy' does not match its checksum"),
+        ("gate/labels.npy", r"wrapped gate cannot be loaded: .*/gate: file 'labels\.npy' does not match"),
+        ("gate/config.json", r"file 'gate/config\.json' does not match its checksum"),
+    ],
+)
+def test_a_tampered_budget_is_refused(knn, stream, cached_embedder, tmp_path, target, message) -> None:
     gate = BudgetedGate(knn, target_rate=TARGET, window=WINDOW).calibrate(stream.calibration)
     gate.decide_batch(stream.easy[:20])
     path = gate.save(tmp_path / "budget")
-    if target == "config.json":
+    if target == "gate/config.json":
         config = json.loads((path / target).read_text())
-        config["state"]["gate"]["config"]["params"]["k"] = 3  # the wrapped gate's own parameters
+        config["params"]["k"] = 3  # the wrapped gate's own parameters
         (path / target).write_text(json.dumps(config))
     else:
         array = np.load(path / target)
         array[0] = 1 - array[0] if array.dtype == np.int8 else array[0] + 0.5
         np.save(path / target, array)
-    with pytest.raises(GateLoadError):
+    with pytest.raises(GateLoadError, match=message):
         load_gate(path, embedder=cached_embedder)
 
 

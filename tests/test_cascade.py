@@ -1,26 +1,32 @@
 """The cascade: only questions whose cheap score is in the band reach the costly gate
 (counted through the LLM-call listener events, with the real verbalized gate on the
-embedded SmolLM2), and each branch of its decision logic with a scripted chat model."""
+embedded SmolLM2), each branch of its decision logic with a scripted chat model, and
+its stages saved in sub-folders of its own (in a budget's too), or flat as before."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from adaptive_gates import (
+    BudgetedGate,
     CascadeGate,
     DecisionListener,
     GateLoadError,
     LogprobGate,
+    SKRClassifierGate,
     SKRKnnGate,
     VerbalizedGate,
     listening,
     load_gate,
 )
 from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.persistence import with_checksums
+from saved_layouts import flatten_members
 from test_chat_gate_logic import ScriptedChat
 
 
@@ -159,6 +165,16 @@ def test_a_saved_cascade_loads_with_each_stage_s_backend(knn, questions, tmp_pat
     chat = ScriptedChat({"ask": ChatReply("Paris (uncertain)")})
     cascade = CascadeGate(knn, VerbalizedGate(chat), escalation_rate=0.5).fit_band(questions)
     path = cascade.save(tmp_path / "cascade")
+    # each stage a saved gate of its own in its sub-folder, the cascade's state pointing to it
+    config = json.loads((path / "config.json").read_text())
+    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == ["cheap", "costly"]
+    assert (config["state"]["cheap"], config["state"]["costly"]) == ({"folder": "cheap"}, {"folder": "costly"})
+    assert sorted(config["folders"]) == ["cheap", "costly"]
+    assert {"config.json", "labels.npy"} <= {p.name for p in (path / "cheap").iterdir()}
+    assert json.loads((path / "costly" / "config.json").read_text())["gate_type"] == "verbalized"
+    np.testing.assert_array_equal(
+        load_gate(path / "cheap", embedder=knn.embedder).score(questions), knn.score(questions)
+    )
     loaded = load_gate(path, embedder=knn.embedder, chat=chat)
     assert isinstance(loaded, CascadeGate) and loaded.band_ == cascade.band_
     assert [d.retrieve for d in loaded.decide_batch(questions)] == [d.retrieve for d in cascade.decide_batch(questions)]
@@ -173,7 +189,70 @@ def test_a_saved_cascade_loads_with_each_stage_s_backend(knn, questions, tmp_pat
 def test_a_tampered_stage_file_is_refused(knn, questions, tmp_path) -> None:
     cascade = CascadeGate(knn, _scripted(ChatReply("Paris (uncertain)")), band=(0.2, 0.4))
     path = cascade.save(tmp_path / "cascade")
-    labels = np.load(path / "cheap.labels.npy")
-    np.save(path / "cheap.labels.npy", 1 - labels)
-    with pytest.raises(GateLoadError, match=r"cheap\.labels\.npy"):
+    labels = np.load(path / "cheap" / "labels.npy")
+    np.save(path / "cheap" / "labels.npy", 1 - labels)
+    with pytest.raises(GateLoadError, match=r"cheap stage .*/cheap: file 'labels\.npy' does not match"):
         load_gate(path, embedder=knn.embedder)
+
+    # the stage's parameters edited and its config.json signed again: the cascade's checksum of it differs
+    path = cascade.save(tmp_path / "edited")
+    stage = json.loads((path / "cheap" / "config.json").read_text())
+    stage["params"]["k"] = 3
+    (path / "cheap" / "config.json").write_text(json.dumps(with_checksums(stage)))
+    with pytest.raises(GateLoadError, match=r"file 'cheap/config\.json' does not match its checksum"):
+        load_gate(path, embedder=knn.embedder)
+
+
+@pytest.fixture(scope="module")
+def budgeted_cascade(knn, outcome_records, questions) -> BudgetedGate:
+    """A budget around a cascade of two real SKR gates (no LLM): members two levels deep."""
+    costly = SKRClassifierGate(knn.embedder).fit_outcomes(outcome_records)
+    budget = BudgetedGate(CascadeGate(knn, costly, escalation_rate=0.5).fit_band(questions), target_rate=0.5, window=20)
+    budget.decide_batch(questions)  # a live window to save
+    return budget
+
+
+def test_a_budget_around_a_cascade_saves_folders_in_folders(budgeted_cascade, knn, questions, tmp_path) -> None:
+    path = budgeted_cascade.save(tmp_path / "budget")
+    assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_dir()) == [
+        "gate",
+        "gate/cheap",
+        "gate/costly",
+    ]
+    assert (path / "gate" / "costly" / "coef.npy").is_file()
+    loaded = load_gate(path, embedder=knn.embedder)
+    assert isinstance(loaded.gate, CascadeGate) and isinstance(loaded.gate.costly, SKRClassifierGate)
+    np.testing.assert_array_equal(loaded.gate.costly.score(questions), budgeted_cascade.gate.costly.score(questions))
+    assert [d.retrieve for d in loaded.decide_batch(questions)] == [
+        d.retrieve for d in budgeted_cascade.decide_batch(questions)
+    ]
+    budgeted_cascade.save(path, overwrite=True)  # a saved holder, member folders and all, may be replaced
+    # a file two levels down is covered by the checksums too
+    coef = np.load(path / "gate" / "costly" / "coef.npy")
+    np.save(path / "gate" / "costly" / "coef.npy", coef * 2)
+    with pytest.raises(GateLoadError, match=r"costly stage .*/gate/costly: file 'coef\.npy' does not match"):
+        load_gate(path, embedder=knn.embedder)
+
+
+def test_a_budget_around_a_cascade_saved_flat_still_loads(budgeted_cascade, knn, questions, tmp_path) -> None:
+    path = budgeted_cascade.save(tmp_path / "saved")
+    loaded = load_gate(path, embedder=knn.embedder)
+    flat = flatten_members(shutil.copytree(path, tmp_path / "flat"))
+    assert not [p for p in flat.iterdir() if p.is_dir()]
+    assert {"gate.cheap.labels.npy", "gate.costly.coef.npy", "budget_scores.npy"} <= {p.name for p in flat.iterdir()}
+    state = json.loads((flat / "config.json").read_text())["state"]
+    assert state["gate"]["prefix"] == "gate" and state["gate"]["config"]["state"]["cheap"]["prefix"] == "cheap"
+    from_flat = load_gate(flat, embedder=knn.embedder)
+    assert isinstance(from_flat.gate, CascadeGate) and from_flat.gate.band_ == loaded.gate.band_
+    assert from_flat.threshold_ == loaded.threshold_ and from_flat.window_rate_ == loaded.window_rate_
+    np.testing.assert_array_equal(from_flat.gate.score(questions), loaded.gate.score(questions))
+    assert [d.retrieve for d in from_flat.decide_batch(questions)] == [
+        d.retrieve for d in loaded.decide_batch(questions)
+    ]
+    # a flat file changed is refused as before, by the holder's checksums
+    labels = np.load(flat / "gate.cheap.labels.npy")
+    np.save(flat / "gate.cheap.labels.npy", 1 - labels)
+    with pytest.raises(GateLoadError, match=r"file 'gate\.cheap\.labels\.npy' does not match its checksum"):
+        load_gate(flat, embedder=knn.embedder)
+    budgeted_cascade.save(flat, overwrite=True)  # a gate saved flat may be replaced by one with folders
+    assert (flat / "gate" / "cheap" / "labels.npy").is_file() and not (flat / "gate.cheap.labels.npy").exists()

@@ -128,6 +128,14 @@ def _gate_with_a_stray_file(path, fitted):
     return path
 
 
+def _gate_with_a_stray_folder(path, fitted):
+    """A saved gate with a folder of the user's in it: no member folder it lists."""
+    fitted["knn"].save(path)
+    (path / "drafts").mkdir()
+    (path / "drafts" / "config.json").write_text("{}")
+    return path
+
+
 def _foreign_config(path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps({"model": "my own model", "files": {}}))
@@ -145,6 +153,7 @@ def _file(path):
         (lambda p, f: _own_directory(p), "is not a saved gate"),
         (lambda p, f: _foreign_config(p), "is not a saved gate"),
         (_gate_with_a_stray_file, r"not part of the saved gate \(notes.txt\)"),
+        (_gate_with_a_stray_folder, r"not part of the saved gate \(drafts\)"),
         (lambda p, f: _file(p), "is not a directory"),
     ],
 )

@@ -18,6 +18,7 @@ import pytest
 from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRKnnGate, load_gate
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.persistence import with_checksums
+from saved_layouts import flatten_members
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +46,10 @@ def _sha256(path):
 
 
 def _budget_with_member_at(outcomes, tmp_path, prefix_of):
-    """A saved budget gate whose wrapped gate's prefix is ``prefix_of(tmp_path)``,
-    with the member's files planted where that prefix points."""
-    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g")
+    """A budget gate saved flat (as before members had folders) whose wrapped gate's
+    prefix is ``prefix_of(tmp_path)``, with the member's files planted where that prefix
+    points."""
+    path = flatten_members(BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g"))
     config = json.loads((path / "config.json").read_text())
     assert config["state"]["gate"]["config"]["files"]  # the member has files to plant
     prefix = prefix_of(tmp_path)
@@ -67,6 +69,48 @@ def test_member_prefix_outside_the_directory_is_refused(outcomes, tmp_path, pref
     with pytest.raises(GateLoadError) as info:
         load_gate(path)
     assert "state.wrapped gate.prefix" in str(info.value) and repr(prefix) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "folder_of", [lambda tmp: "../outside", lambda tmp: str(tmp / "elsewhere" / "member")], ids=["climbing", "absolute"]
+)
+def test_member_folder_outside_the_directory_is_refused(outcomes, tmp_path, folder_of):
+    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g")
+    folder = folder_of(tmp_path)
+    shutil.copytree(path / "gate", path / folder)  # a valid member where the name points
+    _edit_config(path, lambda c: c["state"]["gate"].update(folder=folder))
+    with pytest.raises(GateLoadError) as info:
+        load_gate(path)
+    assert "state.wrapped gate.folder" in str(info.value) and repr(folder) in str(info.value)
+
+
+def test_folders_entry_outside_the_directory_is_refused(outcomes, tmp_path):
+    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "gates" / "g")
+    shutil.copytree(path / "gate", tmp_path / "other")
+    digest = _sha256(tmp_path / "other" / "config.json")
+    _edit_config(path, lambda c: c["folders"].update({"../../other": digest}))
+    with pytest.raises(GateLoadError, match=r"field 'folders' is '\.\./\.\./other'"):
+        load_gate(path)
+
+
+def test_member_folder_replaced_by_a_link_is_refused(outcomes, tmp_path):
+    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g")
+    (path / "gate").rename(tmp_path / "member-elsewhere")  # the same files: every checksum matches
+    (path / "gate").symlink_to(tmp_path / "member-elsewhere", target_is_directory=True)
+    with pytest.raises(GateLoadError, match=r"holds symbolic links \(gate\)"):
+        load_gate(path)
+
+
+def test_file_in_a_member_folder_replaced_by_a_link_is_refused(outcomes, tmp_path):
+    path = BudgetedGate(_popularity(outcomes), target_rate=0.5).save(tmp_path / "g")
+    counts = path / "gate" / "counts.npy"
+    shutil.copyfile(counts, tmp_path / "counts-elsewhere.npy")
+    counts.unlink()
+    counts.symlink_to(tmp_path / "counts-elsewhere.npy")
+    with pytest.raises(
+        GateLoadError, match=r"wrapped gate cannot be loaded: .*/gate: holds symbolic links \(counts\.npy\)"
+    ):
+        load_gate(path)
 
 
 @pytest.mark.parametrize("where", ["climbing", "absolute"])

@@ -1,4 +1,6 @@
-"""Retrieval layer: BM25 (bm25s) and dense (faiss + the embedded all-MiniLM-L6-v2).
+"""Retrieval layer: BM25 (bm25s) and dense (faiss + the embedded all-MiniLM-L6-v2), and
+their saved directories: checked as a gate's are, and read as before when saved before
+checksums.
 
 Hand-written passages pin exact rankings without any shared data; the tests marked
 ``shared_data`` use real Wikipedia paragraphs (``../shared/data``, else BoolQ's passages
@@ -21,6 +23,7 @@ from adaptive_gates.errors import BackendError, GateLoadError, InvalidQuestionEr
 from adaptive_gates.models import Embedder, SentenceEmbedder
 from adaptive_gates.retrieval import BM25Retriever, DenseRetriever, Hit, Retriever
 from adaptive_gates.retrieval import bm25 as bm25_module
+from adaptive_gates.retrieval.base import CONFIG_FILE
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -258,39 +261,95 @@ def test_concurrent_searches_match_sequential(bm25_small: BM25Retriever, dense_s
             assert list(pool.map(retriever.search, queries)) == expected
 
 
+def unchecked(path: Path) -> Path:
+    """Rewrite the retriever saved at ``path`` as saves wrote it before checksums: its
+    ``config.json`` only ``format_version`` 1 and the retriever's own fields, as written
+    then (two-space indent, a final newline)."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    added = ("format", "format_version", "state", "files", "folders", "checksums")
+    old = {"format_version": 1, **{k: v for k, v in config.items() if k not in added}}
+    (path / CONFIG_FILE).write_text(json.dumps(old, indent=2) + "\n")
+    return path
+
+
 def test_bm25_save_load_round_trip(bm25_small: BM25Retriever, tmp_path: Path) -> None:
-    bm25_small.save(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
+    path = bm25_small.save(tmp_path / "bm25")
+    config = json.loads((path / "config.json").read_text())
     assert config["type"] == "bm25" and config["count"] == len(TOPICS)
     assert config["params"]["stemmer"] in (None, "pystemmer-english")
     assert {"bm25s", "numpy"} <= set(config["versions"])
-    for npy in tmp_path.glob("*.npy"):  # plain arrays: loadable with pickling forbidden
+    # every file checksummed, and every field of config.json, as a saved gate's
+    assert sorted(config["files"]) == sorted(p.name for p in path.iterdir() if p.name != "config.json")
+    assert {"corpus.jsonl", "data.csc.index.npy", "vocab.index.json"} <= set(config["files"])
+    assert sorted(config["checksums"]) == sorted(k for k in config if k != "checksums")
+    for npy in path.glob("*.npy"):  # plain arrays: loadable with pickling forbidden
         np.load(npy, allow_pickle=False)
-    loaded = BM25Retriever.load(tmp_path)
+    loaded = BM25Retriever.load(path)
     queries = [q for q, _ in BM25_CASES]
     assert loaded.search_batch(queries, k=6) == bm25_small.search_batch(queries, k=6)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        bm25_small.save(path)
+    BM25Retriever.from_records(TOPICS[:3]).save(path, overwrite=True)
+    assert len(BM25Retriever.load(path)) == 3
+
+
+def test_bm25_saved_before_checksums_still_loads(bm25_small: BM25Retriever, tmp_path: Path) -> None:
+    path = unchecked(bm25_small.save(tmp_path / "bm25"))
+    assert set(json.loads((path / "config.json").read_text())) == {
+        "format_version",
+        "type",
+        "params",
+        "count",
+        "versions",
+    }
+    queries = [q for q, _ in BM25_CASES]
+    assert BM25Retriever.load(path).search_batch(queries, k=6) == bm25_small.search_batch(queries, k=6)
+
+
+@pytest.mark.parametrize("victim", ["corpus.jsonl", "data.csc.index.npy", "vocab.index.json"])
+def test_bm25_load_refuses_a_changed_file(bm25_small: BM25Retriever, tmp_path: Path, victim: str) -> None:
+    path = bm25_small.save(tmp_path / "bm25")
+    data = bytearray((path / victim).read_bytes())
+    data[-2] ^= 1  # one bit of the last bytes
+    (path / victim).write_bytes(bytes(data))
+    with pytest.raises(GateLoadError, match=f"file '{victim}' does not match its checksum".replace(".", r"\.")):
+        BM25Retriever.load(path)
+
+
+def test_bm25_load_refuses_an_edited_config(bm25_small: BM25Retriever, tmp_path: Path) -> None:
+    path = bm25_small.save(tmp_path / "bm25")
+    config = json.loads((path / "config.json").read_text())
+    config["params"]["k1"] = 2.0
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(GateLoadError, match="field 'params' was changed"):
+        BM25Retriever.load(path)
 
 
 @pytest.mark.parametrize("victim", ["config.json", "corpus.jsonl", "data.csc.index.npy", "vocab.index.json"])
-def test_bm25_load_refuses_missing_file(bm25_small: BM25Retriever, tmp_path: Path, victim: str) -> None:
-    bm25_small.save(tmp_path)
-    (tmp_path / victim).unlink()
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "saved-before-checksums"])
+def test_bm25_load_refuses_missing_file(bm25_small: BM25Retriever, tmp_path: Path, victim: str, checked: bool) -> None:
+    path = bm25_small.save(tmp_path / "bm25")
+    if not checked:
+        unchecked(path)
+    (path / victim).unlink()
     with pytest.raises(GateLoadError, match=victim.replace(".", r"\.")):
-        BM25Retriever.load(tmp_path)
+        BM25Retriever.load(path)
 
 
 def test_bm25_load_refuses_corpus_of_wrong_size(bm25_small: BM25Retriever, tmp_path: Path) -> None:
-    bm25_small.save(tmp_path)
-    lines = (tmp_path / "corpus.jsonl").read_text().splitlines(keepends=True)
-    (tmp_path / "corpus.jsonl").write_text("".join(lines[:-1]))
+    path = unchecked(bm25_small.save(tmp_path / "bm25"))  # no checksum stops the shortened corpus first
+    lines = (path / "corpus.jsonl").read_text().splitlines(keepends=True)
+    (path / "corpus.jsonl").write_text("".join(lines[:-1]))
     with pytest.raises(GateLoadError, match=r"corpus\.jsonl.*'count'"):
-        BM25Retriever.load(tmp_path)
+        BM25Retriever.load(path)
 
 
 def test_bm25_load_refuses_wrong_type(dense_small: DenseRetriever, tmp_path: Path) -> None:
-    dense_small.save(tmp_path)
+    path = dense_small.save(tmp_path / "dense")
     with pytest.raises(GateLoadError, match="'type'"):
-        BM25Retriever.load(tmp_path)
+        BM25Retriever.load(path)
+    with pytest.raises(GateLoadError, match="'type'"):
+        BM25Retriever.load(unchecked(path))
 
 
 def test_bm25_stemming_recorded_and_required(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -304,31 +363,34 @@ def test_bm25_stemming_recorded_and_required(monkeypatch: pytest.MonkeyPatch, tm
     stemmed = BM25Retriever.from_records(TOPICS, stemmer=True)
     assert ids(stemmed.search("islands", k=6)) == ["reef"]  # "islands" -> "island"
     assert ids(stemmed.search("island", k=6)) == ["reef"]
-    stemmed.save(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["params"]["stemmer"] == "pystemmer-english"
-    assert ids(BM25Retriever.load(tmp_path).search("island")) == ["reef"]
+    path = stemmed.save(tmp_path / "bm25")
+    assert json.loads((path / "config.json").read_text())["params"]["stemmer"] == "pystemmer-english"
+    assert ids(BM25Retriever.load(path).search("island")) == ["reef"]
 
     monkeypatch.setattr(bm25_module, "_english_stemmer", lambda: None)
     with pytest.raises(GateLoadError, match="'stemmer'"):
-        BM25Retriever.load(tmp_path)
+        BM25Retriever.load(path)
     unstemmed = BM25Retriever.from_records(TOPICS, stemmer=True)  # logs, indexes unstemmed
     assert unstemmed.search("island") == []
 
 
 def test_dense_save_load_round_trip(dense_small: DenseRetriever, minilm: SentenceEmbedder, tmp_path: Path) -> None:
-    dense_small.save(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
+    path = dense_small.save(tmp_path / "dense")
+    config = json.loads((path / "config.json").read_text())
     assert config["model_id"] == MINILM_ID
     assert (config["dimension"], config["count"]) == (384, len(TOPICS))
-    loaded = DenseRetriever.load(tmp_path, minilm)
+    assert sorted(config["files"]) == ["corpus.jsonl", "index.faiss"]
+    loaded = DenseRetriever.load(path, minilm)
     queries = [q for q, _ in DENSE_CASES]
     assert loaded.search_batch(queries, k=6) == dense_small.search_batch(queries, k=6)
+    # saved before checksums: read as then
+    assert unchecked(path) == path and "files" not in json.loads((path / "config.json").read_text())
+    assert DenseRetriever.load(path, minilm).search_batch(queries, k=6) == dense_small.search_batch(queries, k=6)
 
 
 @pytest.fixture()
 def saved_dense(tmp_path: Path) -> Path:
-    DenseRetriever.from_records(TOPICS, HashEmbedder()).save(tmp_path)
-    return tmp_path
+    return DenseRetriever.from_records(TOPICS, HashEmbedder()).save(tmp_path / "dense")
 
 
 @pytest.mark.parametrize("victim", ["config.json", "index.faiss", "corpus.jsonl"])
@@ -338,10 +400,20 @@ def test_dense_load_refuses_missing_file(saved_dense: Path, victim: str) -> None
         DenseRetriever.load(saved_dense, HashEmbedder())
 
 
+def test_dense_load_refuses_a_changed_corpus(saved_dense: Path) -> None:
+    corpus = saved_dense / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("Photosynthesis", "Photosynthesys"))
+    with pytest.raises(GateLoadError, match=r"file 'corpus\.jsonl' does not match its checksum"):
+        DenseRetriever.load(saved_dense, HashEmbedder())
+
+
 def test_dense_load_refuses_edited_dimension(saved_dense: Path) -> None:
     config = json.loads((saved_dense / "config.json").read_text())
     config["dimension"] = 64
     (saved_dense / "config.json").write_text(json.dumps(config))
+    with pytest.raises(GateLoadError, match="field 'dimension' was changed"):
+        DenseRetriever.load(saved_dense, HashEmbedder(dimension=64))
+    unchecked(saved_dense)  # the edit kept, as a retriever saved before checksums: no checksum refuses it
     with pytest.raises(GateLoadError, match="'dimension'"):
         DenseRetriever.load(saved_dense, HashEmbedder())
     # Even an embedder that agrees with the edited config cannot use the 32-d index.
@@ -357,11 +429,12 @@ def test_dense_load_refuses_mismatched_embedder(saved_dense: Path, minilm: Sente
 
 
 def test_dense_load_refuses_index_of_wrong_size(saved_dense: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    other = tmp_path_factory.mktemp("other")
-    DenseRetriever.from_records(TOPICS[:4], HashEmbedder()).save(other)
+    other = DenseRetriever.from_records(TOPICS[:4], HashEmbedder()).save(tmp_path_factory.mktemp("other") / "dense")
     shutil.copy(other / "index.faiss", saved_dense / "index.faiss")
-    with pytest.raises(GateLoadError, match="'ntotal'"):
+    with pytest.raises(GateLoadError, match=r"file 'index\.faiss' does not match its checksum"):
         DenseRetriever.load(saved_dense, HashEmbedder())
+    with pytest.raises(GateLoadError, match="'ntotal'"):  # saved before checksums: the index's own size
+        DenseRetriever.load(unchecked(saved_dense), HashEmbedder())
 
 
 def test_dense_load_refuses_corrupt_index(saved_dense: Path) -> None:
@@ -420,8 +493,7 @@ def test_dense_real_paraphrase_and_self_retrieval(
 def test_dense_real_corpus_round_trip(
     dense_wiki: DenseRetriever, wiki: list[CorpusRecord], minilm: SentenceEmbedder, tmp_path: Path
 ) -> None:
-    dense_wiki.save(tmp_path)
-    loaded = DenseRetriever.load(tmp_path, minilm)
+    loaded = DenseRetriever.load(dense_wiki.save(tmp_path / "dense"), minilm)
     assert len(loaded) == 150
     queries = [r.title for r in wiki[:150:25]]
     assert loaded.search_batch(queries, k=5) == dense_wiki.search_batch(queries, k=5)

@@ -1,10 +1,12 @@
 """The stacked gate on real outcome records with the real MiniLM: the combiner learns
 only from out-of-fold member scores and never scores its own rows inside CV; its two
-targets; feedback and refitting; persistence as one flat directory (inside a budget
-too), refusal of tampered parts; the command line."""
+targets; feedback and refitting; persistence as one directory with a sub-folder per
+member (inside a budget too, and flat as saved before), refusal of tampered parts; the
+command line."""
 
 import json
 import logging
+import shutil
 from functools import partial
 
 import numpy as np
@@ -26,6 +28,7 @@ from adaptive_gates.gates.stacking import fit_combiner, head_outcomes
 from adaptive_gates.persistence import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import UNKNOWN
 from adaptive_gates.signals.question_features import FEATURE_NAMES
+from saved_layouts import flatten_members
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -189,23 +192,26 @@ def test_heads_are_calibrated_on_their_training_rows(train):
         fit_combiner(features, head_outcomes(np.zeros_like(a), b, "gain"), "gain", C=1.0)
 
 
-def test_round_trip_as_one_directory(fresh, encoder, test_questions, tmp_path):
+def test_round_trip_with_a_folder_per_member(fresh, encoder, test_questions, tmp_path):
     fitted = fresh  # a copy of its own: calibrating it leaves the module's gate as fitted
     fitted.calibrate(test_questions, target_rate=0.4)
     path = fitted.save(tmp_path / "g")
-    # one flat directory: each member's files under its prefix, its config in the state
-    assert not [p for p in path.iterdir() if p.is_dir()]
-    names = {p.name for p in path.iterdir()}
+    # one directory: each member a saved gate in its sub-folder, beside the combiner's arrays
+    folders = ["member-0-skr-knn", "member-1-skr-cls", "member-2-popularity"]
+    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == folders
+    names = {p.relative_to(path).as_posix() for p in path.rglob("*")}
     assert {
-        "member-0-skr-knn.labels.npy",
-        "member-1-skr-cls.coef.npy",
+        "member-0-skr-knn/labels.npy",
+        "member-1-skr-cls/coef.npy",
         "combiner_with.npy",
         "rows_features.npy",
         "rows_questions.json",
     } <= names
     assert FEEDBACK_FILE not in names  # no feedback, no log
     state = json.loads((path / CONFIG_FILE).read_text())["state"]
-    assert [m["config"]["gate_type"] for m in state["members"]] == ["skr-knn", "skr-cls", "popularity"]
+    assert state["members"] == [{"folder": folder} for folder in folders]
+    member_types = [json.loads((path / f / CONFIG_FILE).read_text())["gate_type"] for f in folders]
+    assert member_types == ["skr-knn", "skr-cls", "popularity"]
     assert not list(path.rglob("*.pkl"))
     loaded = load_gate(path, embedder=encoder)
     assert isinstance(loaded, StackedGate) and loaded.members == fitted.members
@@ -215,14 +221,14 @@ def test_round_trip_as_one_directory(fresh, encoder, test_questions, tmp_path):
     np.testing.assert_allclose(load_gate(path).score(test_questions[:5]), fitted.score(test_questions[:5]), atol=1e-6)
     # a saved stacked gate can be replaced by another
     fitted.save(path, overwrite=True)
-    assert {p.name for p in path.iterdir()} == names
+    assert {p.relative_to(path).as_posix() for p in path.rglob("*")} == names
 
 
 def test_a_budget_around_a_stacked_gate_saves_and_loads(fresh, encoder, test_questions, tmp_path):
     budget = BudgetedGate(fresh, target_rate=0.3, window=50).calibrate(test_questions[:40])
     budget.decide_batch(test_questions[40:50])
     path = budget.save(tmp_path / "budget")
-    assert not [p for p in path.iterdir() if p.is_dir()] and (path / "gate.member-1-skr-cls.coef.npy").is_file()
+    assert (path / "gate" / "member-1-skr-cls" / "coef.npy").is_file()
     loaded = load_gate(path, embedder=encoder)
     assert isinstance(loaded.gate, StackedGate)
     np.testing.assert_allclose(loaded.gate.score(test_questions), fresh.score(test_questions), rtol=0, atol=1e-12)
@@ -237,11 +243,23 @@ def _edit_state(path, edit):
     (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
 
 
+def test_a_stacked_gate_saved_flat_still_loads(saved, encoder, test_questions, tmp_path):
+    flat = flatten_members(shutil.copytree(saved, tmp_path / "flat"))
+    assert not [p for p in flat.iterdir() if p.is_dir()]
+    assert {"member-0-skr-knn.labels.npy", "member-1-skr-cls.coef.npy"} <= {p.name for p in flat.iterdir()}
+    state = json.loads((flat / CONFIG_FILE).read_text())["state"]
+    assert [m["config"]["gate_type"] for m in state["members"]] == ["skr-knn", "skr-cls", "popularity"]
+    loaded = load_gate(flat, embedder=encoder)
+    np.testing.assert_array_equal(
+        loaded.score(test_questions), load_gate(saved, embedder=encoder).score(test_questions)
+    )
+
+
 def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
     path = fitted.save(tmp_path / "g")
-    coef = path / "member-1-skr-cls.coef.npy"
+    coef = path / "member-1-skr-cls" / "coef.npy"
     np.save(coef, np.load(coef) * 2)
-    with pytest.raises(GateLoadError, match=r"'member-1-skr-cls\.coef\.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"member-1-skr-cls: file 'coef\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     for name in ("combiner_with.npy", "rows_features.npy"):
@@ -258,21 +276,29 @@ def test_tampered_parts_are_refused(fitted, encoder, train, tmp_path):
         .fit_outcomes(train[: len(train) // 2])
         .save(tmp_path / "o")
     )
-    (path / "member-0-skr-knn.labels.npy").write_bytes((other / "member-0-skr-knn.labels.npy").read_bytes())
-    with pytest.raises(GateLoadError, match=r"'member-0-skr-knn\.labels\.npy' does not match its checksum"):
+    labels = "member-0-skr-knn/labels.npy"
+    (path / labels).write_bytes((other / labels).read_bytes())
+    with pytest.raises(GateLoadError, match=r"member-0-skr-knn: file 'labels\.npy' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
-    # a member's saved parameters edited (its config sits in the stacked gate's state)
+    # a member's whole folder swapped for that of the other gate: its config.json differs
+    shutil.rmtree(path / "member-0-skr-knn")
+    shutil.copytree(other / "member-0-skr-knn", path / "member-0-skr-knn")
+    with pytest.raises(GateLoadError, match=r"file 'member-0-skr-knn/config\.json' does not match its checksum"):
+        load_gate(path, embedder=encoder)
+
+    # a member's saved parameters edited, its config.json signed again
     path = fitted.save(tmp_path / "j")
-    config = json.loads((path / CONFIG_FILE).read_text())
-    config["state"]["members"][0]["config"]["params"]["k"] = 3
-    (path / CONFIG_FILE).write_text(json.dumps(config))
-    with pytest.raises(GateLoadError, match="field 'state' was changed"):
+    member = path / "member-0-skr-knn" / CONFIG_FILE
+    config = json.loads(member.read_text())
+    config["params"]["k"] = 3
+    member.write_text(json.dumps(with_checksums(config)))
+    with pytest.raises(GateLoadError, match=r"file 'member-0-skr-knn/config\.json' does not match its checksum"):
         load_gate(path, embedder=encoder)
 
     path = fitted.save(tmp_path / "k")
-    (path / "member-0-skr-knn.labels.npy").unlink()
-    with pytest.raises(GateLoadError, match=r"missing file 'member-0-skr-knn\.labels\.npy'"):
+    (path / labels).unlink()
+    with pytest.raises(GateLoadError, match=r"member-0-skr-knn: missing file 'labels\.npy'"):
         load_gate(path, embedder=encoder)
 
     # members in another order, signed again: each member must be the gate its place names

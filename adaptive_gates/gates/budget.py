@@ -331,11 +331,12 @@ class BudgetedGate(Gate):
         return self.gate.record_feedback(question, retrieved, correct)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+    def _write(self, directory: Path) -> None:
         """Save the wrapped gate with the calibration scores and the live window, so a
-        restarted service keeps its budget. Decisions wait while it saves."""
+        restarted service keeps its budget. Decisions wait while it is written (as the
+        gate saved, or as a member of another)."""
         with self._lock:
-            return super().save(path, overwrite=overwrite)
+            super()._write(directory)
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         state = {

@@ -7,11 +7,23 @@ again at load), its threshold and calibration, and the fitted state its class wr
 (``_save_state``/``_load_state``); ``persistence`` writes it atomically with checksums.
 
 A gate inside another (a budget's wrapped gate, a cascade's stages, a stacked gate's
-members) is saved as a gate of its own, then its files are moved into the holder's
-directory under a prefix (``<prefix>.<file>``) and its ``config.json`` becomes a field
-of the holder's state. The holder's checksums so cover the member's files and config,
-the member's own checksums are verified again when it is loaded, and the directory
-stays flat, so holders nest (a budget around a cascade) and can be overwritten.
+members) is saved as a gate of its own in a sub-folder of the holder's directory,
+written there directly while the holder's directory is written, and loaded from there;
+the holder's state keeps ``{"folder": <name>}`` for it. The member's ``config.json``
+checksums its files and the holder's checksums the member's ``config.json``
+(``persistence``), so a changed member file is refused, naming it; holders nest (a
+budget around a cascade: ``<budget>/gate/cheap/``), and the whole holder is swapped
+in at once, as any save. For example a cascade::
+
+    cascade/config.json          state: {"cheap": {"folder": "cheap"}, ...}
+    cascade/cheap/config.json    the cheap stage's own, with its files' checksums
+    cascade/cheap/labels.npy
+    cascade/costly/config.json
+
+Gates saved before members had sub-folders still load: their members' files sit in
+the holder's directory as ``<prefix>.<file>`` and their ``config.json`` in the holder's
+state (``{"prefix": ..., "config": ...}``); such a member is copied back out to a
+temporary directory of its own to be loaded.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from ..persistence import (
     read_config,
     safe_member_path,
     save_directory,
+    write_directory,
 )
 from .params import GateParams
 
@@ -83,6 +96,11 @@ class SavedGate(GateParams, ABC):
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
         self._check_fitted()
+        return save_directory(path, self._write, overwrite=overwrite)
+
+    def _write(self, directory: Path) -> None:
+        """Write the fitted gate into the empty ``directory``: the folder a save swaps
+        in, or the sub-folder of the gate holding it."""
         config = {
             "gate_type": self.name,
             "library_versions": library_versions(),
@@ -90,7 +108,7 @@ class SavedGate(GateParams, ABC):
             "threshold": self.threshold_,
             "calibration": self._calibration.to_dict() if self._calibration else None,
         }
-        return save_directory(path, config, self._save_state, overwrite=overwrite)
+        write_directory(directory, config, self._save_state)
 
     @classmethod
     def load(cls: type[S], path: str | Path, **backends: Any) -> S:
@@ -104,33 +122,44 @@ class SavedGate(GateParams, ABC):
     def _load_read(cls: type[S], path: Path, backends: dict[str, Any]) -> S:
         """``load`` of a directory no save swaps meanwhile."""
         config = read_config(path)
+        return cls._saved_class(path, config)._restore(path, config, backends)
+
+    @classmethod
+    def _saved_class(cls: type[S], path: Path, config: dict[str, Any]) -> type[S]:
+        """The class of the gate saved at ``path`` (``config`` its config.json): one
+        registered, and a ``cls``."""
         gate_type = config_field(config, "gate_type", str)
         if gate_type not in cls.gate_names():
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
         target = cls.gate_class(gate_type)
         if not issubclass(target, cls):
             raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
-        params = target._current_params(config_field(config, "params", dict))
+        return target
+
+    @classmethod
+    def _restore(cls: type[S], path: Path, config: dict[str, Any], backends: dict[str, Any]) -> S:
+        """The gate of this class saved at ``path``, ``config`` its verified config.json."""
+        params = cls._current_params(config_field(config, "params", dict))
         state = config_field(config, "state", dict)
         # Backends (models) are passed at load, never saved: a saved value under a
         # backend's name is no model, whatever it holds. Member gates load from the state.
-        saved_backends = sorted(params.keys() & target.backend_params)
+        saved_backends = sorted(params.keys() & cls.backend_params)
         if saved_backends:
             name = saved_backends[0]
             raise GateLoadError(
                 f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
                 f"pass {name}= to load()"
             )
-        saved_members = sorted(params.keys() & target.member_params)
+        saved_members = sorted(params.keys() & cls.member_params)
         if saved_members:
             name = saved_members[0]
             raise GateLoadError(f"{path}: field 'params.{name}' is a member gate, saved in 'state', not in 'params'")
         try:
-            gate = target._from_saved(path, state, params, backends)
+            gate = cls._from_saved(path, state, params, backends)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, GateLoadError):
                 raise
-            raise GateLoadError(f"{path}: field 'params' does not fit {target.__name__} ({exc})") from None
+            raise GateLoadError(f"{path}: field 'params' does not fit {cls.__name__} ({exc})") from None
         gate._load_state(path, state)
         calibration = config_field(config, "calibration", (dict, type(None)))
         if calibration is not None:
@@ -163,50 +192,59 @@ class SavedGate(GateParams, ABC):
 
     @classmethod
     def load_member(cls, directory: Path, state: object, what: str, backends: dict[str, Any]) -> Self:
-        """The member ``save_member`` wrote (``state`` is what it returned), a gate of
-        this class, built with the backends among ``backends`` that its kind of gate takes."""
-        if (
-            not isinstance(state, dict)
-            or not isinstance(state.get("prefix"), str)
-            or not isinstance(state.get("config"), dict)
-        ):
-            raise GateLoadError(f"{directory}: field 'state.{what}' is missing or malformed")
-        prefix, config = state["prefix"], state["config"]
-        files = config.get("files")
-        if not isinstance(files, dict):
-            raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
-        if config.get("gate_type") not in cls.gate_names():
-            raise GateLoadError(
-                f"{directory}: {what} is of gate type {config.get('gate_type')!r}, which is no known gate"
-            )
-        target = cls.gate_class(config["gate_type"])
-        if not issubclass(target, cls):
-            raise GateLoadError(f"{directory}: {what} is of gate type {config['gate_type']!r}, not a {cls.__name__}")
+        """The member ``save_member`` wrote into ``directory`` (``state`` is what it
+        returned), a gate of this class, built with the backends among ``backends`` that
+        its kind of gate takes. A member saved flattened (before members had sub-folders)
+        loads from a temporary copy of its files."""
+        if isinstance(state, dict) and "folder" in state:
+            folder = safe_member_path(directory, state["folder"], f"state.{what}.folder")
+            return cls._load_member_folder(directory, folder, what, backends)
         with tempfile.TemporaryDirectory() as tmp:
-            member = Path(tmp) / "member"
-            member.mkdir()
-            (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
-            safe_member_path(directory, prefix, f"state.{what}.prefix")
-            for name in files:
-                safe_member_path(member, name, f"state.{what}.config.files")
-                source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
-                if not source.is_file():
-                    raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
-                shutil.copyfile(source, member / name)
-            try:
-                return target.load(member, **member_backends(target, backends))
-            except GateLoadError as exc:
-                raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
+            return cls._load_member_folder(directory, _unflatten(directory, state, what, Path(tmp)), what, backends)
+
+    @classmethod
+    def _load_member_folder(cls, directory: Path, folder: Path, what: str, backends: dict[str, Any]) -> Self:
+        """The member saved in ``folder``, read under the lock of the holder's
+        ``directory`` (no save swaps the holder, members and all, while it is read)."""
+        try:
+            config = read_config(folder)
+            target = cls._saved_class(folder, config)
+            return target._restore(folder, config, member_backends(target, backends))
+        except GateLoadError as exc:
+            raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
 
 
-def save_member(gate: SavedGate, directory: Path, prefix: str) -> dict[str, Any]:
-    """Save ``gate`` into ``directory`` under ``prefix``; return the state that loads it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        saved = gate.save(Path(tmp) / "member")
-        config = json.loads((saved / CONFIG_FILE).read_text(encoding="utf-8"))
-        for name in config["files"]:
-            shutil.copyfile(saved / name, directory / f"{prefix}.{name}")
-    return {"prefix": prefix, "config": config}
+def save_member(gate: SavedGate, directory: Path, folder: str) -> dict[str, Any]:
+    """Save ``gate`` into the sub-folder ``folder`` of the holder's ``directory`` (being
+    written); return the state that loads it."""
+    (directory / folder).mkdir()
+    gate._write(directory / folder)
+    return {"folder": folder}
+
+
+def _unflatten(directory: Path, state: object, what: str, member: Path) -> Path:
+    """Write into the empty ``member`` the directory of a member saved flattened into the
+    holder's ``directory``: its files there as ``<prefix>.<file>``, ``state`` holding its
+    prefix and its config.json (``{"prefix": ..., "config": ...}``). Returns ``member``."""
+    if (
+        not isinstance(state, dict)
+        or not isinstance(state.get("prefix"), str)
+        or not isinstance(state.get("config"), dict)
+    ):
+        raise GateLoadError(f"{directory}: field 'state.{what}' is missing or malformed")
+    prefix, config = state["prefix"], state["config"]
+    files = config.get("files")
+    if not isinstance(files, dict):
+        raise GateLoadError(f"{directory}: field 'state.{what}.config.files' is missing")
+    (member / CONFIG_FILE).write_text(json.dumps(config), encoding="utf-8")
+    safe_member_path(directory, prefix, f"state.{what}.prefix")
+    for name in files:
+        safe_member_path(member, name, f"state.{what}.config.files")
+        source = safe_member_path(directory, f"{prefix}.{name}", f"state.{what}.prefix")
+        if not source.is_file():
+            raise GateLoadError(f"{directory}: missing file {prefix}.{name!r} of the {what}")
+        shutil.copyfile(source, member / name)
+    return member
 
 
 def member_backends(target: type[SavedGate], backends: dict[str, Any]) -> dict[str, Any]:

@@ -26,8 +26,8 @@ it: out-of-sample too, only by members fitted on all rows rather than on
 (folds - 1)/folds of them.
 
 Persistence: one directory; the members are saved into it as ``gates.saved`` does for
-every gate that holds gates (``member-<i>-<name>.<file>``, their configs in this
-gate's state), beside the combiner's arrays, its training rows and the feedback log.
+every gate that holds gates (each in its sub-folder ``member-<i>-<name>/``), beside the
+combiner's arrays, its training rows and the feedback log.
 """
 
 from __future__ import annotations

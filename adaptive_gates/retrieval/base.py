@@ -1,27 +1,32 @@
-"""The retriever contract (``Retriever``, ``Hit``) and the save/load helpers both retrievers share.
+"""The retriever contract (``Retriever``, ``Hit``) and the saving and loading both retrievers share.
 
 A saved retriever is a directory holding ``config.json``, the backend's own index
-files and ``corpus.jsonl``; nothing is pickled, so loading never runs code.
+files and ``corpus.jsonl``; nothing is pickled, so loading never runs code. It is
+saved as a gate is (``persistence``): written whole, then swapped in, with the SHA-256
+of every file and of each of its own fields in ``config.json``, so a changed file or
+field is refused on load, naming it. A retriever saved before that (``format_version``
+1, no checksums) still loads, its files unverified as they were then.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..data import CorpusRecord, load_corpus, write_jsonl
 from ..errors import AdaptiveGatesError, GateLoadError
-from ..persistence import read_json_object
+from ..persistence import read_config as read_checked_config
+from ..persistence import read_json_object, save_directory, write_directory
 
 __all__ = ["Hit", "Retriever", "passage_text"]
 
 CONFIG_FILE = "config.json"
 CORPUS_FILE = "corpus.jsonl"
-#: Bumped when the layout of a saved directory changes incompatibly.
-FORMAT_VERSION = 1
+#: The format of retrievers saved before they were saved as gates are: no ``format``
+#: field and no checksums. Read, never written.
+UNCHECKED_FORMAT_VERSION = 1
 
 
 def passage_text(title: str, text: str) -> str:
@@ -64,20 +69,30 @@ def make_hit(record: CorpusRecord, score: float) -> Hit:
     return Hit(id=record.id, text=record.text, score=float(score), title=record.title)
 
 
-def write_config(directory: Path, config: dict[str, Any]) -> None:
-    """Write ``config.json`` (with the format version) into ``directory``."""
-    payload = {"format_version": FORMAT_VERSION, **config}
-    (directory / CONFIG_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+def save_retriever(
+    path: str | Path, config: dict[str, Any], write_files: Callable[[Path], None], *, overwrite: bool
+) -> Path:
+    """Save a retriever at ``path`` as a gate is saved: ``write_files`` writes its files
+    into a fresh directory, ``config.json`` gets ``config`` (at its top, where a retriever
+    saved before checksums had it; its ``state`` stays empty) and the checksums, and the
+    directory replaces ``path`` whole. Replaces only a saved retriever or gate, and that
+    only with ``overwrite``."""
+
+    def state(directory: Path) -> dict[str, Any]:
+        write_files(directory)
+        return {}
+
+    return save_directory(path, lambda directory: write_directory(directory, config, state), overwrite=overwrite)
 
 
 def read_config(directory: str | Path, expected_type: str) -> dict[str, Any]:
-    """Read and check ``config.json``; ``GateLoadError`` names the file or field at fault."""
+    """Read and check ``config.json`` (inside ``reading(directory)``): its checksums and
+    those of every file it lists, or, saved before checksums, its fields alone;
+    ``GateLoadError`` names the file or field at fault."""
     path = Path(directory) / CONFIG_FILE
     config = read_json_object(path)
-    if config.get("format_version") != FORMAT_VERSION:
-        raise GateLoadError(
-            f"{path}: field 'format_version' is {config.get('format_version')!r}, expected {FORMAT_VERSION}"
-        )
+    if "format" in config or config.get("format_version") != UNCHECKED_FORMAT_VERSION:
+        config = read_checked_config(directory)
     if config.get("type") != expected_type:
         raise GateLoadError(f"{path}: field 'type' is {config.get('type')!r}, expected {expected_type!r}")
     return config

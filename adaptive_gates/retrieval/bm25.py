@@ -18,6 +18,7 @@ import bm25s
 import numpy as np
 
 from ..data import CorpusRecord, load_corpus
+from ..directory_swap import reading
 from ..errors import GateLoadError
 from ..validation import check_question, check_questions
 from .base import (
@@ -31,7 +32,7 @@ from .base import (
     read_corpus,
     require_file,
     save_corpus,
-    write_config,
+    save_retriever,
 )
 
 __all__ = ["BM25Retriever"]
@@ -173,14 +174,11 @@ class BM25Retriever:
             results[i] = [make_hit(self._records[int(d)], s) for d, s in zip(docs[row], scores[row]) if s > 0]
         return results
 
-    def save(self, directory: str | Path) -> None:
-        """Write ``config.json``, the ``bm25s`` index files and ``corpus.jsonl`` to ``directory``."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        self._model.save(directory, show_progress=False)
-        save_corpus(directory, self._records)
-        write_config(
-            directory,
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Save ``config.json``, the ``bm25s`` index files and ``corpus.jsonl`` as the
+        directory ``path`` (``overwrite``: replacing a saved retriever there)."""
+        path = save_retriever(
+            path,
             {
                 "type": _TYPE,
                 "params": {
@@ -193,13 +191,26 @@ class BM25Retriever:
                 "count": len(self._records),
                 "versions": _versions(),
             },
+            self._write_files,
+            overwrite=overwrite,
         )
-        logger.info("saved BM25 retriever (%d passages) to %s", len(self), directory)
+        logger.info("saved BM25 retriever (%d passages) to %s", len(self), path)
+        return path
+
+    def _write_files(self, directory: Path) -> None:
+        self._model.save(directory, show_progress=False)
+        save_corpus(directory, self._records)
 
     @classmethod
     def load(cls, directory: str | Path) -> BM25Retriever:
         """Load a directory written by ``save``; ``GateLoadError`` names any missing or bad file."""
         directory = Path(directory)
+        with reading(directory):  # no save swaps the directory while its files are read
+            return cls._load_read(directory)
+
+    @classmethod
+    def _load_read(cls, directory: Path) -> BM25Retriever:
+        """``load`` of a directory no save swaps meanwhile."""
         config = read_config(directory, _TYPE)
         config_path = directory / CONFIG_FILE
         params = config.get("params")

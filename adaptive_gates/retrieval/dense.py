@@ -16,6 +16,7 @@ import faiss
 import numpy as np
 
 from ..data import CorpusRecord, load_corpus
+from ..directory_swap import reading
 from ..errors import BackendError, GateLoadError
 from ..models.protocols import Embedder
 from ..validation import check_question, check_questions
@@ -30,7 +31,7 @@ from .base import (
     read_corpus,
     require_file,
     save_corpus,
-    write_config,
+    save_retriever,
 )
 
 __all__ = ["DenseRetriever"]
@@ -115,14 +116,11 @@ class DenseRetriever:
             for id_row, score_row in zip(ids, scores)
         ]
 
-    def save(self, directory: str | Path) -> None:
-        """Write ``config.json``, ``index.faiss`` and ``corpus.jsonl`` to ``directory``."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self._index, str(directory / INDEX_FILE))
-        save_corpus(directory, self._records)
-        write_config(
-            directory,
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Save ``config.json``, ``index.faiss`` and ``corpus.jsonl`` as the directory
+        ``path`` (``overwrite``: replacing a saved retriever there)."""
+        path = save_retriever(
+            path,
             {
                 "type": _TYPE,
                 "model_id": self._embedder.model_id,
@@ -130,8 +128,15 @@ class DenseRetriever:
                 "count": len(self._records),
                 "versions": {"faiss": faiss.__version__, "numpy": np.__version__},
             },
+            self._write_files,
+            overwrite=overwrite,
         )
-        logger.info("saved dense retriever (%d passages) to %s", len(self), directory)
+        logger.info("saved dense retriever (%d passages) to %s", len(self), path)
+        return path
+
+    def _write_files(self, directory: Path) -> None:
+        faiss.write_index(self._index, str(directory / INDEX_FILE))
+        save_corpus(directory, self._records)
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder) -> DenseRetriever:
@@ -141,6 +146,12 @@ class DenseRetriever:
         (``model_id``, ``dimension``, ``ntotal``, ``count``).
         """
         directory = Path(directory)
+        with reading(directory):  # no save swaps the directory while its files are read
+            return cls._load_read(directory, embedder)
+
+    @classmethod
+    def _load_read(cls, directory: Path, embedder: Embedder) -> DenseRetriever:
+        """``load`` of a directory no save swaps meanwhile."""
         config = read_config(directory, _TYPE)
         config_path = directory / CONFIG_FILE
         if config.get("model_id") != embedder.model_id:

@@ -1,0 +1,50 @@
+"""Saved gates in the layout of earlier versions, written by hand from a gate saved now,
+so the tests can show that directories users have on disk still load."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from adaptive_gates.persistence import CONFIG_FILE, with_checksums
+
+
+def flatten_members(path: Path) -> Path:
+    """Rewrite the gate saved at ``path`` as saves wrote it before members had
+    sub-folders: each member's files moved into the holder's directory as
+    ``<prefix>.<file>`` (the prefix is the folder's name, as it was), its config.json
+    embedded in the holder's state as ``{"prefix": ..., "config": ...}``, no ``folders``
+    field, and the holder's checksums computed again. A member's own members are
+    flattened first, as its save did then."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    embedded = {}
+    for folder in config.pop("folders"):
+        member = flatten_members(path / folder)
+        member_config = json.loads((member / CONFIG_FILE).read_text())
+        for name in member_config["files"]:
+            (member / name).rename(path / f"{folder}.{name}")
+        (member / CONFIG_FILE).unlink()
+        member.rmdir()
+        embedded[folder] = member_config
+    config["state"] = _embedded(config["state"], embedded)
+    config["files"] = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.iterdir())
+        if p.is_file() and p.name != CONFIG_FILE
+    }
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
+    return path
+
+
+def _embedded(state: Any, configs: dict[str, Any]) -> Any:
+    """``state`` with each member record ``{"folder": name}`` replaced by the record of
+    the flat layout, ``{"prefix": name, "config": configs[name]}``."""
+    if isinstance(state, dict):
+        if state.keys() == {"folder"}:
+            return {"prefix": state["folder"], "config": configs[state["folder"]]}
+        return {key: _embedded(value, configs) for key, value in state.items()}
+    if isinstance(state, list):
+        return [_embedded(value, configs) for value in state]
+    return state
