@@ -202,7 +202,7 @@ class AsksInRounds:
     deadline: float | None
     _chat_backend: ChatBackend | None
 
-    if TYPE_CHECKING:  # what the Gate it is mixed into provides (``GateParams``)
+    if TYPE_CHECKING:  # what the Gate it is mixed into provides (``params.GateParams``)
 
         def _built_once(self, slot: str, build: Callable[[], T]) -> T: ...
 

@@ -1,6 +1,6 @@
-"""What every gate shares: scoring, decisions, feedback and listeners; its threshold
-and calibration come from ``calibrated.Calibrated``, saving and loading from
-``saved.SavedGate``.
+"""What every gate shares: scoring, decisions, its threshold and calibration (for a
+rate or for accuracy, ``adaptive_gates.calibration``), feedback and listeners; saving
+and loading are ``saved``'s functions, the parameter conventions ``params``'.
 
 A subclass implements ``_score`` (an ``Assessment`` of a batch of clean questions:
 need scores and evidence, and drafts, fallbacks or verdicts where it has them; a
@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +27,18 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
-from ..calibration import Calibration
+from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
 from ..data import OutcomeRecord
 from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import Listener, check_listener, gate_asking, notify_decisions
+from ..persistence import save_directory
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
-from .calibrated import Calibrated
 from .constraints import Boolean
-from .saved import SavedGate
+from .params import GateParams
+from .saved import load_member, load_saved, write_gate
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ G = TypeVar("G", bound="Gate")
 _T = TypeVar("_T")
 
 
-class Gate(Calibrated, SavedGate):
+class Gate(GateParams, ABC):
     """Base class of every adaptive retrieval gate.
 
     A gate maps questions to *need scores* (higher = more need for retrieval) and
@@ -154,6 +155,141 @@ class Gate(Calibrated, SavedGate):
         """Fit on outcome records; gates that learn from them override this."""
         how = "it is ready as built" if self.is_fitted else self.fit_hint()
         raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records; {how}")
+
+    # ----------------------------------------------------------------- threshold
+    @property
+    def threshold_(self) -> float:
+        """The calibrated threshold if any, else the method's own."""
+        self._check_fitted()
+        if self._calibration is not None:
+            return self._calibration.threshold
+        return self._default_threshold()
+
+    @property
+    def calibration_(self) -> Calibration | None:
+        """How the threshold was calibrated (``None``: the method's own rule)."""
+        return self._calibration
+
+    def threshold_at_rate(self, rate: float) -> float:
+        """The threshold that would have retrieved about ``rate`` of the questions this
+        gate was calibrated on (either kind of calibration keeps a sample of their
+        scores): how a service honours a per-request retrieval budget without scoring
+        anything again. An uncalibrated gate raises ``ValueError``."""
+        self._check_fitted()
+        if self._calibration is None:
+            raise ValueError(
+                f"{self.name} is not calibrated: a threshold for a rate is read from the scores of the "
+                "questions it was calibrated on; call gate.calibrate(questions, ...) first"
+            )
+        return self._calibration.threshold_at_rate(rate)
+
+    def reset_threshold(self) -> Self:
+        """Drop any calibration and go back to the method's own rule."""
+        self._calibration = None
+        return self
+
+    def calibrate(
+        self,
+        questions: Sequence[str],
+        target_rate: float | None = None,
+        *,
+        correct_without: Sequence[float] | None = None,
+        correct_with: Sequence[float] | None = None,
+        max_rate: float | None = None,
+    ) -> Self:
+        """Fit the threshold on held-out questions.
+
+        Either give ``target_rate`` (the share of questions that should retrieve;
+        no labels needed), or give per-question correctness without and with
+        retrieval to maximise accuracy, optionally under ``max_rate``. Fewer than
+        ``MIN_CALIBRATION_QUESTIONS`` (20) questions draw a ``CalibrationWarning``.
+        """
+        return self.calibrate_scores(
+            self.score(questions),
+            target_rate,
+            correct_without=correct_without,
+            correct_with=correct_with,
+            max_rate=max_rate,
+        )
+
+    def calibrate_scores(
+        self,
+        scores: np.ndarray,
+        target_rate: float | None = None,
+        *,
+        correct_without: np.ndarray | Sequence[float] | None = None,
+        correct_with: np.ndarray | Sequence[float] | None = None,
+        max_rate: float | None = None,
+    ) -> Self:
+        """``calibrate`` from need scores already computed, e.g. out-of-fold
+        scores of cross-fitted copies of this gate."""
+        self._check_fitted()
+        with_outcomes = correct_without is not None or correct_with is not None
+        if with_outcomes == (target_rate is not None):
+            raise ValueError("give either target_rate or correct_without and correct_with")
+        if target_rate is not None:
+            if max_rate is not None:
+                raise ValueError("max_rate applies to outcome calibration only")
+            calibration = threshold_for_rate(scores, target_rate)
+        else:
+            if correct_without is None or correct_with is None:
+                raise ValueError("outcome calibration needs both correct_without and correct_with")
+            calibration = threshold_for_objective(scores, correct_without, correct_with, max_rate)
+        self._calibration = calibration
+        logger.info("%s calibrated: %s", self.name, calibration)
+        calibration.warn_if_too_few()
+        return self
+
+    # ----------------------------------------------------------------- saving
+    #: Parameters renamed since a gate of this class was saved: old name -> new name.
+    _renamed_params: ClassVar[dict[str, str]] = {}
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
+        self._check_fitted()
+        return save_directory(path, self._write, overwrite=overwrite)
+
+    def _write(self, directory: Path) -> None:
+        """Write the fitted gate into the empty ``directory`` (``saved.write_gate``): a
+        gate whose decisions must hold still while it is written overrides this."""
+        write_gate(self, directory)
+
+    @classmethod
+    def load(cls, path: str | Path, **backends: Any) -> Self:
+        """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
+        to the constructor. Refuses a gate of another type or a mismatched backend."""
+        return load_saved(cls, Path(path), backends)
+
+    @classmethod
+    def load_member(cls, directory: Path, state: object, what: str, backends: dict[str, Any]) -> Self:
+        """A gate of this class saved as a member of the gate saved in ``directory``
+        (``saved.load_member``; ``what`` names it in errors)."""
+        return load_member(cls, directory, state, what, backends)
+
+    def _json_params(self) -> dict[str, Any]:
+        """The constructor parameters to save: all but the backends and member gates
+        (JSON values; the members are saved as part of the state)."""
+        objects = self.backend_params | self.member_params
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in objects}
+
+    @classmethod
+    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Saved parameters under their current names (a gate saved before a rename loads)."""
+        return {cls._renamed_params.get(name, name): value for name, value in params.items()}
+
+    @classmethod
+    def _from_saved(cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> Self:
+        """The gate ``load`` restores the state into, from its saved parameters and the
+        backends given; a gate holding other gates (saved in its directory) loads them here."""
+        return cls(**backends, **params)
+
+    @abstractmethod
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        """Write the fitted state's files into ``directory``; return its JSON part."""
+
+    @abstractmethod
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        """Restore the fitted state written by ``_save_state``."""
 
     # ----------------------------------------------------------------- feedback
     @property

@@ -32,194 +32,153 @@ import json
 import math
 import shutil
 import tempfile
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from ..calibration import Calibration
 from ..directory_swap import reading
 from ..errors import GateLoadError
-from ..persistence import (
-    CONFIG_FILE,
-    config_field,
-    library_versions,
-    read_config,
-    safe_member_path,
-    save_directory,
-    write_directory,
-)
-from .params import GateParams
+from ..persistence import CONFIG_FILE, config_field, library_versions, read_config, safe_member_path, write_directory
 
-S = TypeVar("S", bound="SavedGate")
+S = TypeVar("S", bound="Saveable")
 
 
-class SavedGate(GateParams, ABC):
-    """What saving and loading asks of a gate (``Gate`` derives from it): the registry
-    of gate classes to load by name, its fitted state's files, and its threshold."""
+class Saveable(Protocol):
+    """What saving and loading read of a gate (``Gate`` has it all): its registered
+    name and the registry to load by name, its parameters but the backends and members,
+    its threshold and calibration, and its fitted state's files."""
 
-    name: ClassVar[str] = "gate"
+    name: ClassVar[str]
+    backend_params: ClassVar[frozenset[str]]
+    member_params: ClassVar[frozenset[str]]
     _calibration: Calibration | None
 
-    @staticmethod
-    @abstractmethod
-    def gate_names() -> list[str]:
-        """The names of the gate classes a saved config may name."""
-
-    @staticmethod
-    @abstractmethod
-    def gate_class(name: str) -> type[SavedGate]:
-        """The gate class registered under ``name``."""
-
-    @abstractmethod
-    def _check_fitted(self) -> None:
-        """Raise ``NotFittedError`` unless the gate is fitted."""
-
     @property
-    @abstractmethod
-    def threshold_(self) -> float:
-        """The threshold the gate decides by."""
+    def threshold_(self) -> float: ...
 
-    def _json_params(self) -> dict[str, Any]:
-        """The constructor parameters to save: all but the backends and member gates
-        (JSON values; the members are saved as part of the state)."""
-        objects = self.backend_params | self.member_params
-        return {k: v for k, v in self.get_params(deep=False).items() if k not in objects}
-
-    @abstractmethod
-    def _save_state(self, directory: Path) -> dict[str, Any]:
-        """Write the fitted state's files into ``directory``; return its JSON part."""
-
-    @abstractmethod
-    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        """Restore the fitted state written by ``_save_state``."""
-
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Save the fitted gate to a directory of JSON and arrays (no pickle)."""
-        self._check_fitted()
-        return save_directory(path, self._write, overwrite=overwrite)
-
-    def _write(self, directory: Path) -> None:
-        """Write the fitted gate into the empty ``directory``: the folder a save swaps
-        in, or the sub-folder of the gate holding it."""
-        config = {
-            "gate_type": self.name,
-            "library_versions": library_versions(),
-            "params": self._json_params(),
-            "threshold": self.threshold_,
-            "calibration": self._calibration.to_dict() if self._calibration else None,
-        }
-        write_directory(directory, config, self._save_state)
+    @staticmethod
+    def gate_names() -> list[str]: ...
 
     @classmethod
-    def load(cls: type[S], path: str | Path, **backends: Any) -> S:
-        """Load a gate saved by ``save``; backends (e.g. ``embedder=``) are passed
-        to the constructor. Refuses a gate of another type or a mismatched backend."""
-        path = Path(path)
-        with reading(path):  # no save swaps the directory while its files are read
-            return cls._load_read(path, backends)
+    def gate_class(cls, name: str) -> type[Any]: ...
 
     @classmethod
-    def _load_read(cls: type[S], path: Path, backends: dict[str, Any]) -> S:
-        """``load`` of a directory no save swaps meanwhile."""
-        config = read_config(path)
-        return cls._saved_class(path, config)._restore(path, config, backends)
-
-    @classmethod
-    def _saved_class(cls: type[S], path: Path, config: dict[str, Any]) -> type[S]:
-        """The class of the gate saved at ``path`` (``config`` its config.json): one
-        registered, and a ``cls``."""
-        gate_type = config_field(config, "gate_type", str)
-        if gate_type not in cls.gate_names():
-            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
-        target = cls.gate_class(gate_type)
-        if not issubclass(target, cls):
-            raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
-        return target
-
-    @classmethod
-    def _restore(cls: type[S], path: Path, config: dict[str, Any], backends: dict[str, Any]) -> S:
-        """The gate of this class saved at ``path``, ``config`` its verified config.json."""
-        params = cls._current_params(config_field(config, "params", dict))
-        state = config_field(config, "state", dict)
-        # Backends (models) are passed at load, never saved: a saved value under a
-        # backend's name is no model, whatever it holds. Member gates load from the state.
-        saved_backends = sorted(params.keys() & cls.backend_params)
-        if saved_backends:
-            name = saved_backends[0]
-            raise GateLoadError(
-                f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
-                f"pass {name}= to load()"
-            )
-        saved_members = sorted(params.keys() & cls.member_params)
-        if saved_members:
-            name = saved_members[0]
-            raise GateLoadError(f"{path}: field 'params.{name}' is a member gate, saved in 'state', not in 'params'")
-        try:
-            gate = cls._from_saved(path, state, params, backends)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, GateLoadError):
-                raise
-            raise GateLoadError(f"{path}: field 'params' does not fit {cls.__name__} ({exc})") from None
-        gate._load_state(path, state)
-        calibration = config_field(config, "calibration", (dict, type(None)))
-        if calibration is not None:
-            try:
-                gate._calibration = Calibration.from_dict(calibration)
-            except (TypeError, ValueError) as exc:
-                raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
-        saved = config_field(config, "threshold", (int, float))
-        if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
-            raise GateLoadError(
-                f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
-            )
-        return gate
-
-    #: Parameters renamed since a gate of this class was saved: old name -> new name.
-    _renamed_params: ClassVar[dict[str, str]] = {}
-
-    @classmethod
-    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Saved parameters under their current names (a gate saved before a rename loads)."""
-        return {cls._renamed_params.get(name, name): value for name, value in params.items()}
+    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]: ...
 
     @classmethod
     def _from_saved(
-        cls: type[S], path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
-    ) -> S:
-        """The gate ``load`` restores the state into, from its saved parameters and the
-        backends given; a gate holding other gates (saved in its directory) loads them here."""
-        return cls(**backends, **params)
+        cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]
+    ) -> Self: ...
 
-    @classmethod
-    def load_member(cls, directory: Path, state: object, what: str, backends: dict[str, Any]) -> Self:
-        """The member ``save_member`` wrote into ``directory`` (``state`` is what it
-        returned), a gate of this class, built with the backends among ``backends`` that
-        its kind of gate takes. A member saved flattened (before members had sub-folders)
-        loads from a temporary copy of its files."""
-        if isinstance(state, dict) and "folder" in state:
-            folder = safe_member_path(directory, state["folder"], f"state.{what}.folder")
-            return cls._load_member_folder(directory, folder, what, backends)
-        with tempfile.TemporaryDirectory() as tmp:
-            return cls._load_member_folder(directory, _unflatten(directory, state, what, Path(tmp)), what, backends)
+    def _json_params(self) -> dict[str, Any]: ...
 
-    @classmethod
-    def _load_member_folder(cls, directory: Path, folder: Path, what: str, backends: dict[str, Any]) -> Self:
-        """The member saved in ``folder``, read under the lock of the holder's
-        ``directory`` (no save swaps the holder, members and all, while it is read)."""
+    def _write(self, directory: Path) -> None: ...
+
+    def _save_state(self, directory: Path) -> dict[str, Any]: ...
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None: ...
+
+
+def write_gate(gate: Saveable, directory: Path) -> None:
+    """Write the fitted ``gate`` into the empty ``directory``: the folder a save swaps
+    in, or the sub-folder of the gate holding it."""
+    config = {
+        "gate_type": gate.name,
+        "library_versions": library_versions(),
+        "params": gate._json_params(),
+        "threshold": gate.threshold_,
+        "calibration": gate._calibration.to_dict() if gate._calibration else None,
+    }
+    write_directory(directory, config, gate._save_state)
+
+
+def load_saved(cls: type[S], path: Path, backends: dict[str, Any]) -> S:
+    """The gate saved at ``path``, a ``cls``, built with ``backends``; read while no save
+    swaps the directory."""
+    with reading(path):
+        config = read_config(path)
+        return _restore(_saved_class(cls, path, config), path, config, backends)
+
+
+def _saved_class(cls: type[S], path: Path, config: dict[str, Any]) -> type[S]:
+    """The class of the gate saved at ``path`` (``config`` its config.json): one
+    registered, and a ``cls``."""
+    gate_type = config_field(config, "gate_type", str)
+    if gate_type not in cls.gate_names():
+        raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, which is no known gate")
+    target = cls.gate_class(gate_type)
+    if not issubclass(target, cls):
+        raise GateLoadError(f"{path}: field 'gate_type' is {gate_type!r}, expected {cls.name!r}")
+    return target
+
+
+def _restore(cls: type[S], path: Path, config: dict[str, Any], backends: dict[str, Any]) -> S:
+    """The gate of class ``cls`` saved at ``path``, ``config`` its verified config.json."""
+    params = cls._current_params(config_field(config, "params", dict))
+    state = config_field(config, "state", dict)
+    # Backends (models) are passed at load, never saved: a saved value under a
+    # backend's name is no model, whatever it holds. Member gates load from the state.
+    saved_backends = sorted(params.keys() & cls.backend_params)
+    if saved_backends:
+        name = saved_backends[0]
+        raise GateLoadError(
+            f"{path}: field 'params.{name}' is {params[name]!r}, but {name!r} is a backend, never saved; "
+            f"pass {name}= to load()"
+        )
+    saved_members = sorted(params.keys() & cls.member_params)
+    if saved_members:
+        name = saved_members[0]
+        raise GateLoadError(f"{path}: field 'params.{name}' is a member gate, saved in 'state', not in 'params'")
+    try:
+        gate = cls._from_saved(path, state, params, backends)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, GateLoadError):
+            raise
+        raise GateLoadError(f"{path}: field 'params' does not fit {cls.__name__} ({exc})") from None
+    gate._load_state(path, state)
+    calibration = config_field(config, "calibration", (dict, type(None)))
+    if calibration is not None:
         try:
-            config = read_config(folder)
-            target = cls._saved_class(folder, config)
-            return target._restore(folder, config, member_backends(target, backends))
-        except GateLoadError as exc:
-            raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
+            gate._calibration = Calibration.from_dict(calibration)
+        except (TypeError, ValueError) as exc:
+            raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
+    saved = config_field(config, "threshold", (int, float))
+    if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
+        raise GateLoadError(
+            f"{path}: field 'threshold' is {saved}, but the restored gate's threshold is {gate.threshold_}"
+        )
+    return gate
 
 
-def save_member(gate: SavedGate, directory: Path, folder: str) -> dict[str, Any]:
+def save_member(gate: Saveable, directory: Path, folder: str) -> dict[str, Any]:
     """Save ``gate`` into the sub-folder ``folder`` of the holder's ``directory`` (being
     written); return the state that loads it."""
     (directory / folder).mkdir()
     gate._write(directory / folder)
     return {"folder": folder}
+
+
+def load_member(cls: type[S], directory: Path, state: object, what: str, backends: dict[str, Any]) -> S:
+    """The member ``save_member`` wrote into ``directory`` (``state`` is what it
+    returned), a ``cls``, built with the backends among ``backends`` that its kind of
+    gate takes. A member saved flattened (before members had sub-folders) loads from a
+    temporary copy of its files."""
+    if isinstance(state, dict) and "folder" in state:
+        folder = safe_member_path(directory, state["folder"], f"state.{what}.folder")
+        return _load_member_folder(cls, directory, folder, what, backends)
+    with tempfile.TemporaryDirectory() as tmp:
+        return _load_member_folder(cls, directory, _unflatten(directory, state, what, Path(tmp)), what, backends)
+
+
+def _load_member_folder(cls: type[S], directory: Path, folder: Path, what: str, backends: dict[str, Any]) -> S:
+    """The member saved in ``folder``, read under the lock of the holder's
+    ``directory`` (no save swaps the holder, members and all, while it is read)."""
+    try:
+        config = read_config(folder)
+        target = _saved_class(cls, folder, config)
+        return _restore(target, folder, config, member_backends(target, backends))
+    except GateLoadError as exc:
+        raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
 
 
 def _unflatten(directory: Path, state: object, what: str, member: Path) -> Path:
@@ -247,7 +206,7 @@ def _unflatten(directory: Path, state: object, what: str, member: Path) -> Path:
     return member
 
 
-def member_backends(target: type[SavedGate], backends: dict[str, Any]) -> dict[str, Any]:
+def member_backends(target: type[Saveable], backends: dict[str, Any]) -> dict[str, Any]:
     """The backends a gate of type ``target`` is built with: those among its
     ``backend_params``; a gate that holds members itself gets them all to pass on."""
     if target.member_params:
