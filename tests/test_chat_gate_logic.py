@@ -7,6 +7,7 @@ branches; here each branch is pinned down whatever a real model would say.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -80,6 +81,29 @@ def test_scripted_chat_speaks_the_chat_protocol() -> None:
     # It has only ``chat``: gates lend it an ``achat`` that asks it in a worker thread.
     assert isinstance(ScriptedChat({}), SyncChatModel) and not isinstance(ScriptedChat({}), ChatModel)
     assert isinstance(with_achat(ScriptedChat({})), ChatModel)
+
+
+class DeclaredOptions(ScriptedChat):
+    """A chat model of one's own whose ``chat`` and ``achat`` both declare the four
+    ``ChatOptions`` keywords themselves."""
+
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        return self.chat(messages, max_tokens=max_tokens, temperature=temperature, top_logprobs=top_logprobs, stop=stop)
+
+
+def test_a_chat_model_declaring_the_option_keywords_is_a_chat_model() -> None:
+    model: ChatModel = DeclaredOptions({"ask": ChatReply("Paris, certain.")})  # and so to mypy
+    assert isinstance(model, ChatModel) and with_achat(model) is model
+    decision = asyncio.run(VerbalizedGate(model).adecide(QUESTION))
+    assert not decision.retrieve and decision.draft_answer == "Paris"
 
 
 # ----------------------------------------------------------------------------- verbalized

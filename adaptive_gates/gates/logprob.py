@@ -22,7 +22,7 @@ from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_an
 from ..constraints import Integer, OneOf, Text
 from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
-from ..models.chat import ChatModel, TokenLogprob, user
+from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
 from ..token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import ANSWER_EVIDENCE, Assessment
@@ -145,7 +145,7 @@ class LogprobGate(AsksInRounds, Gate):
         return build_prompt(question, None, self.instruction)
 
     def _rounds(self, questions: list[str]) -> Rounds:
-        options = dict(
+        options = ChatOptions(
             max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
         )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)

@@ -26,7 +26,7 @@ from ..certainty import (
     uncertain_share,
 )
 from ..constraints import Integer, OneOf, Text
-from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
+from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
@@ -147,7 +147,7 @@ class VerbalizedGate(AsksInRounds, Gate):
     # ------------------------------------------------------------------ scoring
     def _round(self, conversations: list[list[dict[str, str]]], purpose: str, max_tokens: int) -> Round:
         return Round(
-            conversations, purpose, dict(max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs)
+            conversations, purpose, ChatOptions(max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs)
         )
 
     def _rounds(self, questions: list[str]) -> Rounds:
