@@ -121,6 +121,7 @@ def test_an_uncertain_marker_retrieves_without_a_draft() -> None:
     decision = VerbalizedGate(ScriptedChat({"ask": ChatReply("Lyon (uncertain)")})).decide(QUESTION)
     assert decision.retrieve and decision.score == 1.0 and decision.error is None
     assert decision.draft_answer is None and decision.details["answer"] == "Lyon"
+    assert decision.answer_without_retrieval == "Lyon"  # what the retrieval replaces
 
 
 def test_no_marker_asks_the_judgement_prompt_about_the_answer() -> None:
@@ -139,6 +140,8 @@ def test_a_silent_judgement_gives_the_fallback_decision(fallback_retrieve: bool)
     assert decision.retrieve is fallback_retrieve and math.isnan(decision.score)
     assert decision.error == "unparseable: the reply states no certainty and neither does the judgement"
     assert decision.details["certainty"] is None and decision.llm_calls == 2
+    # The answer given is kept for evaluations, never served from a fallback.
+    assert decision.answer_without_retrieval == "Paris" and decision.draft_answer is None
 
 
 def test_without_judge_a_reply_without_marker_falls_back_after_one_call() -> None:

@@ -25,7 +25,7 @@ from ..errors import LogprobsUnavailableError
 from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
 from ..token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
-from .assessment import ANSWER_EVIDENCE, Assessment
+from .assessment import Assessment
 from .base import Gate
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
@@ -58,7 +58,8 @@ class LogprobGate(AsksInRounds, Gate):
     punctuation-only tokens, and whitespace-only tokens at either end are left out;
     a reply made of nothing else is scored on all its tokens. The details of a
     decision hold every signal's value (``signals``), the tokens scored
-    (``n_tokens``), the reply and its answer (``ANSWER_EVIDENCE``).
+    (``n_tokens``), the reply and its answer (``answer``, which every decision also
+    carries as ``answer_without_retrieval``).
 
     A backend that returns no log-probabilities raises ``LogprobsUnavailableError``
     out of ``score``, ``decide`` and ``decide_batch`` alike (not a fallback: it would
@@ -169,10 +170,10 @@ class LogprobGate(AsksInRounds, Gate):
                 )
             score, detail = self._score_tokens(reply.tokens)
             detail["reply"] = reply.text
-            detail[ANSWER_EVIDENCE] = clean_answer(reply.text)
+            detail["answer"] = clean_answer(reply.text)
             scores.append(score)
             details.append(detail)
-            drafts.append(detail[ANSWER_EVIDENCE])
+            drafts.append(detail["answer"])
             fallbacks.append("the reply has no tokens to score" if math.isnan(score) else None)
         return Assessment(
             np.array(scores, dtype=np.float64),

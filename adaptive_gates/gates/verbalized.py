@@ -30,7 +30,7 @@ from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..word_choice import STATED_WORD_THRESHOLD, graded_need
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
-from .assessment import ANSWER_EVIDENCE, Assessment
+from .assessment import Assessment
 from .base import Gate
 
 logger = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         self, answer: str, verdict: _Verdict | None, detail: dict[str, Any], failure: str | None
     ) -> tuple[float, str | None]:
         """The need score of one question, or NaN and why there is none."""
-        detail[ANSWER_EVIDENCE] = answer
+        detail["answer"] = answer
         if verdict is None:
             return math.nan, failure or "no reply"
         parse, tokens = verdict.parse, verdict.tokens
