@@ -174,7 +174,7 @@ class LLMAnswerer:
         """``answer_batch`` with each answer's reply: its tokens with log-probabilities
         (``top_logprobs`` alternatives per position; ``0`` asks for none) and its token
         usage. Up to ``max_workers`` requests are in flight; the first failure is raised."""
-        from .models.chat import user
+        from .models.chat import ChatOptions, user
         from .models.chat_batch import chat_many
 
         if passages is not None and len(passages) != len(questions):
@@ -182,16 +182,10 @@ class LLMAnswerer:
         conversations = [
             user(self.prompt(q, passages[i] if passages is not None else None)) for i, q in enumerate(questions)
         ]
-        # Log-probs asked for only when wanted: a minimal chat model need not take the option.
-        logprobs = {"top_logprobs": top_logprobs} if top_logprobs else {}
-        replies = chat_many(
-            self.chat,
-            conversations,
-            max_workers=self.max_workers,
-            max_tokens=self.max_new_tokens,
-            stop=list(ANSWER_STOP),
-            **logprobs,
-        )
+        options = ChatOptions(max_tokens=self.max_new_tokens, stop=list(ANSWER_STOP))
+        if top_logprobs:  # asked for only when wanted: a minimal chat model need not take the option
+            options["top_logprobs"] = top_logprobs
+        replies = chat_many(self.chat, conversations, max_workers=self.max_workers, **options)
         return [Answer(clean_answer(r.text), r) for r in replies]
 
 

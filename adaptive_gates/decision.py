@@ -43,11 +43,18 @@ class GateDecision:
         details: method-specific evidence (neighbours, cluster distances, parsed
             certainty, uncertainty and sample count, ...). JSON-serialisable.
         draft_answer: an answer the gate already produced (e.g. a confident
-            verbalized reply), so the direct branch need not call the LLM again.
+            verbalized reply), so the direct branch need not call the LLM again; a
+            gate sets it only on a decision that neither retrieves nor falls back.
         error: why a fallback decision was taken; ``None`` for a normal decision.
         llm_calls: the LLM requests the gate made to decide (a share of its batch's
             requests where only the batch is counted, as a cascade's stage is);
             ``None`` for a gate that does not ask an LLM through a chat model.
+        answer_without_retrieval: the answer the LLM gave without passages while the
+            gate decided (an answer-first gate's draft), kept whatever the decision,
+            retrieving and fallback ones included, so an evaluation can reuse it as
+            the answer without retrieval and tell what a retrieval replaced; ``None``
+            for a gate that does not answer first. It is never served:
+            ``draft_answer`` is.
     """
 
     retrieve: bool
@@ -60,6 +67,7 @@ class GateDecision:
     draft_answer: str | None = None
     error: str | None = None
     llm_calls: float | None = None
+    answer_without_retrieval: str | None = None
 
     @classmethod
     def forced(cls, question: object, gate: str, retrieval: RetrievalMode) -> GateDecision:
@@ -88,6 +96,7 @@ class GateDecision:
         latency_ms: float = 0.0,
         details: dict[str, Any] | None = None,
         llm_calls: float | None = None,
+        answer_without_retrieval: str | None = None,
     ) -> GateDecision:
         """The decision taken when ``gate`` could not judge ``question``: its fallback
         verdict ``retrieve``, no score, and why as ``error``."""
@@ -101,6 +110,7 @@ class GateDecision:
             details=details or {},
             error=error,
             llm_calls=llm_calls,
+            answer_without_retrieval=answer_without_retrieval,
         )
 
     @property

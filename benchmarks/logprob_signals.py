@@ -106,7 +106,8 @@ def main() -> None:
     rows = []
     logprob = LogprobGate(chat, instruction=BOOLQ_INSTRUCTION, max_tokens=1, top_logprobs=20)
     decisions, cost = run_live(logprob, questions)
-    drafts_match = float(np.mean([d.details.get("answer") == r.pred_no_retrieval for d, r in zip(decisions, records)]))
+    drafts = [d.answer_without_retrieval for d in decisions]
+    drafts_match = float(np.mean([draft == r.pred_no_retrieval for draft, r in zip(drafts, records)]))
     for signal in SIGNALS:
         scores = np.array([d.details["signals"][signal] for d in decisions])
         rows.append(row(f"logprob:{signal}", scores, scores > DEFAULT_THRESHOLDS[signal], a, b, cost))

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from adaptive_gates import BackendError, BackendUnavailableError
-from adaptive_gates.models import AdaptedChatModel, ChatModel, LocalChatModel
+from adaptive_gates.models import AdaptedChatModel, ChatModel, LocalChatModel, ResolvedChatOptions
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
@@ -126,8 +126,25 @@ def test_provider_sdk_failures_are_told_apart(failure, raised_as):
         assert type(caught.value) is raised_as and f"sdk failed: {type(failure).__name__}" in str(caught.value)
 
 
-def test_malformed_messages_are_refused_before_the_model_is_asked():
+@pytest.mark.parametrize(
+    "messages, options, error",
+    [
+        ([{"role": "wizard", "content": "hi"}], {}, "role must be one of"),
+        (QUESTION, {"max_tokens": 0}, "max_tokens must be an int >= 1"),
+        (QUESTION, {"temperature": float("nan")}, "temperature must be >= 0"),
+        (QUESTION, {"top_logprobs": True}, "top_logprobs must be an int >= 0"),
+        (QUESTION, {"stop": [""]}, "stop strings must be non-empty"),
+    ],
+)
+def test_malformed_messages_or_options_are_refused_before_the_model_is_asked(messages, options, error):
     adapted = Framework(RuntimeError("must not be asked"), model_id="x")
-    with pytest.raises(ValueError):
-        adapted.chat([{"role": "wizard", "content": "hi"}])
+    with pytest.raises(ValueError, match=error):
+        adapted.chat(messages, **options)
+    with pytest.raises(TypeError, match="max_token"):
+        adapted.chat(QUESTION, max_token=8)  # type: ignore[call-arg]  # a misspelt option is not ignored
     assert adapted.sent == []
+
+
+def test_options_not_given_are_the_documented_defaults():
+    assert ResolvedChatOptions() == ResolvedChatOptions(max_tokens=64, temperature=0.0, top_logprobs=0, stop=None)
+    assert ResolvedChatOptions(stop="\n").stops == ("\n",) and ResolvedChatOptions(stop=[]).stops == ()

@@ -89,9 +89,11 @@ def test_an_uncertain_costly_stage_retrieves_above_the_band_midpoint(knn, questi
         d = decisions[i]
         assert d.details["stage"] == "costly" and d.retrieve and d.threshold == midpoint
         assert midpoint < d.score <= band[1] and d.llm_calls == 1 and d.draft_answer is None
+        assert d.answer_without_retrieval == "Paris"  # the costly stage's, for an evaluation to reuse
     for i in set(range(len(questions))) - set(inside):
         d = decisions[i]
         assert d.details["stage"] == "cheap" and d.threshold == knn.threshold_ and "costly" not in d.details
+        assert d.answer_without_retrieval is None
         assert d.retrieve == (d.details["cheap"]["score"] > knn.threshold_) and d.score == d.details["cheap"]["score"]
 
 

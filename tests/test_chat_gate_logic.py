@@ -7,6 +7,7 @@ branches; here each branch is pinned down whatever a real model would say.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -82,6 +83,29 @@ def test_scripted_chat_speaks_the_chat_protocol() -> None:
     assert isinstance(with_achat(ScriptedChat({})), ChatModel)
 
 
+class DeclaredOptions(ScriptedChat):
+    """A chat model of one's own whose ``chat`` and ``achat`` both declare the four
+    ``ChatOptions`` keywords themselves."""
+
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_logprobs: int = 0,
+        stop: Sequence[str] | None = None,
+    ) -> ChatReply:
+        return self.chat(messages, max_tokens=max_tokens, temperature=temperature, top_logprobs=top_logprobs, stop=stop)
+
+
+def test_a_chat_model_declaring_the_option_keywords_is_a_chat_model() -> None:
+    model: ChatModel = DeclaredOptions({"ask": ChatReply("Paris, certain.")})  # and so to mypy
+    assert isinstance(model, ChatModel) and with_achat(model) is model
+    decision = asyncio.run(VerbalizedGate(model).adecide(QUESTION))
+    assert not decision.retrieve and decision.draft_answer == "Paris"
+
+
 # ----------------------------------------------------------------------------- verbalized
 def test_a_marker_decides_in_one_call_and_a_certain_reply_keeps_its_draft() -> None:
     chat = ScriptedChat({"ask": ChatReply("Paris, certain.")})
@@ -97,6 +121,7 @@ def test_an_uncertain_marker_retrieves_without_a_draft() -> None:
     decision = VerbalizedGate(ScriptedChat({"ask": ChatReply("Lyon (uncertain)")})).decide(QUESTION)
     assert decision.retrieve and decision.score == 1.0 and decision.error is None
     assert decision.draft_answer is None and decision.details["answer"] == "Lyon"
+    assert decision.answer_without_retrieval == "Lyon"  # what the retrieval replaces
 
 
 def test_no_marker_asks_the_judgement_prompt_about_the_answer() -> None:
@@ -115,6 +140,8 @@ def test_a_silent_judgement_gives_the_fallback_decision(fallback_retrieve: bool)
     assert decision.retrieve is fallback_retrieve and math.isnan(decision.score)
     assert decision.error == "unparseable: the reply states no certainty and neither does the judgement"
     assert decision.details["certainty"] is None and decision.llm_calls == 2
+    # The answer given is kept for evaluations, never served from a fallback.
+    assert decision.answer_without_retrieval == "Paris" and decision.draft_answer is None
 
 
 def test_without_judge_a_reply_without_marker_falls_back_after_one_call() -> None:

@@ -3,9 +3,12 @@ import json
 import numpy as np
 import pytest
 
+from adaptive_gates import VerbalizedGate
 from adaptive_gates.calibration import threshold_for_objective, threshold_for_rate
+from adaptive_gates.data import QARecord
 from adaptive_gates.evaluation import (
     calls_to_match_always,
+    evaluate_live,
     evaluate_scores,
     gate_curve,
     lm_calls_per_decision,
@@ -16,6 +19,9 @@ from adaptive_gates.evaluation import (
 )
 from adaptive_gates.folds import fold_splits
 from adaptive_gates.gates.percentile import CV_FOLDS, cross_fit
+from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.retrieval import BM25Retriever
+from test_chat_gate_logic import ScriptedChat
 
 # Four questions: retrieval helps q0, hurts q1, changes nothing for q2 (both right) and q3 (both wrong).
 A = np.array([0, 1, 1, 0])
@@ -188,6 +194,35 @@ def test_live_lm_calls_count_the_gates_own_calls_and_reused_drafts():
     np.testing.assert_array_equal(calls, [3, 1, 2])
     with pytest.raises(ValueError, match="2 gate call counts"):
         lm_calls_per_decision(np.array([True, False, False]), gate_calls=[2, 1])
+
+
+def test_live_evaluation_reuses_the_answer_the_gate_got_whatever_it_decided(corpus_path):
+    # A certain reply (its draft is served), an uncertain one (retrieves) and one never
+    # judged (the fallback): the gate got each answer without passages, so the
+    # evaluation asks its answerer for none of them.
+    replies = {"France": "Paris, certain.", "Italy": "Rome (uncertain)", "Spain": "Madrid"}
+    chat = ScriptedChat(
+        {
+            "ask": lambda prompt: ChatReply(next(reply for country, reply in replies.items() if country in prompt)),
+            "judgement": ChatReply("Hmm."),
+        }
+    )
+    records = [QARecord(country, f"What is the capital of {country}?", [city]) for country, city in replies.items()]
+    report = evaluate_live(
+        VerbalizedGate(chat), records, BM25Retriever.from_jsonl(corpus_path), PassagesOnly(), k=1, progress=False
+    )
+    rows = report["questions"]
+    assert [(r["retrieve"], r["error"] is None) for r in rows] == [(False, True), (True, True), (True, False)]
+    assert [r["answer_without"] for r in rows] == ["Paris", "Rome", "Madrid"]
+    assert report["llm_answer_calls"] == 0 and report["drafts_reused"] == 3
+
+
+class PassagesOnly:
+    """An answerer asked only with passages: the answers without come from the gate."""
+
+    def answer_batch(self, questions, passages=None):
+        assert passages is not None, "the gate's own answer was not reused"
+        return ["from the passages"] * len(questions)
 
 
 def test_calls_to_match_always_is_zero_when_never_retrieving_is_as_good():

@@ -282,11 +282,15 @@ def test_a_decision_dict_comes_back_with_nan_for_what_was_not_finite() -> None:
     fallback = GateDecision(True, float("nan"), float("inf"), "verbalized", question="q", error="timed out")
     back = GateDecision.from_dict(fallback.to_dict())
     assert np.isnan(back.score) and np.isnan(back.threshold) and back.error == "timed out"
-    assert back.llm_calls is None
-    earlier = {k: v for k, v in fallback.to_dict().items() if k != "llm_calls"}  # saved before the field
-    assert GateDecision.from_dict(earlier).llm_calls is None
-    counted = dataclasses.replace(fallback, llm_calls=2.0)
-    assert GateDecision.from_dict(json.loads(json.dumps(counted.to_dict()))).llm_calls == 2
+    assert back.llm_calls is None and back.answer_without_retrieval is None
+    saved_before_the_fields = {
+        k: v for k, v in fallback.to_dict().items() if k not in ("llm_calls", "answer_without_retrieval")
+    }
+    earlier = GateDecision.from_dict(saved_before_the_fields)
+    assert earlier.llm_calls is None and earlier.answer_without_retrieval is None
+    counted = dataclasses.replace(fallback, llm_calls=2.0, answer_without_retrieval="Paris")
+    again = GateDecision.from_dict(json.loads(json.dumps(counted.to_dict())))
+    assert again.llm_calls == 2 and again.answer_without_retrieval == "Paris"
     good = fallback.to_dict()
     for bad, message in (
         ({**good, "colour": "red"}, r"unknown fields \['colour'\]"),

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
-from ..models.chat import ChatReply, Message
+from ..models.chat import ChatOptions, ChatReply, Message
 
 __all__ = [
     "ATTACKS",
@@ -101,7 +101,7 @@ class _ScriptedChat:
         self.verdicts = verdicts
         self.calls: list[list[dict[str, str]]] = []
 
-    def chat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """The rule's reply to the last user message (options are ignored)."""
         self.calls.append([dict(m) for m in messages])
         return ChatReply(self.reply_to(messages[-1]["content"]))

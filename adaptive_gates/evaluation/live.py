@@ -2,8 +2,9 @@
 now, the gate decides, and the report is the offline one plus the alignment metrics.
 
 Gates that need the LLM itself (verbalized confidence, SKR prompt/icl, SeaKR) are
-judged this way. A gate that already answered while deciding (``details["answer"]``)
-is not asked again: its draft is the answer without retrieval.
+judged this way. A gate that already answered while deciding
+(``GateDecision.answer_without_retrieval``) is not asked again: its draft is the answer
+without retrieval, whatever it decided.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import numpy as np
 from ..answering import Answerer
 from ..data import QARecord
 from ..decision import GateDecision
-from ..gates.assessment import ANSWER_EVIDENCE
 from ..gates.base import Gate
 from ..metrics import get_metric
 from ..retrieval.base import Retriever
@@ -182,6 +182,6 @@ def _ranking_scores(decisions: Sequence[GateDecision]) -> np.ndarray:
 
 
 def _draft(decision: GateDecision) -> str | None:
-    """The answer the gate's reply already holds, when it holds a non-empty one."""
-    draft = decision.details.get(ANSWER_EVIDENCE)
-    return draft if isinstance(draft, str) and draft.strip() else None
+    """The answer the gate already got without retrieval, when it is a non-empty one."""
+    draft = decision.answer_without_retrieval
+    return draft if draft is not None and draft.strip() else None

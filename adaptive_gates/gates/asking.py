@@ -12,14 +12,14 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Unpack
 
 from ..driving import adrive, drive
 from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
-from ..models.chat import ChatModel, ChatReply, Message, SyncChatModel, with_achat
+from ..models.chat import ChatModel, ChatOptions, ChatReply, Message, SyncChatModel, with_achat
 from ..models.chat_batch import achat_each, chat_each
 from ..persistence import check_saved_backend
 from .assessment import Assessment
@@ -54,7 +54,7 @@ class Round:
 
     conversations: list[list[dict[str, str]]]
     purpose: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: ChatOptions
 
 
 #: A gate's scoring as rounds: it yields each ``Round``, is sent back its replies (or
@@ -95,7 +95,9 @@ class ChatBackend:
                 self._chat = LocalChatModel()
             return self._chat
 
-    def ask(self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Any) -> Replies:
+    def ask(
+        self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Unpack[ChatOptions]
+    ) -> Replies:
         """Replies (or the exception each request raised), in order; each request is
         reported to the listeners under ``purpose``."""
         if not conversations:
@@ -110,7 +112,7 @@ class ChatBackend:
         return within_length(replies, options.get("max_tokens"))
 
     async def aask(
-        self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Any
+        self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Unpack[ChatOptions]
     ) -> Replies:
         """``ask`` awaited: at most ``max_workers`` requests in flight, by the same
         deadline and the same stop once the backend is found unavailable. A backend
@@ -127,7 +129,7 @@ class ChatBackend:
         return within_length(replies, options.get("max_tokens"))
 
     @staticmethod
-    def _ask_batched(model: _Reported, conversations: Sequence[Sequence[Message]], options: dict[str, Any]) -> Replies:
+    def _ask_batched(model: _Reported, conversations: Sequence[Sequence[Message]], options: ChatOptions) -> Replies:
         try:
             return list(model.chat_batch(conversations, **options))
         except BackendUnavailableError as exc:  # the same wait again for each conversation
@@ -238,17 +240,17 @@ class _Reported:
     def model_id(self) -> str:
         return self.model.model_id
 
-    def chat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         with self._reporting([messages]) as replies:
             replies.append(self.model.chat(messages, **options))
         return replies[0]
 
-    async def achat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+    async def achat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         with self._reporting([messages]) as replies:
             replies.append(await with_achat(self.model).achat(messages, **options))
         return replies[0]
 
-    def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Any) -> list[ChatReply]:
+    def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Unpack[ChatOptions]) -> list[ChatReply]:
         with self._reporting(conversations) as replies:
             if self._chat_batch is None:
                 raise AttributeError(f"{type(self.model).__name__!r} object has no attribute 'chat_batch'")

@@ -17,10 +17,6 @@ from typing import Any
 
 import numpy as np
 
-#: The evidence key under which a gate that answers first shows its answer (also
-#: when it retrieves, so an evaluation can tell what a retrieval replaced).
-ANSWER_EVIDENCE = "answer"
-
 
 @dataclass
 class Verdict:
@@ -38,8 +34,11 @@ class Assessment:
     Attributes:
         scores: need scores, one per question (NaN where the gate has none).
         details: each question's evidence (``GateDecision.details``).
-        drafts: the gate's own answer to each question (``None``: it gave none); a
-            decision not to retrieve carries it as ``GateDecision.draft_answer``.
+        drafts: the gate's own answer to each question (``None``: it gave none); every
+            decision on the question carries it as
+            ``GateDecision.answer_without_retrieval`` (so an evaluation can tell what a
+            retrieval replaced), and a decision not to retrieve also as
+            ``GateDecision.draft_answer``, to serve.
         fallbacks: why the gate could not judge each question (``None``: it could);
             such a question gets the fallback decision whatever its score. A NaN
             score without a reason falls back too, as a backend error.

@@ -387,6 +387,7 @@ class Gate(GateParams, ABC):
         latency_ms: float = 0.0,
         details: dict[str, Any] | None = None,
         llm_calls: float | None = None,
+        answer_without_retrieval: str | None = None,
     ) -> GateDecision:
         """This gate's fallback decision on ``question``, with why (logged as a warning):
         what ``decide`` gives when a question or the backend fails, and what a framework
@@ -401,6 +402,7 @@ class Gate(GateParams, ABC):
             latency_ms=latency_ms,
             details=details,
             llm_calls=llm_calls,
+            answer_without_retrieval=answer_without_retrieval,
         )
 
     def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
@@ -508,13 +510,15 @@ class Gate(GateParams, ABC):
             retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
         decisions = []
         for i, question in enumerate(batch.questions):
-            details, calls = (
-                (assessment.details[at[i]], assessment.llm_calls[at[i]])
+            details, calls, drafted = (
+                (assessment.details[at[i]], assessment.llm_calls[at[i]], assessment.drafts[at[i]])
                 if assessment is not None and i in at
-                else (None, None)
+                else (None, None, None)
             )
             if i in problems:
-                decisions.append(self.fallback_decision(question, problems[i], threshold, latency, details, calls))
+                decisions.append(
+                    self.fallback_decision(question, problems[i], threshold, latency, details, calls, drafted)
+                )
                 continue
             assert assessment is not None  # judged: only an assessment judges
             j = at[i]
@@ -527,8 +531,9 @@ class Gate(GateParams, ABC):
                     latency_ms=latency,
                     question=batch.clean[i],
                     details=details or {},
-                    draft_answer=None if retrieve[i] else assessment.drafts[j],
+                    draft_answer=None if retrieve[i] else drafted,
                     llm_calls=calls,
+                    answer_without_retrieval=drafted,
                 )
             )
         notify_decisions(decisions, self._listeners)

@@ -35,7 +35,7 @@ from ..driving import adrive, drive
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import listening
-from .assessment import ANSWER_EVIDENCE, Assessment, Verdict
+from .assessment import Assessment, Verdict
 from .base import Gate
 from .constraints import Constraint, InstanceOf, Real
 from .saved import save_member
@@ -299,7 +299,7 @@ class CascadeGate(Gate):
             combined.scores[i] = lo + (hi - lo) / (1.0 + math.exp(-(score - t_costly)))
             combined.verdicts[i] = Verdict(bool(self.costly.retrieves(np.array([score]), t_costly)[0]), midpoint)
             if judged.drafts[j] is not None:
-                combined.drafts[i] = entry[ANSWER_EVIDENCE] = judged.drafts[j]
+                combined.drafts[i] = judged.drafts[j]
         combined.llm_calls = calls
 
     # ------------------------------------------------------------------ feedback

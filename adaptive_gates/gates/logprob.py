@@ -21,10 +21,10 @@ import numpy as np
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
 from ..data import OutcomeRecord
 from ..errors import LogprobsUnavailableError
-from ..models.chat import ChatModel, TokenLogprob, user
+from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
 from ..signals.token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
-from .assessment import ANSWER_EVIDENCE, Assessment
+from .assessment import Assessment
 from .base import Gate
 from .constraints import Integer, OneOf, Text
 
@@ -58,7 +58,8 @@ class LogprobGate(AsksInRounds, Gate):
     punctuation-only tokens, and whitespace-only tokens at either end are left out;
     a reply made of nothing else is scored on all its tokens. The details of a
     decision hold every signal's value (``signals``), the tokens scored
-    (``n_tokens``), the reply and its answer (``ANSWER_EVIDENCE``).
+    (``n_tokens``), the reply and its answer (``answer``, which every decision also
+    carries as ``answer_without_retrieval``).
 
     A backend that returns no log-probabilities raises ``LogprobsUnavailableError``
     out of ``score``, ``decide`` and ``decide_batch`` alike (not a fallback: it would
@@ -145,7 +146,7 @@ class LogprobGate(AsksInRounds, Gate):
         return build_prompt(question, None, self.instruction)
 
     def _rounds(self, questions: list[str]) -> Rounds:
-        options = dict(
+        options = ChatOptions(
             max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs, stop=list(ANSWER_STOP)
         )
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
@@ -169,10 +170,10 @@ class LogprobGate(AsksInRounds, Gate):
                 )
             score, detail = self._score_tokens(reply.tokens)
             detail["reply"] = reply.text
-            detail[ANSWER_EVIDENCE] = clean_answer(reply.text)
+            detail["answer"] = clean_answer(reply.text)
             scores.append(score)
             details.append(detail)
-            drafts.append(detail[ANSWER_EVIDENCE])
+            drafts.append(detail["answer"])
             fallbacks.append("the reply has no tokens to score" if math.isnan(score) else None)
         return Assessment(
             np.array(scores, dtype=np.float64),

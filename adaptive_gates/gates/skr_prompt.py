@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..models.chat import ChatModel, ChatReply, TokenLogprob
+from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob
 from ..models.protocols import Embedder
 from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
 from ..selfknowledge import KNOWN, UNKNOWN
@@ -136,7 +136,7 @@ class _PolarQuestionMixin(AsksInRounds):
         replies = yield Round(
             [conversation for conversation, _ in prompts],
             self.name,
-            dict(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
+            ChatOptions(max_tokens=self.max_tokens, temperature=0.0, top_logprobs=self.top_logprobs),
         )
         scores: list[float] = []
         details: list[dict[str, Any]] = []

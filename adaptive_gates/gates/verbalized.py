@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..models.chat import ChatModel, ChatReply, TokenLogprob, user
+from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob, user
 from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
 from ..signals.certainty import (
     CERTAIN,
@@ -29,7 +29,7 @@ from ..signals.certainty import (
 )
 from ..signals.word_choice import STATED_WORD_THRESHOLD, graded_need
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
-from .assessment import ANSWER_EVIDENCE, Assessment
+from .assessment import Assessment
 from .base import Gate
 from .constraints import Integer, OneOf, Text
 
@@ -147,7 +147,7 @@ class VerbalizedGate(AsksInRounds, Gate):
     # ------------------------------------------------------------------ scoring
     def _round(self, conversations: list[list[dict[str, str]]], purpose: str, max_tokens: int) -> Round:
         return Round(
-            conversations, purpose, dict(max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs)
+            conversations, purpose, ChatOptions(max_tokens=max_tokens, temperature=0.0, top_logprobs=self.top_logprobs)
         )
 
     def _rounds(self, questions: list[str]) -> Rounds:
@@ -229,7 +229,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         self, answer: str, verdict: _Verdict | None, detail: dict[str, Any], failure: str | None
     ) -> tuple[float, str | None]:
         """The need score of one question, or NaN and why there is none."""
-        detail[ANSWER_EVIDENCE] = answer
+        detail["answer"] = answer
         if verdict is None:
             return math.nan, failure or "no reply"
         parse, tokens = verdict.parse, verdict.tokens

@@ -6,7 +6,17 @@ Importing this package is cheap; torch, transformers and openai load on first mo
 
 from .adapted_chat import AdaptedChatModel
 from .adapted_embedder import AdaptedEmbedder
-from .chat import ChatModel, ChatReply, SyncChatModel, ThreadedAsyncChat, TokenLogprob, TokenUsage, with_achat
+from .chat import (
+    ChatModel,
+    ChatOptions,
+    ChatReply,
+    ResolvedChatOptions,
+    SyncChatModel,
+    ThreadedAsyncChat,
+    TokenLogprob,
+    TokenUsage,
+    with_achat,
+)
 from .chat_batch import achat_each, chat_each, chat_many
 from .chat_stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
 from .defaults import default_embedder, default_llm
@@ -24,6 +34,7 @@ __all__ = [
     "AdaptedEmbedder",
     "ChatChunk",
     "ChatModel",
+    "ChatOptions",
     "ChatReply",
     "Embedder",
     "Generation",
@@ -31,6 +42,7 @@ __all__ = [
     "LocalChatModel",
     "OpenAIChatModel",
     "ProbingLM",
+    "ResolvedChatOptions",
     "SentenceEmbedder",
     "StreamingChatModel",
     "SyncChatModel",

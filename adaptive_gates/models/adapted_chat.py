@@ -1,8 +1,8 @@
 """The core's ``ChatModel`` over a framework's chat model (LangChain, LlamaIndex, ...).
 
 The integration packages give it the framework's blocking and async calls and the
-conversion of its reply; it adds what the gates rely on: checked messages and stop
-strings, the call options by OpenAI's names (each group can be turned off), a model id,
+conversion of its reply; it adds what the gates rely on: checked messages and options
+(``ChatOptions``), the call options by OpenAI's names (each group can be turned off), a model id,
 and one ``BackendError`` for every way the model can fail, a ``BackendUnavailableError``
 when it gives no answer at all.
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ..errors import BackendError, BackendUnavailableError
-from ..validation import check_stops
-from .chat import ChatReply, check_messages
+from .chat import ChatOptions, ChatReply, ResolvedChatOptions, check_messages
 from .unavailable import is_unavailable
 
 
@@ -32,8 +31,8 @@ class AdaptedChatModel(ABC):
     That covers Python's ``TimeoutError`` and ``ConnectionError`` and the provider SDKs'
     own (``openai.APITimeoutError``, ``openai.APIConnectionError``, httpx's transport
     errors), also when the framework wraps them (see ``is_unavailable``). Malformed
-    ``messages`` or ``stop`` are the caller's mistake and raise ``ValueError`` before
-    the model is asked.
+    ``messages`` or options (``ChatOptions``) are the caller's mistake and raise
+    ``ValueError`` before the model is asked.
 
     Subclasses supply ``_send`` / ``_asend`` (the framework's calls), ``_reply`` (its
     response as a ``ChatReply``) and ``_default_model_id``.
@@ -79,49 +78,34 @@ class AdaptedChatModel(ABC):
     def _reply(self, response: Any, top_logprobs: int, stops: list[str]) -> ChatReply:
         """The framework's response as a ``ChatReply``."""
 
-    def chat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    def chat(self, messages: Sequence[Mapping[str, str]], **options: Unpack[ChatOptions]) -> ChatReply:
         """One assistant reply; a failing model raises ``BackendError``, malformed
-        ``messages`` or ``stop`` a ``ValueError``."""
-        stops, turns = check_stops(stop), check_messages(messages)
-        options = self._call_options(max_tokens, temperature, top_logprobs)
+        ``messages`` or options a ``ValueError``."""
+        asked, turns = ResolvedChatOptions(**options), check_messages(messages)
+        stops, sent = list(asked.stops), self._call_options(asked)
         try:
-            response = self._send(turns, stops, options)
+            response = self._send(turns, stops, sent)
         except Exception as exc:
-            raise self._failure(exc, options) from exc
-        return self._reply(response, top_logprobs, stops)
+            raise self._failure(exc, sent) from exc
+        return self._reply(response, asked.top_logprobs, stops)
 
-    async def achat(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    async def achat(self, messages: Sequence[Mapping[str, str]], **options: Unpack[ChatOptions]) -> ChatReply:
         """``chat`` through the model's async path."""
-        stops, turns = check_stops(stop), check_messages(messages)
-        options = self._call_options(max_tokens, temperature, top_logprobs)
+        asked, turns = ResolvedChatOptions(**options), check_messages(messages)
+        stops, sent = list(asked.stops), self._call_options(asked)
         try:
-            response = await self._asend(turns, stops, options)
+            response = await self._asend(turns, stops, sent)
         except Exception as exc:
-            raise self._failure(exc, options) from exc
-        return self._reply(response, top_logprobs, stops)
+            raise self._failure(exc, sent) from exc
+        return self._reply(response, asked.top_logprobs, stops)
 
-    def _call_options(self, max_tokens: int, temperature: float, top_logprobs: int) -> dict[str, Any]:
+    def _call_options(self, asked: ResolvedChatOptions) -> dict[str, Any]:
+        """The options sent to the framework's model, by OpenAI's names."""
         options: dict[str, Any] = {}
         if self.pass_options:
-            options.update(max_tokens=max_tokens, temperature=temperature)
-        if self.request_logprobs and top_logprobs > 0:
-            options.update(logprobs=True, top_logprobs=top_logprobs)
+            options.update(max_tokens=asked.max_tokens, temperature=asked.temperature)
+        if self.request_logprobs and asked.top_logprobs > 0:
+            options.update(logprobs=True, top_logprobs=asked.top_logprobs)
         return options
 
     def _failure(self, exc: Exception, options: dict[str, Any]) -> BackendError:

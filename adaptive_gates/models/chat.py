@@ -1,10 +1,12 @@
 """The chat protocol that prompt-based gates talk to, and the records it exchanges.
 
 A gate that asks an LLM something (verbalized confidence, SKR prompt/icl) needs
-``chat(messages) -> ChatReply`` and its awaitable twin ``achat``. The embedded SmolLM2
-implements them in ``local_chat`` (``achat`` in a worker thread); any OpenAI-compatible
-server implements them in ``openai_chat`` (``achat`` natively); LangChain chat models
-and LlamaIndex LLMs are adapted to them by the integration packages. An object with
+``chat(messages, **options) -> ChatReply`` and its awaitable twin ``achat``; their
+keywords are ``ChatOptions``, defaulted and checked for every backend by
+``ResolvedChatOptions``. The embedded SmolLM2 implements them in ``local_chat``
+(``achat`` in a worker thread); any OpenAI-compatible server implements them in
+``openai_chat`` (``achat`` natively); LangChain chat models and LlamaIndex LLMs are
+adapted to them by the integration packages. An object with
 only ``chat`` (a ``SyncChatModel``) still serves: ``with_achat`` lends it an ``achat``.
 Many conversations are asked at once by ``chat_batch``.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from dataclasses import InitVar, dataclass, field
+from typing import Protocol, TypedDict, Unpack, cast, runtime_checkable
 
 from ..token_logprobs import TokenLogprob
-from ..validation import check_encodable
+from ..validation import check_encodable, check_stops
 
 #: One chat turn: ``{"role": "system" | "user" | "assistant", "content": text}``.
 Message = Mapping[str, str]
@@ -80,28 +83,65 @@ class ChatReply:
     usage: TokenUsage | None = None
 
 
+class ChatOptions(TypedDict, total=False):
+    """The keywords of every chat call (``chat``, ``achat``, ``stream``, ``astream``, a
+    backend's ``chat_batch``), each optional: ``model.chat(messages, max_tokens=8,
+    stop=["\\n"])``. A chat model may declare them as keyword parameters or take
+    ``**options: Unpack[ChatOptions]`` and read them through ``ResolvedChatOptions``.
+
+    Keys:
+        max_tokens: the most tokens the reply may have (default 64).
+        temperature: ``0`` (the default) decodes greedily; above it the backend samples.
+        top_logprobs: above ``0``, asks for each token's log-probability with that many
+            alternatives per position; a backend that cannot give them replies with
+            ``tokens=None``. ``0`` (the default) asks for none.
+        stop: strings the reply ends before (``None``, the default: none; one string
+            is that one).
+    """
+
+    max_tokens: int
+    temperature: float
+    top_logprobs: int
+    stop: Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class ResolvedChatOptions:
+    """``ChatOptions`` as a backend reads them: each one given or defaulted, and checked
+    here once for every backend, so a bad value raises ``ValueError`` naming it before
+    anything is asked (an unknown keyword raises ``TypeError``, as it would from a
+    signature that declares the four). Built as ``ResolvedChatOptions(**options)``."""
+
+    max_tokens: int = 64
+    temperature: float = 0.0
+    top_logprobs: int = 0
+    stop: InitVar[Sequence[str] | None] = None
+    #: The stop strings, checked (empty: none).
+    stops: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self, stop: Sequence[str] | None) -> None:
+        for name, least in (("max_tokens", 1), ("top_logprobs", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+        if not isinstance(self.temperature, (int, float)) or not 0 <= self.temperature < math.inf:
+            raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature!r}")
+        object.__setattr__(self, "stops", tuple(check_stops(stop)))
+
+
 @runtime_checkable
 class SyncChatModel(Protocol):
-    """Anything that answers a conversation with one assistant reply.
+    """Anything that answers a conversation with one assistant reply, taking the
+    ``ChatOptions`` keywords.
 
-    ``temperature=0`` means greedy decoding. ``top_logprobs > 0`` asks for token
-    log-probabilities with that many alternatives per position; backends that cannot
-    give them return ``tokens=None``. Failures raise ``BackendError``; a backend that
-    gives no answer at all (timeout, unreachable) raises ``BackendUnavailableError``.
+    Failures raise ``BackendError``; a backend that gives no answer at all (timeout,
+    unreachable) raises ``BackendUnavailableError``.
     """
 
     @property
     def model_id(self) -> str: ...
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply: ...
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply: ...
 
 
 @runtime_checkable
@@ -109,15 +149,7 @@ class ChatModel(SyncChatModel, Protocol):
     """A ``SyncChatModel`` that can also be awaited: ``achat`` takes ``chat``'s arguments,
     gives the same reply and raises the same errors, without blocking the event loop."""
 
-    async def achat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply: ...
+    async def achat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply: ...
 
 
 def with_achat(model: SyncChatModel) -> ChatModel:
@@ -142,11 +174,11 @@ class ThreadedAsyncChat:
     def model_id(self) -> str:
         return self.model.model_id
 
-    def chat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """The wrapped model's reply."""
         return self.model.chat(messages, **options)
 
-    async def achat(self, messages: Sequence[Message], **options: Any) -> ChatReply:
+    async def achat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """The wrapped model's reply, asked from a worker thread."""
         return await asyncio.to_thread(self.model.chat, messages, **options)
 

@@ -11,10 +11,10 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Unpack
 
 from ..errors import BackendUnavailableError
-from .chat import ChatReply, Message, SyncChatModel, with_achat
+from .chat import ChatOptions, ChatReply, Message, SyncChatModel, with_achat
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def chat_many(
     conversations: Sequence[Sequence[Message]],
     *,
     max_workers: int = 1,
-    **options: Any,
+    **options: Unpack[ChatOptions],
 ) -> list[ChatReply]:
     """Replies to many conversations, in order; the first failure is raised.
 
@@ -49,7 +49,7 @@ def chat_each(
     *,
     max_workers: int = 1,
     deadline: float | None = None,
-    **options: Any,
+    **options: Unpack[ChatOptions],
 ) -> list[ChatReply | Exception]:
     """Replies to many conversations, in order, each sent on its own, with each
     failure in its own slot instead of raised.
@@ -81,7 +81,7 @@ async def achat_each(
     *,
     max_workers: int = 1,
     deadline: float | None = None,
-    **options: Any,
+    **options: Unpack[ChatOptions],
 ) -> list[ChatReply | Exception]:
     """``chat_each`` awaited: at most ``max_workers`` requests in flight at once, by the
     same rules (each failure in its slot, no more sending once the backend is found

@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, Unpack, runtime_checkable
 
-from .chat import ChatModel, ChatReply, Message, SyncChatModel
+from .chat import ChatModel, ChatOptions, ChatReply, Message, SyncChatModel
 
 
 @dataclass(frozen=True)
@@ -37,27 +37,17 @@ class StreamingChatModel(ChatModel, Protocol):
     """
 
     def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
+        self, messages: Sequence[Message], **options: Unpack[ChatOptions]
     ) -> Generator[ChatChunk, None, None]: ...
 
     def astream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
+        self, messages: Sequence[Message], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[ChatChunk, None]: ...
 
 
-def stream_chat(model: SyncChatModel, messages: Sequence[Message], **options: Any) -> Generator[ChatChunk, None, None]:
+def stream_chat(
+    model: SyncChatModel, messages: Sequence[Message], **options: Unpack[ChatOptions]
+) -> Generator[ChatChunk, None, None]:
     """``model``'s reply to ``messages`` piece by piece: as it streams when it is a
     ``StreamingChatModel``, else its whole reply as the one (last) piece."""
     if isinstance(model, StreamingChatModel):
@@ -68,7 +58,7 @@ def stream_chat(model: SyncChatModel, messages: Sequence[Message], **options: An
 
 
 async def astream_chat(
-    model: ChatModel, messages: Sequence[Message], **options: Any
+    model: ChatModel, messages: Sequence[Message], **options: Unpack[ChatOptions]
 ) -> AsyncGenerator[ChatChunk, None]:
     """``stream_chat`` for async code."""
     if isinstance(model, StreamingChatModel):

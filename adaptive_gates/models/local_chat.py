@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .chat import ChatModel, ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+from .chat import (
+    ChatModel,
+    ChatOptions,
+    ChatReply,
+    Message,
+    ResolvedChatOptions,
+    TokenLogprob,
+    TokenUsage,
+    check_messages,
+)
 from .chat_stream import ChatChunk
 
 if TYPE_CHECKING:
@@ -45,61 +54,25 @@ class LocalChatModel:
     def model_id(self) -> str:
         return self.lm.model_id
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """One assistant reply to ``messages``."""
-        return self.chat_batch(
-            [messages],
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_logprobs=top_logprobs,
-            stop=stop,
-        )[0]
+        return self.chat_batch([messages], **options)[0]
 
-    async def achat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    async def achat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """``chat`` in a worker thread: generation is in-process work that would
         otherwise hold the event loop."""
-        return await asyncio.to_thread(
-            self.chat,
-            messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_logprobs=top_logprobs,
-            stop=stop,
-        )
+        return await asyncio.to_thread(self.chat, messages, **options)
 
-    def chat_batch(
-        self,
-        conversations: Sequence[Sequence[Message]],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> list[ChatReply]:
+    def chat_batch(self, conversations: Sequence[Sequence[Message]], **options: Unpack[ChatOptions]) -> list[ChatReply]:
         """Replies to many conversations; greedy ones are generated ``batch_size`` at a time."""
-        _check_temperature(temperature)
+        asked = ResolvedChatOptions(**options)
         lm = self.lm
         texts = [lm.format_prompt(check_messages(c)) for c in conversations]
-        if temperature > 0:
+        if asked.temperature > 0:
             # Sampling is per prompt.
+            sampling = self._sampling(asked.temperature)
             generations = [
-                lm.sample(t, 1, max_new_tokens=max_tokens, stop=stop, formatted=True, **self._sampling(temperature))[0]
+                lm.sample(t, 1, max_new_tokens=asked.max_tokens, stop=asked.stops, formatted=True, **sampling)[0]
                 for t in texts
             ]
         else:
@@ -108,63 +81,43 @@ class LocalChatModel:
                 generations.extend(
                     lm.generate(
                         texts[start : start + self.batch_size],
-                        max_new_tokens=max_tokens,
-                        stop=stop,
+                        max_new_tokens=asked.max_tokens,
+                        stop=asked.stops,
                         formatted=True,
-                        top_logprobs=top_logprobs,
+                        top_logprobs=asked.top_logprobs,
                     )
                 )
-        return [self._reply(g, top_logprobs) for g in generations]
+        return [self._reply(g, asked.top_logprobs) for g in generations]
 
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> Generator[ChatChunk, None, None]:
+    def stream(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> Generator[ChatChunk, None, None]:
         """``chat``'s reply piece by piece as the model generates it; the last piece holds
         the whole reply. Arguments are checked here; closing the generator stops the
         generation and frees the model."""
-        return self._pieces(self._open(messages, max_tokens, temperature, top_logprobs, stop), top_logprobs)
+        asked = ResolvedChatOptions(**options)
+        return self._pieces(self._open(messages, asked), asked.top_logprobs)
 
     async def astream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
+        self, messages: Sequence[Message], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[ChatChunk, None]:
         """``stream`` for async code: loading, generating and waiting for each piece
         happen in worker threads, so the event loop is never blocked."""
-        tokens = await asyncio.to_thread(self._open, messages, max_tokens, temperature, top_logprobs, stop)
+        asked = ResolvedChatOptions(**options)
+        tokens = await asyncio.to_thread(self._open, messages, asked)
         try:
             while (text := await asyncio.to_thread(next, tokens, None)) is not None:
                 yield ChatChunk(text)
-            yield ChatChunk("", self._reply(tokens.generation, top_logprobs))
+            yield ChatChunk("", self._reply(tokens.generation, asked.top_logprobs))
         finally:
             # The stream, not a generator over it: closing is safe while a thread reads it.
             await asyncio.to_thread(tokens.close)
 
-    def _open(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int,
-        temperature: float,
-        top_logprobs: int,
-        stop: Sequence[str] | None,
-    ) -> TokenStream:
+    def _open(self, messages: Sequence[Message], asked: ResolvedChatOptions) -> TokenStream:
         """The model's token stream for one reply, as ``chat`` would generate it."""
-        _check_temperature(temperature)
         lm = self.lm
         text = lm.format_prompt(check_messages(messages))
         # A sampled reply has no log-probs, as with ``chat``.
-        decoding = self._sampling(temperature) if temperature > 0 else {"top_logprobs": top_logprobs}
-        return lm.stream(text, max_new_tokens=max_tokens, stop=stop, formatted=True, **decoding)
+        decoding = self._sampling(asked.temperature) if asked.temperature > 0 else {"top_logprobs": asked.top_logprobs}
+        return lm.stream(text, max_new_tokens=asked.max_tokens, stop=asked.stops, formatted=True, **decoding)
 
     def _pieces(self, tokens: TokenStream, top_logprobs: int) -> Generator[ChatChunk, None, None]:
         with tokens:
@@ -192,11 +145,6 @@ class LocalChatModel:
             for token_id, logprob, top in zip(generation.token_ids, generation.token_logprobs, generation.top_logprobs)
         )
         return ChatReply(generation.text, tokens, generation.finish_reason, usage)
-
-
-def _check_temperature(temperature: float) -> None:
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
 
 
 def chat_model_or_default(chat_model: object | None) -> ChatModel:

@@ -18,11 +18,11 @@ import os
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Generator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..errors import BackendError, BackendUnavailableError
 from ..validation import check_base_url
-from .chat import ChatReply, Message, TokenLogprob, TokenUsage, check_messages
+from .chat import ChatOptions, ChatReply, Message, ResolvedChatOptions, TokenLogprob, TokenUsage, check_messages
 from .chat_stream import ChatChunk
 from .optional import require
 from .unavailable import is_unavailable
@@ -90,52 +90,28 @@ class OpenAIChatModel:
     def model_id(self) -> str:
         return self.model
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """One assistant reply to ``messages``; bad arguments raise ``ValueError`` before
         anything is sent, failures of the endpoint raise ``BackendError``."""
-        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        request = self._request(messages, options)
         client = self._sync_client()
         with self._failures(client):
             completion = client.chat.completions.create(**request)
         return self._reply(client, completion)
 
-    async def achat(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> ChatReply:
+    async def achat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """``chat`` without blocking the event loop."""
-        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        request = self._request(messages, options)
         client = self._async_client()
         with self._failures(client):
             completion = await client.chat.completions.create(**request)
         return self._reply(client, completion)
 
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
-    ) -> Generator[ChatChunk, None, None]:
+    def stream(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> Generator[ChatChunk, None, None]:
         """``chat``'s reply piece by piece as the server streams it (``stream: true``); the
         last piece carries the whole ``ChatReply``. Closing the generator closes the
         response. Failures raise ``BackendError`` as ``chat``'s do, also mid-stream."""
-        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        request = self._request(messages, options)
         client = self._sync_client()
         with self._failures(client):
             response = client.chat.completions.create(**request, stream=True)
@@ -150,16 +126,10 @@ class OpenAIChatModel:
         yield ChatChunk("", self._streamed(client, reading))
 
     async def astream(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_logprobs: int = 0,
-        stop: Sequence[str] | None = None,
+        self, messages: Sequence[Message], **options: Unpack[ChatOptions]
     ) -> AsyncGenerator[ChatChunk, None]:
         """``stream`` without blocking the event loop."""
-        request = self._request(messages, max_tokens, temperature, top_logprobs, stop)
+        request = self._request(messages, options)
         client = self._async_client()
         with self._failures(client):
             response = await client.chat.completions.create(**request, stream=True)
@@ -201,34 +171,19 @@ class OpenAIChatModel:
         )
 
     # ------------------------------------------------- requests and responses
-    def _request(
-        self,
-        messages: Sequence[Message],
-        max_tokens: int,
-        temperature: float,
-        top_logprobs: int,
-        stop: Sequence[str] | None,
-    ) -> dict[str, Any]:
+    def _request(self, messages: Sequence[Message], options: ChatOptions) -> dict[str, Any]:
         """Validated keyword arguments of ``chat.completions.create``."""
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        if not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
-            raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-        if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be an int >= 0, got {top_logprobs!r}")
+        asked = ResolvedChatOptions(**options)
         request: dict[str, Any] = dict(
             model=self.model,
             messages=check_messages(messages),
-            max_tokens=max_tokens,
-            temperature=temperature,
+            max_tokens=asked.max_tokens,
+            temperature=asked.temperature,
         )
-        if stop is not None:
-            stops = [stop] if isinstance(stop, str) else list(stop)
-            if not stops or any(not isinstance(s, str) or not s for s in stops):
-                raise ValueError(f"stop must be non-empty strings, got {stop!r}")
-            request["stop"] = stops
-        if top_logprobs:
-            request.update(logprobs=True, top_logprobs=top_logprobs)
+        if asked.stops:
+            request["stop"] = list(asked.stops)
+        if asked.top_logprobs:
+            request.update(logprobs=True, top_logprobs=asked.top_logprobs)
         if self.extra_body:
             request["extra_body"] = self.extra_body
         return request

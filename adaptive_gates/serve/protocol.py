@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..models.chat import Message
+from ..models.chat import ChatOptions, Message
 
 #: The response header that carries the decision's summary.
 DECISION_HEADER = "X-Adaptive-Gates-Decision"
@@ -84,9 +84,9 @@ class ChatCompletionRequest(BaseModel):
         """The messages as ``{"role", "content"}`` dicts (``developer`` read as ``system``)."""
         return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in self.messages]
 
-    def answer_options(self, default_max_tokens: int) -> dict[str, Any]:
+    def answer_options(self, default_max_tokens: int) -> ChatOptions:
         """The ``ChatModel.chat`` options the request sets."""
-        options: dict[str, Any] = {"max_tokens": self.max_completion_tokens or self.max_tokens or default_max_tokens}
+        options = ChatOptions(max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens)
         if self.temperature is not None:
             options["temperature"] = self.temperature
         if self.stop is not None:

@@ -23,7 +23,7 @@ from ..answering import DEFAULT_INSTRUCTION, build_prompt
 from ..decision import DRAFT
 from ..errors import BackendMisconfiguredError
 from ..gates.base import Gate
-from ..models.chat import ChatModel, Message
+from ..models.chat import ChatModel, ChatOptions, Message
 from ..models.chat_stream import astream_chat
 from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
@@ -58,7 +58,7 @@ class Prepared:
 
     served: ServedDecision
     messages: list[Message]
-    options: dict[str, Any]
+    options: ChatOptions
     draft: str | None
     started: float  # perf_counter() when the request arrived
 
@@ -116,7 +116,7 @@ class ChatService:
         return self.upstream.model_id
 
     # ------------------------------------------------------------------ answering
-    async def prepare(self, messages: list[Message], options: dict[str, Any]) -> Prepared:
+    async def prepare(self, messages: list[Message], options: ChatOptions) -> Prepared:
         """Decide on the conversation's last user turn and retrieve if the gate says so.
 
         Raises:

@@ -13,7 +13,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Usag
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from adaptive_gates.models import ChatChunk, ChatModel, ChatReply, astream_chat, chat_model_or_default, stream_chat
+from adaptive_gates.models import (
+    ChatChunk,
+    ChatModel,
+    ChatOptions,
+    ChatReply,
+    astream_chat,
+    chat_model_or_default,
+    stream_chat,
+)
 
 from .messages import to_core_messages
 
@@ -119,7 +127,7 @@ class AdaptiveGatesChatModel(BaseChatModel):
         params["ls_temperature"] = kwargs.get("temperature", self.temperature)
         return params
 
-    def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[ChatOptions, int]:
         """The core call's options (per-call kwargs, OpenAI's names, over the model's
         fields) and how many alternatives per token to return."""
         unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs"}
@@ -128,13 +136,13 @@ class AdaptiveGatesChatModel(BaseChatModel):
         wants_logprobs = kwargs.get("logprobs", self.logprobs)
         top = kwargs.get("top_logprobs", self.top_logprobs)
         stops = [*(self.stop or []), *(stop or [])]
-        options = {
-            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
-            "temperature": kwargs.get("temperature", self.temperature),
+        options = ChatOptions(
+            max_tokens=kwargs.get("max_tokens", self.max_tokens),
+            temperature=kwargs.get("temperature", self.temperature),
             # The core returns tokens only when alternatives are asked for; one is the least.
-            "top_logprobs": max(int(top), 1) if wants_logprobs else 0,
-            "stop": stops or None,
-        }
+            top_logprobs=max(int(top), 1) if wants_logprobs else 0,
+            stop=stops or None,
+        )
         return options, int(top)
 
     def _generate(

@@ -91,6 +91,7 @@ def test_the_output_schema_is_the_decisions(gate):
         "draft_answer",
         "error",
         "llm_calls",
+        "answer_without_retrieval",
     ]
     assert list(decision["properties"]) == fields
     assert decision["required"] == ["retrieve", "score", "threshold", "gate"]

@@ -23,7 +23,15 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field, PrivateAttr
 
-from adaptive_gates.models import ChatChunk, ChatModel, ChatReply, astream_chat, chat_model_or_default, stream_chat
+from adaptive_gates.models import (
+    ChatChunk,
+    ChatModel,
+    ChatOptions,
+    ChatReply,
+    astream_chat,
+    chat_model_or_default,
+    stream_chat,
+)
 
 from .messages import to_core_messages
 
@@ -90,19 +98,19 @@ class AdaptiveGatesLLM(CustomLLM):
             model_name=self.backend.model_id,
         )
 
-    def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _options(self, kwargs: dict[str, Any]) -> ChatOptions:
         """The core call's options: per-call ``kwargs`` (OpenAI's names) over the fields."""
         unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs", "formatted"}
         if unknown:
             raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
         wants = kwargs.get("logprobs", self.logprobs)
         top = int(kwargs.get("top_logprobs", self.top_logprobs))
-        return {
-            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
-            "temperature": kwargs.get("temperature", self.temperature),
+        return ChatOptions(
+            max_tokens=kwargs.get("max_tokens", self.max_tokens),
+            temperature=kwargs.get("temperature", self.temperature),
             # The core returns tokens only when alternatives are asked for; one is the least.
-            "top_logprobs": max(top, 1) if wants else 0,
-        }
+            top_logprobs=max(top, 1) if wants else 0,
+        )
 
     def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
         return self.backend.chat(to_core_messages(messages), **self._options(kwargs))
