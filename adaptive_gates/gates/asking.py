@@ -199,6 +199,9 @@ class AsksInRounds:
     ``_chat_backend`` to ``None``; its ``ChatBackend`` is built from them on first use."""
 
     _parameter_constraints: ClassVar[dict[str, Any]] = _ASKING_CONSTRAINTS
+    backend_params: ClassVar[frozenset[str]] = frozenset({"chat"})
+    #: How the gate waits on its backend: what it learned does not depend on it.
+    _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve", "max_workers", "deadline"})
     chat: ChatModel | None
     max_workers: int
     deadline: float | None
@@ -207,6 +210,19 @@ class AsksInRounds:
     if TYPE_CHECKING:  # what the Gate it is mixed into provides (``params.GateParams``)
 
         def _built_once(self, slot: str, build: Callable[[], T]) -> T: ...
+
+    def _keep_asking(self, chat: ChatModel | None, max_workers: int, deadline: float | None) -> None:
+        """Keep, as given, the parameters every chat-backed gate takes (its ``__init__``
+        calls this); the backend is built from them on first use."""
+        self.chat = chat
+        self.max_workers = max_workers
+        self.deadline = deadline
+        self._chat_backend = None
+
+    @property
+    def chat_model(self) -> ChatModel:
+        """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
+        return self._backend.model
 
     @property
     def _backend(self) -> ChatBackend:

@@ -83,8 +83,6 @@ class LogprobGate(AsksInRounds, Gate):
     name = "logprob"
     answers_first = True
     record_fields = ("logprobs_no_retrieval",)
-    backend_params = frozenset({"chat"})
-    _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "signal": OneOf(*SIGNALS),
         "top_logprobs": Integer(1),  # the gate reads log-probabilities
@@ -106,20 +104,12 @@ class LogprobGate(AsksInRounds, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        self.chat = chat
+        self._keep_asking(chat, max_workers, deadline)
         self.signal = signal
         self.answer_tokens_only = answer_tokens_only
         self.top_logprobs = top_logprobs
         self.instruction = instruction
         self.max_tokens = max_tokens
-        self.max_workers = max_workers
-        self.deadline = deadline
-        self._chat_backend = None
-
-    @property
-    def chat_model(self) -> ChatModel:
-        """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
-        return self._backend.model
 
     # ------------------------------------------------------------------ Gate hooks
     @property

@@ -91,7 +91,6 @@ def _alternate(texts: Sequence[str], labels: Sequence[int] | np.ndarray, per_cla
 class _PolarQuestionMixin(AsksInRounds):
     """Scoring shared by the two gates: ask each question's conversation, read the polar reply."""
 
-    _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "template": Text("question"),
         "known_reply": OneOf(*_POLAR),
@@ -115,14 +114,11 @@ class _PolarQuestionMixin(AsksInRounds):
         deadline: float | None,
     ) -> None:
         """Keep the parameters both gates take."""
-        self.chat = chat
+        self._keep_asking(chat, max_workers, deadline)
         self.template = template
         self.known_reply = known_reply
         self.max_tokens = max_tokens
         self.top_logprobs = top_logprobs
-        self.max_workers = max_workers
-        self.deadline = deadline
-        self._chat_backend = None
 
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own yes/no decides
@@ -180,7 +176,6 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     """
 
     name = "skr-prompt"
-    backend_params = frozenset({"chat"})
 
     def __init__(
         self,

@@ -79,8 +79,6 @@ class VerbalizedGate(AsksInRounds, Gate):
 
     name = "verbalized"
     answers_first = True
-    backend_params = frozenset({"chat"})
-    _serving_params = frozenset({"fallback_retrieve", "max_workers", "deadline"})
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "strategy": OneOf(*STRATEGIES),
         "template": [Text("question"), None],
@@ -104,21 +102,13 @@ class VerbalizedGate(AsksInRounds, Gate):
         fallback_retrieve: bool = True,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
-        self.chat = chat
+        self._keep_asking(chat, max_workers, deadline)
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
         self.judge = judge
         self.unparseable = unparseable
         self.top_logprobs = top_logprobs
-        self.max_workers = max_workers
-        self.deadline = deadline
-        self._chat_backend = None
-
-    @property
-    def chat_model(self) -> ChatModel:
-        """The chat model asked (the embedded SmolLM2 unless ``chat`` was given)."""
-        return self._backend.model
 
     @property
     def prompt_template(self) -> str:
