@@ -62,3 +62,18 @@ def test_the_server_serves_a_draft_only_when_it_is_usable(draft, route, corpus_p
     prepared = asyncio.run(service.prepare([{"role": "user", "content": "What is the capital of France?"}], {}))
     assert prepared.served.route == route
     assert prepared.draft == (draft if route == "draft" else None)
+
+
+def test_a_decision_taken_again_serves_the_draft_it_wrote_where_it_stops_retrieving(lm):
+    """``retaken_at`` with the real log-prob gate: the draft it wrote before deciding is
+    served once a threshold says "answer directly", and dropped where it says "retrieve"."""
+    from adaptive_gates import LogprobGate
+    from adaptive_gates.models import LocalChatModel
+
+    gate = LogprobGate(LocalChatModel(lm), max_tokens=6)
+    decision = gate.decide("What is the capital of France?")
+    assert decision.answer_without_retrieval and not decision.is_fallback
+    always = gate.retaken_at(decision, float("-inf"))
+    assert always.retrieve and always.draft_answer is None and always.route == "retrieve"
+    never = gate.retaken_at(always, float("inf"))  # from a retrieving decision: the draft comes back
+    assert not never.retrieve and never.draft_answer == decision.answer_without_retrieval and never.route == "draft"

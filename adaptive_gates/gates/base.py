@@ -408,13 +408,16 @@ class Gate(GateParams, ABC):
     def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
         """``decision`` (one of this gate's) taken again at ``threshold`` by this gate's
         own rule (``retrieves``, tie rules included): how a per-request threshold
-        applies. A fallback keeps its verdict; a draft answer survives only where the
-        verdict stays "answer directly"."""
+        applies. A fallback keeps its verdict; where the verdict is "answer directly",
+        the draft the gate wrote is served, as ``decide`` at that threshold would."""
         if decision.is_fallback:
             return dataclasses.replace(decision, threshold=threshold)
         retrieve = bool(self.retrieves(np.array([decision.score]), threshold)[0])
         return dataclasses.replace(
-            decision, retrieve=retrieve, threshold=threshold, draft_answer=None if retrieve else decision.draft_answer
+            decision,
+            retrieve=retrieve,
+            threshold=threshold,
+            draft_answer=None if retrieve else decision.answer_without_retrieval,
         )
 
     def decide(self, question: str) -> GateDecision:
