@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adaptive_gates.persistence import CONFIG_FILE, with_checksums
+from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 
 
 def flatten_members(path: Path) -> Path:

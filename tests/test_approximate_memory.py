@@ -12,7 +12,7 @@ import pytest
 
 from adaptive_gates import ExactMemory, FaissMemory, GateLoadError, SKRKnnGate, label_outcomes, load_gate
 from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.persistence import with_checksums
+from adaptive_gates.persistence.saved_format import with_checksums
 
 N_MEMORY = 3000
 N_QUERIES = 300

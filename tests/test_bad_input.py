@@ -27,7 +27,7 @@ from adaptive_gates.data import write_jsonl
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.models import ChatReply, TokenLogprob, TokenUsage
 from adaptive_gates.models.openai_chat import OpenAIChatModel
-from adaptive_gates.persistence import with_checksums
+from adaptive_gates.persistence.saved_format import with_checksums
 from openai_server import Fault
 
 LONE_SURROGATE = "Who is \ud800?"

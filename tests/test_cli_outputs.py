@@ -18,7 +18,7 @@ import pytest
 from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.datasets import adarague_path
-from adaptive_gates.writable import check_creatable, check_writable
+from adaptive_gates.persistence.writable import check_creatable, check_writable
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

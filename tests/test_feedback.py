@@ -23,7 +23,7 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
-from adaptive_gates.persistence import CONFIG_FILE, with_checksums
+from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
 

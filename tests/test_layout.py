@@ -108,7 +108,6 @@ LAYERS = (
         "calibration",
         "data",
         "decision",
-        "directory_swap",
         "driving",
         "errors",
         "feedback",
@@ -121,7 +120,6 @@ LAYERS = (
         "selfknowledge",
         "token_logprobs",
         "validation",
-        "writable",
     ),
     # backends, and what is read with them
     (

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import GateLoadError, SKRClassifierGate, SKRKnnGate, load_gate
-from adaptive_gates.persistence import check_saved_backend, with_checksums
+from adaptive_gates.persistence.saved_format import check_saved_backend, with_checksums
 
 QUESTIONS = [
     "who wrote the play hamlet",

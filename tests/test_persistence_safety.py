@@ -17,7 +17,7 @@ import pytest
 
 from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRKnnGate, load_gate
 from adaptive_gates.datasets import adarague_outcomes
-from adaptive_gates.persistence import with_checksums
+from adaptive_gates.persistence.saved_format import with_checksums
 from saved_layouts import flatten_members
 
 

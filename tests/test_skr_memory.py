@@ -23,7 +23,7 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.persistence import with_checksums
+from adaptive_gates.persistence.saved_format import with_checksums
 from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 
 

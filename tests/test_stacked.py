@@ -25,7 +25,7 @@ from adaptive_gates.evaluation import cross_fitted_scores
 from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
 from adaptive_gates.gates.stacking import fit_combiner, head_outcomes
-from adaptive_gates.persistence import CONFIG_FILE, with_checksums
+from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 from adaptive_gates.selfknowledge import UNKNOWN
 from adaptive_gates.signals.question_features import FEATURE_NAMES
 from saved_layouts import flatten_members

@@ -217,7 +217,7 @@ def test_save_load_identity(tmp_path):
 def test_a_gate_saved_before_level_scores_was_renamed_loads(tmp_path):
     """The parameter ``level_scores`` was called ``fit_scores`` beside the fitted
     ``fit_scores_``; a gate saved under the old name loads with its value."""
-    from adaptive_gates.persistence import with_checksums
+    from adaptive_gates.persistence.saved_format import with_checksums
 
     rep = PointRepresenter(HAND)
     path = hand_gate(level_scores="in_sample").save(tmp_path / "thrust")

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from ..writable import check_creatable, check_writable
+from ..persistence.writable import check_creatable, check_writable
 
 
 def input_file(text: str) -> Path:

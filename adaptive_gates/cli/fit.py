@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluation.offline import fit_calibrated
-    from ..persistence import check_save_target
+    from ..persistence.saved_format import check_save_target
 
     if args.max_rate is not None and not args.objective:
         raise UsageError("--max-rate goes with --objective")

@@ -123,7 +123,7 @@ def _shared_in_milvus(gate: Gate, embedder: Embedder, database: Any, args: argpa
     from ..gates.skr import SKRKnnGate
     from ..milvus.memory import MilvusMemory
     from ..milvus.retrieval import MilvusRetriever
-    from ..persistence import CONFIG_FILE
+    from ..persistence.saved_format import CONFIG_FILE
 
     if not isinstance(gate, SKRKnnGate):
         raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")
@@ -143,7 +143,7 @@ def _load_gate(directory: Path, backends: dict[str, Any]) -> Gate:
     answers)."""
     from ..gates.base import Gate
     from ..gates.saved import member_backends
-    from ..persistence import config_field, read_config
+    from ..persistence.saved_format import config_field, read_config
 
     gate_type = config_field(read_config(directory), "gate_type", str)
     if gate_type not in Gate.gate_names():

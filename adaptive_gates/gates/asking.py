@@ -21,7 +21,7 @@ from ..errors import BackendUnavailableError, GateLoadError, MalformedReplyError
 from ..listeners import notify_llm_call
 from ..models.chat import ChatModel, ChatOptions, ChatReply, Message, SyncChatModel, with_achat
 from ..models.chat_batch import achat_each, chat_each
-from ..persistence import check_saved_backend
+from ..persistence.saved_format import check_saved_backend
 from .assessment import Assessment
 from .constraints import Integer, Real, validate_params
 

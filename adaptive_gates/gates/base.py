@@ -33,7 +33,7 @@ from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import Listener, check_listener, gate_asking, notify_decisions
-from ..persistence import save_directory
+from ..persistence.saved_format import save_directory
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
 from .constraints import Boolean

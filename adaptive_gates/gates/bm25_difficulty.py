@@ -36,7 +36,7 @@ import numpy as np
 
 from ..data import CorpusRecord
 from ..errors import GateLoadError
-from ..persistence import read_json_object, save_array
+from ..persistence.saved_format import read_json_object, save_array
 from ..validation import check_questions
 from .constraints import Integer
 from .percentile import FitPercentileGate, cross_fit

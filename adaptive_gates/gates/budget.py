@@ -52,7 +52,7 @@ from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
 from ..feedback import Feedback
 from ..listeners import notify_decisions
-from ..persistence import load_array, save_array
+from ..persistence.saved_format import load_array, save_array
 from ..validation import check_batch
 from .assessment import Assessment, Verdict
 from .base import Gate

@@ -14,7 +14,7 @@ from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
 from ..errors import GateLoadError
 from ..folds import fold_splits
-from ..persistence import load_array
+from ..persistence.saved_format import load_array
 from .base import Gate
 
 Level = Literal["scarce", "medium", "abundant"]

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..data import CorpusRecord, OutcomeRecord
 from ..errors import GateLoadError
-from ..persistence import load_array, read_json_object, save_array
+from ..persistence.saved_format import load_array, read_json_object, save_array
 from ..selfknowledge import outcome_scores
 from ..signals.word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
 from .assessment import Assessment

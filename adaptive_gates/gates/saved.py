@@ -36,9 +36,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from ..calibration import Calibration
-from ..directory_swap import reading
 from ..errors import GateLoadError
-from ..persistence import CONFIG_FILE, config_field, library_versions, read_config, safe_member_path, write_directory
+from ..persistence.directory_swap import reading
+from ..persistence.saved_format import (
+    CONFIG_FILE,
+    config_field,
+    library_versions,
+    read_config,
+    safe_member_path,
+    write_directory,
+)
 
 S = TypeVar("S", bound="Saveable")
 

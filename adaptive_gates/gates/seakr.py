@@ -40,7 +40,7 @@ import numpy as np
 from ..answering import ANSWER_STOP, prompt_template
 from ..errors import NotFittedError
 from ..models.protocols import check_probing_lm
-from ..persistence import check_saved_backend
+from ..persistence.saved_format import check_saved_backend
 from ..prompts import fill
 from ..seakr.step import pseudo_step
 from ..seakr.uncertainty import SelfAwareUncertainty

@@ -32,7 +32,7 @@ from ..errors import GateLoadError
 from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
 from ..memory.memories import FaissMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
-from ..persistence import check_saved_backend, load_array, save_array
+from ..persistence.saved_format import check_saved_backend, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate

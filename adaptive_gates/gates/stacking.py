@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import GateLoadError
 from ..feedback import Feedback
-from ..persistence import load_array, save_array
+from ..persistence.saved_format import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 
 Target = Literal["gain", "helps"]

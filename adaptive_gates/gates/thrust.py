@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import GateLoadError
 from ..models.protocols import check_vectors
-from ..persistence import check_saved_backend, load_array, save_array
+from ..persistence.saved_format import check_saved_backend, load_array, save_array
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
 from .constraints import Integer, OneOf

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 
 from ..errors import GateLoadError
-from ..persistence import config_field, load_array, save_array
+from ..persistence.saved_format import config_field, load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 from . import faiss_index
 from .faiss_index import DEFAULT_SWITCH_AT, IndexKind, IndexSettings

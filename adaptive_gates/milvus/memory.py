@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import CollectionMismatchError, GateLoadError, StoreContentError
 from ..memory.memories import _dimension, check_added, l2_normalise
 from ..metrics import normalize_answer
-from ..persistence import config_field
+from ..persistence.saved_format import config_field
 from ..selfknowledge import KNOWN, UNKNOWN
 from .client import (
     MAX_VARCHAR,

@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..data import CorpusRecord, load_corpus, write_jsonl
 from ..errors import AdaptiveGatesError, GateLoadError
-from ..persistence import read_config as read_checked_config
-from ..persistence import read_json_object, save_directory, write_directory
+from ..persistence.saved_format import read_config as read_checked_config
+from ..persistence.saved_format import read_json_object, save_directory, write_directory
 
 __all__ = ["Hit", "Retriever", "passage_text"]
 

@@ -18,8 +18,8 @@ import bm25s
 import numpy as np
 
 from ..data import CorpusRecord, load_corpus
-from ..directory_swap import reading
 from ..errors import GateLoadError
+from ..persistence.directory_swap import reading
 from ..validation import check_question, check_questions
 from .base import (
     CONFIG_FILE,

@@ -16,9 +16,9 @@ import faiss
 import numpy as np
 
 from ..data import CorpusRecord, load_corpus
-from ..directory_swap import reading
 from ..errors import BackendError, GateLoadError
 from ..models.protocols import Embedder
+from ..persistence.directory_swap import reading
 from ..validation import check_question, check_questions
 from .base import (
     CONFIG_FILE,

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GateLoadError
 from .directory_swap import replace_directory
-from .errors import GateLoadError
 
 FORMAT = "adaptive-gates/gate"
 #: 2: config.json carries checksums of its own fields (version 1 had none, so an

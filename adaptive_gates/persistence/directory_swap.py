@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import GateLoadError
+from ..errors import GateLoadError
 
 logger = logging.getLogger(__name__)
 

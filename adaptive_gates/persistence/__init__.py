@@ -1,0 +1,3 @@
+"""Saving, in one place: the checked format of a saved directory (``saved_format``:
+JSON and arrays, checksums, safe names), a directory replaced whole under a lock
+(``directory_swap``), and outputs tried for real before the work (``writable``)."""
