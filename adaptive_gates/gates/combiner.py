@@ -244,11 +244,14 @@ def _load_reference(directory: Path, name: str) -> np.ndarray:
 
 def _fit_trees(z: np.ndarray, y: np.ndarray, params: BoostingParams, seed: int) -> TreeEnsemble:
     """Boosted trees for outcomes ``y`` in [0, 1]: a fractional outcome enters as a
-    positive row weighted by its value and a negative row weighted by the rest."""
+    positive row weighted by its value and a negative row weighted by the rest. When all
+    weights are 1 (0/1 outcomes) none are passed: scikit-learn bins weighted rows by
+    weighted percentiles, about a hundred times slower."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     weights = np.r_[y, 1.0 - y]
     keep = weights > 0
+    rows, labels, weights = np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], weights[keep]
     model = HistGradientBoostingClassifier(
         max_depth=params.max_depth,
         learning_rate=params.learning_rate,
@@ -258,7 +261,7 @@ def _fit_trees(z: np.ndarray, y: np.ndarray, params: BoostingParams, seed: int) 
         early_stopping=False,
         random_state=seed,
     )
-    model.fit(np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], sample_weight=weights[keep])
+    model.fit(rows, labels, sample_weight=None if np.all(weights == 1) else weights)
     return TreeEnsemble.from_sklearn(model, z.shape[1])
 
 
