@@ -19,7 +19,7 @@ from adaptive_gates.errors import GateLoadError
 from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
 from adaptive_gates.gates.boosted_trees import TreeEnsemble
 from adaptive_gates.gates.combiner import FeatureCombiner, fit_feature_combiner
-from adaptive_gates.persistence import save_array
+from adaptive_gates.persistence.saved_format import save_array
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.selfknowledge import outcome_scores
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES, draft_features

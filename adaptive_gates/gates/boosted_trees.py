@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GateLoadError
-from ..persistence import load_array, save_array
+from ..persistence.saved_format import load_array, save_array
 
 #: The columns of the node table, in order.
 NODE_COLUMNS = ("feature", "threshold", "left", "right", "is_leaf", "missing_left", "value")

@@ -39,9 +39,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..directory_swap import reading
 from ..errors import GateLoadError
-from ..persistence import config_field, library_versions, load_array, read_config, save_array, save_directory
+from ..persistence.directory_swap import reading
+from ..persistence.saved_format import (
+    config_field,
+    library_versions,
+    load_array,
+    read_config,
+    save_array,
+    save_directory,
+    write_directory,
+)
 from .boosted_trees import TreeEnsemble
 from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes
 
@@ -195,7 +203,9 @@ class FeatureCombiner:
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Save to a directory of JSON and arrays (``persistence.save_directory``)."""
         config = {"combiner": KIND, "library_versions": library_versions()}
-        return save_directory(path, config, self.write_files, overwrite=overwrite)
+        return save_directory(
+            path, lambda directory: write_directory(directory, config, self.write_files), overwrite=overwrite
+        )
 
     @classmethod
     def load(cls, path: str | Path, feature_names: Sequence[str]) -> FeatureCombiner:

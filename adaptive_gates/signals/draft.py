@@ -73,7 +73,7 @@ import numpy as np
 
 from ..metrics import contains_answer, normalize_answer
 from .certainty import parse_certainty
-from .question_features import _opening  # the question's wh-opening, read as its features read it
+from .question_features import question_opening
 from .word_rarity import capitalised_spans, content_words
 
 DRAFT_FEATURE_NAMES: tuple[str, ...] = (
@@ -162,7 +162,7 @@ def answer_kind(question: str) -> str | None:
     """The kind of answer a question asks for: ``"time"``, ``"count"``, ``"person"``,
     ``"yes_no"``, or ``None`` (any other: a place, a thing, a description)."""
     lowered = question.lower()
-    opening = _opening(re.findall(r"[a-z0-9']+", lowered))
+    opening = question_opening(re.findall(r"[a-z0-9']+", lowered))
     if opening["wh_when"] or _TIME_NOUN.search(lowered):
         return "time"
     if opening["wh_count"]:

@@ -70,7 +70,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 
 
-def _opening(words: list[str]) -> dict[str, float]:
+def question_opening(words: list[str]) -> dict[str, float]:
     """One-hot of the question's kind by its first words (all zero: none of them)."""
     out = {f"wh_{w}": 0.0 for w in _WH_WORDS} | {"wh_count": 0.0, "wh_yes_no": 0.0}
     if not words:
@@ -98,7 +98,7 @@ def features_of(question: str, rarity: WordRarity) -> dict[str, float]:
     min_zipf = no_content if rated.min_zipf is None else rated.min_zipf
     values = {
         "log_words": math.log1p(len(words)),
-        **_opening(words),
+        **question_opening(words),
         **{name: float(bool(pattern.search(lowered))) for name, pattern in _CUES.items()},
         "n_spans": float(len(capitalised_spans(question))),
         "n_numbers": float(len(re.findall(r"\d+", question))),
