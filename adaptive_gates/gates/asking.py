@@ -207,7 +207,7 @@ class AsksInRounds:
     deadline: float | None
     _chat_backend: ChatBackend | None
 
-    if TYPE_CHECKING:  # what the Gate it is mixed into provides (``params.GateParams``)
+    if TYPE_CHECKING:  # what the Gate it is mixed into provides (``Gate``)
 
         def _built_once(self, slot: str, build: Callable[[], T]) -> T: ...
 

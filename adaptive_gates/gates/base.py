@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
@@ -37,7 +37,16 @@ from ..persistence.saved_format import save_directory
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
 from .constraints import Boolean
-from .params import GateParams
+from .params import (
+    built_once,
+    check_arguments,
+    clone_of,
+    estimator_tags,
+    param_names,
+    params_of,
+    set_params_of,
+    validating,
+)
 from .saved import load_member, load_saved, write_gate
 
 logger = logging.getLogger(__name__)
@@ -49,7 +58,7 @@ G = TypeVar("G", bound="Gate")
 _T = TypeVar("_T")
 
 
-class Gate(GateParams, ABC):
+class Gate(ABC):
     """Base class of every adaptive retrieval gate.
 
     A gate maps questions to *need scores* (higher = more need for retrieval) and
@@ -77,9 +86,22 @@ class Gate(GateParams, ABC):
     _listeners: tuple[Listener, ...] = ()
     _listeners_lock: ClassVar[threading.Lock] = threading.Lock()
     _parameter_constraints: ClassVar[dict[str, Any]] = {"fallback_retrieve": Boolean(error=TypeError)}
+    # Parameters (``params``): attributes ``fit``/``load`` learn (the calibration is
+    # always one), parameters fitted state does not depend on, parameters that are
+    # backends (model objects: passed again at load, never saved) and those that are
+    # member gates (cloned unfitted with the gate, saved in its directory).
+    _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration",)
+    _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
+    backend_params: ClassVar[frozenset[str]] = frozenset()
+    member_params: ClassVar[frozenset[str]] = frozenset()
+    #: Held while an object the gate builds on first use is built (``_built_once``):
+    #: one per gate, so one gate loading its model never holds up another's.
+    _build_lock: threading.Lock
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = validating(cls.__dict__["__init__"])  # type: ignore[method-assign]  # wrapped on purpose
         if "name" in cls.__dict__:
             Gate._registry[cls.name] = cls
 
@@ -97,10 +119,55 @@ class Gate(GateParams, ABC):
             raise ValueError(f"unknown gate {name!r}; choose from {', '.join(Gate.gate_names())}")
         return cls
 
+    @validating
     def __init__(self, *, fallback_retrieve: bool = True) -> None:
         self.fallback_retrieve = fallback_retrieve
         self._build_lock = threading.Lock()
         self._calibration: Calibration | None = None
+
+    # ----------------------------------------------------------------- parameters
+    @classmethod
+    def param_names(cls) -> list[str]:
+        """The constructor parameters, in signature order."""
+        return param_names(cls)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters by name (scikit-learn's ``get_params``)."""
+        return params_of(self, deep)
+
+    def set_params(self, **params: Any) -> Self:
+        """Set constructor parameters (``name__param`` reaches a nested one), each
+        validated as the constructor does before anything changes. Fitted state survives
+        a change of serving parameters only (``adaptive_gates.gates.params``)."""
+        if params:
+            set_params_of(self, params)
+        return self
+
+    def __sklearn_clone__(self) -> Self:
+        """An unfitted gate with the same parameters (``sklearn.base.clone``): member
+        gates cloned, backends shared, the rest copied."""
+        return clone_of(self)
+
+    def __sklearn_tags__(self) -> Any:
+        """What ``sklearn.utils.validation.check_is_fitted`` reads first."""
+        return estimator_tags()
+
+    @classmethod
+    def _check_arguments(cls, params: dict[str, Any]) -> None:
+        """Refuse constructor arguments that break the parameter tables (``params``)."""
+        check_arguments(cls, params)
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        """Checks no table entry can make (parameters that depend on each other);
+        ``params`` are the constructor's arguments, each of them already checked. None
+        by default."""
+        return None
+
+    def _built_once(self, slot: str, build: Callable[[], _T]) -> _T:
+        """The object in attribute ``slot``, built by ``build`` on first use, once
+        whichever threads ask (``params.built_once``)."""
+        return built_once(self, slot, build)
 
     # ----------------------------------------------------------------- subclass hooks
     @property
