@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adaptive_gates.signals import certainty
 from adaptive_gates.models.chat import TokenLogprob
+from adaptive_gates.signals import certainty
 from adaptive_gates.signals.certainty import (
     CERTAIN,
     UNCERTAIN,
