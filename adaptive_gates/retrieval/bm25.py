@@ -12,9 +12,8 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
 
 from ..data import CorpusRecord, load_corpus
@@ -34,6 +33,9 @@ from .base import (
     save_corpus,
     save_retriever,
 )
+
+if TYPE_CHECKING:  # bm25s, and the scipy it loads, are imported on first use, not with the package
+    import bm25s
 
 __all__ = ["BM25Retriever"]
 
@@ -62,6 +64,8 @@ def _english_stemmer() -> Any | None:
 
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
+
+    import bm25s
 
     versions = {"bm25s": bm25s.__version__, "numpy": np.__version__}
     with contextlib.suppress(PackageNotFoundError):
@@ -102,6 +106,8 @@ class BM25Retriever:
         stemmer: bool = True,
     ) -> BM25Retriever:
         """Index ``records``; ``stemmer=True`` stems with PyStemmer when it is installed."""
+        import bm25s
+
         records = list(records)
         if not records:
             raise ValueError("cannot build a BM25 index over an empty corpus")
@@ -136,6 +142,8 @@ class BM25Retriever:
     def _query_tokens(self, queries: list[str], distinct: bool) -> list[list[str]]:
         """Tokenise like the corpus, keeping only terms the index knows (each once
         when ``distinct``)."""
+        import bm25s
+
         tokenized = bm25s.tokenize(
             queries,
             stopwords=self._stopwords,
@@ -211,6 +219,8 @@ class BM25Retriever:
     @classmethod
     def _load_read(cls, directory: Path) -> BM25Retriever:
         """``load`` of a directory no save swaps meanwhile."""
+        import bm25s
+
         config = read_config(directory, _TYPE)
         config_path = directory / CONFIG_FILE
         params = config.get("params")
