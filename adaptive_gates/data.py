@@ -95,6 +95,25 @@ class CorpusRecord:
     text: str
 
 
+def passage_text(title: str, text: str) -> str:
+    """The text a passage is embedded and shown as: ``"title: text"``, or ``text`` alone."""
+    return f"{title}: {text}" if title else text
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage with its retriever-specific score (higher is better)."""
+
+    id: str
+    text: str
+    score: float
+    title: str = ""
+
+    def as_passage(self) -> str:
+        """The passage as it would be put in a prompt."""
+        return passage_text(self.title, self.text)
+
+
 R = TypeVar("R", OutcomeRecord, QARecord, CorpusRecord)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
+
+from .data import Hit
 
 #: How a request may steer retrieval: ``"auto"`` (the gate decides), or forced.
 RetrievalMode = Literal["auto", "always", "never"]
@@ -55,6 +57,11 @@ class GateDecision:
             the answer without retrieval and tell what a retrieval replaced; ``None``
             for a gate that does not answer first. It is never served:
             ``draft_answer`` is.
+        passages: the passages the gate retrieved while deciding (a gate that checks
+            its draft against one retrieval), best first; ``None`` for a gate that
+            retrieves nothing. A door answers a ``"retrieve"`` route over these, with
+            no second retrieval, and may show them as the sources a draft was checked
+            against.
     """
 
     retrieve: bool
@@ -68,6 +75,7 @@ class GateDecision:
     error: str | None = None
     llm_calls: float | None = None
     answer_without_retrieval: str | None = None
+    passages: tuple[Hit, ...] | None = None
 
     @classmethod
     def forced(cls, question: object, gate: str, retrieval: RetrievalMode) -> GateDecision:
@@ -97,6 +105,7 @@ class GateDecision:
         details: dict[str, Any] | None = None,
         llm_calls: float | None = None,
         answer_without_retrieval: str | None = None,
+        passages: tuple[Hit, ...] | None = None,
     ) -> GateDecision:
         """The decision taken when ``gate`` could not judge ``question``: its fallback
         verdict ``retrieve``, no score, and why as ``error``."""
@@ -111,6 +120,7 @@ class GateDecision:
             error=error,
             llm_calls=llm_calls,
             answer_without_retrieval=answer_without_retrieval,
+            passages=passages,
         )
 
     @property
@@ -137,6 +147,8 @@ class GateDecision:
         for key in ("score", "threshold"):
             if isinstance(out[key], float) and not math.isfinite(out[key]):
                 out[key] = None
+        if self.passages is not None:
+            out["passages"] = [asdict(hit) for hit in self.passages]
         return out
 
     @classmethod
@@ -163,10 +175,21 @@ class GateDecision:
             raise ValueError("not a GateDecision dict: 'retrieve' must be a bool and 'gate' a str")
         if not isinstance(values.get("details", {}), dict):
             raise ValueError("not a GateDecision dict: 'details' must be a dict")
+        values["passages"] = _passages(values.get("passages"))
         calls = values.get("llm_calls")
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, (int, float))):
             raise ValueError("not a GateDecision dict: 'llm_calls' must be a number or None")
         return cls(**values)
+
+
+def _passages(value: Any) -> tuple[Hit, ...] | None:
+    """The ``passages`` of a decision dict as hits (``ValueError`` when malformed)."""
+    if value is None:
+        return None
+    try:
+        return tuple(Hit(**hit) for hit in value)
+    except TypeError:
+        raise ValueError("not a GateDecision dict: 'passages' must list hits (id, text, score, title)") from None
 
 
 def _json_copy(value: Any) -> Any:

@@ -5,6 +5,7 @@ from .base import Gate, load_gate
 from .bm25_difficulty import BM25DifficultyGate
 from .budget import BudgetedGate
 from .cascade import CascadeGate
+from .draft_check import DraftCheckGate
 from .logprob import LogprobGate
 from .popularity import PopularityGate
 from .seakr import SeaKRGate
@@ -18,6 +19,7 @@ __all__ = [
     "BM25DifficultyGate",
     "BudgetedGate",
     "CascadeGate",
+    "DraftCheckGate",
     "ExactMemory",
     "FaissMemory",
     "Gate",

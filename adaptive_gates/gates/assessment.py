@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..data import Hit
+
 
 @dataclass
 class Verdict:
@@ -46,6 +48,8 @@ class Assessment:
             threshold decides), e.g. by the stage of a cascade that judged it.
         llm_calls: the LLM requests the gate made for each question
             (``GateDecision.llm_calls``; ``None``: it does not count them).
+        passages: the passages the gate retrieved for each question while judging it
+            (``GateDecision.passages``; ``None``: it retrieved none).
     """
 
     scores: np.ndarray
@@ -54,6 +58,7 @@ class Assessment:
     fallbacks: list[str | None] = field(default_factory=list)
     verdicts: list[Verdict | None] = field(default_factory=list)
     llm_calls: Sequence[float | None] = field(default_factory=list)
+    passages: list[tuple[Hit, ...] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.scores = np.asarray(self.scores, dtype=np.float64)
@@ -62,7 +67,8 @@ class Assessment:
         self.fallbacks = self.fallbacks or [None] * n
         self.verdicts = self.verdicts or [None] * n
         self.llm_calls = self.llm_calls or [None] * n
-        parts = (self.details, self.drafts, self.fallbacks, self.verdicts, self.llm_calls)
+        self.passages = self.passages or [None] * n
+        parts = (self.details, self.drafts, self.fallbacks, self.verdicts, self.llm_calls, self.passages)
         lengths = {len(part) for part in parts}
         if lengths != {n}:
             raise ValueError(f"an assessment of {n} scores has parts of lengths {sorted(lengths)}")

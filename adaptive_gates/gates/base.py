@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import numpy as np
 
 from ..calibration import Calibration, threshold_for_objective, threshold_for_rate
-from ..data import OutcomeRecord
+from ..data import Hit, OutcomeRecord
 from ..decision import GateDecision
 from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
 from ..feedback import Feedback, FeedbackNotSupportedError
@@ -455,6 +455,7 @@ class Gate(ABC):
         details: dict[str, Any] | None = None,
         llm_calls: float | None = None,
         answer_without_retrieval: str | None = None,
+        passages: tuple[Hit, ...] | None = None,
     ) -> GateDecision:
         """This gate's fallback decision on ``question``, with why (logged as a warning):
         what ``decide`` gives when a question or the backend fails, and what a framework
@@ -470,6 +471,7 @@ class Gate(ABC):
             details=details,
             llm_calls=llm_calls,
             answer_without_retrieval=answer_without_retrieval,
+            passages=passages,
         )
 
     def retaken_at(self, decision: GateDecision, threshold: float) -> GateDecision:
@@ -580,14 +582,19 @@ class Gate(ABC):
             retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
         decisions = []
         for i, question in enumerate(batch.questions):
-            details, calls, drafted = (
-                (assessment.details[at[i]], assessment.llm_calls[at[i]], assessment.drafts[at[i]])
+            details, calls, drafted, passages = (
+                (
+                    assessment.details[at[i]],
+                    assessment.llm_calls[at[i]],
+                    assessment.drafts[at[i]],
+                    assessment.passages[at[i]],
+                )
                 if assessment is not None and i in at
-                else (None, None, None)
+                else (None, None, None, None)
             )
             if i in problems:
                 decisions.append(
-                    self.fallback_decision(question, problems[i], threshold, latency, details, calls, drafted)
+                    self.fallback_decision(question, problems[i], threshold, latency, details, calls, drafted, passages)
                 )
                 continue
             assert assessment is not None  # judged: only an assessment judges
@@ -604,6 +611,7 @@ class Gate(ABC):
                     draft_answer=None if retrieve[i] else drafted,
                     llm_calls=calls,
                     answer_without_retrieval=drafted,
+                    passages=passages,
                 )
             )
         notify_decisions(decisions, self._listeners)

@@ -131,6 +131,14 @@ class FeatureCombiner:
             out["boosted"] = p[names[0]] - p[names[1]] if len(names) == 2 else p[names[0]]
         return out
 
+    def head_probabilities(self, features: np.ndarray, embeddings: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Each head's probability of each row (``stacking.HEADS``): the logistic
+        heads' where the combiner has them, else the boosted trees'."""
+        z = self.inputs(features, embeddings)
+        if self.logistic is not None:
+            return self.logistic.head_probabilities(z)
+        return {name: trees.probability(z) for name, trees in self.boosted.items()}
+
     def score(self, features: np.ndarray, embeddings: np.ndarray | None = None) -> np.ndarray:
         """Need scores (higher: retrieve first). ``"blend"``: the mean of each model's
         mid-rank among its training scores, in [0, 1]."""

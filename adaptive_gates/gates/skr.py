@@ -32,12 +32,13 @@ from ..errors import GateLoadError
 from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
 from ..memory.memories import FaissMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
-from ..persistence.saved_format import check_saved_backend, load_array, save_array
+from ..persistence.saved_format import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
 from ..validation import check_labels, check_questions
 from .base import Gate
 from .constraints import Callable as IsCallable
 from .constraints import Integer, OneOf, Real
+from .encoder_record import check_encoder_record, encoder_record
 
 logger = logging.getLogger(__name__)
 
@@ -226,32 +227,15 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         if len(self.feedback_):  # a gate without feedback saves as before
             state["feedback"] = self.feedback_.save(directory)
         state["prior_counts"] = list(self.prior_counts_)
-        state["encoder"] = {"id": self._encoder().model_id, "dimension": int(memory.dimension)}
+        state["encoder"] = encoder_record(self._encoder(), memory.dimension)
         return state
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        encoder = state.get("encoder")
-        if not isinstance(encoder, dict) or "id" not in encoder or "dimension" not in encoder:
-            raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
-        if self.embedder is None:
-            from ..models.defaults import MINILM_ID
-
-            check_saved_backend(
-                directory, "state.encoder.id", encoder["id"], MINILM_ID, "encoder", pass_argument="embedder"
-            )
-        else:
-            check_saved_backend(directory, "state.encoder.id", encoder["id"], self.embedder.model_id, "embedder")
-            check_saved_backend(
-                directory,
-                "state.encoder.dimension",
-                encoder["dimension"],
-                self.embedder.dimension,
-                "embedder's dimension",
-            )
+        dimension = check_encoder_record(directory, state.get("encoder"), self.embedder)
         memory = self._load_memory(directory, state)
-        if memory.dimension != encoder["dimension"]:
+        if memory.dimension != dimension:
             raise GateLoadError(
-                f"{directory}: field 'state.encoder.dimension' is {encoder['dimension']} "
+                f"{directory}: field 'state.encoder.dimension' is {dimension} "
                 f"but the memory holds {memory.dimension}-d vectors"
             )
         feedback = FeedbackLog.load(directory, state.get("feedback"))

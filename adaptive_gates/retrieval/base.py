@@ -1,4 +1,5 @@
-"""The retriever contract (``Retriever``, ``Hit``) and the saving and loading both retrievers share.
+"""The retriever contract (``Retriever``; the ``Hit`` it returns is a record of
+``adaptive_gates.data``, re-exported here) and the saving and loading both retrievers share.
 
 A saved retriever is a directory holding ``config.json``, the backend's own index
 files and ``corpus.jsonl``; nothing is pickled, so loading never runs code. It is
@@ -11,11 +12,10 @@ field is refused on load, naming it. A retriever saved before that (``format_ver
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..data import CorpusRecord, load_corpus, write_jsonl
+from ..data import CorpusRecord, Hit, load_corpus, passage_text, write_jsonl
 from ..errors import AdaptiveGatesError, GateLoadError
 from ..persistence.saved_format import read_config as read_checked_config
 from ..persistence.saved_format import read_json_object, save_directory, write_directory
@@ -27,25 +27,6 @@ CORPUS_FILE = "corpus.jsonl"
 #: The format of retrievers saved before they were saved as gates are: no ``format``
 #: field and no checksums. Read, never written.
 UNCHECKED_FORMAT_VERSION = 1
-
-
-def passage_text(title: str, text: str) -> str:
-    """The text a passage is embedded and shown as: ``"title: text"``, or ``text`` alone."""
-    return f"{title}: {text}" if title else text
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved passage with its retriever-specific score (higher is better)."""
-
-    id: str
-    text: str
-    score: float
-    title: str = ""
-
-    def as_passage(self) -> str:
-        """The passage as it would be put in a prompt."""
-        return passage_text(self.title, self.text)
 
 
 @runtime_checkable

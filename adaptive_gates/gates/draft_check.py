@@ -1,0 +1,331 @@
+"""Answer, look, then decide: the LLM drafts an answer without retrieval, one cheap
+retrieval checks it, and a fitted combiner reads both (docs/draft_check_gate.md).
+
+This gate is ours, not a paper's. Its signals are those of
+``adaptive_gates.signals.draft`` (the draft's own form, its agreement with the passages
+the question retrieves, the retrieval's scores, the draft's kind against the
+question's), the question's own features (``signals.question_features``) and, by
+default, the question's sentence embedding reduced by a PCA learned in ``fit``; the
+combiner is ``gates.combiner``'s (two logistic heads and boosted trees for the expected
+gain of retrieving, rank-averaged by default).
+
+One decision costs one LLM call (the draft) and one retrieval. A decision not to
+retrieve serves the draft (``GateDecision.draft_answer``) and keeps the passages it
+checked as ``GateDecision.passages`` (sources a door may show); a decision to retrieve
+answers over those same passages: a door never retrieves a second time.
+
+Offline (``fit_outcomes``, ``score_records``) the draft is the recorded answer without
+retrieval (``pred_no_retrieval``) and the retrieval runs over the gate's retriever: no
+LLM is asked. The retriever and the question encoder are backends, passed again at
+load; the gate records which kind of retriever it was fitted with and warns when it
+scores through another (retrieval scores and agreement read differently).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
+from ..data import Hit, OutcomeRecord
+from ..errors import BackendMisconfiguredError, NotFittedError
+from ..models.chat import ChatModel, ChatOptions, user
+from ..models.protocols import Embedder, check_vectors
+from ..retrieval.base import Retriever
+from ..selfknowledge import outcome_scores
+from ..signals.draft import DRAFT_FEATURE_NAMES, explain, read_draft
+from ..signals.question_features import FEATURE_NAMES, question_features
+from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
+from .assessment import Assessment
+from .base import Gate
+from .combiner import MODELS, FeatureCombiner, Model, fit_feature_combiner
+from .constraints import Boolean, Integer, OneOf, Real, Text
+from .encoder_record import check_encoder_record, encoder_record
+from .stacking import TARGETS, Target
+
+logger = logging.getLogger(__name__)
+
+#: The combiner's columns before the embedding's components, in order.
+COLUMNS: tuple[str, ...] = (*FEATURE_NAMES, *DRAFT_FEATURE_NAMES)
+
+
+class DraftCheckGate(AsksInRounds, Gate):
+    """Retrieve when the LLM's own draft, checked against one cheap retrieval, looks
+    likely to be improved by answering over those passages.
+
+    Need score: with ``model="logistic"`` and ``target="gain"``, the expected gain of
+    retrieving, P(correct with passages) − P(correct without) (retrieve iff > 0); with
+    ``"blend"`` (default) the mean rank of the logistic and boosted scores among their
+    training scores, in [0, 1], retrieving above the rank at which the training rows'
+    expected gain turns positive. A decision's ``details`` hold the draft, the reasons
+    a person can check (``reasons``: the agreement found, the hedge matched, a
+    mismatched answer kind), each head's probability and the passages' count.
+
+    Args:
+        chat: the chat model that drafts (default: the embedded SmolLM2).
+        retriever: the one retrieval the draft is checked against (e.g.
+            ``BM25Retriever.from_jsonl(corpus)``); required to fit and to decide.
+        embedder: the question encoder of ``embedding`` (default: the embedded MiniLM).
+        k: passages retrieved (and answered over when the gate retrieves).
+        embedding: feed the combiner the question's embedding, reduced by PCA.
+        embedding_dims: the PCA's components.
+        model: ``"blend"``, ``"logistic"`` or ``"boosted"`` (``gates.combiner``).
+        target: ``"gain"`` (two heads) or ``"helps"`` (P(retrieval helps)).
+        C: the logistic heads' inverse regularisation strength.
+        instruction: the draft prompt's first line (the answerer's, so the draft is the
+            answer the answerer would give without passages).
+        max_tokens: the draft's length cap (the answerer's 24 by default).
+        max_workers: concurrent requests for backends without batching.
+        deadline: seconds one decision (or batch) may wait on such a backend.
+        fallback_retrieve: the decision taken when a question or a backend fails.
+    """
+
+    name = "draft-check"
+    answers_first = True
+    backend_params = frozenset({"chat", "retriever", "embedder"})
+    fitted_by = "fit_outcomes(records)"
+    _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever")
+    _parameter_constraints: ClassVar[dict[str, Any]] = {
+        "k": Integer(1),
+        "embedding": Boolean(),
+        "embedding_dims": Integer(1),
+        "model": OneOf(*MODELS),
+        "target": OneOf(*TARGETS),
+        "C": Real(0, closed="neither"),
+        "instruction": Text(),
+        "max_tokens": Integer(1),
+    }
+
+    def __init__(
+        self,
+        chat: ChatModel | None = None,
+        retriever: Retriever | None = None,
+        embedder: Embedder | None = None,
+        *,
+        k: int = 3,
+        embedding: bool = True,
+        embedding_dims: int = 32,
+        model: Model = "blend",
+        target: Target = "gain",
+        C: float = 0.05,
+        instruction: str = DEFAULT_INSTRUCTION,
+        max_tokens: int = 24,
+        max_workers: int = 1,
+        deadline: float | None = DEFAULT_DEADLINE,
+        fallback_retrieve: bool = True,
+    ) -> None:
+        super().__init__(fallback_retrieve=fallback_retrieve)
+        self._keep_asking(chat, max_workers, deadline)
+        self.retriever = retriever
+        self.embedder = embedder
+        self.k = k
+        self.embedding = embedding
+        self.embedding_dims = embedding_dims
+        self.model = model
+        self.target = target
+        self.C = C
+        self.instruction = instruction
+        self.max_tokens = max_tokens
+        self._default_encoder: Embedder | None = None
+        self._combiner: FeatureCombiner | None = None
+        self._retrieve_above: float | None = None
+        self._fitted_retriever: str | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_fitted(self) -> bool:
+        return self._combiner is not None
+
+    @property
+    def combiner_(self) -> FeatureCombiner:
+        """The fitted combiner."""
+        if self._combiner is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted: {self.fit_hint()}")
+        return self._combiner
+
+    def _default_threshold(self) -> float:
+        return self._fitted_value(self._retrieve_above)
+
+    def _encoder(self) -> Embedder:
+        if self.embedder is not None:
+            return self.embedder
+        return self._built_once("_default_encoder", _default_embedder)
+
+    def _search(self, questions: list[str]) -> list[tuple[Hit, ...]]:
+        """The ``k`` best passages of each question from the gate's retriever."""
+        if self.retriever is None:
+            raise BackendMisconfiguredError(
+                f"{self.name}: no retriever; pass retriever= (e.g. BM25Retriever.from_jsonl(corpus)), "
+                "or --corpus on the command line"
+            )
+        kind = type(self.retriever).__name__
+        if self._fitted_retriever is not None and kind != self._fitted_retriever:
+            logger.warning(
+                "%s was fitted with a %s and now checks drafts through a %s: its retrieval features may read "
+                "differently; fit it with this retriever for figures that hold",
+                self.name,
+                self._fitted_retriever,
+                kind,
+            )
+        found = self.retriever.search_batch(questions, self.k)
+        if len(found) != len(questions):
+            raise ValueError(f"the retriever returned {len(found)} result lists for {len(questions)} questions")
+        return [tuple(hits) for hits in found]
+
+    def _inputs(
+        self, questions: list[str], drafts: Sequence[str], found: Sequence[tuple[Hit, ...]]
+    ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
+        """The combiner's feature rows, the questions' embeddings (if used) and each
+        draft's reading."""
+        readings = [
+            read_draft(q, d, [h.as_passage() for h in hits], [h.score for h in hits])
+            for q, d, hits in zip(questions, drafts, found)
+        ]
+        draft_rows = np.array([r.values() for r in readings], dtype=np.float64).reshape(len(questions), -1)
+        features = np.hstack([question_features(questions), draft_rows])
+        embeddings = None
+        if self.embedding:
+            encoder = self._encoder()
+            embeddings = check_vectors(encoder.embed(questions), len(questions), encoder.model_id)
+        return features, embeddings, readings
+
+    # ------------------------------------------------------------------ fitting
+    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
+        """Fit the combiner on outcome records: each record's recorded answer without
+        retrieval is its draft, checked against the gate's retriever."""
+        records = list(records)
+        if len(records) < 10:
+            raise ValueError(f"{self.name}: {len(records)} outcome records are too few to fit a combiner")
+        questions = [r.question for r in records]
+        drafts = [r.pred_no_retrieval for r in records]
+        found = self._search(questions)
+        features, embeddings, _ = self._inputs(questions, drafts, found)
+        a, b = outcome_scores(records, metric)
+        combiner = fit_feature_combiner(
+            features,
+            COLUMNS,
+            a,
+            b,
+            embeddings=embeddings,
+            embedding_dims=self.embedding_dims,
+            target=self.target,
+            model=self.model,
+            C=self.C,
+        )
+        self._combiner = combiner
+        self._retrieve_above = _retrieve_above(combiner, features, embeddings, a, b)
+        self._fitted_retriever = type(self.retriever).__name__
+        logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
+        return self
+
+    def score_records(self, records: Sequence[OutcomeRecord]) -> np.ndarray:
+        """Need scores of outcome records with their recorded answer without retrieval
+        as the draft, asking no LLM (one retrieval each)."""
+        self._check_fitted()
+        questions = [r.question for r in records]
+        if not questions:
+            return np.zeros(0, dtype=np.float64)
+        features, embeddings, _ = self._inputs(
+            questions, [r.pred_no_retrieval for r in records], self._search(questions)
+        )
+        return self.combiner_.score(features, embeddings)
+
+    # ------------------------------------------------------------------ scoring
+    def prompt(self, question: str) -> str:
+        """The draft prompt: the answerer's, without passages."""
+        return build_prompt(question, None, self.instruction)
+
+    def _rounds(self, questions: list[str]) -> Rounds:
+        options = ChatOptions(max_tokens=self.max_tokens, temperature=0.0, stop=list(ANSWER_STOP))
+        replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
+        drafts = [None if isinstance(r, Exception) else clean_answer(r.text) for r in replies]
+        fallbacks = [describe_failure(r) if isinstance(r, Exception) else None for r in replies]
+        calls: list[float | None] = [1.0] * len(questions)  # one draft each, failed or not
+        try:
+            found = self._search(questions)
+        except BackendMisconfiguredError:
+            raise
+        except Exception as exc:  # a failing retriever costs these decisions, not the chain
+            logger.warning("%s: the retrieval failed: %s", self.name, exc)
+            reason = f"retriever error: {type(exc).__name__}: {exc}"
+            return Assessment(
+                np.full(len(questions), math.nan),
+                [{"draft": d} if d is not None else {} for d in drafts],
+                drafts=drafts,
+                fallbacks=[f or reason for f in fallbacks],
+                llm_calls=calls,
+            )
+        features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found)
+        combiner = self.combiner_
+        scores = combiner.score(features, embeddings)
+        heads = combiner.head_probabilities(features, embeddings)
+        details: list[dict[str, Any]] = []
+        for i, (draft, reading) in enumerate(zip(drafts, readings)):
+            if draft is None:
+                scores[i] = math.nan  # no draft was read: the fallback decides
+                details.append({})
+                continue
+            details.append(
+                {
+                    "draft": draft,
+                    "reasons": explain(reading),
+                    "passages": reading.n_passages,
+                    **{f"p_{head}": float(p[i]) for head, p in heads.items()},
+                }
+            )
+        return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
+
+    # ------------------------------------------------------------------ persistence
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        combiner = self.combiner_
+        state: dict[str, Any] = {
+            "combiner": combiner.write_files(directory),
+            "retrieve_above": self._retrieve_above,
+            "retriever": self._fitted_retriever,
+        }
+        if combiner.projection is not None:
+            state["encoder"] = encoder_record(self._encoder(), len(combiner.projection.mean))
+        return state
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        from ..errors import GateLoadError
+
+        combiner = FeatureCombiner.from_files(directory, state.get("combiner"), COLUMNS)
+        if (combiner.projection is not None) != self.embedding:
+            raise GateLoadError(f"{directory}: field 'params.embedding' does not match the saved combiner")
+        if combiner.projection is not None:
+            width = check_encoder_record(directory, state.get("encoder"), self.embedder)
+            if width != len(combiner.projection.mean):
+                raise GateLoadError(f"{directory}: field 'state.encoder.dimension' is not the projection's width")
+        above, retriever = state.get("retrieve_above"), state.get("retriever")
+        if isinstance(above, bool) or not isinstance(above, (int, float)) or not math.isfinite(above):
+            raise GateLoadError(f"{directory}: field 'state.retrieve_above' must be a finite number")
+        if not isinstance(retriever, str):
+            raise GateLoadError(f"{directory}: field 'state.retriever' must name the retriever fitted with")
+        self._combiner, self._retrieve_above, self._fitted_retriever = combiner, float(above), retriever
+
+
+def _default_embedder() -> Embedder:
+    from ..models.defaults import default_embedder
+
+    return default_embedder()
+
+
+def _retrieve_above(
+    combiner: FeatureCombiner, features: np.ndarray, embeddings: np.ndarray | None, a: np.ndarray, b: np.ndarray
+) -> float:
+    """The default threshold. A gain retrieves above 0, a probability of help above the
+    training rate of help. A rank blend has no such point of its own: it retrieves
+    above the rank that gives the training rows the share its logistic model would
+    retrieve by that rule."""
+    cut = 0.0 if combiner.target == "gain" else float(np.mean(b > a))
+    if combiner.model != "blend":
+        return cut
+    share = float(np.mean(combiner.model_scores(features, embeddings)["logistic"] > cut))
+    blended = combiner.score(features, embeddings)
+    return float(np.quantile(blended, 1.0 - share)) if share > 0 else float(np.max(blended))
