@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .arguments import base_url
+from .files import input_file
 
 if TYPE_CHECKING:
     from ..models.cached_embedder import CachedEmbedder
@@ -24,10 +25,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Served:
     """What ``serve`` holds that its gate may take: the LLM that answers (a gate that
-    drafts then drafts with it) and the embedder it retrieves with."""
+    drafts then drafts with it), the embedder it retrieves with and its retriever (a
+    gate that checks its draft retrieves through it)."""
 
     chat: ChatModel
     embedder: Embedder
+    retriever: Retriever
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,15 @@ def corpus_retriever(kind: str, corpus: Path) -> Retriever:
     return DenseRetriever.from_jsonl(corpus, _default_embedder())
 
 
+def _corpus_retriever(args: argparse.Namespace) -> Retriever | None:
+    """The retriever of ``--corpus`` and ``--retriever`` (BM25 by default), if a corpus is given."""
+    if args.corpus is None:
+        if args.retriever is not None:
+            raise UsageError("--retriever goes with --corpus")
+        return None
+    return corpus_retriever(args.retriever or "bm25", args.corpus)
+
+
 def _default_embedder() -> Embedder:
     from ..models.defaults import default_embedder
 
@@ -138,6 +150,18 @@ def _representer_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _retriever_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus",
+        type=input_file,
+        help="corpus records (JSONL: id, title, text): what draft-check checks its drafts against, and with "
+        "eval --live the passages answers are given",
+    )
+    parser.add_argument(
+        "--retriever", choices=["bm25", "dense"], help="with --corpus: BM25 (default) or dense over the embedded MiniLM"
+    )
+
+
 def _embedder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", help="sentence-transformers model id or path (default: embedded MiniLM)")
 
@@ -160,6 +184,14 @@ BACKEND_KINDS: tuple[BackendKind, ...] = (
         also_reads=("--embedder",),
     ),
     BackendKind(
+        "retriever",
+        "retrieves nothing to decide",
+        ("--corpus", "--retriever"),
+        _retriever_arguments,
+        _corpus_retriever,
+        from_server=lambda served: served.retriever,
+    ),
+    BackendKind(
         "embedder",
         "uses no embedder",
         ("--embedder",),
@@ -176,10 +208,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         kind.add_arguments(parser)
 
 
-def backends_from_args(args: argparse.Namespace, gate: str, takes: frozenset[str]) -> dict[str, Any]:
+def backends_from_args(
+    args: argparse.Namespace, gate: str, takes: frozenset[str], *, used_elsewhere: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The backends among ``takes`` (a gate's ``backend_params``) that the command line
-    gives; a flag of a kind gate ``gate`` does not take is refused."""
+    gives; a flag of a kind gate ``gate`` does not take is refused, unless the command
+    reads it for itself (``used_elsewhere``: ``eval --live`` retrieves over ``--corpus``)."""
     read = {flag for kind in BACKEND_KINDS if kind.param in takes for flag in (*kind.flags, *kind.also_reads)}
+    read |= used_elsewhere
     backends: dict[str, Any] = {}
     for kind in BACKEND_KINDS:
         if kind.param in takes:

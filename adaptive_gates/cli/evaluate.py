@@ -36,8 +36,6 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="--test holds QA records: the LLM answers them with and without retrieval now",
     )
-    ev.add_argument("--corpus", type=input_file, help="with --live: corpus records (JSONL) to retrieve from")
-    ev.add_argument("--retriever", default="bm25", choices=["bm25", "dense"], help="with --live")
     ev.add_argument("--k", type=positive_int, default=3, help="with --live: passages per question")
     ev.add_argument("--limit", type=positive_int, help="with --live: only the first N test records")
     ev.add_argument("--batch-size", type=positive_int, default=8, help="with --live: questions per batch")
@@ -50,9 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.live:
         report = _live_report(args)
     else:
-        live_only = [f for f, v in (("--corpus", args.corpus), ("--limit", args.limit)) if v is not None]
-        if live_only:
-            raise UsageError(f"{', '.join(live_only)}: only with --live")
+        if args.limit is not None:
+            raise UsageError("--limit: only with --live")
         if args.train is None:
             raise UsageError("--train is required (outcome records to fit on), unless --live")
         factory = gate_factory(args)
@@ -107,12 +104,13 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--live needs --corpus (the passages to retrieve from)")
     if args.target_rate is not None and args.train is None:
         raise UsageError("--target-rate with --live calibrates on the questions of --train: give --train")
-    gate = gate_factory(args)()
+    gate = gate_factory(args, used_elsewhere=frozenset({"--corpus", "--retriever"}))()
     if not gate.is_fitted and args.train is None:
         raise UsageError(f"gate {args.gate!r} learns from outcome records: give --train")
     # Read every input before the gate is fitted: a bad line should not cost a fit.
     records = load_qa(args.test)[: args.limit]
-    retriever = corpus_retriever(args.retriever, args.corpus)
+    # A gate that retrieves to decide answers over its own retrieval: the same one.
+    retriever = getattr(gate, "retriever", None) or corpus_retriever(args.retriever or "bm25", args.corpus)
     if not gate.is_fitted:
         gate.fit_outcomes(load_outcomes(args.train), metric=args.metric)
     if args.target_rate is not None:
@@ -134,12 +132,13 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
 def _live_answerer(gate: Gate, batch_size: int) -> LLMAnswerer:
     """The answerer of a live run: the gate's own chat model, asked with the prompts its
     drafts were written with, so a reused draft and an answer with passages differ by
-    the passages alone (the log-prob gate drafts with the package's answer prompt, SKR
-    §1.3; the others with the When-to-Retrieve prompts)."""
+    the passages alone (the log-prob and draft-check gates draft with the package's
+    answer prompt, SKR §1.3; the others with the When-to-Retrieve prompts)."""
     from ..answering import LLMAnswerer
+    from ..gates.draft_check import DraftCheckGate
     from ..gates.logprob import LogprobGate
 
     chat = getattr(gate, "chat", None)
-    if isinstance(gate, LogprobGate):
+    if isinstance(gate, (LogprobGate, DraftCheckGate)):
         return LLMAnswerer(chat, instruction=gate.instruction, max_new_tokens=gate.max_tokens, batch_size=batch_size)
     return LLMAnswerer(chat, style="when-to-retrieve", batch_size=batch_size)

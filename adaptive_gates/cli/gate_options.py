@@ -47,9 +47,10 @@ def buildable_gates() -> list[str]:
     return [name for name in Gate.gate_names() if not Gate.gate_class(name).member_params]
 
 
-def gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
+def gate_factory(args: argparse.Namespace, *, used_elsewhere: frozenset[str] = frozenset()) -> Callable[[], Gate]:
     """A factory of fresh gates as the command line describes them, tried once now so
-    that a bad option fails before minutes of work."""
+    that a bad option fails before minutes of work. ``used_elsewhere``: backend flags
+    the command reads for itself, not refused for a gate that takes no such backend."""
     from ..gates.base import Gate
 
     if args.gate not in buildable_gates():
@@ -59,7 +60,10 @@ def gate_factory(args: argparse.Namespace) -> Callable[[], Gate]:
             what = f"unknown gate {args.gate!r}"
         raise UsageError(f"{what}; choose from {', '.join(buildable_gates())}")
     cls = Gate.gate_class(args.gate)
-    kwargs = {**_gate_options(args, cls), **backends_from_args(args, args.gate, cls.backend_params)}
+    kwargs = {
+        **_gate_options(args, cls),
+        **backends_from_args(args, args.gate, cls.backend_params, used_elsewhere=used_elsewhere),
+    }
 
     def factory() -> Gate:
         return cls(**kwargs)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .arguments import base_url, non_negative_int, positive_int, seconds
-from .backends import Served, api_key, served_backends
+from .backends import Served, api_key, corpus_retriever, served_backends
 from .files import input_file
 
 if TYPE_CHECKING:
@@ -55,6 +55,12 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=positive_int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--retriever",
+        choices=["dense", "bm25"],
+        default="dense",
+        help="dense over the embedded MiniLM (default) or BM25; draft-check gates check drafts through it",
+    )
     serve.add_argument("--k", type=positive_int, default=3, help="passages retrieved when the gate says so")
     serve.add_argument(
         "--history-window", type=non_negative_int, default=2, help="messages of history the gate sees (default 2)"
@@ -88,7 +94,6 @@ def build_service(args: argparse.Namespace) -> ChatService:
     from ..milvus.client import milvus_client
     from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import default_embedder
-    from ..retrieval import DenseRetriever
     from ..serve.service import ChatService
 
     upstream = _upstream(args)
@@ -97,13 +102,15 @@ def build_service(args: argparse.Namespace) -> ChatService:
     # One memo for the gate and the retriever: a question the gate embedded is searched
     # with the same vector, and a question asked again is not embedded again.
     embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
-    gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder)))
+    if database is not None:
+        _check_memory_gate(args.gate)  # before the corpus is indexed in the database
+    retriever = _retriever(args, embedder, database)
+    gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever)))
     if database is None:
-        retriever: Retriever = DenseRetriever.from_jsonl(args.corpus, embedder)
         # what feedback taught is saved over the gate's directory, for the next start
         after_feedback = None if args.no_save else functools.partial(gate.save, args.gate, overwrite=True)
     else:
-        retriever = _shared_in_milvus(gate, embedder, database, args)
+        _memory_in_milvus(gate, database, args)
         after_feedback = None  # the database holds what feedback teaches
     return ChatService(
         gate,
@@ -117,19 +124,42 @@ def build_service(args: argparse.Namespace) -> ChatService:
     )
 
 
-def _shared_in_milvus(gate: Gate, embedder: Embedder, database: Any, args: argparse.Namespace) -> Retriever:
-    """Move the gate onto its memory in Milvus (filled from the gate by the first server)
-    and return the corpus' retriever there."""
+def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> Retriever:
+    """The corpus' retriever: dense over ``embedder`` (in Milvus with ``--milvus-uri``),
+    or BM25."""
+    if args.retriever == "bm25":
+        if database is not None:
+            raise UsageError("--milvus-uri keeps a dense index of the corpus; it does not go with --retriever bm25")
+        return corpus_retriever("bm25", args.corpus)
+    if database is None:
+        from ..retrieval import DenseRetriever
+
+        return DenseRetriever.from_jsonl(args.corpus, embedder)
+    from ..milvus.retrieval import MilvusRetriever
+
+    return MilvusRetriever.from_jsonl(args.corpus, embedder, database, "corpus_" + _digest(args.corpus))
+
+
+def _check_memory_gate(directory: Path) -> None:
+    """Refuse ``--milvus-uri`` for a saved gate that holds no SKR-kNN memory."""
+    from ..gates.base import Gate
+    from ..gates.skr import SKRKnnGate
+
+    gate_type = _saved_gate_type(directory)
+    if not issubclass(Gate.gate_class(gate_type), SKRKnnGate):
+        raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {directory} holds a {gate_type} gate")
+
+
+def _memory_in_milvus(gate: Gate, database: Any, args: argparse.Namespace) -> None:
+    """Move the gate onto its memory in Milvus (filled from the gate by the first server)."""
     from ..gates.skr import SKRKnnGate
     from ..milvus.memory import MilvusMemory
-    from ..milvus.retrieval import MilvusRetriever
     from ..persistence.saved_format import CONFIG_FILE
 
     if not isinstance(gate, SKRKnnGate):
         raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")
     memory_name = "skr_" + _digest(args.gate / CONFIG_FILE)
     gate.attach_memory(MilvusMemory(database, memory_name, gate.memory_.dimension))
-    return MilvusRetriever.from_jsonl(args.corpus, embedder, database, "corpus_" + _digest(args.corpus))
 
 
 def _digest(path: Path) -> str:
@@ -143,12 +173,20 @@ def _load_gate(directory: Path, backends: dict[str, Any]) -> Gate:
     answers)."""
     from ..gates.base import Gate
     from ..gates.saved import member_backends
+
+    gate_type = _saved_gate_type(directory)
+    return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
+
+
+def _saved_gate_type(directory: Path) -> str:
+    """The registered gate type of the gate saved in ``directory``."""
+    from ..gates.base import Gate
     from ..persistence.saved_format import config_field, read_config
 
     gate_type = config_field(read_config(directory), "gate_type", str)
     if gate_type not in Gate.gate_names():
         raise UsageError(f"--gate {directory}: field 'gate_type' is {gate_type!r}, which is no known gate")
-    return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
+    return gate_type
 
 
 def _upstream(args: argparse.Namespace) -> ChatModel:

@@ -90,8 +90,12 @@ class _LiveRun:
         with self._timed("direct_answer_s"):
             fresh = dict(zip(missing, answerer.answer_batch([questions[i] for i in missing]))) if missing else {}
         self.direct_calls += len(missing)
+        # A gate that retrieved while deciding is answered over those passages.
+        unsearched = [i for i, d in enumerate(decisions) if d.passages is None]
         with self._timed("retrieval_s"):
-            hits = retriever.search_batch(questions, k=k)
+            found = retriever.search_batch([questions[i] for i in unsearched], k=k) if unsearched else []
+        searched = dict(zip(unsearched, found))
+        hits = [list(d.passages) if d.passages is not None else searched[i] for i, d in enumerate(decisions)]
         with self._timed("grounded_answer_s"):
             with_passages = answerer.answer_batch(questions, [[h.as_passage() for h in row] for row in hits])
         self.decisions.extend(decisions)
@@ -126,6 +130,7 @@ def _report(
         retrieve=flags,
         target_rate=target_rate,
         lm_calls=_lm_calls(gate, decisions, flags),
+        retrieves_first=gate.retrieves_first,
     )
     n = max(len(records), 1)
     report.update(

@@ -59,7 +59,15 @@ def evaluate_offline(
     a, b = outcome_scores(test, metric)
     lm_calls = lm_calls_per_decision(retrieve, answers_first=getattr(gate, "answers_first", False))
     report = evaluate_scores(
-        scores, a, b, gate=gate.name, metric=metric, retrieve=retrieve, target_rate=target_rate, lm_calls=lm_calls
+        scores,
+        a,
+        b,
+        gate=gate.name,
+        metric=metric,
+        retrieve=retrieve,
+        target_rate=target_rate,
+        lm_calls=lm_calls,
+        retrieves_first=gate.retrieves_first,
     )
     report["threshold"] = gate.threshold_
     report["n_train"] = len(train)

@@ -42,6 +42,7 @@ def evaluate_scores(
     retrieve: np.ndarray | None = None,
     target_rate: float | None = None,
     lm_calls: np.ndarray | None = None,
+    retrieves_first: bool = False,
 ) -> dict[str, Any]:
     """Build the report of DESIGN.md for one gate on one test set.
 
@@ -56,6 +57,8 @@ def evaluate_scores(
         target_rate: the retrieval rate the threshold was calibrated for, if any.
         lm_calls: LM calls per question at ``retrieve`` (``units.lm_calls_per_decision``);
             default one each.
+        retrieves_first: the gate retrieves for every question to decide
+            (``Gate.retrieves_first``): one retrieval call each, whatever it decides.
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -81,5 +84,5 @@ def evaluate_scores(
     report["at_threshold"] = at_threshold
     if retrieve is not None:
         at_threshold.update(threshold_outcome(retrieve, a, b))
-        report.update(field_units(curve, a, b, retrieve, lm_calls))
+        report.update(field_units(curve, a, b, retrieve, lm_calls, retrieves_first=retrieves_first))
     return report

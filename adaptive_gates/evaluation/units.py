@@ -73,7 +73,13 @@ def lm_calls_per_decision(
 
 
 def field_units(
-    curve: Curve, a: np.ndarray, b: np.ndarray, retrieve: np.ndarray, lm_calls: np.ndarray | None = None
+    curve: Curve,
+    a: np.ndarray,
+    b: np.ndarray,
+    retrieve: np.ndarray,
+    lm_calls: np.ndarray | None = None,
+    *,
+    retrieves_first: bool = False,
 ) -> dict[str, Any]:
     """The report's units at the gate's decisions ``retrieve``.
 
@@ -83,6 +89,8 @@ def field_units(
         retrieve: the gate's decisions at its (calibrated) threshold.
         lm_calls: LM calls per question (``lm_calls_per_decision``); default one each,
             a gate that reads only the question.
+        retrieves_first: the gate retrieves for every question to decide (and answers
+            over those passages when it retrieves): one retrieval call per question.
 
     Returns ``in_accuracy`` (accuracy at the decisions), ``retrieval_calls`` and
     ``lm_calls`` (per question), ``calls_to_match_always`` (retrieval calls per
@@ -98,7 +106,7 @@ def field_units(
         raise ValueError(f"got {calls.size} LM call counts for {a.size} outcomes")
     return {
         "in_accuracy": float(np.where(retrieve, b, a).mean()),
-        "retrieval_calls": float(retrieve.mean()),
+        "retrieval_calls": 1.0 if retrieves_first else float(retrieve.mean()),
         "lm_calls": float(calls.mean()),
         "calls_to_match_always": calls_to_match_always(curve, float(b.mean())),
         "random_band": random_band(a, b, retrieve),

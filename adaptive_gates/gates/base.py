@@ -73,6 +73,10 @@ class Gate(ABC):
     #: Whether the gate's first LLM call is the answer itself (a confident decision
     #: carries it as ``draft_answer``, so answering costs no further call).
     answers_first: ClassVar[bool] = False
+    #: Whether the gate retrieves for every question to decide (a decision to retrieve
+    #: answers over those passages, ``GateDecision.passages``): one retrieval call per
+    #: question, whatever it decides.
+    retrieves_first: ClassVar[bool] = False
     #: Whether a decision depends on the decisions taken before it (a budget's window),
     #: so the same question, asked again, may be decided otherwise at the same score.
     decides_by_history: ClassVar[bool] = False

@@ -87,6 +87,7 @@ class DraftCheckGate(AsksInRounds, Gate):
 
     name = "draft-check"
     answers_first = True
+    retrieves_first = True
     backend_params = frozenset({"chat", "retriever", "embedder"})
     fitted_by = "fit_outcomes(records)"
     _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever")

@@ -131,7 +131,9 @@ class ChatService:
             raise GateBackendError(f"the gate's backend cannot serve it: {exc}") from exc
         passages: list[Hit] = []
         retrieval_ms = 0.0
-        if decision.retrieve:
+        if decision.retrieve and decision.passages is not None:
+            passages = list(decision.passages)  # the gate retrieved to decide: no second retrieval
+        elif decision.retrieve:
             passages, retrieval_ms = await self._retrieve(turn.judged)
         draft = decision.draft_answer if decision.route == DRAFT else None
         served = ServedDecision.new(decision, passages)
