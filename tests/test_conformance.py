@@ -13,6 +13,7 @@ from adaptive_gates import (
     BM25DifficultyGate,
     BudgetedGate,
     CascadeGate,
+    DraftCheckGate,
     Gate,
     LogprobGate,
     PopularityGate,
@@ -27,6 +28,8 @@ from adaptive_gates import (
 )
 from adaptive_gates.gates.conformance import GATE_CHECKS
 from adaptive_gates.models import LocalChatModel
+from adaptive_gates.retrieval import BM25Retriever
+from shared_data import packaged_wiki_paragraphs
 
 #: How each registered gate is built and fitted, from (records, embedder, chat, lm);
 #: small token budgets keep the LLM gates' checks short.
@@ -42,11 +45,19 @@ BUILDERS: dict[str, Callable[..., Gate]] = {
     "skr-prompt": lambda r, e, c, lm: SKRPromptGate(c, max_tokens=3),
     "skr-icl": lambda r, e, c, lm: SKRIclGate(c, e, n_demos=2, max_tokens=3).fit_outcomes(r),
     "seakr": lambda r, e, c, lm: SeaKRGate(lm, uncertainty={"k": 3, "max_new_tokens": 6}, threshold=-6.0),
+    "draft-check": lambda r, e, c, lm: DraftCheckGate(
+        c, _corpus_retriever(), e, embedding_dims=4, max_tokens=8
+    ).fit_outcomes(r),
     "cascade": lambda r, e, c, lm: CascadeGate(SKRKnnGate(e, k=5).fit_outcomes(r), PopularityGate(), band=(0.3, 0.7)),
     "budget": lambda r, e, c, lm: BudgetedGate(SKRKnnGate(e, k=5).fit_outcomes(r), target_rate=0.3).calibrate(
         [x.question for x in r[:40]]
     ),
 }
+
+
+def _corpus_retriever() -> BM25Retriever:
+    """BM25 over real Wikipedia passages that install with the package set."""
+    return BM25Retriever.from_records(packaged_wiki_paragraphs()[:300])
 
 
 def test_every_registered_gate_has_a_builder():

@@ -1,0 +1,216 @@
+"""The draft-check gate on real parts: the bundled HotpotQA outcomes of Llama-3.1-8B
+(their drafts, the answers without retrieval), BM25 over those questions' own Wikipedia
+paragraphs (bundled with the outcomes), the real MiniLM, and the embedded SmolLM2 where
+the gate drafts itself. Offline it asks no LLM; a decision keeps the passages it
+checked; a saved gate loads to the same scores; bad drafts and failing backends give
+recorded decisions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from adaptive_gates import DraftCheckGate, Gate
+from adaptive_gates.cli import main
+from adaptive_gates.data import CorpusRecord, write_jsonl
+from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.errors import BackendMisconfiguredError, GateLoadError
+from adaptive_gates.evaluation import evaluate_offline
+from adaptive_gates.models import LocalChatModel
+from adaptive_gates.retrieval import BM25Retriever
+from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+#: Records fitted on and held out (the slow part is embedding the questions).
+TRAIN, TEST = 240, 120
+
+
+@pytest.fixture(scope="module")
+def records():
+    return adarague_outcomes("hotpotqa")[: TRAIN + TEST]
+
+
+@pytest.fixture(scope="module")
+def paragraphs(records) -> list[CorpusRecord]:
+    """The questions' own context paragraphs (each record carries its ten), once each."""
+    unique = dict.fromkeys((c["title"], c["text"]) for r in records for c in r.context)
+    return [CorpusRecord(f"h{i}", title, text) for i, (title, text) in enumerate(unique)]
+
+
+@pytest.fixture(scope="module")
+def retriever(paragraphs) -> BM25Retriever:
+    return BM25Retriever.from_records(paragraphs)
+
+
+@pytest.fixture(scope="module")
+def fitted(records, retriever, cached_embedder, lm) -> DraftCheckGate:
+    gate = DraftCheckGate(LocalChatModel(lm), retriever, cached_embedder, embedding_dims=8, max_tokens=8)
+    return gate.fit_outcomes(records[:TRAIN])
+
+
+def test_offline_it_reads_the_recorded_draft_and_asks_no_llm(fitted, records):
+    calls = []
+
+    class Counting:
+        def on_llm_call(self, call):
+            calls.append(call)
+
+    fitted.add_listener(Counting())
+    try:
+        scores = fitted.score_records(records[TRAIN:])
+    finally:
+        fitted.remove_listener(fitted._listeners[-1])
+    assert scores.shape == (TEST,) and np.all(np.isfinite(scores))
+    assert calls == []
+    # the recorded draft is what is read: another draft gives another score
+    changed = [type(r)(**{**r.__dict__, "pred_no_retrieval": "unknown"}) for r in records[TRAIN : TRAIN + 5]]
+    assert not np.allclose(fitted.score_records(changed), scores[:5])
+
+
+def test_the_offline_report_counts_one_retrieval_per_question(records, retriever, cached_embedder):
+    report = evaluate_offline(
+        lambda: DraftCheckGate(retriever=retriever, embedder=cached_embedder, embedding_dims=8),
+        records[:TRAIN],
+        records[TRAIN:],
+    )
+    rate = report["at_threshold"]["retrieval_rate"]
+    assert report["gate"] == "draft-check" and report["n"] == TEST
+    assert report["retrieval_calls"] == 1.0
+    assert report["lm_calls"] == pytest.approx(1.0 + rate)
+    assert math.isfinite(report["gap_capture"])
+
+
+def test_a_decision_serves_the_draft_or_answers_over_the_passages_it_checked(fitted, records, retriever):
+    questions = [r.question for r in records[TRAIN : TRAIN + 4]]
+    decisions = fitted.decide_batch(questions)
+    for question, decision in zip(questions, decisions):
+        assert decision.error is None and decision.gate == "draft-check"
+        assert decision.llm_calls == 1.0
+        assert decision.answer_without_retrieval == decision.details["draft"]
+        assert decision.passages == tuple(retriever.search(question, 3))
+        assert isinstance(decision.details["reasons"], list)
+        assert 0.0 <= decision.details["p_with"] <= 1.0 and 0.0 <= decision.details["p_without"] <= 1.0
+        assert decision.draft_answer == (None if decision.retrieve else decision.answer_without_retrieval)
+    # the decision round-trips through its dict, passages included
+    again = type(decisions[0]).from_dict(json.loads(json.dumps(decisions[0].to_dict())))
+    assert again.passages == decisions[0].passages
+
+
+def test_the_threshold_splits_the_training_rows_as_the_logistic_gain_does(fitted, records):
+    combiner = fitted.combiner_
+    assert combiner.model == "blend" and 0.0 < fitted.threshold_ < 1.0
+    shares = fitted.retrieves(fitted.score_records(records[:TRAIN])).mean()
+    assert 0.0 < shares < 1.0
+
+
+def test_a_saved_gate_loads_to_the_same_scores_and_refuses_other_features(
+    fitted, records, retriever, tmp_path, monkeypatch
+):
+    from adaptive_gates.gates import draft_check
+
+    fitted.save(tmp_path / "gate")
+    loaded = Gate.load(tmp_path / "gate", retriever=retriever, embedder=fitted.embedder, chat=fitted.chat)
+    assert isinstance(loaded, DraftCheckGate)
+    np.testing.assert_allclose(loaded.score_records(records[TRAIN:]), fitted.score_records(records[TRAIN:]))
+    assert loaded.threshold_ == fitted.threshold_
+    # a gate whose columns are not the ones its combiner was fitted on (another
+    # version's features) is refused, naming the field
+    monkeypatch.setattr(draft_check, "COLUMNS", (*draft_check.COLUMNS[:-1], "mismatch_other"))
+    with pytest.raises(GateLoadError, match=r"'state\.feature_names'.*mismatch_other"):
+        Gate.load(tmp_path / "gate", retriever=retriever, embedder=fitted.embedder)
+
+
+def test_scoring_through_another_kind_of_retriever_warns(fitted, records, paragraphs, cached_embedder, caplog):
+    from adaptive_gates.retrieval import DenseRetriever
+
+    dense = DenseRetriever.from_records(paragraphs[:200], cached_embedder)
+    with caplog.at_level("WARNING"):
+        _with_retriever(fitted, dense, fitted_with="BM25Retriever").score_records(records[TRAIN : TRAIN + 2])
+    assert "fitted with a BM25Retriever and now checks drafts through a DenseRetriever" in caplog.text
+
+
+def test_without_a_retriever_it_says_what_to_pass(records):
+    gate = DraftCheckGate()
+    with pytest.raises(BackendMisconfiguredError, match="retriever="):
+        gate.fit_outcomes(records[:20])
+
+
+class FailingRetriever:
+    def search(self, query, k=3):
+        raise ConnectionError("index unreachable")
+
+    def search_batch(self, queries, k=3):
+        raise ConnectionError("index unreachable")
+
+
+class EmptyRetriever:
+    def search(self, query, k=3):
+        return []
+
+    def search_batch(self, queries, k=3):
+        return [[] for _ in queries]
+
+
+def _with_retriever(fitted: DraftCheckGate, retriever, fitted_with: str | None = None) -> DraftCheckGate:
+    """The fitted gate, saved and loaded with another retriever (recorded as fitted with
+    ``fitted_with``, else with that retriever's kind)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        fitted.save(f"{directory}/gate")
+        gate = Gate.load(f"{directory}/gate", retriever=retriever, embedder=fitted.embedder, chat=fitted.chat)
+    gate._fitted_retriever = fitted_with or type(retriever).__name__
+    return gate
+
+
+def test_a_failing_retriever_gives_a_recorded_fallback_keeping_the_draft(fitted, records):
+    decision = _with_retriever(fitted, FailingRetriever()).decide(records[TRAIN].question)
+    assert decision.retrieve and decision.is_fallback
+    assert "retriever error: ConnectionError: index unreachable" in decision.error
+    assert decision.answer_without_retrieval is not None and decision.passages is None
+
+
+def test_no_passages_is_a_feature_value_not_an_error(fitted, records):
+    decision = _with_retriever(fitted, EmptyRetriever()).decide(records[TRAIN].question)
+    assert decision.error is None and math.isfinite(decision.score)
+    assert decision.passages == () and decision.details["passages"] == 0
+    assert "no passages were retrieved" in decision.details["reasons"]
+
+
+@pytest.mark.parametrize("draft", ["", "I don't know.", "x " * 25_000])
+def test_bad_drafts_are_read_not_raised(fitted, records, draft):
+    record = records[TRAIN]
+    scores = fitted.score_records([type(record)(**{**record.__dict__, "pred_no_retrieval": draft})])
+    assert np.isfinite(scores).all()
+
+
+def test_the_columns_are_the_question_and_draft_features(fitted):
+    names = fitted.combiner_.feature_names
+    assert names[-len(DRAFT_FEATURE_NAMES) :] == DRAFT_FEATURE_NAMES
+    assert fitted.combiner_.n_inputs == len(names) + 8
+
+
+def test_the_command_line_fits_and_evaluates_it_over_a_corpus(records, paragraphs, tmp_path, capsys):
+    train, test, corpus = tmp_path / "train.jsonl", tmp_path / "test.jsonl", tmp_path / "corpus.jsonl"
+    write_jsonl(train, [r.to_json() for r in records[:TRAIN]])
+    write_jsonl(test, [r.to_json() for r in records[TRAIN:]])
+    write_jsonl(corpus, [{"id": p.id, "title": p.title, "text": p.text} for p in paragraphs])
+    options = ["--option", "embedding=false"]  # no MiniLM in this process: quick
+    report_path = tmp_path / "report.json"
+    evaluate = ["eval", "--gate", "draft-check", "--train", str(train), "--test", str(test), "--corpus", str(corpus)]
+    assert main([*evaluate, *options, "--json", str(report_path)]) == 0
+    report = json.loads(report_path.read_text())
+    assert report["gate"] == "draft-check" and report["retrieval_calls"] == 1.0
+    fit = ["fit", "--gate", "draft-check", "--train", str(train), "--corpus", str(corpus), "--out", str(tmp_path / "g")]
+    assert main([*fit, *options]) == 0
+    loaded = Gate.load(tmp_path / "g", retriever=BM25Retriever.from_jsonl(corpus))
+    assert loaded.name == "draft-check" and loaded.is_fitted
+    # a gate that retrieves nothing to decide refuses --corpus outside --live
+    capsys.readouterr()
+    refused = ["eval", "--gate", "popularity", "--train", str(train), "--test", str(test), "--corpus", str(corpus)]
+    assert main([*refused, "--json", str(tmp_path / "r2.json")]) == 2
+    assert "retrieves nothing to decide" in capsys.readouterr().err
