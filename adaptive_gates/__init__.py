@@ -62,10 +62,12 @@ from .seakr import (
     eigen_score,
 )
 from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
+from .shipped import PRETRAINED, pretrained
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PRETRAINED",
     "ROUTES",
     "AdaptiveGatesError",
     "AnswerCandidate",
@@ -141,6 +143,7 @@ __all__ = [
     "load_qa",
     "normalize_answer",
     "outcome_scores",
+    "pretrained",
     "run_pipeline",
     "threshold_for_objective",
     "threshold_for_rate",

@@ -34,8 +34,8 @@ def test_a_decision_does_not_depend_on_its_own_outcome(outcome_records):
         for i in held_out:
             changed[i] = _with_outcome(records[i], without, with_)
         runs.append(cross_fitted_decisions(PopularityGate, changed, folds=4))
-    (scores, helps, answers_first), (again, hurts, _) = runs
-    assert answers_first is False
+    (scores, helps, gate), (again, hurts, _) = runs
+    assert gate.answers_first is False and gate.retrieves_first is False
     np.testing.assert_array_equal(again, scores)
     np.testing.assert_array_equal(helps[held_out], hurts[held_out])
 

@@ -136,7 +136,7 @@ LAYERS = (
     ),
     ("gates",),
     # built on the gates
-    ("seakr.pipeline", "seakr.routes", "seakr.runner", "evaluation", "serve", "extend"),
+    ("seakr.pipeline", "seakr.routes", "seakr.runner", "evaluation", "serve", "extend", "shipped"),
     # the command and the package's front door
     ("cli", "<package>"),
 )

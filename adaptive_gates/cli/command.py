@@ -11,16 +11,29 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 import warnings
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..errors import AdaptiveGatesError, UsageError
 from . import collect, evaluate, fit, seakr, serve
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help wrapped between words only: a gate's name (``skr-prompt``) is never cut at its hyphen."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)."""
+    """An argument parser whose errors reach ``main`` as ``UsageError`` (one report for all)
+    and whose help (its sub-commands' too) wraps between words."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

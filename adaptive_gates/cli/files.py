@@ -37,6 +37,16 @@ def plot_file(text: str) -> Path:
     return path
 
 
+def saved_gate(text: str) -> Path:
+    """A saved gate's directory, or ``pretrained:<name>`` for a gate the package ships."""
+    from ..shipped import gate_location
+
+    try:
+        return gate_location(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def gate_directory(text: str) -> Path:
     """Where ``fit`` saves a gate: ``Gate.save`` writes hidden siblings and a lock file
     next to it, so its parent folder (or the nearest that exists) must take new files."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 from .arguments import base_url, non_negative_int, positive_int, seconds
 from .backends import Served, api_key, corpus_retriever, served_backends
-from .files import input_file
+from .files import input_file, saved_gate
 
 if TYPE_CHECKING:
     from ..gates.base import Gate
@@ -45,7 +45,13 @@ QUERY_MEMO = 4096
 
 def add_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="an OpenAI-compatible chat server that retrieves only when needed")
-    serve.add_argument("--gate", required=True, type=Path, help="directory of a saved gate")
+    serve.add_argument(
+        "--gate",
+        required=True,
+        type=saved_gate,
+        help="directory of a saved gate, or a gate the package ships fitted: pretrained:draft-check "
+        "(with --retriever bm25, as it was fitted) or pretrained:stacked",
+    )
     serve.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL: id, title, text)")
     serve.add_argument("--upstream-base-url", type=base_url, help="the answering LLM's OpenAI-compatible base URL")
     serve.add_argument("--upstream-model", help="the answering LLM's model name (with --upstream-base-url)")
@@ -95,6 +101,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
     from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import default_embedder
     from ..serve.service import ChatService
+    from ..shipped import is_pretrained
 
     upstream = _upstream(args)
     # The database is reached before any model loads: a wrong address fails at once.
@@ -107,8 +114,10 @@ def build_service(args: argparse.Namespace) -> ChatService:
     retriever = _retriever(args, embedder, database)
     gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever)))
     if database is None:
-        # what feedback taught is saved over the gate's directory, for the next start
-        after_feedback = None if args.no_save else functools.partial(gate.save, args.gate, overwrite=True)
+        # what feedback taught is saved over the gate's directory, for the next start (a
+        # shipped gate's directory is the package's own: never written)
+        keep = args.no_save or is_pretrained(args.gate)
+        after_feedback = None if keep else functools.partial(gate.save, args.gate, overwrite=True)
     else:
         _memory_in_milvus(gate, database, args)
         after_feedback = None  # the database holds what feedback teaches

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..data import OutcomeRecord
 from ..folds import GateFactory, cross_fitted_folds
+from ..gates.base import Gate
 from ..selfknowledge import outcome_scores
 from .report import evaluate_scores
 from .units import lm_calls_per_decision
@@ -30,16 +31,17 @@ ALL = "all"
 
 def cross_fitted_decisions(
     factory: GateFactory, records: Sequence[OutcomeRecord], metric: str = "contains", folds: int = 5, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, bool]:
+) -> tuple[np.ndarray, np.ndarray, Gate]:
     """Out-of-fold need scores and decisions of ``records`` (calibrated for the best
-    accuracy, see the module), and whether the gate asks the LLM first."""
+    accuracy, see the module), and the first fold's gate (which says what a decision
+    costs: ``answers_first``, ``retrieves_first``)."""
     scores, fitted = cross_fitted_folds(factory, records, metric, folds, seed)
     a, b = outcome_scores(records, metric)
     retrieve = np.zeros(len(records), dtype=bool)
     for gate, kept, held_out in fitted:
         gate.calibrate_scores(scores[kept], correct_without=a[kept], correct_with=b[kept])
         retrieve[held_out] = gate.retrieves(scores[held_out])
-    return scores, retrieve, getattr(fitted[0][0], "answers_first", False)
+    return scores, retrieve, fitted[0][0]
 
 
 def cross_fitted_reports(
@@ -64,13 +66,13 @@ def cross_fitted_reports(
         raise ValueError("no data sets given")
     parts = [list(rows) for rows in datasets.values()]
     if pooled:
-        scores, retrieve, answers_first = cross_fitted_decisions(
+        scores, retrieve, gate = cross_fitted_decisions(
             factory, [r for rows in parts for r in rows], metric, folds, seed
         )
     else:
         each = [cross_fitted_decisions(factory, rows, metric, folds, seed) for rows in parts]
         scores, retrieve = np.concatenate([e[0] for e in each]), np.concatenate([e[1] for e in each])
-        answers_first = each[0][2]
+        gate = each[0][2]
 
     def report(rows: list[OutcomeRecord], where: slice) -> dict[str, Any]:
         a, b = outcome_scores(rows, metric)
@@ -82,7 +84,8 @@ def cross_fitted_reports(
             gate=name,
             metric=metric,
             retrieve=decided,
-            lm_calls=lm_calls_per_decision(decided, answers_first=answers_first),
+            lm_calls=lm_calls_per_decision(decided, answers_first=gate.answers_first),
+            retrieves_first=gate.retrieves_first,
         )
 
     reports, start = {}, 0
