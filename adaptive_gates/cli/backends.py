@@ -46,6 +46,7 @@ class BackendKind:
     from_args: Callable[[argparse.Namespace], Any]
     from_server: Callable[[Served], Any] | None = None
     also_reads: tuple[str, ...] = ()  # flags another kind adds that this one reads too
+    needs: str | None = None  # what a gate that takes it must be given (it has no default)
 
 
 def chat_model(args: argparse.Namespace) -> ChatModel | None:
@@ -190,6 +191,7 @@ BACKEND_KINDS: tuple[BackendKind, ...] = (
         _retriever_arguments,
         _corpus_retriever,
         from_server=lambda served: served.retriever,
+        needs="--corpus (the passages it checks its drafts against)",
     ),
     BackendKind(
         "embedder",
@@ -222,6 +224,8 @@ def backends_from_args(
             backend = kind.from_args(args)
             if backend is not None:
                 backends[kind.param] = backend
+            elif kind.needs is not None:
+                raise UsageError(f"gate {gate!r} needs {kind.needs}")
             continue
         refused = [flag for flag in kind.flags if flag not in read and _given(args, flag)]
         if refused:
