@@ -340,7 +340,10 @@ class StackedGate(LearnsFromFeedback, Gate):
         embeddings: np.ndarray | None,
         outcomes: dict[str, np.ndarray],
     ) -> float:
-        """The default threshold of ``combiner`` fitted on these rows (see the class)."""
+        """The default threshold of ``combiner`` (see the class), placed among its scores
+        of the outcome rows (``features``, ``embeddings``); ``outcomes``: each head's
+        outcome on every row it learned from, feedback included, whose mean the
+        ``"helps"`` rule compares with (as the logistic heads' base rate does)."""
         base_rate = float(np.nanmean(outcomes["helps"])) if self.target == "helps" else 0.0
         if combiner.logistic is not None:
             base_rate = combiner.logistic.base_rate if self.target == "helps" else 0.0
@@ -380,7 +383,10 @@ class StackedGate(LearnsFromFeedback, Gate):
             C=self.C,
             seed=self.seed,
         )
-        self._threshold = self._fitted_threshold(combiner, features, embeddings, outcomes)
+        n = len(rows.questions)
+        self._threshold = self._fitted_threshold(
+            combiner, rows.features, None if embeddings is None else embeddings[:n], outcomes
+        )
         self._combiner = combiner
         if self._calibration is not None:
             logger.warning(
