@@ -1,11 +1,11 @@
 """The stacked gate: one combiner over the need scores of several gates, cheap features
 of the question's wording and the question's sentence embedding.
 
-What is whose: no paper proposes this gate; it is ours entirely. Its members are the
-published gates (SKR-kNN and the SKR classifier, Thrust, IAPEK-BM25) as this package
-implements them, plus the popularity gate (also ours); the combiner, its inputs and
-its feedback rule are our design, chosen by measurement (DESIGN.md, "What measurement
-has taught us").
+What is whose: no paper proposes this gate; it is ours entirely. Only its members come
+from the literature, each as this package implements it (SKR-kNN and the SKR
+classifier, Thrust, IAPEK-BM25, and the popularity rule of Mallen et al.); the
+combiner, its inputs, its threshold and feedback rules are our design, chosen by
+measurement on AdaRAGUE outcomes (cross-validated; see the project's design notes).
 
 Every published signal alone captures little of what a perfect gate would; they err
 on different questions. The stacked gate fits member gates (default: SKR-kNN and the
@@ -30,7 +30,8 @@ is a rank in [0, 1], and trees' probabilities are not calibrated as the logistic
 heads' are, so with ``"blend"`` or ``"boosted"`` the fit sets the threshold at the
 quantile of the gate's own training scores that makes it retrieve on as many training
 rows as the reference model would by that rule: the logistic heads for ``"blend"``, the
-trees themselves for ``"boosted"`` (where it falls at about 0, or the base rate).
+trees themselves for ``"boosted"`` (where it falls at about 0, or the base rate). A
+refit sets it again the same way on the outcome rows, with the refitted models.
 
 Feedback: ``record_feedback`` logs an observation, and ``refit`` refits the combiner
 on the outcome rows it was fitted on (kept with the gate) together with the whole log
