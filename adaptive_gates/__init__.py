@@ -6,7 +6,7 @@ Heavy backends (torch, transformers, sentence-transformers) load lazily.
 """
 
 from .calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
-from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcomes, load_qa
+from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcome_files, load_outcomes, load_qa
 from .decision import ROUTES, AnswerRoute, GateDecision, RetrievalMode
 from .errors import (
     AdaptiveGatesError,
@@ -139,6 +139,7 @@ __all__ = [
     "listening",
     "load_corpus",
     "load_gate",
+    "load_outcome_files",
     "load_outcomes",
     "load_qa",
     "normalize_answer",

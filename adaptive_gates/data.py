@@ -33,6 +33,7 @@ __all__ = [
     "QARecord",
     "iter_jsonl",
     "load_corpus",
+    "load_outcome_files",
     "load_outcomes",
     "load_qa",
     "recover_torn_tail",
@@ -339,6 +340,24 @@ def load_outcomes(path: str | Path, *, require: Sequence[str] = ()) -> list[Outc
     ``logprobs_no_retrieval`` a gate scores offline: ``Gate.record_fields``)."""
     required = tuple(require)
     return _load(path, lambda f, lineno: _parse_outcome(f, lineno, required))
+
+
+def load_outcome_files(paths: str | Path | Sequence[str | Path], *, require: Sequence[str] = ()) -> list[OutcomeRecord]:
+    """The outcome records of several files (e.g. of several data sets, to fit one gate
+    on all of them), read in the order given and concatenated (``load_outcomes`` for
+    each: an error names its file and line). One path alone is read as a list of one.
+
+    An id repeated within one file is warned about as ``load_outcomes`` does; the same
+    id in two files is no mistake (each data set numbers its own questions) and both
+    records are kept as they are: none is dropped, merged or renamed (a gate learns
+    from the records, not from their ids).
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    paths = list(paths)
+    if not paths:
+        raise ValueError("no outcome files given")
+    return [record for path in paths for record in load_outcomes(path, require=require)]
 
 
 def load_qa(path: str | Path) -> list[QARecord]:

@@ -54,7 +54,8 @@ YES_NO = "Answer the question with yes or no."
 #: more of the oracle gap fitted per task than pooled across the six tasks (it has no
 #: task indicator, and the tasks disagree on which wording needs retrieval).
 PROOF_GATES: dict[str, Callable[[CachedEmbedder], Gate]] = {
-    "stacked (features)": lambda e: StackedGate(e, members="", C=0.01),
+    # logistic heads over the question features alone, without the embedding, as measured there
+    "stacked (features)": lambda e: StackedGate(e, members="", C=0.01, model="logistic", embedding=False),
     "skr-knn (k=10)": lambda e: SKRKnnGate(e, k=10, weighting="similarity"),
     "popularity": lambda e: PopularityGate(),
 }

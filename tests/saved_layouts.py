@@ -48,3 +48,20 @@ def _embedded(state: Any, configs: dict[str, Any]) -> Any:
     if isinstance(state, list):
         return [_embedded(value, configs) for value in state]
     return state
+
+
+def logistic_stacked_gate(path: Path) -> Path:
+    """Rewrite the stacked gate saved at ``path`` (fitted with ``model="logistic"``,
+    ``embedding=False``) as saves wrote it before its combiner was a ``FeatureCombiner``:
+    no ``model``, ``embedding`` or ``embedding_dims`` parameter, the logistic
+    ``Combiner``'s own state as ``state.combiner`` (its arrays were the same files),
+    and no ``state.default_threshold``."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    params, state = config["params"], config["state"]
+    assert params["model"] == "logistic" and not params["embedding"], "a logistic gate without embedding"
+    for name in ("model", "embedding", "embedding_dims"):
+        del params[name]
+    state["combiner"] = state["combiner"]["logistic"]
+    del state["default_threshold"]
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
+    return path

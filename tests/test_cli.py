@@ -434,6 +434,7 @@ def _bad_invocations():
         (["eval", "--live", "--gate", "verbalized", "--test", "{qa}", "--json", "x"], "--live needs --corpus"),
         ([*live, "--gate", "skr-knn"], "gate 'skr-knn' learns from outcome records: give --train"),
         ([*live, "--gate", "verbalized", "--target-rate", "0.3"], "--target-rate with --live calibrates on"),
+        (["fit", "--gate", "skr-knn", "--out", "{out}/gate"], "--train is required"),
         ([*fit, "--max-rate", "0.4"], "--max-rate goes with --objective"),
         ([*fit, "--objective", "--target-rate", "0.3"], "give --target-rate or --objective, not both"),
         ([*fit, "--objective", "--max-rate", "0"], "argument --max-rate: must be a number in (0, 1]"),

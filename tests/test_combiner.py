@@ -18,7 +18,8 @@ from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.errors import GateLoadError
 from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
 from adaptive_gates.gates.boosted_trees import TreeEnsemble
-from adaptive_gates.gates.combiner import FeatureCombiner, fit_feature_combiner
+from adaptive_gates.gates.combiner import FeatureCombiner, fit_feature_combiner, refit_feature_combiner
+from adaptive_gates.gates.stacking import head_outcomes
 from adaptive_gates.persistence.saved_format import save_array
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.selfknowledge import outcome_scores
@@ -210,3 +211,38 @@ def test_fit_and_score_check_their_inputs(rows, blend, embeddings) -> None:
         blend.score(x[:5])
     with pytest.raises(ValueError, match="features"):
         blend.score(x[:5, :-1], embeddings[:5])
+
+
+@pytest.mark.parametrize("model", ["blend", "logistic", "boosted"])
+@pytest.mark.parametrize("target", ["gain", "helps"])
+def test_rows_without_an_outcome_teach_only_the_heads_that_have_one(rows, model, target) -> None:
+    _, x, a, b = rows
+    unseen = a[:200].copy()
+    unseen[150:] = np.nan  # the last 50 rows show their answer with retrieval only
+    partial = fit_feature_combiner(x[:200], NAMES, unseen, b[:200], model=model, target=target)
+    kept = fit_feature_combiner(x[:150], NAMES, a[:150], b[:150], model=model, target=target)
+    assert np.all(np.isfinite(partial.score(x[300:])))
+    if target == "helps":  # 'helps' needs both answers: those rows teach nothing
+        assert np.isnan(head_outcomes(unseen, b[:200], "helps")["helps"][150:]).all()
+    elif model != "logistic":  # the trees of correctness without retrieval learn from the first 150 rows alone
+        trees = [c.boosted["without"].probability(np.asarray(x[300:])) for c in (kept, partial)]
+        np.testing.assert_allclose(*trees, rtol=0, atol=1e-12)
+
+
+def test_a_refit_keeps_what_the_first_rows_taught_it(rows, blend, embeddings) -> None:
+    _, x, a, b = rows
+    same = refit_feature_combiner(
+        blend, x[:90], head_outcomes(a[:90], b[:90], "gain"), embeddings=embeddings[:90], rows=90
+    )
+    held, vectors = x[90:EMBEDDED], embeddings[90:]
+    np.testing.assert_allclose(same.score(held, vectors), blend.score(held, vectors), rtol=0, atol=1e-12)
+
+    more = {"with": np.r_[b[:90], np.ones(30)], "without": np.r_[a[:90], np.full(30, np.nan)]}
+    refitted = refit_feature_combiner(blend, x[:EMBEDDED], more, embeddings=embeddings, rows=90)
+    assert refitted.projection is blend.projection
+    for model, reference in refitted.references.items():
+        assert len(reference) == 90, model  # blended ranks are places among the first rows' scores
+    np.testing.assert_array_equal(refitted.boosted["without"].nodes, blend.boosted["without"].nodes)
+    assert not np.array_equal(refitted.boosted["with"].nodes, blend.boosted["with"].nodes)
+    with pytest.raises(ValueError, match="heads"):
+        refit_feature_combiner(blend, x[:90], {"helps": a[:90]}, embeddings=embeddings[:90], rows=90)

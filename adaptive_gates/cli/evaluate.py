@@ -97,7 +97,7 @@ def _report_line(report: dict[str, Any]) -> str:
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     """Fit (if the gate learns) and calibrate (if asked) on --train, then run live on --test."""
-    from ..data import load_outcomes, load_qa
+    from ..data import load_outcome_files, load_qa
     from ..evaluation import evaluate_live
 
     if args.corpus is None:
@@ -112,10 +112,10 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     # A gate that retrieves to decide answers over its own retrieval: the same one.
     retriever = getattr(gate, "retriever", None) or corpus_retriever(args.retriever or "bm25", args.corpus)
     if not gate.is_fitted:
-        gate.fit_outcomes(load_outcomes(args.train), metric=args.metric)
+        gate.fit_outcomes(load_outcome_files(args.train), metric=args.metric)
     if args.target_rate is not None:
         # Only the questions are needed: QA records serve as well as outcome records.
-        gate.calibrate([r.question for r in load_qa(args.train)], args.target_rate)
+        gate.calibrate([r.question for path in args.train for r in load_qa(path)], args.target_rate)
     answerer = _live_answerer(gate, args.batch_size)
     return evaluate_live(
         gate,

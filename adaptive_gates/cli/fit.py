@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation.offline import fit_calibrated
     from ..persistence.saved_format import check_save_target
 
+    if args.train is None:
+        raise UsageError("--train is required (outcome records to fit on)")
     if args.max_rate is not None and not args.objective:
         raise UsageError("--max-rate goes with --objective")
     if args.objective and args.target_rate is not None:

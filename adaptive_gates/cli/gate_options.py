@@ -4,7 +4,7 @@ checked against the chosen gate, and the outcome records it scores."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,12 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gate", required=True, help=f"the gate: {', '.join(buildable_gates())}")
     parser.add_argument(
         "--train",
+        nargs="+",
         type=input_file,
-        help="outcome records (JSONL) to fit on; with --live, also the questions --target-rate calibrates on",
+        metavar="TRAIN",
+        help="outcome records (JSONL) to fit on: one file, or several whose records are pooled (e.g. the "
+        "records of several data sets fit one gate; read in order, an id may repeat across files); with "
+        "--live, also the questions --target-rate calibrates on",
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument(
@@ -75,14 +79,15 @@ def gate_factory(args: argparse.Namespace, *, used_elsewhere: frozenset[str] = f
     return factory
 
 
-def gate_outcomes(args: argparse.Namespace, path: Path) -> list[OutcomeRecord]:
-    """The outcome records of ``path``, each holding the fields the chosen gate scores
-    offline (``Gate.record_fields``, e.g. recorded log-probabilities): a line without
-    one is an error naming it before any work starts."""
-    from ..data import load_outcomes
+def gate_outcomes(args: argparse.Namespace, paths: Path | Sequence[Path]) -> list[OutcomeRecord]:
+    """The outcome records of ``paths`` (one file, or several pooled in order, as
+    ``--train`` gives them), each holding the fields the chosen gate scores offline
+    (``Gate.record_fields``, e.g. recorded log-probabilities): a line without one is an
+    error naming its file and line before any work starts."""
+    from ..data import load_outcome_files
     from ..gates.base import Gate
 
-    return load_outcomes(path, require=Gate.gate_class(args.gate).record_fields)
+    return load_outcome_files(paths, require=Gate.gate_class(args.gate).record_fields)
 
 
 def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:

@@ -24,10 +24,16 @@ The embedding block (e.g. the question's MiniLM vector) is reduced to ``embeddin
 principal components learned in ``fit`` from the training rows only, so that a
 held-out row's projection never saw it; the components become extra columns.
 
+Rows may teach some heads only (an outcome of NaN for the others, as a feedback
+observation shows one answer): the logistic heads and the trees of a head each learn
+from the rows that hold its outcome. ``refit_feature_combiner`` fits the models again
+on the rows of a fit plus such rows, keeping what was learned from the fit's rows
+alone (the projection, the standardisation, the blend's reference scores).
+
 Saved as a directory of JSON and ``.npy`` arrays (``persistence``: checksums, atomic
 replacement), the trees as node tables (``boosted_trees``), never a pickle. A load
 refuses a combiner saved for other feature names, and arrays of the wrong shape or
-kind, naming the field or file. scikit-learn is imported only by ``fit``.
+kind, naming the field or file. scikit-learn is imported only by the fits.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from ..persistence.saved_format import (
     write_directory,
 )
 from .boosted_trees import TreeEnsemble
-from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes
+from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes, standardisation
 
 Model = Literal["blend", "logistic", "boosted"]
 MODELS = ("blend", "logistic", "boosted")
@@ -266,11 +272,16 @@ def _load_reference(directory: Path, name: str) -> np.ndarray:
 
 def _fit_trees(z: np.ndarray, y: np.ndarray, params: BoostingParams, seed: int) -> TreeEnsemble:
     """Boosted trees for outcomes ``y`` in [0, 1]: a fractional outcome enters as a
-    positive row weighted by its value and a negative row weighted by the rest. When all
-    weights are 1 (0/1 outcomes) none are passed: scikit-learn bins weighted rows by
-    weighted percentiles, about a hundred times slower."""
+    positive row weighted by its value and a negative row weighted by the rest; a row
+    whose outcome is NaN does not teach these trees. When all weights are 1 (0/1
+    outcomes) none are passed: scikit-learn bins weighted rows by weighted percentiles,
+    about a hundred times slower."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    known = ~np.isnan(y)
+    z, y = z[known], y[known]
+    if np.all(y == y[0]):
+        raise ValueError(f"boosted trees: the outcome is {y[0]:g} on every training row; there is nothing to learn")
     weights = np.r_[y, 1.0 - y]
     keep = weights > 0
     rows, labels, weights = np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], weights[keep]
@@ -304,7 +315,8 @@ def fit_feature_combiner(
     """Fit a combiner on feature rows (columns ``feature_names``), the outcomes without
     (``a``) and with (``b``) retrieval of each row, and optionally an embedding per row
     (reduced to ``embedding_dims`` components learned here). ``C``: the logistic
-    heads' inverse regularisation strength."""
+    heads' inverse regularisation strength. An outcome may be NaN (not observed): the
+    row then teaches no head that needs it."""
     x = np.asarray(features, dtype=np.float64)
     names = tuple(feature_names)
     if x.ndim != 2 or x.shape[1] != len(names) or len(names) != len(set(names)):
@@ -324,11 +336,59 @@ def fit_feature_combiner(
         pca = PCA(n_components=min(embedding_dims, *e.shape), random_state=seed).fit(e)
         projection = Projection(pca.mean_.astype(np.float64), pca.components_.astype(np.float64))
     unfitted = FeatureCombiner(names, target, model, projection, None, {}, {})
+    return _fit_models(unfitted, x, embeddings, outcomes, len(x), C, boosting, seed)
+
+
+def refit_feature_combiner(
+    combiner: FeatureCombiner,
+    features: np.ndarray,
+    outcomes: dict[str, np.ndarray],
+    *,
+    embeddings: np.ndarray | None = None,
+    rows: int,
+    C: float = 0.05,
+    boosting: BoostingParams = BoostingParams(),  # frozen: one shared default is safe
+    seed: int = 0,
+) -> FeatureCombiner:
+    """``combiner``'s models fitted again on more rows: the first ``rows`` rows of
+    ``features`` (and ``embeddings``) are those it was fitted on, the rest new ones,
+    e.g. feedback; ``outcomes`` gives each head's outcome per row (``head_outcomes``,
+    NaN where a row does not teach that head). The embedding's projection stays as
+    fitted, and the logistic heads' standardisation and the blend's reference scores
+    come from the first ``rows`` rows only: a row that teaches one head leaves the
+    other head's logistic regression and trees as they were."""
+    x = np.asarray(features, dtype=np.float64)
+    if not 0 < rows <= len(x):
+        raise ValueError(f"rows must count the first of the {len(x)} rows the combiner was fitted on, got {rows}")
+    if set(outcomes) != set(HEADS[combiner.target]):
+        raise ValueError(f"target {combiner.target!r} has the heads {HEADS[combiner.target]}, got {sorted(outcomes)}")
+    if any(len(y) != len(x) for y in outcomes.values()):
+        raise ValueError(f"got {len(x)} feature rows and {[len(y) for y in outcomes.values()]} outcomes")
+    names, target, model, projection = combiner.feature_names, combiner.target, combiner.model, combiner.projection
+    unfitted = FeatureCombiner(names, target, model, projection, None, {}, {})
+    return _fit_models(unfitted, x, embeddings, outcomes, rows, C, boosting, seed)
+
+
+def _fit_models(
+    unfitted: FeatureCombiner,
+    x: np.ndarray,
+    embeddings: np.ndarray | None,
+    outcomes: dict[str, np.ndarray],
+    rows: int,
+    C: float,
+    boosting: BoostingParams,
+    seed: int,
+) -> FeatureCombiner:
+    """``unfitted``'s models (its projection already set) fitted on all rows; the
+    standardisation and the blend's references from the first ``rows``."""
+    names, target, model, projection = unfitted.feature_names, unfitted.target, unfitted.model, unfitted.projection
     z = unfitted.inputs(x, embeddings)
-    logistic = None if model == "boosted" else fit_combiner(z, outcomes, target, C)
+    outcomes = {name: np.asarray(y, dtype=np.float64) for name, y in outcomes.items()}
+    logistic = None if model == "boosted" else fit_combiner(z, outcomes, target, C, standardisation(z[:rows]))
     boosted = {} if model == "logistic" else {name: _fit_trees(z, y, boosting, seed) for name, y in outcomes.items()}
     fitted = FeatureCombiner(names, target, model, projection, logistic, boosted, {})
     if model != "blend":
         return fitted
-    references = {name: np.sort(s) for name, s in fitted.model_scores(x, embeddings).items()}
+    first = None if embeddings is None else np.asarray(embeddings)[:rows]
+    references = {name: np.sort(s) for name, s in fitted.model_scores(x[:rows], first).items()}
     return FeatureCombiner(names, target, model, projection, logistic, boosted, references)

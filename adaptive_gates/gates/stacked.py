@@ -1,12 +1,22 @@
-"""The stacked gate: one combiner over the need scores of several gates and cheap
-features of the question's wording.
+"""The stacked gate: one combiner over the need scores of several gates, cheap features
+of the question's wording and the question's sentence embedding.
+
+What is whose: no paper proposes this gate; it is ours entirely. Only its members come
+from the literature, each as this package implements it (SKR-kNN and the SKR
+classifier, Thrust, IAPEK-BM25, and the popularity rule of Mallen et al.); the
+combiner, its inputs, its threshold and feedback rules are our design, chosen by
+measurement on AdaRAGUE outcomes (cross-validated; see the project's design notes).
 
 Every published signal alone captures little of what a perfect gate would; they err
 on different questions. The stacked gate fits member gates (default: SKR-kNN and the
 balanced SKR classifier on MiniLM, Thrust on MiniLM, IAPEK-BM25 and the popularity
-gate: no LLM) and a logistic-regression combiner (``adaptive_gates.gates.stacking``) on their
-scores plus ``question_features``, learning from *every* outcome row, including the
-ones SKR drops because both answers were wrong.
+gate: no LLM) and a ``FeatureCombiner`` (``combiner``) on their scores plus
+``question_features`` and the question's embedding reduced by a PCA learned from the
+training rows, learning from *every* outcome row, including the ones SKR drops
+because both answers were wrong. The combiner is a strongly regularised logistic
+regression, shallow boosted trees, or both rank-averaged (``model="blend"``, the
+default). With no members, the question's features and embedding alone make the
+question-only stacked gate (``members=""``): nothing to cross-fit, quick to fit.
 
 Leakage: a member scores its own training questions better than new ones (a kNN
 memory finds the question itself), so a combiner fitted on in-sample member scores
@@ -14,20 +24,34 @@ would trust the members too much. The member scores it learns from are cross-fit
 (``cross_fitted_scores``: each row scored by a member fitted on the other folds);
 the members that serve are then refitted on all rows.
 
+Threshold: with the logistic heads alone the need score is an expected gain (retrieve
+iff > 0) or P(retrieval helps) (retrieve iff above its training rate). A blended score
+is a rank in [0, 1], and trees' probabilities are not calibrated as the logistic
+heads' are, so with ``"blend"`` or ``"boosted"`` the fit sets the threshold at the
+quantile of the gate's own training scores that makes it retrieve on as many training
+rows as the reference model would by that rule: the logistic heads for ``"blend"``, the
+trees themselves for ``"boosted"`` (where it falls at about 0, or the base rate). A
+refit sets it again the same way on the outcome rows, with the refitted models.
+
 Feedback: ``record_feedback`` logs an observation, and ``refit`` refits the combiner
-on the outcome rows it was fitted on (kept with the gate) together with the whole log.
-One observation shows one answer: it teaches the ``"gain"`` target's head of that
-answer (correctness with or without retrieval), and the ``"helps"`` target through
-the self-knowledge label the feedback rule gives it (``feedback_outcomes``). The
-members neither learn from feedback nor are refitted. An observed question that is one
-of the training rows takes that row's out-of-fold member scores (a serving member
-would score it in-sample); any other is scored by the serving members, which never saw
-it: out-of-sample too, only by members fitted on all rows rather than on
-(folds - 1)/folds of them.
+on the outcome rows it was fitted on (kept with the gate) together with the whole log
+(``refit_feature_combiner``: the projection, the standardisation and the blend's
+reference scores stay those of the outcome rows). One observation shows one answer:
+it teaches the ``"gain"`` target's head of that answer (correctness with or without
+retrieval), and the ``"helps"`` target through the self-knowledge label the feedback
+rule gives it (``feedback_outcomes``). The members neither learn from feedback nor are
+refitted. An observed question that is one of the training rows takes that row's
+out-of-fold member scores (a serving member would score it in-sample); any other is
+scored by the serving members, which never saw it: out-of-sample too, only by members
+fitted on all rows rather than on (folds - 1)/folds of them.
 
 Persistence: one directory; the members are saved into it as ``gates.saved`` does for
 every gate that holds gates (each in its sub-folder ``member-<i>-<name>/``), beside the
-combiner's arrays, its training rows and the feedback log.
+combiner's files (``FeatureCombiner.write_files``), its training rows, the default
+threshold and the feedback log. A gate saved before the combiner took embeddings and
+trees (its combiner a logistic ``Combiner``, its parameters without ``model`` and
+``embedding``) loads as what it was: a logistic-only ``FeatureCombiner`` without an
+embedding.
 """
 
 from __future__ import annotations
@@ -41,31 +65,25 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
+from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import FeedbackLog, LearnsFromFeedback
 from ..folds import cross_fitted_scores
 from ..metrics import normalize_answer
 from ..models.cached_embedder import CachedEmbedder
-from ..models.protocols import Embedder
+from ..models.protocols import Embedder, check_vectors
+from ..persistence.saved_format import check_saved_backend
 from ..selfknowledge import outcome_scores
 from ..signals.question_features import FEATURE_NAMES, question_features
 from .base import Gate
 from .bm25_difficulty import BM25DifficultyGate
+from .combiner import MODELS, FeatureCombiner, Model, fit_feature_combiner, refit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real
 from .popularity import PopularityGate
 from .saved import save_member
 from .skr import SKRClassifierGate, SKRKnnGate
-from .stacking import (
-    TARGETS,
-    Combiner,
-    CombinerRows,
-    Target,
-    feedback_outcomes,
-    fit_combiner,
-    head_outcomes,
-    standardisation,
-)
+from .stacking import TARGETS, Combiner, CombinerRows, Target, feedback_outcomes, head_outcomes
 from .thrust import ThrustGate
 
 logger = logging.getLogger(__name__)
@@ -130,33 +148,47 @@ def _same_question(question: str) -> str:
 
 
 class StackedGate(LearnsFromFeedback, Gate):
-    """Retrieve when a combiner of member gates and question features expects it to pay.
+    """Retrieve when a combiner of member gates, question features and the question's
+    embedding expects it to pay.
 
     It learns from feedback on demand: ``record_feedback`` logs, ``refit`` learns.
 
     Args:
-        embedder: the sentence encoder of the members that embed questions (default:
-            the embedded all-MiniLM-L6-v2, loaded only if a member needs it).
+        embedder: the sentence encoder of the question's embedding and of the members
+            that embed questions (default: the embedded all-MiniLM-L6-v2, loaded only
+            if the embedding or a member needs it).
         members: member gate names, comma-separated or a list (see ``MEMBERS``);
-            may be empty when ``features`` is on.
+            may be empty when ``features`` or ``embedding`` is on.
         target: ``"gain"`` (default): need score = P(correct with retrieval) −
-            P(correct without), retrieve iff > 0; ``"helps"``: need score =
-            P(retrieval helps), retrieve iff above its training rate.
+            P(correct without); ``"helps"``: need score = P(retrieval helps).
         features: also feed the combiner the question's own features
             (``question_features``).
-        C: inverse regularisation strength of the combiner's heads (small: strong).
+        embedding: also feed the combiner the question's embedding, reduced to
+            ``embedding_dims`` principal components learned from the training rows.
+        embedding_dims: how many components of the embedding the combiner sees.
+        model: the combiner (``combiner.Model``): ``"blend"`` (default) rank-averages
+            the logistic heads and boosted trees, ``"logistic"`` or ``"boosted"`` uses
+            one. The default threshold: with ``"logistic"``, 0 for ``"gain"`` and the
+            training rate of "retrieval helps" for ``"helps"``; otherwise the training
+            scores' quantile at which the gate retrieves as often on its training rows
+            as that rule applied to the logistic heads (``"blend"``) or to the trees
+            (``"boosted"``).
+        C: inverse regularisation strength of the combiner's logistic heads (small: strong).
         folds: folds of the members' cross-fitted training scores.
-        seed: seed of those folds.
+        seed: seed of those folds, of the PCA and of the trees.
         fallback_retrieve: the decision taken when a question or backend fails.
     """
 
     name = "stacked"
     backend_params = frozenset({"embedder"})
     fitted_by = "fit_outcomes(records)"
-    _fitted_state = ("_members", "_combiner", "_rows", "_feedback")
+    _fitted_state = ("_members", "_combiner", "_rows", "_feedback", "_threshold")
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "target": OneOf(*TARGETS),
         "features": Boolean(),
+        "embedding": Boolean(),
+        "embedding_dims": Integer(1),
+        "model": OneOf(*MODELS),
         "C": Real(0, closed="neither"),
         "folds": Integer(2),
         "seed": Integer(),
@@ -169,6 +201,9 @@ class StackedGate(LearnsFromFeedback, Gate):
         members: str | Sequence[str] = DEFAULT_MEMBERS,
         target: Target = "gain",
         features: bool = True,
+        embedding: bool = True,
+        embedding_dims: int = 32,
+        model: Model = "blend",
         C: float = 0.05,
         folds: int = 5,
         seed: int = 0,
@@ -179,6 +214,9 @@ class StackedGate(LearnsFromFeedback, Gate):
         self.members = members
         self.target = target
         self.features = features
+        self.embedding = embedding
+        self.embedding_dims = embedding_dims
+        self.model = model
         self.C = C
         self.folds = folds
         self.seed = seed
@@ -186,14 +224,18 @@ class StackedGate(LearnsFromFeedback, Gate):
         self._encoder_lock = threading.Lock()
         self._default_encoder: Embedder | None = None
         self._members: list[Gate] | None = None
-        self._combiner: Combiner | None = None
+        self._combiner: FeatureCombiner | None = None
         self._rows: CombinerRows | None = None
         self._feedback: FeedbackLog | None = None
+        self._threshold: float | None = None
 
     @classmethod
     def _check_params(cls, params: dict[str, Any]) -> None:
-        if not parse_members(params["members"]) and not params["features"]:  # parse_members refuses bad names
-            raise ValueError("a stacked gate needs members, question features, or both")
+        names = parse_members(params["members"])  # refuses bad names
+        if not names and not params["features"] and not params["embedding"]:
+            raise ValueError(
+                "a stacked gate needs members, question features, the question's embedding, or some of them"
+            )
 
     # ------------------------------------------------------------------ state
     @property
@@ -207,7 +249,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         return dict(zip(self._names, self._fitted_value(self._members)))
 
     @property
-    def combiner_(self) -> Combiner:
+    def combiner_(self) -> FeatureCombiner:
         """The fitted combiner."""
         if self._combiner is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_outcomes() or load() first")
@@ -215,12 +257,14 @@ class StackedGate(LearnsFromFeedback, Gate):
 
     @property
     def feature_names_(self) -> list[str]:
-        """The combiner's inputs in order: the members' scores, then the question features."""
+        """The combiner's named columns in order: the members' scores, then the question
+        features (the embedding's components follow them, unnamed)."""
         return [f"member:{n}" for n in self._names] + (list(FEATURE_NAMES) if self.features else [])
 
     def _encoder(self) -> Embedder | None:
-        """The encoder of the members that embed questions; ``None`` if no member does."""
-        if not any(MEMBERS[n].backend for n in self._names):
+        """The encoder of the question's embedding and of the members that embed
+        questions; ``None`` if neither needs one."""
+        if not self.embedding and not any(MEMBERS[n].backend for n in self._names):
             return None
         if self.embedder is not None:
             return self.embedder
@@ -230,6 +274,16 @@ class StackedGate(LearnsFromFeedback, Gate):
 
                 self._default_encoder = default_embedder()
             return self._default_encoder
+
+    def _embeddings(self, questions: list[str], encoder: Embedder | None = None) -> np.ndarray | None:
+        """The questions' embeddings the combiner reads (``None`` without ``embedding``);
+        ``encoder``: one to embed with instead of the gate's (a memo in front of it)."""
+        if not self.embedding:
+            return None
+        if encoder is None:  # (not `or`: an empty memo is falsy)
+            encoder = self._encoder()
+        assert encoder is not None  # the embedding needs one, so _encoder gives one
+        return check_vectors(encoder.embed(questions), len(questions), encoder.model_id).astype(np.float64)
 
     # ------------------------------------------------------------------ fitting
     def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
@@ -244,23 +298,64 @@ class StackedGate(LearnsFromFeedback, Gate):
         encoder = self._encoder()
         # The fold members see each question several times: embed it once.
         fold_encoder = CachedEmbedder(encoder) if encoder is not None else None
+        embeddings = self._embeddings(questions, fold_encoder)
         columns = [member_scores(n, records, metric, self.folds, self.seed, fold_encoder) for n in self._names]
         members = [fit_member(n, records, metric, encoder) for n in self._names]
         rows = CombinerRows(tuple(questions), self._features(columns, questions), a, b)
-        combiner = fit_combiner(rows.features, head_outcomes(a, b, self.target), self.target, self.C)
+        combiner = fit_feature_combiner(
+            rows.features,
+            self.feature_names_,
+            a,
+            b,
+            embeddings=embeddings,
+            embedding_dims=self.embedding_dims,
+            target=self.target,
+            model=self.model,
+            C=self.C,
+            seed=self.seed,
+        )
+        threshold = self._fitted_threshold(combiner, rows.features, embeddings, head_outcomes(a, b, self.target))
         self._members, self._combiner, self._rows, self._feedback = members, combiner, rows, FeedbackLog()
-        logger.info("stacked gate fitted on %d records: members %s, target %s", len(records), self._names, self.target)
+        self._threshold = threshold
+        logger.info(
+            "stacked gate fitted on %d records: members %s, target %s, model %s, embedding %s",
+            len(records),
+            self._names,
+            self.target,
+            self.model,
+            self.embedding,
+        )
         return self
 
     def _features(self, member_scores: list[np.ndarray], questions: list[str]) -> np.ndarray:
-        """The combiner's input matrix (columns as ``feature_names_``)."""
+        """The combiner's named columns (as ``feature_names_``) of each question."""
         blocks = [np.column_stack(member_scores)] if member_scores else []
         if self.features:
             blocks.append(question_features(questions))
-        return np.hstack(blocks)
+        return np.hstack(blocks) if blocks else np.empty((len(questions), 0))
+
+    def _fitted_threshold(
+        self,
+        combiner: FeatureCombiner,
+        features: np.ndarray,
+        embeddings: np.ndarray | None,
+        outcomes: dict[str, np.ndarray],
+    ) -> float:
+        """The default threshold of ``combiner`` (see the class), placed among its scores
+        of the outcome rows (``features``, ``embeddings``); ``outcomes``: each head's
+        outcome on every row it learned from, feedback included, whose mean the
+        ``"helps"`` rule compares with (as the logistic heads' base rate does)."""
+        base_rate = float(np.nanmean(outcomes["helps"])) if self.target == "helps" else 0.0
+        if combiner.logistic is not None:
+            base_rate = combiner.logistic.base_rate if self.target == "helps" else 0.0
+        if combiner.model == "logistic":
+            return base_rate
+        reference = combiner.model_scores(features, embeddings)["logistic" if combiner.model == "blend" else "boosted"]
+        share = float(np.mean(reference > base_rate))
+        return float(threshold_for_rate(combiner.score(features, embeddings), share).threshold)
 
     def _default_threshold(self) -> float:
-        return 0.0 if self.target == "gain" else self.combiner_.base_rate
+        return self._fitted_value(self._threshold)
 
     # ------------------------------------------------------------------ feedback (logged; learnt by refit)
     def refit(self) -> Self:
@@ -269,11 +364,31 @@ class StackedGate(LearnsFromFeedback, Gate):
         self._check_fitted()
         rows, entries = self._fitted_value(self._rows), self.feedback_.entries()
         features, outcomes = rows.features, head_outcomes(rows.a, rows.b, self.target)
+        questions = list(rows.questions)
         if entries:
             features = np.vstack([features, self._feedback_features([e.question for e in entries])])
             learned = feedback_outcomes(entries, self.target)
             outcomes = {head: np.r_[y, learned[head]] for head, y in outcomes.items()}
-        self._combiner = fit_combiner(features, outcomes, self.target, self.C, standardisation(rows.features))
+            questions += [e.question for e in entries]
+        # The rows' embeddings are not kept with the gate: the questions are embedded
+        # again. The encoder is deterministic and is the one that embeds served
+        # questions (a load refuses another), so this gives the vectors the fit read,
+        # at the cost of one embedding pass, and saves no second copy of the rows.
+        embeddings = self._embeddings(questions)
+        combiner = refit_feature_combiner(
+            self.combiner_,
+            features,
+            outcomes,
+            embeddings=embeddings,
+            rows=len(rows.questions),
+            C=self.C,
+            seed=self.seed,
+        )
+        n = len(rows.questions)
+        self._threshold = self._fitted_threshold(
+            combiner, rows.features, None if embeddings is None else embeddings[:n], outcomes
+        )
+        self._combiner = combiner
         if self._calibration is not None:
             logger.warning(
                 "%s refitted: its calibration was made on the previous combiner's scores; calibrate it again", self.name
@@ -284,7 +399,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         return self
 
     def _feedback_features(self, questions: list[str]) -> np.ndarray:
-        """The combiner's input rows of observed questions: a training question's own
+        """The combiner's named columns of observed questions: a training question's own
         row (its members' scores out-of-fold), the serving members' scores otherwise."""
         rows = self._fitted_value(self._rows)
         known: dict[str, int] = {}
@@ -306,30 +421,46 @@ class StackedGate(LearnsFromFeedback, Gate):
     def _score(self, questions: list[str]) -> tuple[np.ndarray, list[dict[str, Any]]]:
         member_scores = [gate.score(questions) for gate in self._fitted_value(self._members)]
         features = self._features(member_scores, questions)
+        embeddings = self._embeddings(questions)
         combiner = self.combiner_
-        scores = combiner.score(features)
-        heads = combiner.head_probabilities(features)
+        scores = combiner.score(features, embeddings)
+        heads = _head_probabilities(combiner, combiner.inputs(features, embeddings))
+        models = combiner.model_scores(features, embeddings) if combiner.model == "blend" else {}
         details = [
             {
                 "target": self.target,
+                "model": combiner.model,
                 "members": {n: float(s[i]) for n, s in zip(self._names, member_scores)},
                 **{f"p_{head}": float(p[i]) for head, p in heads.items()},
+                **({"model_scores": {m: float(s[i]) for m, s in models.items()}} if models else {}),
             }
             for i in range(len(questions))
         ]
         return scores, details
 
     # ------------------------------------------------------------------ persistence
+    @classmethod
+    def _from_saved(cls, path: Path, state: dict[str, Any], params: dict[str, Any], backends: dict[str, Any]) -> Self:
+        if "model" not in params and "embedding" not in params and _is_logistic_state(state.get("combiner")):
+            # saved before the combiner took embeddings and trees: it is what it was then
+            params = {**params, "model": "logistic", "embedding": False}
+        return super()._from_saved(path, state, params, backends)
+
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        state = {
+        state: dict[str, Any] = {
             "members": [
                 save_member(gate, directory, f"member-{i}-{name}")
                 for i, (name, gate) in enumerate(zip(self._names, self._fitted_value(self._members)))
             ],
             "feature_names": self.feature_names_,
-            "combiner": self.combiner_.save(directory),
+            "combiner": self.combiner_.write_files(directory),
             "rows": self._fitted_value(self._rows).save(directory),
+            "default_threshold": self._default_threshold(),
         }
+        if self.embedding:
+            encoder = self._encoder()
+            assert encoder is not None  # the embedding needs one
+            state["encoder"] = {"id": encoder.model_id, "dimension": int(encoder.dimension)}
         if len(self.feedback_):  # a gate without feedback saves no log
             state["feedback"] = self.feedback_.save(directory)
         return state
@@ -345,6 +476,8 @@ class StackedGate(LearnsFromFeedback, Gate):
             raise GateLoadError(
                 f"{directory}: field 'state.members' does not hold the {len(self._names)} members {list(self._names)}"
             )
+        if self.embedding:
+            self._check_saved_encoder(directory, state.get("encoder"))
         encoder = self._encoder()
         members = []
         for i, (name, member_state) in enumerate(zip(self._names, saved)):
@@ -356,7 +489,92 @@ class StackedGate(LearnsFromFeedback, Gate):
                 raise GateLoadError(f"{directory}: member {i} is a {member.name!r} gate, expected {name!r}")
             members.append(member)
         n_features = len(self.feature_names_)
-        self._combiner = Combiner.load(directory, state.get("combiner"), n_features)
-        self._rows = CombinerRows.load(directory, state.get("rows"), n_features)
+        combiner = self._load_combiner(directory, state.get("combiner"))
+        if "default_threshold" in state:
+            threshold = state["default_threshold"]
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not np.isfinite(threshold):
+                raise GateLoadError(f"{directory}: field 'state.default_threshold' must be a finite number")
+        elif combiner.logistic is not None and combiner.model == "logistic":  # saved before it was kept
+            threshold = combiner.logistic.base_rate if self.target == "helps" else 0.0
+        else:
+            raise GateLoadError(f"{directory}: field 'state.default_threshold' is missing")
+        rows = CombinerRows.load(directory, state.get("rows"), n_features)
+        if self.embedding:
+            self._check_projection(directory, combiner, state["encoder"], len(rows.questions))
         self._feedback = FeedbackLog.load(directory, state.get("feedback"))
-        self._members = members
+        self._members, self._combiner, self._rows, self._threshold = members, combiner, rows, float(threshold)
+
+    def _check_saved_encoder(self, directory: Path, saved: Any) -> None:
+        """Refuse a saved embedding made by another encoder than the one given (or the default's)."""
+        if (
+            not isinstance(saved, dict)
+            or not isinstance(saved.get("id"), str)
+            or not isinstance(saved.get("dimension"), int)
+        ):
+            raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
+        if self.embedder is None:
+            from ..models.defaults import MINILM_ID
+
+            check_saved_backend(
+                directory, "state.encoder.id", saved["id"], MINILM_ID, "encoder", pass_argument="embedder"
+            )
+            return
+        check_saved_backend(directory, "state.encoder.id", saved["id"], self.embedder.model_id, "embedder")
+        check_saved_backend(
+            directory, "state.encoder.dimension", saved["dimension"], self.embedder.dimension, "embedder's dimension"
+        )
+
+    def _load_combiner(self, directory: Path, state: Any) -> FeatureCombiner:
+        """The saved combiner, checked against the gate's parameters; one saved as a
+        logistic ``Combiner`` (before ``FeatureCombiner``) loads as its logistic-only form."""
+        names = self.feature_names_
+        if _is_logistic_state(state):
+            if self.model != "logistic" or self.embedding:
+                raise GateLoadError(
+                    f"{directory}: field 'state.combiner' holds logistic heads alone, without an embedding, "
+                    f"but the gate's parameters say model={self.model!r}, embedding={self.embedding!r}"
+                )
+            logistic = Combiner.load(directory, state, len(names))
+            return FeatureCombiner(tuple(names), self.target, "logistic", None, logistic, {}, {})
+        combiner = FeatureCombiner.from_files(directory, state, names)
+        for field, saved, expected in (("target", combiner.target, self.target), ("model", combiner.model, self.model)):
+            if saved != expected:
+                raise GateLoadError(
+                    f"{directory}: field 'state.combiner.{field}' is {saved!r}, "
+                    f"but the gate's parameter {field} is {expected!r}"
+                )
+        if (combiner.projection is not None) != self.embedding:
+            raise GateLoadError(
+                f"{directory}: field 'state.combiner.projection' is "
+                f"{'set' if combiner.projection is not None else 'null'}, but the gate's parameter embedding is "
+                f"{self.embedding!r}"
+            )
+        return combiner
+
+    def _check_projection(self, directory: Path, combiner: FeatureCombiner, encoder: Any, rows: int) -> None:
+        """Refuse an embedding projection that this gate's parameters and saved encoder
+        (``state.encoder``) could not have fitted on ``rows`` rows."""
+        if combiner.projection is None:
+            return
+        dims, width = combiner.projection.components.shape
+        expected = min(self.embedding_dims, rows, encoder["dimension"])
+        if width != encoder["dimension"] or dims != expected:
+            raise GateLoadError(
+                f"{directory}: field 'state.combiner.projection' is {dims} components of {width}-d vectors, but a "
+                f"gate with embedding_dims={self.embedding_dims} fitted on {rows} rows of the encoder's "
+                f"{encoder['dimension']}-d vectors has {expected} of {encoder['dimension']}-d"
+            )
+
+
+def _is_logistic_state(state: Any) -> bool:
+    """Whether a saved combiner's state is that of a logistic ``Combiner`` (as saved
+    before the stacked gate held a ``FeatureCombiner``): heads' intercepts, no model."""
+    return isinstance(state, dict) and "intercepts" in state and "model" not in state
+
+
+def _head_probabilities(combiner: FeatureCombiner, inputs: np.ndarray) -> dict[str, np.ndarray]:
+    """Each head's probability of each row of the combiner's ``inputs``: the logistic
+    heads' where it has them (calibrated by their loss), else the trees'."""
+    if combiner.logistic is not None:
+        return combiner.logistic.head_probabilities(inputs)
+    return {name: trees.probability(inputs) for name, trees in combiner.boosted.items()}

@@ -174,11 +174,13 @@ _HEAD_OUTCOMES = {
 
 
 def head_outcomes(a: np.ndarray, b: np.ndarray, target: Target) -> dict[str, np.ndarray]:
-    """Each head's outcome on rows whose outcomes without (``a``) and with (``b``)
-    retrieval are both known (outcome records)."""
+    """Each head's outcome on rows with outcomes without (``a``) and with (``b``)
+    retrieval (outcome records). An outcome not observed is NaN, and so is the outcome
+    of each head that needs it ("helps" needs both)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if target == "gain":
-        return {"with": np.asarray(b, dtype=np.float64), "without": np.asarray(a, dtype=np.float64)}
-    return {"helps": (np.asarray(b) > np.asarray(a)).astype(np.float64)}
+        return {"with": b, "without": a}
+    return {"helps": np.where(np.isnan(a) | np.isnan(b), np.nan, (b > a).astype(np.float64))}
 
 
 def feedback_outcomes(entries: Sequence[Feedback], target: Target) -> dict[str, np.ndarray]:
