@@ -86,6 +86,7 @@ GATES = {
     "popularity": "popularity rule=min",
     "stacked": "stacked target=gain (default)",
     "stacked (features only)": "stacked gain, question features only, C=0.01",
+    "stacked (question only)": "stacked question only (embedding, blend)",
     "draft-check": "draft-check (BM25 k=3, default combiner)",
 }
 #: Decisions timed per gate for its cost.

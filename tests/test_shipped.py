@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import adaptive_gates
-from adaptive_gates import DraftCheckGate, pretrained
+from adaptive_gates import DraftCheckGate, StackedGate, pretrained
 from adaptive_gates.cli.files import saved_gate
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.models import LocalChatModel
@@ -57,3 +57,12 @@ def test_the_command_line_names_a_shipped_gate():
     with pytest.raises(argparse.ArgumentTypeError, match="no pretrained gate 'other'"):
         saved_gate("pretrained:other")
     assert not is_pretrained(pretrained_path("draft-check").parent)
+
+
+def test_the_shipped_stacked_gate_reads_the_question_alone(cached_embedder):
+    gate = pretrained("stacked", embedder=cached_embedder)
+    assert isinstance(gate, StackedGate) and gate.members_ == {} and gate.embedding
+    decisions = gate.decide_batch(["Who wrote the novel Dracula?", "Which river flows through the city of Ulm?"])
+    for decision in decisions:
+        assert decision.error is None and decision.passages is None and decision.llm_calls is None
+        assert 0.0 <= decision.score <= 1.0
