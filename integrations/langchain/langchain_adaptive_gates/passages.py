@@ -26,6 +26,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableConfig, ensure_config
+from pydantic import Field
 
 from adaptive_gates import GateDecision
 from adaptive_gates.extend import Hit
@@ -104,7 +105,7 @@ class GatePassagesRetriever(BaseRetriever):
     """
 
     retriever: Runnable
-    k: int | None = None
+    k: int | None = Field(default=None, ge=1)
     """Most documents returned (``None``: all); a call's ``k=`` overrides it."""
 
     @property
