@@ -3,6 +3,8 @@
 - ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain,
   or among named routes (``ScoreBands``).
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
+- ``GatePassagesRetriever`` / ``decision_documents``: the passages a draft-check gate
+  retrieved to decide, answered over in the retrieve branch with no second retrieval.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
 - ``create_adaptive_rag_graph`` / ``AdaptiveRAGState``: a prebuilt adaptive-RAG LangGraph
@@ -12,8 +14,8 @@
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
 - ``GateFeedback``: a callback handler that teaches the gate from judged answers.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
-  in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` (LangChain's models
-  behind the core's gates).
+  in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` / ``LangChainRetriever``
+  (LangChain's models and retrievers behind the core's gates).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,7 @@ from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
+from .passages import GatePassagesRetriever, LangChainRetriever, decision_documents, hit_documents
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, ROUTE_METADATA_KEY, TAG_PREFIX, GatedRouter, gated_router
 from .routes import RouteChoice, ScoreBands
@@ -88,12 +91,14 @@ __all__ = [
     "AdaptiveRAGState",
     "AnswerSelector",
     "GateFeedback",
+    "GatePassagesRetriever",
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",
     "GatedRouter",
     "LangChainChatModel",
     "LangChainEmbedder",
+    "LangChainRetriever",
     "RequestControl",
     "RetrieverSearch",
     "RouteChoice",
@@ -104,11 +109,13 @@ __all__ = [
     "condense_question_chain",
     "control_specs",
     "create_adaptive_rag_graph",
+    "decision_documents",
     "document_grader",
     "draft_message",
     "draft_text",
     "gate_node",
     "gated_router",
+    "hit_documents",
     "llm_call_payload",
     "route_on_decision",
 ]

@@ -25,6 +25,7 @@ from .gate_runnable import GateRunnable
 from .grading import Grader, arelevant, as_grader, relevant
 from .graph import STATE_DECISION_KEY, route_on_decision
 from .messages import split_conversation
+from .passages import decision_documents
 
 try:
     from langgraph.graph import END, START, StateGraph, add_messages
@@ -56,8 +57,9 @@ class AdaptiveRAGState(TypedDict, total=False):
 
     Give ``question`` (a string) or ``messages`` (a conversation ending with the human
     turn to answer; the answer is appended to it). The graph writes the rest:
-    ``gate_decision`` (the ``GateDecision`` as a dict, with its ``draft_answer``),
-    ``documents`` (retrieved, after grading), ``retrieval_error`` (why retrieval
+    ``gate_decision`` (the ``GateDecision`` as a dict, with its ``draft_answer`` and
+    the ``passages`` a draft-check gate checked), ``documents`` (retrieved, or those
+    passages, after grading), ``retrieval_error`` (why retrieval
     failed, when it did: the question is then answered without documents) and
     ``answer`` (the text).
     """
@@ -91,13 +93,17 @@ def create_adaptive_rag_graph(
     per-request options); the config reaches it, so ``configurable`` control (e.g.
     ``{"gate_retrieval": "always"}``) and the decision's custom event work in the
     graph. ``retriever`` is any LangChain retriever (or runnable from the question to
-    documents); a failing one is recorded in
-    ``retrieval_error`` and the question is answered directly. ``grade_documents``
-    (an LLM, a runnable or a function, see ``grading``) keeps only the documents it
-    judges relevant. ``llm`` (a chat model or any runnable) answers with ``prompt``
-    (variables ``context``, ``question``, optional ``chat_history``) when there are
-    documents, else with ``direct_prompt``; when a confident verbalized gate already
-    answered, its draft is the answer and ``llm`` is not called.
+    documents); a failing one is recorded in ``retrieval_error`` and the question is
+    answered directly. A gate that retrieved to decide (a draft-check gate) hands the
+    ``retrieve`` node the passages it checked (``decision_documents``: documents with
+    metadata ``id``, ``title``, ``score``) and ``retriever`` is not called; a request
+    forced to retrieve, or a gate that retrieves nothing to decide, asks ``retriever``.
+    ``grade_documents`` (an LLM, a runnable or a function, see ``grading``) keeps only
+    the documents it judges relevant. ``llm`` (a chat model or any runnable) answers
+    with ``prompt`` (variables ``context``, ``question``, optional ``chat_history``)
+    when there are documents, else with ``direct_prompt``; when the gate already
+    answered (a confident verbalized or log-prob gate, a draft-check gate that does
+    not retrieve), its draft is the answer and ``llm`` is not called.
 
     The graph runs with ``invoke``, ``ainvoke``, ``stream`` and ``astream``; in
     ``stream_mode="messages"`` the answer's tokens stream from the ``answer`` node
@@ -160,12 +166,18 @@ class _Nodes:
 
     # ---------------------------------------------------------------- retrieve
     def retrieve(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        checked = decision_documents(state["gate_decision"])
+        if checked is not None:  # the gate retrieved to decide: no second retrieval
+            return {"documents": checked}
         try:
             return {"documents": self.retriever.invoke(state["question"], config)}
         except Exception as exc:  # a failing retriever: answer without documents
             return _retrieval_failed(exc)
 
     async def aretrieve(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+        checked = decision_documents(state["gate_decision"])
+        if checked is not None:  # as in retrieve
+            return {"documents": checked}
         try:
             return {"documents": await self.retriever.ainvoke(state["question"], config)}
         except Exception as exc:  # as in retrieve

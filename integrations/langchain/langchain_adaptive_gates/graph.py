@@ -1,6 +1,10 @@
 """A gate in a LangGraph graph: a node that writes the decision into the state, and a
 conditional-edge function that routes on it. Needs only ``langgraph`` at graph-build
-time (the ``langgraph`` extra); nothing here imports it."""
+time (the ``langgraph`` extra); nothing here imports it.
+
+A retrieve node of one's own answers a gate that retrieved to decide (a draft-check
+gate) over the passages it checked: ``decision_documents(state["gate_decision"])``
+gives them as documents, or ``None`` when the retriever must be asked."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, field_validator
 from adaptive_gates import Gate, GateDecision
 
 from .gate_runnable import GateRunnable
+from .passages import decision_documents
 
 #: Metadata key of each returned document holding the decision (as a dict).
 DOCUMENT_DECISION_KEY = "gate_decision"
@@ -30,6 +31,11 @@ class GatedDocuments:
 
 class GatedRetriever(BaseRetriever):
     """Wraps any retriever; returns no documents when the gate says the model knows.
+
+    A gate that retrieved to decide (a draft-check gate, whose decision keeps the
+    passages it checked) is not followed by a second retrieval: a retrieving decision
+    with passages returns them as documents (``decision_documents``: metadata ``id``,
+    ``title``, ``score``) and ``retriever`` is not called.
 
     Where the decision can be read:
 
@@ -81,12 +87,16 @@ class GatedRetriever(BaseRetriever):
 
     def _gated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
         decision = self.gate.invoke(query, config)
-        documents = self.retriever.invoke(query, config) if decision.retrieve else []
+        documents = decision_documents(decision)
+        if documents is None:
+            documents = self.retriever.invoke(query, config) if decision.retrieve else []
         return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
 
     async def _agated(self, query: str, config: RunnableConfig, k: int | None = None) -> GatedDocuments:
         decision = await self.gate.ainvoke(query, config)
-        documents = await self.retriever.ainvoke(query, config) if decision.retrieve else []
+        documents = decision_documents(decision)
+        if documents is None:
+            documents = await self.retriever.ainvoke(query, config) if decision.retrieve else []
         return GatedDocuments(_stamped(documents[: k or self.k], decision), decision)
 
     # BaseRetriever hands _get_relevant_documents a run manager but not the config:

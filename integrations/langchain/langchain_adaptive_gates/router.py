@@ -6,11 +6,17 @@ LangChain then runs on the same input. So every mode works as LangChain's own
 (``invoke``, ``ainvoke``, ``stream``, ``astream``, ``astream_events``) and the chosen
 route streams; ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call. A
 call makes three runs: the router's, the gate's and the chosen route's.
+
+A gate that retrieves to decide (a draft-check gate) passes its passages on: the
+decision is in the chosen route's run metadata, where a ``GatePassagesRetriever`` in
+the retrieve branch finds them, so the branch answers over the passages the gate
+checked and retrieves nothing again.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,13 +33,17 @@ from . import steps
 from .answers import DraftAnswer, WithDecision, decision_output_fields, draft_for, draft_route
 from .branch_types import common_output_type, input_source
 from .gate_runnable import GateRunnable
+from .passages import ROUTE_DECISION_KEY, GatePassagesRetriever
 from .routes import DIRECT, DRAFT, RETRIEVE, Choose, RouteChoice, ScoreBands, check_routes, checked_route
 
 #: Tag on the chosen route's run: ``adaptive-gates:<route>`` (``…:retrieve``, ``…:direct``,
 #: ``…:draft`` or a named route), beside ``adaptive-gates:gate:<gate name>``.
 TAG_PREFIX = "adaptive-gates:"
-#: Metadata key of the chosen route's run holding the decision (as a dict).
-METADATA_KEY = "gate_decision"
+#: Metadata key of the chosen route's run holding the decision (as a dict); every run
+#: inside the route inherits it (``GatePassagesRetriever`` reads the passages there).
+METADATA_KEY = ROUTE_DECISION_KEY
+
+logger = logging.getLogger(__name__)
 #: Metadata key of the chosen route's run holding the route's name.
 ROUTE_METADATA_KEY = "gate_route"
 
@@ -60,6 +70,14 @@ class GatedRouter(RunnableLambda):
 
     Its function and every route it builds have async twins, so ``ainvoke`` keeps the
     router's own work on the event loop (a thread hop costs more than the work).
+
+    A gate that retrieves to decide (``Gate.retrieves_first``: a draft-check gate)
+    serves its draft through the ``DRAFT`` route when it does not retrieve, and keeps
+    the passages it checked on a decision that retrieves: a ``GatePassagesRetriever``
+    in the retrieve branch returns them (from the route run's metadata) instead of
+    retrieving again. A router whose gate retrieves first and whose ``"retrieve"``
+    route holds no ``GatePassagesRetriever`` logs a warning when built: that branch
+    would retrieve a second time.
     """
 
     def __init__(
@@ -94,6 +112,7 @@ class GatedRouter(RunnableLambda):
         check_routes(choose, self._route_names)
         self.choose = choose
         self.include_decision = include_decision
+        _warn_if_retrieving_twice(gate, self.routes.get(RETRIEVE))
 
     def __repr__(self) -> str:
         return f"GatedRouter(gate={self.gate.get_name()!r}, routes={self._route_names}, choose={self.choose!r})"
@@ -229,7 +248,10 @@ def gated_router(
     "retrieve")], above="multi_step"))``, or ``choose=`` any function from the decision
     to a route name; ``direct=``/``retrieval=`` are the routes ``"direct"`` and
     ``"retrieve"``. A confident verbalized gate's draft answer is the output without a
-    second LLM call (``draft``; see ``GatedRouter``); ``include_decision=True`` returns
+    second LLM call (``draft``; see ``GatedRouter``), and so is a draft-check gate's
+    draft; its retrieving decisions are answered over the passages it checked when the
+    retrieval branch retrieves through ``GatePassagesRetriever(retriever=...)``.
+    ``include_decision=True`` returns
     ``{"answer": ..., "gate_decision": {...}, "route": ...}``.
 
     The decision is dispatched as the custom event ``DECISION_EVENT`` and is in the
@@ -259,6 +281,31 @@ def _routes(direct: Branch | None, retrieval: Branch | None, routes: Mapping[str
     if direct is None or retrieval is None:
         raise ValueError("give both direct= and retrieval= (or routes= with named routes)")
     return {DIRECT: direct, RETRIEVE: retrieval}
+
+
+def _warn_if_retrieving_twice(gate: GateRunnable, route: Runnable | None) -> None:
+    """Warn when a gate that retrieves to decide routes to a retrieve branch that would
+    retrieve again (one without a ``GatePassagesRetriever``)."""
+    first = sorted(name for name, member in gate.gates.items() if member.retrieves_first)
+    if route is None or not first or _reads_gate_passages(route):
+        return
+    logger.warning(
+        "the gate %s retrieves to decide, and the 'retrieve' route's graph shows no GatePassagesRetriever: that "
+        "route would retrieve a second time. Retrieve in it through GatePassagesRetriever(retriever=...) to "
+        "answer over the passages the gate checked",
+        " / ".join(first),
+    )
+
+
+def _reads_gate_passages(route: Runnable) -> bool:
+    """Whether ``route``'s graph (``get_graph``) shows a ``GatePassagesRetriever``; true
+    when it cannot be drawn, as nothing can be told then. (One called from inside a
+    plain function is not shown, and is warned about though it works.)"""
+    try:
+        nodes = route.get_graph().nodes.values()
+    except Exception:  # a runnable LangChain cannot draw
+        return True
+    return any(isinstance(node.data, GatePassagesRetriever) for node in nodes)
 
 
 def _coerce(branch: Branch, name: str) -> Runnable:

@@ -25,9 +25,10 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
+from llama_index.selectors.adaptive_gates.passages import decision_nodes
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
-from adaptive_gates import Gate
+from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DRAFT, QA, RETRIEVE, Feedback
 
 from .streaming import aone_piece, one_piece
@@ -53,7 +54,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
 
     - retrieve: the retriever's nodes, through the ``node_postprocessors``, are
       synthesised by the response synthesizer (as ``RetrieverQueryEngine`` does);
-      the response's ``source_nodes`` are those nodes.
+      the response's ``source_nodes`` are those nodes. A gate that retrieved to
+      decide (a draft-check gate) gives its passages instead (``decision_nodes``),
+      and the retriever is not called.
     - answer directly: the LLM answers ``direct_prompt`` alone; when the gate already
       produced an answer (a confident ``VerbalizedGate``) and ``reuse_draft`` is on,
       that draft is the response and no further LLM call is made.
@@ -184,6 +187,25 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=query_bundle)
         return nodes
 
+    def _answer_nodes(self, query_bundle: QueryBundle, decision: GateDecision) -> list[NodeWithScore]:
+        """The nodes a retrieving ``decision`` is answered over: the passages its gate
+        checked (post-processed), else ``retrieve``'s."""
+        nodes = decision_nodes(decision)
+        if nodes is None:
+            return self.retrieve(query_bundle)
+        for postprocessor in self._node_postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
+
+    async def _aanswer_nodes(self, query_bundle: QueryBundle, decision: GateDecision) -> list[NodeWithScore]:
+        """``_answer_nodes`` awaited."""
+        nodes = decision_nodes(decision)
+        if nodes is None:
+            return await self.aretrieve(query_bundle)
+        for postprocessor in self._node_postprocessors:
+            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
+
     # ----------------------------------------------------------------- answering
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         question = query_bundle.query_str
@@ -191,7 +213,8 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             decision, payload = decide(self._gate, question, dispatcher)
             route = route_of(decision, self._reuse_draft)
             if route == RETRIEVE:
-                response = self._response_synthesizer.synthesize(query=query_bundle, nodes=self.retrieve(query_bundle))
+                nodes = self._answer_nodes(query_bundle, decision)
+                response = self._response_synthesizer.synthesize(query=query_bundle, nodes=nodes)
             elif route == DRAFT:
                 response = self._draft(decision.draft_answer or "", sync=True)
             elif self._streaming:
@@ -208,7 +231,7 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             decision, payload = await adecide(self._gate, question, dispatcher)
             route = route_of(decision, self._reuse_draft)
             if route == RETRIEVE:
-                nodes = await self.aretrieve(query_bundle)
+                nodes = await self._aanswer_nodes(query_bundle, decision)
                 response = await self._response_synthesizer.asynthesize(query=query_bundle, nodes=nodes)
             elif route == DRAFT:
                 response = self._draft(decision.draft_answer or "", sync=False)

@@ -25,9 +25,10 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory import BaseMemory, Memory
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
+from llama_index.selectors.adaptive_gates.passages import decision_nodes
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DRAFT, RETRIEVE, Feedback
@@ -73,7 +74,9 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
 
     - retrieve: the retriever's nodes for the standalone question, through the
       ``node_postprocessors``, go into the context system prompt and the LLM answers
-      the message with the chat history, exactly as ``CondensePlusContextChatEngine``;
+      the message with the chat history, exactly as ``CondensePlusContextChatEngine``
+      (a gate that retrieved to decide, a draft-check gate, gives its passages
+      instead: ``decision_nodes``, and the retriever is not called);
     - answer directly: the LLM answers the message with the chat history and the
       ``system_prompt`` (if any), with no context and no retrieval;
     - draft: a gate that already answered the standalone question (a confident
@@ -208,9 +211,14 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         history = self._memory.get(input=message)
         asked = self._condensed(history, message)
         plan = self._planned(asked, *decide(self._gate, asked.question, dispatcher), history)
-        if plan.route == RETRIEVE:
+        if plan.route != RETRIEVE:
+            return plan
+        checked = decision_nodes(plan.decision)
+        if checked is None:
             return replace(plan, nodes=self._get_nodes(asked.question))
-        return plan
+        for postprocessor in self._node_postprocessors:  # as _get_nodes treats the retriever's
+            checked = postprocessor.postprocess_nodes(checked, query_bundle=QueryBundle(asked.question))
+        return replace(plan, nodes=checked)
 
     async def _aplan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
         if chat_history is not None:
@@ -218,9 +226,14 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         history = await self._memory.aget(input=message)
         asked = await self._acondensed(history, message)
         plan = self._planned(asked, *(await adecide(self._gate, asked.question, dispatcher)), history)
-        if plan.route == RETRIEVE:
+        if plan.route != RETRIEVE:
+            return plan
+        checked = decision_nodes(plan.decision)
+        if checked is None:
             return replace(plan, nodes=await self._aget_nodes(asked.question))
-        return plan
+        for postprocessor in self._node_postprocessors:  # as in _plan
+            checked = await postprocessor.apostprocess_nodes(checked, query_bundle=QueryBundle(asked.question))
+        return replace(plan, nodes=checked)
 
     def _direct_messages(self, history: list[ChatMessage], message: str) -> list[ChatMessage]:
         """The conversation the LLM answers without context: system prompt, history, message."""

@@ -2,78 +2,37 @@
 draft when it already has one.
 
 A ``RouterQueryEngine`` hands the selector's decision to no engine: it only picks one.
-The decision is fired as a ``GateDecisionEvent`` from the selector's span, though, and
-the router then queries the chosen engine in the same context (same thread, same
-task). An event handler on the root dispatcher keeps the last decision in a context
-variable, which the engine takes when it answers the same question: concurrent
-queries, each in its own thread or task, never see one another's decision.
+The engine takes it from the ``GateDecisionEvent`` the selector fired for the same
+question in the same thread or task (``llama_index.selectors.adaptive_gates.handoff``),
+so concurrent queries never see one another's decision.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.settings import Settings
-from llama_index.selectors.adaptive_gates.events import GateDecisionEvent
 from llama_index.selectors.adaptive_gates.gating import route_of
+from llama_index.selectors.adaptive_gates.handoff import keep_decisions, take_decision
 
 from adaptive_gates import GateDecision
 from adaptive_gates.extend import DIRECT, DRAFT
 
 from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
 
-#: The last gate decision fired in this context: (question, decision's dict).
-_last_decision: ContextVar[tuple[str, dict[str, Any]] | None] = ContextVar("adaptive_gates_last_decision", default=None)
-
-
-class _DecisionKeeper(BaseEventHandler):
-    """Keeps each fired gate decision in the firing context."""
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "AdaptiveGatesDecisionKeeper"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        if isinstance(event, GateDecisionEvent):
-            _last_decision.set((event.query, event.decision))
-
-
-_keeper = _DecisionKeeper()
-
-
-def _keep_decisions() -> None:
-    """Attach the keeper to the root dispatcher, once."""
-    root = get_dispatcher()
-    if not any(handler is _keeper for handler in root.event_handlers):
-        root.add_event_handler(_keeper)
-
-
-def _take_decision(question: str) -> GateDecision | None:
-    """The decision last fired in this context when it judged ``question``; taken, so a
-    later query never reuses it."""
-    kept = _last_decision.get()
-    _last_decision.set(None)
-    if kept is None or kept[0] != question:
-        return None
-    return GateDecision.from_dict(kept[1])
-
 
 class DraftQueryEngine(BaseQueryEngine):
     """The direct route's engine of a ``RouterQueryEngine`` with a ``GateSelector``:
     returns the gate's draft answer when the selector's decision on this very query
-    has one (a confident ``VerbalizedGate``), with no LLM call; otherwise answers with
-    ``answerer``.
+    has one (a confident ``VerbalizedGate``, a ``DraftCheckGate`` that does not
+    retrieve), with no LLM call; otherwise answers with ``answerer``.
 
         RouterQueryEngine(
             selector=GateSelector(VerbalizedGate(chat)),
@@ -107,7 +66,7 @@ class DraftQueryEngine(BaseQueryEngine):
             raise TypeError(f"answerer must be a LlamaIndex LLM or query engine, got {type(answerer).__name__}")
         self._answerer = answerer
         self._direct_prompt = direct_prompt or DEFAULT_DIRECT_PROMPT
-        _keep_decisions()
+        keep_decisions()
         super().__init__(callback_manager=callback_manager or Settings.callback_manager)
 
     @property
@@ -126,7 +85,7 @@ class DraftQueryEngine(BaseQueryEngine):
         return {"answerer": self._answerer} if isinstance(self._answerer, BaseQueryEngine) else {}
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        decision = _take_decision(query_bundle.query_str)
+        decision = take_decision(query_bundle.query_str)
         if decision is not None and route_of(decision) == DRAFT:
             return _answered(Response(decision.draft_answer), decision, DRAFT)
         if isinstance(self._answerer, BaseQueryEngine):
@@ -136,7 +95,7 @@ class DraftQueryEngine(BaseQueryEngine):
         return _answered(response, decision, DIRECT)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        decision = _take_decision(query_bundle.query_str)
+        decision = take_decision(query_bundle.query_str)
         if decision is not None and route_of(decision) == DRAFT:
             return _answered(Response(decision.draft_answer), decision, DRAFT)
         if isinstance(self._answerer, BaseQueryEngine):

@@ -9,6 +9,7 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from llama_index.selectors.adaptive_gates.gating import adecide, decide
+from llama_index.selectors.adaptive_gates.passages import decision_nodes
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
 from adaptive_gates import Gate, GateDecision
@@ -46,6 +47,11 @@ class GatedRetriever(BaseRetriever):
       when the gate said no and there are no nodes;
     - the ``QueryBundle`` asked carries it (``bundle_decision(query_bundle)``);
     - it is fired as a ``GateDecisionEvent`` inside the retrieval's span.
+
+    A gate that retrieved to decide (a draft-check gate) is not followed by a second
+    retrieval: a retrieving decision with passages returns them as nodes
+    (``decision_nodes``: ``TextNode`` objects with ``id`` and ``title`` metadata) and
+    ``retriever`` is not called.
 
     It is a ``BaseRetriever``, so it slots into ``RetrieverQueryEngine`` and anything
     else that takes one (a query the gate does not retrieve for is synthesised over no
@@ -93,12 +99,18 @@ class GatedRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         decision, payload = decide(self._gate, query_bundle.query_str, dispatcher)
         setattr(query_bundle, BUNDLE_ATTRIBUTE, decision)
-        return _marked(self._retriever.retrieve(query_bundle), payload) if decision.retrieve else []
+        if not decision.retrieve:
+            return []
+        checked = decision_nodes(decision)  # the passages the gate retrieved to decide
+        return _marked(self._retriever.retrieve(query_bundle) if checked is None else checked, payload)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         decision, payload = await adecide(self._gate, query_bundle.query_str, dispatcher)
         setattr(query_bundle, BUNDLE_ATTRIBUTE, decision)
-        return _marked(await self._retriever.aretrieve(query_bundle), payload) if decision.retrieve else []
+        if not decision.retrieve:
+            return []
+        checked = decision_nodes(decision)  # as in _retrieve
+        return _marked(await self._retriever.aretrieve(query_bundle) if checked is None else checked, payload)
 
 
 def _bundle(query: QueryType) -> QueryBundle:

@@ -14,6 +14,7 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.settings import Settings
 from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
 from llama_index.query_engine.adaptive_gates.base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
+from llama_index.selectors.adaptive_gates.passages import decision_nodes
 
 from adaptive_gates import Gate
 from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
@@ -26,8 +27,9 @@ class AdaptiveRAGWorkflow(Workflow):
     """Adaptive RAG as a workflow: the gate decides per query whether to retrieve.
 
     Steps: ``decide`` (StartEvent -> ``RetrieveEvent`` | ``AnswerDirectlyEvent`` |
-    ``DraftAnswerEvent``); ``retrieve`` (-> ``NodesRetrievedEvent``) then
-    ``synthesize``; ``answer_directly`` (the LLM alone, ``direct_prompt``);
+    ``DraftAnswerEvent``); ``retrieve`` (-> ``NodesRetrievedEvent``; the passages a
+    draft-check gate checked, as ``decision_nodes`` gives them, instead of a second
+    retrieval) then ``synthesize``; ``answer_directly`` (the LLM alone, ``direct_prompt``);
     ``answer_with_draft`` (the gate's draft, no LLM call). The routing event and the
     retrieved nodes are also written to the event stream, so
     ``handler.stream_events()`` shows each decision as it is taken::
@@ -91,8 +93,11 @@ class AdaptiveRAGWorkflow(Workflow):
 
     @step
     async def retrieve(self, ctx: Context, ev: RetrieveEvent) -> NodesRetrievedEvent:
-        """The retriever's nodes for the query."""
-        nodes = await self.retriever.aretrieve(ev.query)
+        """The retriever's nodes for the query; the passages the gate checked when it
+        retrieved to decide (a draft-check gate), with no second retrieval."""
+        nodes = decision_nodes(ev.decision)
+        if nodes is None:
+            nodes = await self.retriever.aretrieve(ev.query)
         retrieved = NodesRetrievedEvent(query=ev.query, decision=ev.decision, nodes=nodes)
         ctx.write_event_to_stream(retrieved)
         return retrieved
