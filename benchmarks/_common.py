@@ -156,21 +156,3 @@ async def ainterleaved(
             await calls[name](item)
             times[name].append(time.perf_counter() - start)
     return times
-
-
-class SearchedOnce:
-    """A retriever that searches each (query, k) once: cross-fitting asks the same
-    questions of every fold's gate, and the hits do not change."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self._found: dict[tuple[str, int], list[Any]] = {}
-
-    def search(self, query: str, k: int = 3) -> list[Any]:
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: Sequence[str], k: int = 3) -> list[list[Any]]:
-        new = list(dict.fromkeys(q for q in queries if (q, k) not in self._found))
-        if new:
-            self._found.update(((q, k), hits) for q, hits in zip(new, self.inner.search_batch(new, k)))
-        return [self._found[(q, k)] for q in queries]

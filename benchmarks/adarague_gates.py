@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from _common import DEFAULT_DATA, RESULTS, SearchedOnce, markdown_table, write_results
+from _common import DEFAULT_DATA, RESULTS, markdown_table, write_results
 from adaptive_gates import CachedEmbedder, DraftCheckGate, Gate
 from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
@@ -71,7 +71,7 @@ from adaptive_gates.evaluation import (
     random_auc,
 )
 from adaptive_gates.models.defaults import default_embedder
-from adaptive_gates.retrieval import BM25Retriever
+from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
 from adaptive_gates.selfknowledge import outcome_scores
 from gate_stack_crossval import VARIANTS, Encoders, share_member_fits
 
@@ -228,7 +228,7 @@ def main() -> None:
     # No gate here reads the LM's hidden state: the sentence encoder fills both slots.
     encoders = Encoders(sentence, sentence)
     bm25 = BM25Retriever.from_jsonl(args.corpus) if "draft-check" in args.gates else None
-    searched = SearchedOnce(bm25)
+    searched = CachedRetriever(bm25)
     plain = default_embedder()  # the timed gates embed each question afresh
 
     def factory(gate: str, timed: bool = False) -> Callable[[], Gate]:

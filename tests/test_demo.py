@@ -55,15 +55,18 @@ def test_the_proof_judges_gates_on_llama_outcomes_they_never_saw(demo):
     out, printed = demo
     assert printed.index("[1] PROOF on a capable LLM") < printed.index("[2] MECHANICS")
     results = json.loads((out / "proof_report.json").read_text())
-    assert results["setting"] == "per task" and results["calibration"] == "best accuracy"
-    assert list(results["gates"]) == ["stacked (features)", "skr-knn (k=10)", "popularity"]
+    assert results["setting"] == "pooled" and results["calibration"] == "best accuracy"
+    assert list(results["gates"]) == ["draft-check", "stacked (question)", "skr-knn (k=10)", "popularity"]
+    # without the shared folder the drafts are checked against the paragraphs bundled with the outcomes
+    assert results["draft_corpus"].startswith("BM25 over the ") and "bundled" in results["draft_corpus"]
     assert (out / "proof_curve.png").read_bytes()[:4] == b"\x89PNG"
 
-    # The popularity gate's reports are those of its decisions cross-fitted here, task by task.
+    # The popularity gate's reports are those of its decisions cross-fitted here, on all tasks at once.
     tasks = {t: adarague_outcomes(t)[:PER_TASK] for t in ADARAGUE_TASKS}
     reports = results["gates"]["popularity"]
     assert list(reports) == [*ADARAGUE_TASKS, "all"]
-    decided = {t: cross_fitted_decisions(PopularityGate, rows, folds=FOLDS)[1] for t, rows in tasks.items()}
+    _, pooled, _ = cross_fitted_decisions(PopularityGate, [r for rows in tasks.values() for r in rows], folds=FOLDS)
+    decided = {t: pooled[i * PER_TASK : (i + 1) * PER_TASK] for i, t in enumerate(tasks)}
     for task, rows in tasks.items():
         a, b = outcome_scores(rows)
         report, retrieve = reports[task], decided[task]
@@ -77,17 +80,21 @@ def test_the_proof_judges_gates_on_llama_outcomes_they_never_saw(demo):
     assert overall["n"] == PER_TASK * len(tasks)
     assert overall["retrieval_calls"] == pytest.approx(np.mean([decided[t].mean() for t in tasks]))
 
-    # The printed table holds the leading gate per task, and every gate overall.
-    lead = results["gates"]["stacked (features)"]
+    # The leading gate checks each draft with one retrieval: one per question, and an
+    # LM call more where it answers again over the passages.
+    lead = results["gates"]["draft-check"]
     for key, report in lead.items():
+        rate = report["at_threshold"]["retrieval_rate"]
+        assert report["retrieval_calls"] == 1.0 and report["lm_calls"] == pytest.approx(1.0 + rate)
+        # The printed table holds the leading gate per task, and every gate overall.
         row = (
             f"{key:<18}{report['n']:>5}  {report['never']:.3f}  {report['always']:.3f}  {report['oracle']:.3f}"
-            f" | {report['in_accuracy']:.3f} at {report['retrieval_calls']:.2f}"
+            f" | {report['in_accuracy']:.3f} at {rate:.2f}"
         )
         assert row in printed
     assert f"popularity          {PER_TASK * len(tasks)}" in printed
     assert "what is proven (outside the band of random gates):" in printed and "What is not proven:" in printed
-    verdict = results["verdicts"]["stacked (features)"]["all"]["gap_capture"]
+    verdict = results["verdicts"]["draft-check"]["all"]["gap_capture"]
     assert verdict.startswith(("above", "inside", "below"))
     assert verdict in printed
 

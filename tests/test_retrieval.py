@@ -497,3 +497,24 @@ def test_dense_real_corpus_round_trip(
     assert len(loaded) == 150
     queries = [r.title for r in wiki[:150:25]]
     assert loaded.search_batch(queries, k=5) == dense_wiki.search_batch(queries, k=5)
+
+
+def test_a_cached_retriever_searches_each_query_once(wiki_paragraphs):
+    from adaptive_gates.gates.draft_check import retriever_kind
+    from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
+
+    searched: list[str] = []
+
+    class Counting(BM25Retriever):
+        def search_batch(self, queries, k=3):
+            searched.extend(queries)
+            return super().search_batch(queries, k)
+
+    inner = Counting.from_records(wiki_paragraphs[:200])
+    cached = CachedRetriever(inner)
+    queries = ["sumo wrestler", "ethanol fuel", "sumo wrestler"]
+    first = cached.search_batch(queries, 3)
+    assert first == inner.search_batch(queries, 3)
+    assert cached.search("ethanol fuel", 3) == first[1] and cached.search("ethanol fuel", 2) == first[1][:2]
+    assert searched == ["sumo wrestler", "ethanol fuel", *queries, "ethanol fuel"]
+    assert retriever_kind(cached) == "Counting"

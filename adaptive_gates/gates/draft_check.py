@@ -164,7 +164,7 @@ class DraftCheckGate(AsksInRounds, Gate):
                 f"{self.name}: no retriever; pass retriever= (e.g. BM25Retriever.from_jsonl(corpus)), "
                 "or --corpus on the command line"
             )
-        kind = type(self.retriever).__name__
+        kind = retriever_kind(self.retriever)
         if self._fitted_retriever is not None and kind != self._fitted_retriever:
             logger.warning(
                 "%s was fitted with a %s and now checks drafts through a %s: its retrieval features may read "
@@ -220,7 +220,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         )
         self._combiner = combiner
         self._retrieve_above = _retrieve_above(combiner, features, embeddings, a, b)
-        self._fitted_retriever = type(self.retriever).__name__
+        assert self.retriever is not None  # _search refuses a gate without one
+        self._fitted_retriever = retriever_kind(self.retriever)
         logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
         return self
 
@@ -309,6 +310,13 @@ class DraftCheckGate(AsksInRounds, Gate):
         if not isinstance(retriever, str):
             raise GateLoadError(f"{directory}: field 'state.retriever' must name the retriever fitted with")
         self._combiner, self._retrieve_above, self._fitted_retriever = combiner, float(above), retriever
+
+
+def retriever_kind(retriever: Retriever) -> str:
+    """The class of the retriever searched, through memos that wrap one (``wrapped``)."""
+    while hasattr(retriever, "wrapped"):
+        retriever = retriever.wrapped
+    return type(retriever).__name__
 
 
 def _default_embedder() -> Embedder:

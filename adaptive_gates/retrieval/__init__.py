@@ -3,6 +3,7 @@
 from ..milvus.retrieval import MilvusRetriever
 from .base import Hit, Retriever, passage_text
 from .bm25 import BM25Retriever
+from .cached import CachedRetriever
 from .dense import DenseRetriever
 
-__all__ = ["BM25Retriever", "DenseRetriever", "Hit", "MilvusRetriever", "Retriever", "passage_text"]
+__all__ = ["BM25Retriever", "CachedRetriever", "DenseRetriever", "Hit", "MilvusRetriever", "Retriever", "passage_text"]
