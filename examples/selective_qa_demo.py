@@ -146,8 +146,8 @@ def proof_row(label: str, report: dict[str, Any]) -> str:
 
 PROOF_HEADER = (
     "   task                  n  never  always oracle | gate's accuracy at   random gates   "
-    "| gap capture  random gates     | calls to\n"
-    "                                                 | its calls/q          at that rate   "
+    "| gap capture  random gates     | passages to\n"
+    "                                                 | its passages rate    at that rate   "
     "|              (95%)            | match always"
 )
 
