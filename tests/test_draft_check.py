@@ -214,3 +214,40 @@ def test_the_command_line_fits_and_evaluates_it_over_a_corpus(records, paragraph
     refused = ["eval", "--gate", "popularity", "--train", str(train), "--test", str(test), "--corpus", str(corpus)]
     assert main([*refused, "--json", str(tmp_path / "r2.json")]) == 2
     assert "retrieves nothing to decide" in capsys.readouterr().err
+
+
+class CountingBM25(BM25Retriever):
+    """BM25 that counts the searches made through it."""
+
+    searches = 0
+
+    def search_batch(self, queries, k=3):
+        self.searches += len(queries)
+        return super().search_batch(queries, k)
+
+    def search(self, query, k=3):
+        return self.search_batch([query], k)[0]
+
+
+@pytest.mark.parametrize("route", ["retrieve", "draft"])
+def test_the_server_answers_over_the_passages_the_gate_checked_or_serves_the_draft(fitted, records, paragraphs, route):
+    import asyncio
+
+    from adaptive_gates.serve import ChatService
+
+    counting = CountingBM25.from_records(paragraphs)
+    gate = _with_retriever(fitted, counting)
+    # a threshold below (above) every need score: this request retrieves (is answered by its draft)
+    gate.calibrate_scores(np.linspace(-2.0, -1.0, 40) if route == "retrieve" else np.linspace(2.0, 3.0, 40), 0.5)
+    service = ChatService(gate, counting, gate.chat, max_tokens=8)
+    question = records[TRAIN + 1].question
+    prepared = asyncio.run(service.prepare([{"role": "user", "content": question}], {}))
+    decision = prepared.served.decision
+    assert counting.searches == 1  # the gate's check; the server did not search again
+    assert prepared.served.route == route
+    if route == "retrieve":
+        assert prepared.served.passages == list(decision.passages) == counting.search(question, 3)
+        assert decision.passages[0].as_passage() in prepared.messages[-1]["content"]
+    else:
+        assert prepared.draft == decision.draft_answer == decision.details["draft"]
+        assert prepared.served.passages == [] and len(decision.passages) == 3
