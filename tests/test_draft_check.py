@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -174,6 +175,21 @@ def test_a_failing_retriever_gives_a_recorded_fallback_keeping_the_draft(fitted,
     assert decision.answer_without_retrieval is not None and decision.passages is None
 
 
+class HungRetriever(EmptyRetriever):
+    def search_batch(self, queries, k=3):
+        time.sleep(3)
+        return super().search_batch(queries, k)
+
+
+def test_a_retrieval_past_its_timeout_gives_a_recorded_fallback(fitted, records):
+    gate = _with_retriever(fitted, HungRetriever())
+    gate.set_params(retrieval_timeout=0.3)  # a serving parameter: the fitted gate stays fitted
+    assert gate.is_fitted
+    decision = gate.decide(records[TRAIN].question)
+    assert decision.retrieve and decision.error == "retriever error: TimeoutError: no passages within 0.3 s"
+    assert decision.answer_without_retrieval is not None
+
+
 def test_no_passages_is_a_feature_value_not_an_error(fitted, records):
     decision = _with_retriever(fitted, EmptyRetriever()).decide(records[TRAIN].question)
     assert decision.error is None and math.isfinite(decision.score)
@@ -251,3 +267,68 @@ def test_the_server_answers_over_the_passages_the_gate_checked_or_serves_the_dra
     else:
         assert prepared.draft == decision.draft_answer == decision.details["draft"]
         assert prepared.served.passages == [] and len(decision.passages) == 3
+
+
+@pytest.fixture(scope="module")
+def smollm2_drafted(records, lm):
+    """Outcome records whose draft is the embedded SmolLM2's own answer without
+    retrieval, with its token log-probabilities (the labels stay Llama's: a check of the
+    mechanism, not of what the columns are worth)."""
+    from dataclasses import replace
+
+    from adaptive_gates.answering import ANSWER_STOP, build_prompt, clean_answer
+    from adaptive_gates.models.chat import user
+
+    rows = records[:60]
+    replies = LocalChatModel(lm).chat_batch(
+        [user(build_prompt(r.question, None)) for r in rows], max_tokens=8, top_logprobs=5, stop=list(ANSWER_STOP)
+    )
+    return [
+        replace(r, pred_no_retrieval=clean_answer(reply.text), logprobs_no_retrieval=tuple(reply.tokens))
+        for r, reply in zip(rows, replies)
+    ]
+
+
+def test_the_drafts_log_probabilities_join_the_columns_where_a_backend_gives_them(
+    smollm2_drafted, records, retriever, lm, tmp_path
+):
+    from adaptive_gates.signals.draft import LOGPROB_FEATURE_NAMES
+
+    gate = DraftCheckGate(
+        LocalChatModel(lm), retriever, embedding=False, logprob_features=True, max_tokens=8
+    ).fit_outcomes(smollm2_drafted[:50])
+    assert gate.combiner_.feature_names[-4:] == LOGPROB_FEATURE_NAMES
+    assert np.all(np.isfinite(gate.score_records(smollm2_drafted[50:])))
+    decision = gate.decide(smollm2_drafted[55].question)  # the embedded model gives its log-probs
+    assert decision.error is None and math.isfinite(decision.score)
+    gate.save(tmp_path / "gate")
+    loaded = Gate.load(tmp_path / "gate", retriever=retriever, chat=gate.chat)
+    np.testing.assert_allclose(loaded.score_records(smollm2_drafted[50:]), gate.score_records(smollm2_drafted[50:]))
+    # records without recorded log-probabilities are refused, naming one
+    with pytest.raises(ValueError, match=rf"record {records[0].id!r} has no 'logprobs_no_retrieval'"):
+        DraftCheckGate(retriever=retriever, embedding=False, logprob_features=True).fit_outcomes(records[:50])
+
+
+def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
+    smollm2_drafted, retriever, openai_server, openai_base_url
+):
+    from adaptive_gates.errors import LogprobsUnavailableError
+    from adaptive_gates.models.openai_chat import OpenAIChatModel
+    from openai_server import Fault
+
+    chat = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
+    gate = DraftCheckGate(chat, retriever, embedding=False, logprob_features=True, max_tokens=8)
+    gate.fit_outcomes(smollm2_drafted[:50])
+    openai_server.set_fault(Fault.NO_LOGPROBS)
+    with pytest.raises(LogprobsUnavailableError, match="returned no token log-probabilities"):
+        gate.decide(smollm2_drafted[55].question)
+
+
+@pytest.mark.parametrize("logprob", [7.0, -math.inf, math.nan])
+def test_malformed_log_probabilities_read_as_finite_columns(logprob):
+    from adaptive_gates.signals.draft import logprob_features
+    from adaptive_gates.token_logprobs import TokenLogprob
+
+    rows = logprob_features([(TokenLogprob("Paris", logprob, ()),), ()])
+    assert rows.shape == (2, 4) and np.all(np.isfinite(rows))
+    assert np.all(rows[1] == 0.0)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -33,12 +34,12 @@ import numpy as np
 
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
 from ..data import Hit, OutcomeRecord
-from ..errors import BackendMisconfiguredError, NotFittedError
-from ..models.chat import ChatModel, ChatOptions, user
+from ..errors import BackendMisconfiguredError, LogprobsUnavailableError, NotFittedError
+from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
 from ..models.protocols import Embedder, check_vectors
 from ..retrieval.base import Retriever
 from ..selfknowledge import outcome_scores
-from ..signals.draft import DRAFT_FEATURE_NAMES, explain, read_draft
+from ..signals.draft import DRAFT_FEATURE_NAMES, LOGPROB_FEATURE_NAMES, explain, logprob_features, read_draft
 from ..signals.question_features import FEATURE_NAMES, question_features
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import Assessment
@@ -50,8 +51,11 @@ from .stacking import TARGETS, Target
 
 logger = logging.getLogger(__name__)
 
-#: The combiner's columns before the embedding's components, in order.
+#: The combiner's columns before the embedding's components, in order (then the
+#: log-probability columns, with ``logprob_features``).
 COLUMNS: tuple[str, ...] = (*FEATURE_NAMES, *DRAFT_FEATURE_NAMES)
+#: Alternatives per token asked for with ``logprob_features`` (OpenAI allows 20).
+TOP_LOGPROBS = 5
 
 
 class DraftCheckGate(AsksInRounds, Gate):
@@ -74,12 +78,19 @@ class DraftCheckGate(AsksInRounds, Gate):
         k: passages retrieved (and answered over when the gate retrieves).
         embedding: feed the combiner the question's embedding, reduced by PCA.
         embedding_dims: the PCA's components.
+        logprob_features: also read the draft's token log-probabilities
+            (``signals.draft.LOGPROB_FEATURE_NAMES``): the backend must give them
+            (``LogprobsUnavailableError`` otherwise), and the outcome records fitted on
+            must hold them (``logprobs_no_retrieval``).
         model: ``"blend"``, ``"logistic"`` or ``"boosted"`` (``gates.combiner``).
         target: ``"gain"`` (two heads) or ``"helps"`` (P(retrieval helps)).
         C: the logistic heads' inverse regularisation strength.
         instruction: the draft prompt's first line (the answerer's, so the draft is the
             answer the answerer would give without passages).
         max_tokens: the draft's length cap (the answerer's 24 by default).
+        retrieval_timeout: seconds a decision waits for its retrieval (``None``: no
+            limit); past them it is a fallback decision. The search itself cannot be
+            stopped: a hung retriever keeps its thread.
         max_workers: concurrent requests for backends without batching.
         deadline: seconds one decision (or batch) may wait on such a backend.
         fallback_retrieve: the decision taken when a question or a backend fails.
@@ -91,15 +102,18 @@ class DraftCheckGate(AsksInRounds, Gate):
     backend_params = frozenset({"chat", "retriever", "embedder"})
     fitted_by = "fit_outcomes(records)"
     _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever")
+    _serving_params = AsksInRounds._serving_params | {"retrieval_timeout"}
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "embedding": Boolean(),
         "embedding_dims": Integer(1),
+        "logprob_features": Boolean(),
         "model": OneOf(*MODELS),
         "target": OneOf(*TARGETS),
         "C": Real(0, closed="neither"),
         "instruction": Text(),
         "max_tokens": Integer(1),
+        "retrieval_timeout": [Real(0, closed="neither"), None],
     }
 
     def __init__(
@@ -111,11 +125,13 @@ class DraftCheckGate(AsksInRounds, Gate):
         k: int = 3,
         embedding: bool = True,
         embedding_dims: int = 32,
+        logprob_features: bool = False,
         model: Model = "blend",
         target: Target = "gain",
         C: float = 0.05,
         instruction: str = DEFAULT_INSTRUCTION,
         max_tokens: int = 24,
+        retrieval_timeout: float | None = 30.0,
         max_workers: int = 1,
         deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
@@ -127,11 +143,13 @@ class DraftCheckGate(AsksInRounds, Gate):
         self.k = k
         self.embedding = embedding
         self.embedding_dims = embedding_dims
+        self.logprob_features = logprob_features
         self.model = model
         self.target = target
         self.C = C
         self.instruction = instruction
         self.max_tokens = max_tokens
+        self.retrieval_timeout = retrieval_timeout
         self._default_encoder: Embedder | None = None
         self._combiner: FeatureCombiner | None = None
         self._retrieve_above: float | None = None
@@ -148,6 +166,11 @@ class DraftCheckGate(AsksInRounds, Gate):
         if self._combiner is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted: {self.fit_hint()}")
         return self._combiner
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The combiner's feature columns, in order (before the embedding's components)."""
+        return (*COLUMNS, *LOGPROB_FEATURE_NAMES) if self.logprob_features else COLUMNS
 
     def _default_threshold(self) -> float:
         return self._fitted_value(self._retrieve_above)
@@ -178,17 +201,38 @@ class DraftCheckGate(AsksInRounds, Gate):
             raise ValueError(f"the retriever returned {len(found)} result lists for {len(questions)} questions")
         return [tuple(hits) for hits in found]
 
+    def _search_within(self, questions: list[str]) -> list[tuple[Hit, ...]]:
+        """``_search``, given up on (``TimeoutError``) after ``retrieval_timeout`` seconds."""
+        if self.retrieval_timeout is None:
+            return self._search(questions)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draft-check-retrieval")
+        try:
+            return pool.submit(self._search, questions).result(timeout=self.retrieval_timeout)
+        except TimeoutError:  # concurrent.futures' own, since Python 3.11
+            raise TimeoutError(f"no passages within {self.retrieval_timeout:g} s") from None
+        finally:
+            pool.shutdown(wait=False)
+
     def _inputs(
-        self, questions: list[str], drafts: Sequence[str], found: Sequence[tuple[Hit, ...]]
+        self,
+        questions: list[str],
+        drafts: Sequence[str],
+        found: Sequence[tuple[Hit, ...]],
+        tokens: Sequence[Sequence[TokenLogprob]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
         """The combiner's feature rows, the questions' embeddings (if used) and each
-        draft's reading."""
+        draft's reading; ``tokens``: each draft's log-probabilities, read with
+        ``logprob_features``."""
         readings = [
             read_draft(q, d, [h.as_passage() for h in hits], [h.score for h in hits])
             for q, d, hits in zip(questions, drafts, found)
         ]
         draft_rows = np.array([r.values() for r in readings], dtype=np.float64).reshape(len(questions), -1)
-        features = np.hstack([question_features(questions), draft_rows])
+        blocks = [question_features(questions), draft_rows]
+        if self.logprob_features:
+            assert tokens is not None  # the callers read them first
+            blocks.append(logprob_features(tokens))
+        features = np.hstack(blocks)
         embeddings = None
         if self.embedding:
             encoder = self._encoder()
@@ -204,12 +248,13 @@ class DraftCheckGate(AsksInRounds, Gate):
             raise ValueError(f"{self.name}: {len(records)} outcome records are too few to fit a combiner")
         questions = [r.question for r in records]
         drafts = [r.pred_no_retrieval for r in records]
+        tokens = self._recorded_tokens(records)
         found = self._search(questions)
-        features, embeddings, _ = self._inputs(questions, drafts, found)
+        features, embeddings, _ = self._inputs(questions, drafts, found, tokens)
         a, b = outcome_scores(records, metric)
         combiner = fit_feature_combiner(
             features,
-            COLUMNS,
+            self.columns,
             a,
             b,
             embeddings=embeddings,
@@ -232,10 +277,23 @@ class DraftCheckGate(AsksInRounds, Gate):
         questions = [r.question for r in records]
         if not questions:
             return np.zeros(0, dtype=np.float64)
-        features, embeddings, _ = self._inputs(
-            questions, [r.pred_no_retrieval for r in records], self._search(questions)
-        )
+        drafts = [r.pred_no_retrieval for r in records]
+        tokens = self._recorded_tokens(records)
+        features, embeddings, _ = self._inputs(questions, drafts, self._search(questions), tokens)
         return self.combiner_.score(features, embeddings)
+
+    def _recorded_tokens(self, records: Sequence[OutcomeRecord]) -> list[tuple[TokenLogprob, ...]] | None:
+        """Each record's recorded draft log-probabilities, with ``logprob_features``
+        (``ValueError`` naming a record without them), else ``None``."""
+        if not self.logprob_features:
+            return None
+        missing = next((r.id for r in records if r.logprobs_no_retrieval is None), None)
+        if missing is not None:
+            raise ValueError(
+                f"{self.name}: record {missing!r} has no 'logprobs_no_retrieval'; with logprob_features the gate "
+                "reads the recorded log-probabilities of the answer without retrieval"
+            )
+        return [r.logprobs_no_retrieval or () for r in records]
 
     # ------------------------------------------------------------------ scoring
     def prompt(self, question: str) -> str:
@@ -244,12 +302,20 @@ class DraftCheckGate(AsksInRounds, Gate):
 
     def _rounds(self, questions: list[str]) -> Rounds:
         options = ChatOptions(max_tokens=self.max_tokens, temperature=0.0, stop=list(ANSWER_STOP))
+        if self.logprob_features:
+            options["top_logprobs"] = TOP_LOGPROBS
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
+        if self.logprob_features and any(not isinstance(r, Exception) and r.tokens is None for r in replies):
+            raise LogprobsUnavailableError(
+                f"{self.name}: chat model {self.chat_model.model_id!r} returned no token log-probabilities, which "
+                "this gate was fitted to read (logprob_features=True); use a backend that gives them"
+            )
+        tokens = [() if isinstance(r, Exception) else (r.tokens or ()) for r in replies]
         drafts = [None if isinstance(r, Exception) else clean_answer(r.text) for r in replies]
         fallbacks = [describe_failure(r) if isinstance(r, Exception) else None for r in replies]
         calls: list[float | None] = [1.0] * len(questions)  # one draft each, failed or not
         try:
-            found = self._search(questions)
+            found = self._search_within(questions)
         except BackendMisconfiguredError:
             raise
         except Exception as exc:  # a failing retriever costs these decisions, not the chain
@@ -262,7 +328,7 @@ class DraftCheckGate(AsksInRounds, Gate):
                 fallbacks=[f or reason for f in fallbacks],
                 llm_calls=calls,
             )
-        features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found)
+        features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found, tokens)
         combiner = self.combiner_
         scores = combiner.score(features, embeddings)
         heads = combiner.head_probabilities(features, embeddings)
@@ -297,7 +363,7 @@ class DraftCheckGate(AsksInRounds, Gate):
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         from ..errors import GateLoadError
 
-        combiner = FeatureCombiner.from_files(directory, state.get("combiner"), COLUMNS)
+        combiner = FeatureCombiner.from_files(directory, state.get("combiner"), self.columns)
         if (combiner.projection is not None) != self.embedding:
             raise GateLoadError(f"{directory}: field 'params.embedding' does not match the saved combiner")
         if combiner.projection is not None:

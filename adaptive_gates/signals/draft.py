@@ -58,6 +58,9 @@ read (a 50,000-character draft is no error, only a long one), no passages give z
 agreement and retrieval columns, and a non-finite score counts as 0. Only inputs of
 different lengths (a caller's bug) raise ``ValueError``.
 
+Where the backend gave the draft's token log-probabilities, ``logprob_features`` adds
+four columns (``LOGPROB_FEATURE_NAMES``): how unsure the model was while writing it.
+
 ``read_draft`` gives one row's reading, from which both its feature values and
 ``explain``'s short human-readable reasons come.
 """
@@ -72,8 +75,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics import contains_answer, normalize_answer
+from ..token_logprobs import TokenLogprob
 from .certainty import parse_certainty
 from .question_features import question_opening
+from .token_uncertainty import answer_tokens, position_entropy
 from .word_rarity import capitalised_spans, content_words
 
 DRAFT_FEATURE_NAMES: tuple[str, ...] = (
@@ -354,3 +359,47 @@ def explain(reading: DraftReading) -> list[str]:
     if reading.repetition >= 0.5 and reading.words >= 10:
         reasons.append(f"the draft repeats itself ({reading.repetition:.0%} of its words are repeats)")
     return reasons
+
+
+#: The draft's token uncertainty (``token_uncertainty``) as columns, where the backend
+#: gave its log-probabilities: the largest and the mean per-token entropy (nats), the
+#: mean surprisal (log perplexity) and 1 − the least likely token's probability.
+LOGPROB_FEATURE_NAMES: tuple[str, ...] = (
+    "draft_max_entropy",
+    "draft_mean_entropy",
+    "draft_log_perplexity",
+    "draft_min_prob_need",
+)
+#: A cap on the entropy and surprisal columns: a log-probability of −inf (a backend's
+#: "impossible" token) reads as very unsure, not as an infinite feature.
+_SURPRISAL_CAP = 30.0
+
+
+def logprob_features(tokens: Sequence[Sequence[TokenLogprob]]) -> np.ndarray:
+    """One row per draft (columns ``LOGPROB_FEATURE_NAMES``) from its tokens with their
+    log-probabilities: the answer's own tokens (``answer_tokens``), all of them when
+    none is left, and zeros for a draft of no tokens. Values are capped and finite
+    whatever the backend sent (a log-probability above 0 counts as 0)."""
+    rows = []
+    for draft in tokens:
+        scored = answer_tokens(draft) or list(draft)
+        if not scored:
+            rows.append((0.0, 0.0, 0.0, 0.0))
+            continue
+        entropies = [_capped(position_entropy(t)) for t in scored]
+        surprisals = [_capped(-t.logprob) for t in scored]
+        rows.append(
+            (
+                max(entropies),
+                sum(entropies) / len(entropies),
+                sum(surprisals) / len(surprisals),
+                1.0 - math.exp(-max(surprisals)),
+            )
+        )
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(LOGPROB_FEATURE_NAMES))
+
+
+def _capped(nats: float) -> float:
+    """An entropy or surprisal read into [0, cap]: NaN (a malformed log-probability) as
+    the cap, a negative one (a log-probability above 0) as 0."""
+    return _SURPRISAL_CAP if math.isnan(nats) else min(max(nats, 0.0), _SURPRISAL_CAP)
