@@ -92,6 +92,7 @@ def test_the_output_schema_is_the_decisions(gate):
         "error",
         "llm_calls",
         "answer_without_retrieval",
+        "passages",
     ]
     assert list(decision["properties"]) == fields
     assert decision["required"] == ["retrieve", "score", "threshold", "gate"]
