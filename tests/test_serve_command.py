@@ -93,3 +93,24 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         stderr = capsys.readouterr().err
         assert status == 2 and says in stderr, (args, stderr)
         assert stderr.startswith("adaptive-gates: error:") or "usage:" in stderr
+
+
+def test_the_command_serves_the_shipped_draft_check_gate_over_the_passages_it_checked(served_corpus):
+    from adaptive_gates.shipped import pretrained_path
+
+    shipped = {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()}
+    args = ("--gate", "pretrained:draft-check", "--retriever", "bm25", "--corpus", served_corpus, "--max-tokens", "6")
+    with ServeProcess(*args) as server:
+        reply = ask(server.url, "who wrote the book tale of two cities")
+        assert reply.status_code == 200
+        record = reply.json()["adaptive_gates"]
+        decision = record["decision"]
+        assert decision["gate"] == "draft-check" and decision["error"] is None
+        assert len(decision["passages"]) == 3 and decision["llm_calls"] == 1.0
+        checked = [p["id"] for p in decision["passages"]]
+        if record["route"] == "retrieve":  # answered over the passages the gate checked
+            assert [p["id"] for p in record["passages"]] == checked
+        else:
+            assert record["route"] == "draft" and record["passages"] == []
+    # a shipped gate is never saved over
+    assert {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()} == shipped
