@@ -154,6 +154,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         self._combiner: FeatureCombiner | None = None
         self._retrieve_above: float | None = None
         self._fitted_retriever: str | None = None
+        self._warned_of_retriever = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -188,7 +189,8 @@ class DraftCheckGate(AsksInRounds, Gate):
                 "or --corpus on the command line"
             )
         kind = retriever_kind(self.retriever)
-        if self._fitted_retriever is not None and kind != self._fitted_retriever:
+        if self._fitted_retriever not in (None, kind) and not self._warned_of_retriever:
+            self._warned_of_retriever = True  # once per gate, not on every decision
             logger.warning(
                 "%s was fitted with a %s and now checks drafts through a %s: its retrieval features may read "
                 "differently; fit it with this retriever for figures that hold",
