@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..calibration import threshold_for_rate
 from ..errors import GateLoadError
 from ..persistence.directory_swap import reading
 from ..persistence.saved_format import (
@@ -392,3 +393,27 @@ def _fit_models(
     first = None if embeddings is None else np.asarray(embeddings)[:rows]
     references = {name: np.sort(s) for name, s in fitted.model_scores(x[:rows], first).items()}
     return FeatureCombiner(names, target, model, projection, logistic, boosted, references)
+
+
+def default_threshold(
+    combiner: FeatureCombiner, features: np.ndarray, embeddings: np.ndarray | None, help_rate: float
+) -> float:
+    """The threshold a gate over ``combiner`` decides by until it is calibrated, placed
+    among its scores of its training rows (``features``, ``embeddings``).
+
+    With the logistic heads alone the need score is an expected gain (retrieve iff > 0)
+    or P(retrieval helps) (retrieve iff above its training rate: the logistic heads'
+    base rate, else ``help_rate``). A blend is a rank and trees' probabilities are not
+    calibrated as the logistic heads' are, so for ``"blend"`` and ``"boosted"`` it is
+    the score at which the gate retrieves on as many training rows as that rule applied
+    to the reference model would: the logistic heads for a blend, the trees themselves
+    for ``"boosted"``.
+    """
+    cut = 0.0
+    if combiner.target == "helps":
+        cut = combiner.logistic.base_rate if combiner.logistic is not None else help_rate
+    if combiner.model == "logistic":
+        return cut
+    reference = combiner.model_scores(features, embeddings)["logistic" if combiner.model == "blend" else "boosted"]
+    share = float(np.mean(reference > cut))
+    return float(threshold_for_rate(combiner.score(features, embeddings), share).threshold)

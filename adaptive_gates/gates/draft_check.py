@@ -44,7 +44,7 @@ from ..signals.question_features import FEATURE_NAMES, question_features
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import Assessment
 from .base import Gate
-from .combiner import MODELS, FeatureCombiner, Model, fit_feature_combiner
+from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real, Text
 from .encoder_record import check_encoder_record, encoder_record
 from .stacking import TARGETS, Target
@@ -266,7 +266,7 @@ class DraftCheckGate(AsksInRounds, Gate):
             C=self.C,
         )
         self._combiner = combiner
-        self._retrieve_above = _retrieve_above(combiner, features, embeddings, a, b)
+        self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
         logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
@@ -391,18 +391,3 @@ def _default_embedder() -> Embedder:
     from ..models.defaults import default_embedder
 
     return default_embedder()
-
-
-def _retrieve_above(
-    combiner: FeatureCombiner, features: np.ndarray, embeddings: np.ndarray | None, a: np.ndarray, b: np.ndarray
-) -> float:
-    """The default threshold. A gain retrieves above 0, a probability of help above the
-    training rate of help. A rank blend has no such point of its own: it retrieves
-    above the rank that gives the training rows the share its logistic model would
-    retrieve by that rule."""
-    cut = 0.0 if combiner.target == "gain" else float(np.mean(b > a))
-    if combiner.model != "blend":
-        return cut
-    share = float(np.mean(combiner.model_scores(features, embeddings)["logistic"] > cut))
-    blended = combiner.score(features, embeddings)
-    return float(np.quantile(blended, 1.0 - share)) if share > 0 else float(np.max(blended))

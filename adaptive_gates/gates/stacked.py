@@ -65,7 +65,6 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..calibration import threshold_for_rate
 from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
 from ..feedback import FeedbackLog, LearnsFromFeedback
@@ -78,7 +77,7 @@ from ..selfknowledge import outcome_scores
 from ..signals.question_features import FEATURE_NAMES, question_features
 from .base import Gate
 from .bm25_difficulty import BM25DifficultyGate
-from .combiner import MODELS, FeatureCombiner, Model, fit_feature_combiner, refit_feature_combiner
+from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner, refit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real
 from .popularity import PopularityGate
 from .saved import save_member
@@ -314,7 +313,7 @@ class StackedGate(LearnsFromFeedback, Gate):
             C=self.C,
             seed=self.seed,
         )
-        threshold = self._fitted_threshold(combiner, rows.features, embeddings, head_outcomes(a, b, self.target))
+        threshold = default_threshold(combiner, rows.features, embeddings, _help_rate(head_outcomes(a, b, self.target)))
         self._members, self._combiner, self._rows, self._feedback = members, combiner, rows, FeedbackLog()
         self._threshold = threshold
         logger.info(
@@ -333,26 +332,6 @@ class StackedGate(LearnsFromFeedback, Gate):
         if self.features:
             blocks.append(question_features(questions))
         return np.hstack(blocks) if blocks else np.empty((len(questions), 0))
-
-    def _fitted_threshold(
-        self,
-        combiner: FeatureCombiner,
-        features: np.ndarray,
-        embeddings: np.ndarray | None,
-        outcomes: dict[str, np.ndarray],
-    ) -> float:
-        """The default threshold of ``combiner`` (see the class), placed among its scores
-        of the outcome rows (``features``, ``embeddings``); ``outcomes``: each head's
-        outcome on every row it learned from, feedback included, whose mean the
-        ``"helps"`` rule compares with (as the logistic heads' base rate does)."""
-        base_rate = float(np.nanmean(outcomes["helps"])) if self.target == "helps" else 0.0
-        if combiner.logistic is not None:
-            base_rate = combiner.logistic.base_rate if self.target == "helps" else 0.0
-        if combiner.model == "logistic":
-            return base_rate
-        reference = combiner.model_scores(features, embeddings)["logistic" if combiner.model == "blend" else "boosted"]
-        share = float(np.mean(reference > base_rate))
-        return float(threshold_for_rate(combiner.score(features, embeddings), share).threshold)
 
     def _default_threshold(self) -> float:
         return self._fitted_value(self._threshold)
@@ -385,8 +364,8 @@ class StackedGate(LearnsFromFeedback, Gate):
             seed=self.seed,
         )
         n = len(rows.questions)
-        self._threshold = self._fitted_threshold(
-            combiner, rows.features, None if embeddings is None else embeddings[:n], outcomes
+        self._threshold = default_threshold(
+            combiner, rows.features, None if embeddings is None else embeddings[:n], _help_rate(outcomes)
         )
         self._combiner = combiner
         if self._calibration is not None:
@@ -578,3 +557,9 @@ def _head_probabilities(combiner: FeatureCombiner, inputs: np.ndarray) -> dict[s
     if combiner.logistic is not None:
         return combiner.logistic.head_probabilities(inputs)
     return {name: trees.probability(inputs) for name, trees in combiner.boosted.items()}
+
+
+def _help_rate(outcomes: dict[str, np.ndarray]) -> float:
+    """The rate of "retrieval helps" on the rows that teach it (feedback included), for a
+    combiner without logistic heads to hold it; 0 for the ``"gain"`` target."""
+    return float(np.nanmean(outcomes["helps"])) if "helps" in outcomes else 0.0
