@@ -20,11 +20,13 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import ipaddress
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..serve.keys import KEY_VARIABLE, KeyRing
 from .arguments import base_url, non_negative_int, positive_int, seconds
 from .backends import Served, api_key, corpus_retriever, served_backends
 from .files import input_file, saved_gate
@@ -59,7 +61,11 @@ def add_parser(sub: Any) -> None:
     serve.add_argument(
         "--upstream-timeout", type=seconds, default=60.0, help="seconds to wait for the upstream (default 60)"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); another than loopback needs API keys",
+    )
     serve.add_argument("--port", type=positive_int, default=8000, help="port to listen on (default 8000)")
     serve.add_argument(
         "--retriever",
@@ -76,6 +82,26 @@ def add_parser(sub: Any) -> None:
     serve.add_argument(
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
     )
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help=f"an admin API key clients send as 'Authorization: Bearer KEY' (repeatable; also ${KEY_VARIABLE}, "
+        "which other users of the machine cannot read from the process list)",
+    )
+    serve.add_argument(
+        "--api-key-file",
+        type=input_file,
+        help="API keys with their roles, 'KEY ROLE' a line; a role is chat (ask), feedback (ask and judge "
+        "answers) or admin (also /v1/stats, /metrics, /docs)",
+    )
+    serve.add_argument(
+        "--allow-network-without-keys",
+        action="store_true",
+        help="listen on another address than loopback with no API key (anyone who reaches it may ask and teach "
+        "the gate)",
+    )
     serve.set_defaults(run=run)
 
 
@@ -88,10 +114,41 @@ def run(args: argparse.Namespace) -> int:
 
     from ..serve.app import create_app
 
+    keys = api_keys(args)  # before any work: a bad key file or an open address ends here
     service = build_service(args)
     logger.info("serving %s over %s on http://%s:%d", service.gate.name, service.model_id, args.host, args.port)
-    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(service, keys), host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def api_keys(args: argparse.Namespace) -> KeyRing:
+    """The server's keys. Without any, only a loopback address is served, unless the
+    user says ``--allow-network-without-keys``."""
+    try:
+        keys = KeyRing.from_sources(args.api_key, args.api_key_file)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if keys:
+        logger.info("%d API key(s): every route but the page and /healthz needs one", len(keys))
+    elif _is_loopback(args.host):
+        logger.warning("no API key: serving %s only, where anyone on this machine may ask and teach", args.host)
+    elif args.allow_network_without_keys:
+        logger.warning("no API key on %s: anyone who reaches it may ask and teach the gate", args.host)
+    else:
+        raise UsageError(
+            f"--host {args.host} is reachable from other machines: give API keys (--api-key, --api-key-file or "
+            f"${KEY_VARIABLE}), or say --allow-network-without-keys"
+        )
+    return keys
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any address
 
 
 def build_service(args: argparse.Namespace) -> ChatService:

@@ -1,7 +1,8 @@
 """The HTTP face of ``ChatService``: OpenAI's chat-completions route (streaming and
 not), feedback, stats, Prometheus metrics, a health check and the chat page.
 
-Errors take OpenAI's shape: 400 for a request the server cannot read, 404 for an
+Errors take OpenAI's shape: 401/403 for a missing key or one whose role does not reach
+the route (when the server has keys), 400 for a request the server cannot read, 404 for an
 unknown decision, 502 when the upstream LLM fails (or the gate's backend cannot serve
 it), 504 when the upstream gives no answer in time, and 500 for anything else; the
 server keeps serving whatever one request does.
@@ -20,6 +21,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 
 from ..feedback import FeedbackNotSupportedError
+from .access import RequireKeys
+from .keys import KeyRing
 from .protocol import (
     DECISION_HEADER,
     ChatCompletionRequest,
@@ -37,10 +40,12 @@ logger = logging.getLogger(__name__)
 STATIC = files("adaptive_gates.serve") / "static"
 
 
-def create_app(service: ChatService) -> FastAPI:
-    """The ASGI app serving ``service``."""
+def create_app(service: ChatService, keys: KeyRing | None = None) -> FastAPI:
+    """The ASGI app serving ``service``; with ``keys``, every route but the page and the
+    health check needs a key whose role reaches it (``serve.access``)."""
     app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
     app.state.service = service
+    app.add_middleware(RequireKeys, keys=keys or KeyRing())
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -63,6 +63,36 @@
     return `HTTP ${response.status}: ${message}`;
   }
 
+  // ---- the API key ---------------------------------------------------------
+  // Shown once the server asks for a key (401), kept for this tab only.
+
+  const KEY_STORE = "adaptive-gates-api-key";
+
+  /** Request headers, with the key entered when there is one. */
+  function apiHeaders(headers = {}) {
+    const key = byTestId("api-key").value.trim();
+    return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
+  }
+
+  /** After a 401, show the key field so the user can give one. */
+  function askForKeyOn(response) {
+    if (response.status !== 401) return;
+    byTestId("api-key-field").hidden = false;
+    byTestId("api-key").focus();
+  }
+
+  function restoreKey() {
+    const kept = sessionStorage.getItem(KEY_STORE);
+    if (kept) {
+      byTestId("api-key").value = kept;
+      byTestId("api-key-field").hidden = false;
+    }
+    byTestId("api-key").addEventListener("change", (event) => {
+      sessionStorage.setItem(KEY_STORE, event.target.value.trim());
+      loadStats();
+    });
+  }
+
   // ---- running statistics ------------------------------------------------
 
   function showStats(stats) {
@@ -87,7 +117,10 @@
 
   async function loadStats() {
     try {
-      const response = await fetch("/v1/stats");
+      const response = await fetch("/v1/stats", { headers: apiHeaders() });
+      // The figures need an admin key where the server has keys: without one the
+      // page works on, with no figures.
+      if (response.status === 401 || response.status === 403) return;
       if (!response.ok) throw new Error(await errorMessage(response));
       const body = await response.json();
       byTestId("gate-name").textContent = `gate ${body.gate} · threshold ${fixed(body.threshold)}`;
@@ -327,7 +360,7 @@
       try {
         response = await fetch("/v1/feedback", {
           method: "POST",
-          headers: { "Content-Type": "application/json" },
+          headers: apiHeaders({ "Content-Type": "application/json" }),
           body: JSON.stringify({ decision_id: this.decisionId, correct }),
         });
       } catch (err) {
@@ -338,6 +371,7 @@
         return;
       }
       if (!response.ok) {
+        askForKeyOn(response);
         this.feedbackStatus.classList.add("error");
         this.feedbackStatus.textContent = await errorMessage(response);
         return;
@@ -383,10 +417,11 @@
     try {
       const response = await fetch("/v1/chat/completions", {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: apiHeaders({ "Content-Type": "application/json" }),
         body: JSON.stringify(request),
       });
       if (!response.ok) {
+        askForKeyOn(response);
         answer.fail(await errorMessage(response));
         return;
       }
@@ -448,6 +483,7 @@
     });
     byTestId("new-chat").addEventListener("click", newChat);
     byTestId("question").focus();
+    restoreKey();
     loadStats();
   });
 })();

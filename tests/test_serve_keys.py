@@ -1,0 +1,190 @@
+"""API keys on ``adaptive-gates serve``: what each role may reach, refusals in OpenAI's
+shape as the ``openai`` SDK reads them, keys never written out, and no open address
+without a key. A real server over HTTP (the app in a thread, the embedded SmolLM2
+answering) and the command line as a user types it."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import httpx
+import openai
+import pytest
+
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.cli import main
+from adaptive_gates.retrieval import DenseRetriever
+from adaptive_gates.serve import ChatService
+from adaptive_gates.serve.app import create_app
+from adaptive_gates.serve.keys import KEY_VARIABLE, KeyRing
+from serve_process import ServedApp
+
+pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
+
+KEYS = {
+    "chat": "chat-key-0123456789abcdef",
+    "feedback": "feedback-key-0123456789ab",
+    "admin": "admin-key-0123456789abcd",
+}
+QUESTION = "Who wrote Hamlet?"
+
+
+@pytest.fixture(scope="module")
+def served(served_gate_dir, served_corpus, embedder, served_chat_model, tmp_path_factory):
+    """The server with one key of each role, from a key file."""
+    directory = tmp_path_factory.mktemp("keys")
+    shutil.copytree(served_gate_dir, directory / "gate")
+    gate = SKRKnnGate.load(directory / "gate", embedder=embedder)
+    key_file = directory / "keys.txt"
+    key_file.write_text("# key role\n" + "".join(f"{key} {role}\n" for role, key in KEYS.items()))
+    service = ChatService(gate, DenseRetriever.from_jsonl(served_corpus, embedder), served_chat_model, max_tokens=4)
+    with ServedApp(create_app(service, KeyRing.from_sources(key_file=key_file, environ={}))) as app:
+        yield app
+
+
+def _client(served, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{served.url}/v1", api_key=key, max_retries=0)
+
+
+def _ask(client: openai.OpenAI):
+    return client.chat.completions.create(model="any", messages=[{"role": "user", "content": QUESTION}])
+
+
+def test_without_a_valid_key_the_sdk_gets_openais_authentication_error(served):
+    wrong = "sk-not-one-of-this-servers-keys"
+    with pytest.raises(openai.AuthenticationError) as caught:
+        _ask(_client(served, wrong))
+    assert caught.value.status_code == 401 and "not one of this server's" in caught.value.body["message"]
+    assert wrong not in caught.value.response.text
+    missing = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}]})
+    assert missing.status_code == 401 and "no API key" in missing.json()["error"]["message"]
+    for refused in (caught.value.response, missing):
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["code"] == "invalid_api_key"
+        assert refused.headers["www-authenticate"] == "Bearer"
+
+
+def test_each_role_reaches_its_routes_and_no_further(served):
+    answer = _ask(_client(served, KEYS["chat"]))
+    decision_id = answer.model_extra["adaptive_gates"]["id"]
+    assert answer.choices[0].message.content.strip()
+    with pytest.raises(openai.PermissionDeniedError, match="needs a feedback key"):
+        _client(served, KEYS["chat"]).post(
+            "/feedback", body={"decision_id": decision_id, "correct": True}, cast_to=httpx.Response
+        )
+    judged = httpx.post(
+        f"{served.url}/v1/feedback",
+        json={"decision_id": decision_id, "correct": True},
+        headers={"Authorization": f"Bearer {KEYS['feedback']}"},
+    )
+    assert judged.status_code == 200, judged.text
+    for path in ("/v1/stats", "/metrics", "/docs", "/openapi.json"):
+        assert httpx.get(served.url + path).status_code == 401
+        for role in ("chat", "feedback"):
+            refused = httpx.get(served.url + path, headers={"Authorization": f"Bearer {KEYS[role]}"})
+            assert refused.status_code == 403 and refused.json()["error"]["code"] == "insufficient_permissions"
+        assert httpx.get(served.url + path, headers={"Authorization": f"Bearer {KEYS['admin']}"}).status_code == 200
+    assert _client(served, KEYS["admin"]).models.list().data  # admin reaches what chat does
+    # the page and the health check stay public: a browser loads the page before any key
+    for path in ("/", "/healthz"):
+        assert httpx.get(served.url + path).status_code == 200
+
+
+def test_no_key_reaches_a_log(served, caplog):
+    with caplog.at_level(logging.DEBUG):
+        _ask(_client(served, KEYS["chat"]))
+        httpx.get(f"{served.url}/v1/stats", headers={"Authorization": f"Bearer {KEYS['feedback']}"})
+        with pytest.raises(openai.AuthenticationError):
+            _ask(_client(served, "sk-a-wrong-key-0123456789"))
+    assert caplog.records  # the requests were logged ...
+    assert not any(key in caplog.text for key in (*KEYS.values(), "sk-a-wrong-key-0123456789"))  # ... without keys
+
+
+def test_key_files_are_read_line_by_line_and_errors_name_the_line_not_the_key(tmp_path):
+    good = tmp_path / "keys.txt"
+    good.write_text(f"\n# comment\n{KEYS['chat']} chat\n{KEYS['admin']}   admin\n")
+    ring = KeyRing.from_sources(["cli-key-0123456789abcdef"], good, environ={KEY_VARIABLE: "env-key-0123456789abcdef"})
+    assert len(ring) == 4
+    assert ring.role_of(KEYS["chat"]) == "chat" and ring.role_of(KEYS["admin"]) == "admin"
+    assert ring.role_of("cli-key-0123456789abcdef") == ring.role_of("env-key-0123456789abcdef") == "admin"
+    assert ring.role_of(KEYS["chat"] + "x") is None and ring.role_of("") is None
+    assert not KeyRing.from_sources(environ={})
+    for text, message in (
+        (f"{KEYS['chat']} owner\n", "line 1: write a key and its role"),
+        (f"\n{KEYS['chat']}\n", "line 2: write a key and its role"),
+        ("short chat\n", "line 1: an API key must be at least 16"),
+        (f"{KEYS['chat']} chat\n{KEYS['chat']} admin\n", "a key is given twice, with two roles"),
+    ):
+        bad = tmp_path / "bad.txt"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=message) as caught:
+            KeyRing.from_sources(key_file=bad, environ={})
+        assert KEYS["chat"] not in str(caught.value)
+
+
+def _refuse_work(*args, **kwargs):
+    raise AssertionError("the server began loading before its address and keys were checked")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "::", "my-server.example"])
+def test_an_address_other_machines_reach_needs_a_key_before_any_work(
+    host, served_gate_dir, served_corpus, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr("adaptive_gates.cli.serve.build_service", _refuse_work)
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    argv = ["serve", "--gate", str(served_gate_dir), "--corpus", str(served_corpus), "--host", host]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"--host {host} is reachable from other machines" in error and "--allow-network-without-keys" in error
+    short = tmp_path / "keys.txt"
+    short.write_text("too-short chat\n")
+    assert main([*argv, "--api-key-file", str(short)]) == 2
+    assert "line 1: an API key must be at least 16" in capsys.readouterr().err
+
+
+def test_loopback_or_an_explicit_flag_serves_without_keys_and_says_so(
+    served_gate_dir, served_corpus, monkeypatch, caplog
+):
+    from adaptive_gates.cli.command import build_parser
+    from adaptive_gates.cli.serve import api_keys
+
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    parser = build_parser()
+    base = ["serve", "--gate", str(served_gate_dir), "--corpus", str(served_corpus)]
+    for extra, said in (
+        (["--host", "127.0.0.1"], "no API key: serving 127.0.0.1 only"),
+        (["--host", "::1"], "no API key: serving ::1 only"),
+        (["--host", "0.0.0.0", "--allow-network-without-keys"], "no API key on 0.0.0.0: anyone who reaches it"),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="adaptive_gates.cli.serve"):
+            assert not api_keys(parser.parse_args(base + extra))
+        assert said in caplog.text
+    monkeypatch.setenv(KEY_VARIABLE, KEYS["admin"])
+    assert api_keys(parser.parse_args([*base, "--host", "0.0.0.0"])).role_of(KEYS["admin"]) == "admin"
+
+
+def test_the_page_asks_for_a_key_and_each_role_shows_what_it_may_do(served, browser_page):
+    page = browser_page
+    page.goto(served.url)
+    assert page.get_by_test_id("api-key-field").is_hidden()  # until the server asks for one
+    page.get_by_test_id("question").fill(QUESTION)
+    page.get_by_test_id("send").click()
+    refused = page.get_by_test_id("answer").and_(page.locator('[data-state="error"]'))
+    refused.wait_for(timeout=60_000)
+    assert refused.get_by_test_id("answer-error").inner_text().startswith("HTTP 401: no API key")
+    assert page.get_by_test_id("api-key-field").is_visible()
+    assert page.get_by_test_id("page-error").is_hidden()  # no figures without an admin key, and no alarm
+    page.get_by_test_id("api-key").fill(KEYS["chat"])
+    page.get_by_test_id("question").fill(QUESTION)
+    page.get_by_test_id("send").click()
+    answered = page.get_by_test_id("answer").nth(1)
+    answered.and_(page.locator('[data-state="done"]')).wait_for(timeout=120_000)
+    answered.get_by_test_id("feedback-up").click()
+    status = answered.get_by_test_id("feedback-status")
+    status.filter(has_text="HTTP 403").wait_for()
+    assert "needs a feedback key" in status.inner_text()
+    # the key is kept for the tab: a reload still sends it
+    page.reload()
+    assert page.get_by_test_id("api-key").input_value() == KEYS["chat"]
