@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from .arguments import base_url, non_negative_int, positive_int, seconds
 from .backends import Served, api_key, corpus_retriever, served_backends
@@ -97,6 +98,13 @@ def add_parser(sub: Any) -> None:
         "answers) or admin (also /v1/stats, /metrics, /docs)",
     )
     serve.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a name clients reach the server by, checked against each request's Host header (repeatable; "
+        "default on loopback: 127.0.0.1, localhost and ::1; elsewhere: any)",
+    )
+    serve.add_argument(
         "--allow-network-without-keys",
         action="store_true",
         help="listen on another address than loopback with no API key (anyone who reaches it may ask and teach "
@@ -117,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     keys = api_keys(args)  # before any work: a bad key file or an open address ends here
     service = build_service(args)
     logger.info("serving %s over %s on http://%s:%d", service.gate.name, service.model_id, args.host, args.port)
-    uvicorn.run(create_app(service, keys), host=args.host, port=args.port, log_level="warning")
+    app = create_app(service, keys, allowed_hosts(args))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -140,6 +149,15 @@ def api_keys(args: argparse.Namespace) -> KeyRing:
             f"${KEY_VARIABLE}), or say --allow-network-without-keys"
         )
     return keys
+
+
+def allowed_hosts(args: argparse.Namespace) -> list[str] | None:
+    """The names requests may give in ``Host`` (``None``: any). A loopback server answers
+    only to loopback names unless told others: a web page cannot then reach it through
+    a name of its own that resolves to 127.0.0.1."""
+    if args.allowed_host:
+        return list(args.allowed_host)
+    return list(dict.fromkeys([*LOOPBACK_NAMES, args.host])) if _is_loopback(args.host) else None
 
 
 def _is_loopback(host: str) -> bool:

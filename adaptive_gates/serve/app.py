@@ -11,7 +11,7 @@ server keeps serving whatever one request does.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from importlib.resources import files
 from typing import Any
 
@@ -19,9 +19,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..feedback import FeedbackNotSupportedError
 from .access import RequireKeys
+from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
 from .protocol import (
     DECISION_HEADER,
@@ -40,21 +42,36 @@ logger = logging.getLogger(__name__)
 STATIC = files("adaptive_gates.serve") / "static"
 
 
-def create_app(service: ChatService, keys: KeyRing | None = None) -> FastAPI:
+def create_app(
+    service: ChatService, keys: KeyRing | None = None, allowed_hosts: Iterable[str] | None = None
+) -> FastAPI:
     """The ASGI app serving ``service``; with ``keys``, every route but the page and the
-    health check needs a key whose role reaches it (``serve.access``)."""
+    health check needs a key whose role reaches it (``serve.access``); with
+    ``allowed_hosts``, requests naming another host are refused (``serve.guards``)."""
     app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
     app.state.service = service
+    # the last added runs first: the host, then the key, each refusal with the headers
     app.add_middleware(RequireKeys, keys=keys or KeyRing())
+    if allowed_hosts is not None:
+        app.add_middleware(CheckHost, names=allowed_hosts)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, _validation_message(exc), param=_validation_param(exc))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own 404 and 405 ({"detail": ...}), in OpenAI's shape
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return JSONResponse(error_body(message, code=code), status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # The log has the exception; the body nothing internal (an address, a path).
         logger.exception("%s %s failed", request.method, request.url.path)
-        body = error_body(f"the server failed: {type(exc).__name__}: {exc}", "server_error")
+        body = error_body("the server failed; its log says why", "server_error")
         return JSONResponse(body, status_code=500)
 
     @app.post("/v1/chat/completions", response_model=None)

@@ -1,10 +1,13 @@
-"""API keys on ``adaptive-gates serve``: what each role may reach, refusals in OpenAI's
-shape as the ``openai`` SDK reads them, keys never written out, and no open address
-without a key. A real server over HTTP (the app in a thread, the embedded SmolLM2
-answering) and the command line as a user types it."""
+"""``adaptive-gates serve`` where strangers reach it: API keys (what each role may
+reach, refusals in OpenAI's shape as the ``openai`` SDK reads them, keys never written
+out, no open address without a key), the Host check, the browser's security headers and
+error bodies that say nothing internal. A real server over HTTP (the app in a thread,
+the embedded SmolLM2 answering), the page in Debian's chromium, and the command line as
+a user types it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 
@@ -31,14 +34,17 @@ QUESTION = "Who wrote Hamlet?"
 
 
 @pytest.fixture(scope="module")
-def served(served_gate_dir, served_corpus, embedder, served_chat_model, tmp_path_factory):
+def service(served_gate_dir, served_corpus, embedder, served_chat_model, tmp_path_factory) -> ChatService:
+    gate_dir = shutil.copytree(served_gate_dir, tmp_path_factory.mktemp("network") / "gate")
+    gate = SKRKnnGate.load(gate_dir, embedder=embedder)
+    return ChatService(gate, DenseRetriever.from_jsonl(served_corpus, embedder), served_chat_model, max_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def served(service, tmp_path_factory):
     """The server with one key of each role, from a key file."""
-    directory = tmp_path_factory.mktemp("keys")
-    shutil.copytree(served_gate_dir, directory / "gate")
-    gate = SKRKnnGate.load(directory / "gate", embedder=embedder)
-    key_file = directory / "keys.txt"
+    key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
     key_file.write_text("# key role\n" + "".join(f"{key} {role}\n" for role, key in KEYS.items()))
-    service = ChatService(gate, DenseRetriever.from_jsonl(served_corpus, embedder), served_chat_model, max_tokens=4)
     with ServedApp(create_app(service, KeyRing.from_sources(key_file=key_file, environ={}))) as app:
         yield app
 
@@ -188,3 +194,75 @@ def test_the_page_asks_for_a_key_and_each_role_shows_what_it_may_do(served, brow
     # the key is kept for the tab: a reload still sends it
     page.reload()
     assert page.get_by_test_id("api-key").input_value() == KEYS["chat"]
+
+
+def _get(app, path: str, host: str, **headers: str) -> httpx.Response:
+    async def get() -> httpx.Response:
+        # as a server would: the 500 the app sends, not the exception it logs and re-raises
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+            return await client.get(path, headers=headers)
+
+    return asyncio.run(get())
+
+
+def test_a_name_the_server_was_not_given_is_refused(service, served_gate_dir, served_corpus):
+    from adaptive_gates.cli.command import build_parser
+    from adaptive_gates.cli.serve import allowed_hosts
+
+    base = ["serve", "--gate", str(served_gate_dir), "--corpus", str(served_corpus)]
+    names = allowed_hosts(build_parser().parse_args(base))  # the default on 127.0.0.1
+    app = create_app(service, allowed_hosts=names)
+    for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST"):
+        assert _get(app, "/healthz", host).status_code == 200, host
+    # a page of another site whose own name resolves to 127.0.0.1 (DNS rebinding)
+    rebound = _get(app, "/v1/stats", "attacker.example:8000")
+    assert rebound.status_code == 400 and rebound.json()["error"]["code"] == "invalid_host"
+    assert "attacker" not in rebound.text
+    parser = build_parser()
+    assert allowed_hosts(parser.parse_args([*base, "--host", "0.0.0.0", "--allow-network-without-keys"])) is None
+    given = allowed_hosts(parser.parse_args([*base, "--host", "0.0.0.0", "--allowed-host", "chat.example.org"]))
+    assert given == ["chat.example.org"]
+    app = create_app(service, allowed_hosts=given)
+    assert _get(app, "/healthz", "chat.example.org").status_code == 200
+    assert _get(app, "/healthz", "127.0.0.1").status_code == 400
+
+
+def test_every_response_carries_the_browsers_security_headers(service):
+    app = create_app(service)
+    page = _get(app, "/", "127.0.0.1")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy
+    for response in (page, _get(app, "/healthz", "127.0.0.1"), _get(app, "/static/app.js", "127.0.0.1")):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_unknown_routes_and_methods_answer_in_openais_shape(service):
+    app = create_app(service)
+    missing = _get(app, "/v1/nothing-here", "127.0.0.1")
+    assert missing.status_code == 404
+    assert missing.json()["error"] == {
+        "message": "GET /v1/nothing-here: Not Found",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "not_found",
+    }
+    wrong_method = _get(app, "/v1/chat/completions", "127.0.0.1")
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == "method_not_allowed"
+    assert "POST" in wrong_method.headers["allow"]
+
+
+def test_a_failure_inside_the_server_says_nothing_internal(service, served_gate_dir, caplog):
+    app = create_app(service)
+
+    @app.get("/v1/fails")
+    async def fails() -> None:
+        raise ConnectionError("milvus at 10.0.0.7:19530 refused the connection")
+
+    with caplog.at_level(logging.ERROR):
+        failed = _get(app, "/v1/fails", "127.0.0.1")
+    assert failed.status_code == 500 and failed.json()["error"]["type"] == "server_error"
+    assert "10.0.0.7" not in failed.text and "milvus" not in failed.text.lower()
+    assert "10.0.0.7:19530" in caplog.text  # the operator's log has it
