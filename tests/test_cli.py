@@ -55,7 +55,7 @@ def _achievable_rates(scores: np.ndarray) -> list[float]:
 @pytest.mark.parametrize(
     "gate, options", [("skr-knn", {}), ("skr-cls", {}), ("skr-knn", {"k": 20, "vote": "majority"})]
 )
-def test_eval_writes_the_report(split, tmp_path, capsys, gate, options):
+def test_eval_writes_the_report(split, cached_embedder, tmp_path, capsys, gate, options):
     out, plot = tmp_path / "r.json", tmp_path / "r.png"
     flags = [f for key, value in options.items() for f in ("--option", f"{key}={value}")]
     code = main(
@@ -93,8 +93,9 @@ def test_eval_writes_the_report(split, tmp_path, capsys, gate, options):
     # around the target, give or take the sampling noise of a share of len(test).
     at = report["at_threshold"]
     assert at["target_rate"] == 0.3
+    # The same MiniLM as the command's, behind the session's memo: the parameters share its embeddings.
     scores = (
-        Gate.gate_class(gate)(**options)
+        Gate.gate_class(gate)(cached_embedder, **options)
         .fit_outcomes(load_outcomes(split / "train.jsonl"))
         .score([r.question for r in test])
     )

@@ -40,13 +40,14 @@ def four_questions(qa_records, tmp_path) -> Path:
     return path
 
 
-@pytest.fixture
-def request_timeout(openai_server, qa_records, corpus_path) -> str:
-    """``--timeout`` for the collections below, derived from what this machine takes now:
-    the server answers one request at a time, so a request may wait behind the others in
+@pytest.fixture(scope="module")
+def request_timeout(served_chat_model, qa_records, corpus_path) -> str:
+    """The client timeout for the requests below, derived from what this machine takes now
+    to answer with passages (the model the test server answers with, measured once): the
+    server answers one request at a time, so a request may wait behind the others in
     flight (3 at most here); ten times that is slower on a loaded machine, not red."""
     passages = [json.loads(line)["text"] for line in corpus_path.read_text().splitlines()[:2]]
-    answerer = LLMAnswerer(openai_server.chat_model)
+    answerer = LLMAnswerer(served_chat_model)
     start = time.perf_counter()
     answerer.answer(qa_records[0].question, passages)
     return f"{10 * 3 * (time.perf_counter() - start):.1f}"
@@ -91,10 +92,10 @@ def test_usage_counts_of_the_local_model_are_its_tokenizers(served_chat_model):
     assert cut.finish_reason == "length" and cut.usage.completion_tokens == 2
 
 
-def test_usage_of_an_openai_compatible_server_is_read_from_its_reply(openai_server, openai_base_url):
+def test_usage_of_an_openai_compatible_server_is_read_from_its_reply(openai_server, openai_base_url, request_timeout):
     import asyncio
 
-    model = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
+    model = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url, timeout=float(request_timeout))
     messages = user("What is the capital of France?")
     local = openai_server.chat_model.chat(messages, max_tokens=8)
     for reply in (model.chat(messages, max_tokens=8), asyncio.run(model.achat(messages, max_tokens=8))):
@@ -120,7 +121,8 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
     assert [r.id for r in records] == [q["id"] for q in qa]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     # The same prompts asked again: the raw replies the records were read from.
-    answerer = LLMAnswerer(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url))
+    client = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url, timeout=float(request_timeout))
+    answerer = LLMAnswerer(client)
     raw = chat_many(
         answerer.chat,
         [user(answerer.prompt(q["question"])) for q in qa],
@@ -153,7 +155,7 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
 
 
 def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
-    openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path
+    openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path, capsys
 ):
     out = tmp_path / "outcomes.jsonl"
     flags = ("--concurrency", "3", "--batch-size", "3", "--no-logprobs", "--timeout", request_timeout)
@@ -161,6 +163,7 @@ def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
     assert main([*argv, "--limit", "1"]) == 0
     assert openai_server.requests == 2 and len(load_outcomes(out)) == 1
     first = out.read_text()
+    capsys.readouterr()
 
     # The console script, killed while its requests are in flight (the server holds them).
     openai_server.set_fault(Fault.HANG)
@@ -179,9 +182,9 @@ def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
     assert out.read_text() == first  # the batch in flight was not written
 
     openai_server.reset()  # healthy again, the request count back to zero
-    resumed = subprocess.run([str(SCRIPT), *argv], env=_script_env(), capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith(f"{N} outcome records in {out} (")
+    # Resumed in this process: the killed run was the console script's, the resumption is the file's.
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith(f"{N} outcome records in {out} (")
     assert openai_server.requests == 2 * (N - 1)  # only the three questions not yet collected
     assert out.read_text().startswith(first)
     ids = [r.id for r in load_outcomes(out)]
