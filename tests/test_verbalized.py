@@ -144,7 +144,7 @@ class CountingAnswerer:
 
 def test_same_decision_through_the_openai_server(nq, openai_server, openai_base_url) -> None:
     remote = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
-    questions = [r.question for r in nq[:2]]
+    questions = [r.question for r in nq[:1]]  # one reply compared in full shows the same path
     # One at a time on both sides: batched local generation pads, which can change greedy text.
     local_decisions = [VerbalizedGate(openai_server.chat_model).decide(q) for q in questions]
     remote_decisions = [VerbalizedGate(remote).decide(q) for q in questions]
