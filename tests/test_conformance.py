@@ -44,7 +44,9 @@ BUILDERS: dict[str, Callable[..., Gate]] = {
     "logprob": lambda r, e, c, lm: LogprobGate(c, max_tokens=8),
     "skr-prompt": lambda r, e, c, lm: SKRPromptGate(c, max_tokens=3),
     "skr-icl": lambda r, e, c, lm: SKRIclGate(c, e, n_demos=2, max_tokens=3).fit_outcomes(r),
-    "seakr": lambda r, e, c, lm: SeaKRGate(lm, uncertainty={"k": 3, "max_new_tokens": 6}, threshold=-6.0),
+    "seakr": lambda r, e, c, lm: SeaKRGate(
+        lm, uncertainty={"k": 3, "max_new_tokens": 6}, step_tokens=8, threshold=-6.0
+    ),
     "draft-check": lambda r, e, c, lm: DraftCheckGate(
         c, _corpus_retriever(), e, embedding_dims=4, max_tokens=8
     ).fit_outcomes(r),
