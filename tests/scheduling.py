@@ -30,6 +30,7 @@ SLOWEST = (
     "tests/test_serve_command.py",
     "tests/test_verbalized.py",
     "tests/test_serve.py",
+    "tests/test_serve_network.py",
     "tests/test_demo.py",
     "tests/test_milvus_memory.py",
     "integrations/langchain/tests/integration_tests/test_readme.py",
