@@ -6,6 +6,7 @@ with the same decisions."""
 from __future__ import annotations
 
 import shutil
+from itertools import islice
 
 import httpx
 import pytest
@@ -24,7 +25,8 @@ def gate_dir(served_gate_dir, tmp_path):
 
 
 def decision(url: str, question: str) -> dict:
-    response = ask(url, question, max_tokens=4)
+    # one token: the decisions and passages are what is compared, not the answers
+    response = ask(url, question, max_tokens=1)
     assert response.status_code == 200, response.text
     return response.json()["adaptive_gates"]
 
@@ -37,8 +39,10 @@ def test_two_servers_share_one_memory_and_a_restart_decides_the_same(
     gate_dir, served_corpus, embedder, outcome_records, tmp_path
 ):
     gate = SKRKnnGate.load(gate_dir, embedder=embedder)
-    direct = [r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve][:2]
-    retrieved = next(r.question for r in outcome_records[300:] if gate.decide(r.question).retrieve)
+    held_out = [r.question for r in outcome_records[300:]]
+    # decided only until the first two direct and the first retrieved are found
+    direct = list(islice((q for q in held_out if not gate.decide(q).retrieve), 2))
+    retrieved = next(q for q in held_out if gate.decide(q).retrieve)
     with MilvusServer(tmp_path / "milvus") as milvus:
         args = ("--gate", gate_dir, "--corpus", served_corpus, "--milvus-uri", milvus.uri, "--max-tokens", "4")
         with ServeProcess(*args) as first, ServeProcess(*args) as second:

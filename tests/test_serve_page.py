@@ -53,7 +53,8 @@ def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_f
     """``adaptive-gates serve`` over a copy of the served gate (feedback is saved to it)."""
     gate_dir = shutil.copytree(served_gate_dir, tmp_path_factory.mktemp("page") / "gate")
     gate = load_gate(gate_dir, embedder=embedder)
-    decisions = gate.decide_batch([r.question for r in outcome_records])
+    # the first 300 records are the gate's own (served_gate_dir): each is its own nearest neighbour, never unseen
+    decisions = gate.decide_batch([r.question for r in outcome_records[300:]])
     unseen = [d for d in decisions if all(n["similarity"] < 0.99 for n in d.details["neighbours"])]
     direct = next(d.question for d in unseen if d.score == 0.0)
     retrieve = next(d.question for d in unseen if d.retrieve)
