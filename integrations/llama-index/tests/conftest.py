@@ -70,6 +70,13 @@ def llm() -> AdaptiveGatesLLM:
     return AdaptiveGatesLLM(max_tokens=24)
 
 
+@pytest.fixture(scope="session")
+def streaming_llm() -> AdaptiveGatesLLM:
+    """The embedded SmolLM2 with replies of a few tokens: enough to show one streaming
+    token by token, and the same prefix the longer replies start with."""
+    return AdaptiveGatesLLM(max_tokens=6)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def embedded_settings(llm, embed_model):
     """LlamaIndex's global defaults are the embedded models for every test."""

@@ -107,11 +107,17 @@ def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, l
 
 
 @pytest.fixture(scope="module")
-def streaming(index, knn_gate, llm) -> AdaptiveQueryEngine:
-    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
+def streaming(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2, streaming=True)
 
 
-def test_stream_chat_streams_token_by_token_on_both_routes(streaming, engine, recorder):
+@pytest.fixture(scope="module")
+def brief(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+    """The streaming engine's twin, answering whole with the same short replies."""
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2)
+
+
+def test_stream_chat_streams_token_by_token_on_both_routes(streaming, brief, recorder):
     condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))  # the follow-up becomes the Tuvalu question
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
     first = chat.stream_chat(FIRST)
@@ -123,7 +129,7 @@ def test_stream_chat_streams_token_by_token_on_both_routes(streaming, engine, re
     second_chunks = list(second.response_gen)
     for chunks, question in ((first_chunks, FIRST), (second_chunks, UNKNOWN[0])):
         assert len(chunks) > 1, "a multi-token answer came as one chunk"
-        assert "".join(chunks) == engine.query(question).response
+        assert "".join(chunks) == brief.query(question).response
     assert len(second.source_nodes) == 2 and second.source_nodes == second.sources[0].raw_output.source_nodes
     decisions = [e.decision for e in recorder.of(GateDecisionEvent)][:2]
     assert decisions == [first.metadata[METADATA_KEY], second.metadata[METADATA_KEY]]
@@ -135,7 +141,7 @@ def test_stream_chat_streams_token_by_token_on_both_routes(streaming, engine, re
     ]
 
 
-async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(streaming, engine, loop_ticks):
+async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(streaming, brief, loop_ticks):
     condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
     async with loop_ticks:
@@ -145,25 +151,25 @@ async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(str
         second_chunks = [t async for t in second.async_response_gen()]
     assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
     assert [first.metadata[ROUTE_KEY], second.metadata[ROUTE_KEY]] == ["direct", "retrieve"]
-    assert len(first_chunks) > 1 and "".join(first_chunks) == engine.query(FIRST).response
-    assert len(second_chunks) > 1 and "".join(second_chunks) == engine.query(UNKNOWN[0]).response
+    assert len(first_chunks) > 1 and "".join(first_chunks) == brief.query(FIRST).response
+    assert len(second_chunks) > 1 and "".join(second_chunks) == brief.query(UNKNOWN[0]).response
     assert len(second.source_nodes) == 2 and len(chat.chat_history) == 4
 
 
-async def test_chat_reads_a_streaming_query_engine_whole(streaming, engine):
+async def test_chat_reads_a_streaming_query_engine_whole(streaming, brief):
     condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
-    assert chat.chat(FIRST).response == engine.query(FIRST).response
+    assert chat.chat(FIRST).response == brief.query(FIRST).response
     reply = await chat.achat(FOLLOW_UP)
-    assert reply.response == engine.query(KNOWN[3]).response and reply.metadata[QUESTION_KEY] == KNOWN[3]
+    assert reply.response == brief.query(KNOWN[3]).response and reply.metadata[QUESTION_KEY] == KNOWN[3]
     assert len(chat.chat_history) == 4
 
 
-async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(engine):
+async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(brief):
     condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     first = chat.stream_chat(FIRST)
-    assert list(first.response_gen) == [engine.query(FIRST).response] and first.response.strip()
+    assert list(first.response_gen) == [brief.query(FIRST).response] and first.response.strip()
     assert first.metadata[METADATA_KEY]["question"] == FIRST
     second = await chat.astream_chat(FOLLOW_UP)
     assert [chunk async for chunk in second.async_response_gen()] == [second.response]
@@ -187,9 +193,9 @@ def test_a_streamed_draft_is_one_piece_without_an_llm_call(index, llm, recorder)
 
 
 @pytest.mark.parametrize("failure", [BackendError("the chat server is down"), ChatReply("  ")])
-def test_a_failing_condenser_asks_the_message_itself(engine, failure):
+def test_a_failing_condenser_asks_the_message_itself(brief, failure):
     condense_llm, _ = scripted_condenser(failure)
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     chat.chat(FIRST)
     reply = chat.chat(FOLLOW_UP)
     assert reply.metadata[QUESTION_KEY] == reply.metadata[METADATA_KEY]["question"] == FOLLOW_UP
@@ -198,21 +204,21 @@ def test_a_failing_condenser_asks_the_message_itself(engine, failure):
     assert reply.response.strip()
 
 
-def test_a_history_window_instead_of_condensing(engine):
+def test_a_history_window_instead_of_condensing(brief):
     condense_llm, condenser = scripted_condenser(ChatReply(KNOWN[3]))
     history = [
         ChatMessage(role=MessageRole.USER, content=FIRST),
         ChatMessage(role=MessageRole.ASSISTANT, content="Shakespeare."),
     ]
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm, chat_history=history, history_window=2)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm, chat_history=history, history_window=2)
     reply = chat.chat(FOLLOW_UP)
     asked = f"user: {FIRST}\nassistant: Shakespeare.\n{FOLLOW_UP}"
     assert reply.metadata[QUESTION_KEY] == reply.metadata[METADATA_KEY]["question"] == asked
     assert condenser.calls == []
-    alone = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm, chat_history=history, history_window=0)
+    alone = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm, chat_history=history, history_window=0)
     assert alone.chat(FOLLOW_UP).metadata[METADATA_KEY]["question"] == FOLLOW_UP
 
 
-def test_refuses_a_bad_window(engine):
+def test_refuses_a_bad_window(brief):
     with pytest.raises(ValueError, match="history_window must be >= 0"):
-        AdaptiveChatEngine.from_defaults(engine, history_window=-1)
+        AdaptiveChatEngine.from_defaults(brief, history_window=-1)

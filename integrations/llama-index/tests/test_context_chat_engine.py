@@ -78,25 +78,27 @@ async def test_a_question_that_needs_context_is_answered_as_condense_plus_contex
 
 
 @pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
-def test_stream_chat_streams_token_by_token(index, knn_gate, llm, question, route):
-    streamed = _chat(index, knn_gate, llm).stream_chat(question)
+def test_stream_chat_streams_token_by_token(index, knn_gate, streaming_llm, question, route):
+    streamed = _chat(index, knn_gate, streaming_llm).stream_chat(question)
     assert isinstance(streamed, GatedStreamingChatResponse) and streamed.metadata[ROUTE_KEY] == route
     chunks = list(streamed.response_gen)
     assert len(chunks) > 1, "a multi-token answer came as one chunk"
-    whole = _chat(index, knn_gate, llm).chat(question)
+    whole = _chat(index, knn_gate, streaming_llm).chat(question)
     assert "".join(chunks) == whole.response and _ids(streamed.source_nodes) == _ids(whole.source_nodes)
     assert streamed.metadata[METADATA_KEY]["retrieve"] == whole.metadata[METADATA_KEY]["retrieve"]
 
 
 @pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
-async def test_astream_chat_streams_without_blocking_the_loop(index, knn_gate, llm, loop_ticks, question, route):
-    chat = _chat(index, knn_gate, llm)
+async def test_astream_chat_streams_without_blocking_the_loop(
+    index, knn_gate, streaming_llm, loop_ticks, question, route
+):
+    chat = _chat(index, knn_gate, streaming_llm)
     async with loop_ticks:
         streamed = await chat.astream_chat(question)
         chunks = [t async for t in streamed.async_response_gen()]
     assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
     assert streamed.metadata[ROUTE_KEY] == route and len(chunks) > 1
-    assert "".join(chunks) == _chat(index, knn_gate, llm).chat(question).response
+    assert "".join(chunks) == _chat(index, knn_gate, streaming_llm).chat(question).response
     assert [(m.role, m.content) for m in chat.chat_history] == [
         (MessageRole.USER, question),
         (MessageRole.ASSISTANT, streamed.response),

@@ -170,31 +170,37 @@ def test_the_direct_prompt_is_a_prompt_of_the_engine(index, knn_gate, llm):
 
 
 @pytest.fixture(scope="module")
-def streaming(index, knn_gate, llm) -> AdaptiveQueryEngine:
-    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2, streaming=True)
+def streaming(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2, streaming=True)
+
+
+@pytest.fixture(scope="module")
+def brief(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+    """The streaming engine's twin, answering whole with the same short replies."""
+    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2)
 
 
 @pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
-def test_streaming_responses_stream_token_by_token(streaming, engine, recorder, question, route):
+def test_streaming_responses_stream_token_by_token(streaming, brief, recorder, question, route):
     response = streaming.query(question)
     assert isinstance(response, StreamingResponse) and response.metadata[ROUTE_KEY] == route
     (event,) = recorder.of(GateDecisionEvent)
     assert response.metadata[METADATA_KEY] == event.decision and event.decision["retrieve"] is (route == "retrieve")
     chunks = list(response.response_gen)
     assert len(chunks) > 1, "a multi-token answer came as one chunk"
-    whole = engine.query(question)
-    assert "".join(chunks) == whole.response and _ids(response.source_nodes) == _ids(whole.source_nodes)
+    answered = brief.query(question)
+    assert "".join(chunks) == answered.response and _ids(response.source_nodes) == _ids(answered.source_nodes)
 
 
 @pytest.mark.parametrize("question,route", [(KNOWN_Q, "direct"), (UNKNOWN_Q, "retrieve")])
-async def test_async_streaming_responses_stream_token_by_token(streaming, engine, loop_ticks, question, route):
+async def test_async_streaming_responses_stream_token_by_token(streaming, brief, loop_ticks, question, route):
     async with loop_ticks:
         response = await streaming.aquery(question)
         chunks = [t async for t in response.async_response_gen()]
     assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
     assert isinstance(response, AsyncStreamingResponse) and response.metadata[ROUTE_KEY] == route
     assert response.metadata[METADATA_KEY]["question"] == question
-    assert len(chunks) > 1 and "".join(chunks) == engine.query(question).response
+    assert len(chunks) > 1 and "".join(chunks) == brief.query(question).response
 
 
 async def test_a_streamed_draft_is_one_piece_without_an_llm_call(index, llm, recorder):
