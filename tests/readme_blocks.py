@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,18 @@ def readme_blocks(readme: Path) -> list[tuple[int, str]]:
     return [(text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("code"))) for m in BLOCK.finditer(text)]
 
 
-def run_readme(readme: Path, namespace: dict[str, Any]) -> int:
+def run_readme(
+    readme: Path, namespace: dict[str, Any], after_block: Callable[[dict[str, Any]], None] | None = None
+) -> int:
     """Run every python block of ``readme`` in ``namespace``, in order; the number run.
-    A failing block raises ``AssertionError`` naming its line."""
+    A failing block raises ``AssertionError`` naming its line. ``after_block(namespace)``,
+    if given, runs after each block (to adjust what the blocks built, as a test may)."""
     blocks = readme_blocks(readme)
     for line, code in blocks:
         try:
             exec(compile(code, f"{readme.name}:{line}", "exec"), namespace)
         except Exception as exc:
             raise AssertionError(f"the {readme.name} block at line {line} failed: {type(exc).__name__}: {exc}") from exc
+        if after_block is not None:
+            after_block(namespace)
     return len(blocks)

@@ -16,16 +16,31 @@ EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \(skr-knn\)$", re.M)
 
 
-def _run(script: str, *args: str) -> str:
+#: One interpreter runs the example scripts in turn, each as ``python examples/<script> <args>``
+#: would (as ``__main__``, its folder first on the path), its output to its own file: torch
+#: and the models load once instead of once per run.
+_RUN_SCRIPTS = """
+import contextlib, json, runpy, sys
+folder, runs = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, folder)
+for script, args, out in runs:
+    sys.argv = [script, *args]
+    with open(out, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
+        runpy.run_path(f"{folder}/{script}", run_name="__main__")
+"""
+
+
+def _run(runs: list[tuple[str, list[str], Path]]) -> list[str]:
+    """What each ``(script, args, output file)`` printed, the scripts run in order in one process."""
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), *args],
+        [sys.executable, "-c", _RUN_SCRIPTS, str(EXAMPLES), json.dumps([(s, a, str(o)) for s, a, o in runs])],
         capture_output=True,
         text=True,
         timeout=900,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return [out.read_text(encoding="utf-8") for _, _, out in runs]
 
 
 def _blocks(out: str) -> list[str]:
@@ -33,16 +48,30 @@ def _blocks(out: str) -> list[str]:
     return re.findall(r"^Q: .*?^   answer: .*?$", out, re.M | re.S)
 
 
+TURNS = ["Who wrote Hamlet?", "And when did he die?", "Is the Mona Lisa in the Louvre?"]
+
+
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory) -> tuple[Path, str]:
-    """One run of the router example that collects its outcome records (saved, so the
-    other runs fit on them instead of answering the same questions again) and what it printed."""
-    outcomes = tmp_path_factory.mktemp("router") / "outcomes.jsonl"
-    return outcomes, _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--save-outcomes", str(outcomes))
+def collected(tmp_path_factory) -> tuple[Path, str, str, str]:
+    """The router example collecting its outcome records (saved, so the other runs fit on
+    them instead of answering the same questions again), the router fitted on the saved
+    records, and the chatbot fitted on them taking ``TURNS``: the outcomes file and what
+    each run printed."""
+    folder = tmp_path_factory.mktemp("examples")
+    outcomes, script = folder / "outcomes.jsonl", folder / "turns.txt"
+    script.write_text("\n".join(TURNS) + "\n\n")
+    router = ["--n", "3", "--n-fit", "10"]
+    chatbot = ["--script", str(script), "--outcomes", str(outcomes), "--window", "2", "--max-tokens", "8"]
+    runs = [
+        ("langchain_router.py", [*router, "--save-outcomes", str(outcomes)], folder / "router.txt"),
+        ("langchain_router.py", [*router, "--outcomes", str(outcomes)], folder / "router-again.txt"),
+        ("chatbot.py", chatbot, folder / "chatbot.txt"),
+    ]
+    return outcomes, *_run(runs)
 
 
 def test_router_example_prints_each_decision_and_the_calls_saved(collected):
-    outcomes, out = collected
+    outcomes, out, again, _ = collected
     records = [json.loads(line) for line in outcomes.read_text().splitlines()]
     assert len(records) == 10 and all(r["pred_no_retrieval"] and r["pred_one_retrieval"] for r in records)
     blocks = _blocks(out)
@@ -59,20 +88,15 @@ def test_router_example_prints_each_decision_and_the_calls_saved(collected):
     assert f"retrieval calls: {retrieved} of 3 questions ({3 - retrieved} saved against the RAG chain alone)" in out
 
     # Fitted on the saved records instead, the gate takes the same decisions.
-    again = _run("langchain_router.py", "--n", "3", "--n-fit", "10", "--outcomes", str(outcomes))
     assert f"fitting on 10 outcome records from {outcomes}" in again
     assert [DECISION.search(b)[0] for b in _blocks(again)] == [d[0] for d in decisions]
 
 
-def test_chatbot_script_shows_each_turns_decision_and_evidence(collected, tmp_path):
-    script = tmp_path / "turns.txt"
-    turns = ["Who wrote Hamlet?", "And when did he die?", "Is the Mona Lisa in the Louvre?"]
-    script.write_text("\n".join(turns) + "\n\n")
-    outcomes, _ = collected
-    out = _run("chatbot.py", "--script", str(script), "--outcomes", str(outcomes), "--window", "2")
+def test_chatbot_script_shows_each_turns_decision_and_evidence(collected):
+    outcomes, _, _, out = collected
     assert f"fitting on 10 outcome records from {outcomes}" in out
     blocks = re.findall(r"^\[(\d)\] you: (.*?)\n(.*?)^   bot: (.*?)$", out, re.M | re.S)
-    assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(turns, 1))
+    assert [(int(n), q) for n, q, _, _ in blocks] == list(enumerate(TURNS, 1))
     judged = []
     for _, _question, body, answer in blocks:
         judged.append(re.search(r"^   gate judged: (.*)$", body, re.M)[1])
@@ -82,6 +106,6 @@ def test_chatbot_script_shows_each_turns_decision_and_evidence(collected, tmp_pa
         # k=1: a retrieving turn shows the one passage it read, a direct turn none.
         assert len(re.findall(r"^   evidence: ", body, re.M)) == (decision[1] == "yes")
         assert answer.strip()
-    assert judged[0] == repr(turns[0])
+    assert judged[0] == repr(TURNS[0])
     # The follow-up is judged after the previous exchange, not alone.
-    assert judged[1].startswith(repr(turns[0])[:-1] + "\\n") and judged[1].endswith("\\nAnd when did he die?'")
+    assert judged[1].startswith(repr(TURNS[0])[:-1] + "\\n") and judged[1].endswith("\\nAnd when did he die?'")

@@ -25,8 +25,9 @@ SKY = "Explain in two sentences why the sky looks blue during the day."
 
 @pytest.fixture(scope="module")
 def llm() -> AdaptiveGatesChatModel:
-    """The embedded SmolLM2, short replies."""
-    return AdaptiveGatesChatModel(max_tokens=16)
+    """The embedded SmolLM2, short replies: SKY's long enough to hold a stop string
+    across tokens, FRANCE's (8 tokens with its end) ending on its own."""
+    return AdaptiveGatesChatModel(max_tokens=12)
 
 
 class Tokens(BaseCallbackHandler):

@@ -12,6 +12,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
+from adaptive_gates.models.cached_embedder import CachedEmbedder
 from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
 from restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
     check_a_saved_gate_decides_the_same_after_a_restart,
@@ -41,6 +42,13 @@ def split(labelled_questions):
     return (questions[:N_MEMORY], labels[:N_MEMORY]), questions[N_MEMORY : N_MEMORY + 40]
 
 
+@pytest.fixture(scope="module")
+def memo_embedder(core_embedder):
+    """The embedded MiniLM behind a memo: the gates compared embed the same 200 real
+    questions, which need go through the model only once."""
+    return CachedEmbedder(core_embedder)
+
+
 def _store_memory(core_embedder, kind="in-memory"):
     make_store, similarity = STORES[kind]
     embeddings = AdaptiveGatesEmbeddings(core_embedder)
@@ -49,11 +57,13 @@ def _store_memory(core_embedder, kind="in-memory"):
 
 
 @pytest.mark.parametrize("kind", list(STORES))
-def test_decides_as_the_faiss_memory_on_real_data(kind, split, core_embedder):
+def test_decides_as_the_faiss_memory_on_real_data(kind, split, core_embedder, memo_embedder):
     (questions, labels), asked = split
     options = {"k": 10, "weighting": "similarity"}  # graded scores, so they are compared too
-    faiss_gate = SKRKnnGate(core_embedder, **options).fit(questions, labels)
-    store_gate = SKRKnnGate(core_embedder, memory=_store_memory(core_embedder, kind), **options).fit(questions, labels)
+    faiss_gate = SKRKnnGate(memo_embedder, **options).fit(questions, labels)
+    # A store that embeds the questions itself does so through the model.
+    memory = _store_memory(core_embedder, kind)
+    store_gate = SKRKnnGate(memo_embedder, memory=memory, **options).fit(questions, labels)
     assert isinstance(faiss_gate.memory_, FaissMemory) and isinstance(store_gate.memory_, VectorStoreMemory)
     assert store_gate.memory_.counts == faiss_gate.memory_.counts
 
@@ -206,16 +216,16 @@ class _NeverEmbeds(Embeddings):
 
 
 @pytest.mark.parametrize("inner_product", [True, False])
-def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, core_embedder):
+def test_a_store_that_takes_vectors_gets_the_gates_own(inner_product, split, memo_embedder):
     """FAISS takes vectors (``add_embeddings``): fitting, deciding and learning online
     embed each question once, with the gate's embedder, and decide as the faiss memory."""
     (questions, labels), asked = split
     options = {} if inner_product else {"similarity": lambda d: 1 - d / 2}
     memory = VectorStoreMemory.factory(
-        lambda: faiss_store(_NeverEmbeds(), core_embedder.dimension, inner_product=inner_product), **options
+        lambda: faiss_store(_NeverEmbeds(), memo_embedder.dimension, inner_product=inner_product), **options
     )
-    store_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity", memory=memory).fit(questions, labels)
-    faiss_gate = SKRKnnGate(core_embedder, k=10, weighting="similarity").fit(questions, labels)
+    store_gate = SKRKnnGate(memo_embedder, k=10, weighting="similarity", memory=memory).fit(questions, labels)
+    faiss_gate = SKRKnnGate(memo_embedder, k=10, weighting="similarity").fit(questions, labels)
     np.testing.assert_allclose(
         [d.score for d in store_gate.decide_batch(asked)], [d.score for d in faiss_gate.decide_batch(asked)], atol=1e-6
     )
