@@ -9,11 +9,10 @@ key that is not the key (``api_key_id``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .keys import KeyRing, allows, key_id
-from .protocol import error_body
+from .protocol import send_error
 
 #: The role each route needs; the page, its files and the health check need none, and
 #: a path not listed needs a chat key (so an unknown path says 404 only to a key).
@@ -64,11 +63,11 @@ class RequireKeys:
                 if presented is None
                 else "the API key is not one of this server's"
             )
-            await _refuse(send, 401, message, "invalid_api_key")
+            await send_error(send, 401, message, "invalid_api_key", [(b"www-authenticate", b"Bearer")])
             return
         if not allows(role, needed):
             message = f"a {role} key cannot use {scope['path']}: it needs a {needed} key"
-            await _refuse(send, 403, message, "insufficient_permissions")
+            await send_error(send, 403, message, "insufficient_permissions")
             return
         state = scope.setdefault("state", {})
         state["api_role"] = role
@@ -83,12 +82,3 @@ def _bearer(scope: dict[str, Any]) -> str | None:
             token = token.strip()
             return token if scheme.lower() == "bearer" and token else None
     return None
-
-
-async def _refuse(send: Any, status: int, message: str, code: str) -> None:
-    body = json.dumps(error_body(message, code=code)).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

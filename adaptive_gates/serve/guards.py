@@ -10,11 +10,10 @@ files only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
-from .protocol import error_body
+from .protocol import send_error
 
 #: The names a loopback server answers to unless told others.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -53,16 +52,8 @@ class CheckHost:
             headers = dict(scope.get("headers", ()))
             host = host_name(headers.get(b"host", b"").decode("latin-1"))
             if host not in self.names:
-                body = json.dumps(
-                    error_body("this server does not answer for the name in the Host header", code="invalid_host")
-                ).encode()
-                start = {
-                    "type": "http.response.start",
-                    "status": 400,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-                }
-                await send(start)
-                await send({"type": "http.response.body", "body": body})
+                message = "this server does not answer for the name in the Host header"
+                await send_error(send, 400, message, "invalid_host")
                 return
         await self.app(scope, receive, send)
 
