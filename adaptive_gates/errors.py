@@ -62,3 +62,24 @@ class LogprobsUnavailableError(BackendMisconfiguredError):
 class CollectionMismatchError(AdaptiveGatesError, ValueError):
     """A vector database collection is not the one asked for: other fields, another
     vector width or metric, or rows of something else. The message names the collection."""
+
+
+class ContextLengthExceededError(AdaptiveGatesError, ValueError):
+    """A prompt, with the tokens asked for after it, does not fit the model's context
+    window. Refused before any computation: a model fed past its window reads positions
+    it was never trained on, and a long enough prompt would run for many minutes.
+
+    Attributes:
+        prompt_tokens: the prompt's length in the model's tokens.
+        new_tokens: the tokens asked for after it.
+        window: the model's context window in tokens.
+    """
+
+    def __init__(self, model: str, prompt_tokens: int, new_tokens: int, window: int) -> None:
+        super().__init__(
+            f"{model}: the prompt is {prompt_tokens} tokens and {new_tokens} more were asked for, "
+            f"past the model's context window of {window} tokens; shorten the prompt"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.new_tokens = new_tokens
+        self.window = window

@@ -1,6 +1,6 @@
 """Input that is wrong never passes for right: outcomes that are no outcomes, questions
 a gate cannot judge, padded queries, more neighbours than the memory holds, replies
-longer than asked for, questions that cannot be encoded."""
+longer than asked for, questions that cannot be encoded, prompts past the model's window."""
 
 from __future__ import annotations
 
@@ -243,3 +243,39 @@ def test_a_lone_surrogate_is_named_and_never_sent(openai_server):
     with pytest.raises(InvalidQuestionError, match="message 0: content cannot be encoded as UTF-8"):
         chat.chat([{"role": "user", "content": LONE_SURROGATE}])
     assert openai_server.requests == 0
+
+
+# ----------------------------------------------------------------------------- past the window
+#: Over 80,000 of SmolLM2's tokens ("1" and " " are one each), ten times its 8,192-token window;
+#: still 20,000 after a gate cuts a question to its first 20,000 characters.
+FLOODED_QUESTION = "Who wrote Hamlet? " + "1 " * 40_000
+
+
+def test_a_prompt_past_the_window_is_refused_by_every_call_before_any_work(lm):
+    from adaptive_gates import ContextLengthExceededError
+    from adaptive_gates.models import LocalChatModel
+
+    calls = {
+        "generate": lambda: lm.generate(FLOODED_QUESTION, max_new_tokens=4),
+        "sample": lambda: lm.sample(FLOODED_QUESTION, 2, max_new_tokens=4),
+        "stream": lambda: "".join(lm.stream(FLOODED_QUESTION, max_new_tokens=4)),
+        "probe": lambda: lm.sample_with_states(FLOODED_QUESTION, 2, module_path="model.layers.1", max_new_tokens=4),
+        "log-probs": lambda: lm.token_logprobs(FLOODED_QUESTION, " Shakespeare"),
+        "chat": lambda: LocalChatModel(lm).chat([{"role": "user", "content": FLOODED_QUESTION}], max_tokens=4),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ContextLengthExceededError, match="past the model's context window of 8192 tokens") as err:
+            call()
+        assert err.value.window == 8192 and err.value.prompt_tokens > 80_000, name
+    # The window counts the tokens asked for: a prompt that fits alone does not fit with them.
+    with pytest.raises(ContextLengthExceededError, match="and 200 more were asked for") as err:
+        lm.generate("1 " * 4_000, max_new_tokens=200)  # about 8,030 tokens
+    assert err.value.prompt_tokens < 8_192 < err.value.prompt_tokens + 200
+
+
+def test_a_gate_asked_past_its_models_window_falls_back_at_once(lm):
+    from adaptive_gates.models import LocalChatModel
+
+    decision = VerbalizedGate(LocalChatModel(lm)).decide(FLOODED_QUESTION)
+    assert decision.is_fallback and decision.retrieve
+    assert "past the model's context window" in decision.error

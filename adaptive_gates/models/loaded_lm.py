@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BackendError, MissingExtraError
+from ..errors import BackendError, ContextLengthExceededError, MissingExtraError
 from ..prompts import defuse_markup
 from ..validation import check_positive, check_text
 from . import embedded
@@ -104,6 +104,20 @@ class LoadedCausalLM:
     def hidden_size(self) -> int:
         """Width of the residual stream."""
         return int(self.model.config.get_text_config().hidden_size)
+
+    @property
+    def context_window(self) -> int | None:
+        """The most tokens the model reads at once, prompt and generated together (its
+        ``max_position_embeddings``; 8,192 for SmolLM2); ``None`` when its config has none."""
+        window = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        return int(window) if window else None
+
+    def check_window(self, prompt_tokens: int, new_tokens: int = 0) -> None:
+        """Raise ``ContextLengthExceededError`` when ``prompt_tokens`` and ``new_tokens``
+        more do not fit the context window."""
+        window = self.context_window
+        if window is not None and prompt_tokens + new_tokens > window:
+            raise ContextLengthExceededError(self.model_id, prompt_tokens, new_tokens, window)
 
     @property
     def eos_token_id(self) -> int:
@@ -209,12 +223,17 @@ class LoadedCausalLM:
             check_text(text, f"prompt {i}")
         return texts if formatted else [self.format_prompt(t) for t in texts]
 
-    def _encode(self, texts: list[str], padding_side: str, max_length: int | None = None) -> Any:
+    def _encode(self, texts: list[str], padding_side: str, max_length: int | None = None, new_tokens: int = 0) -> Any:
         """Tokenize a padded batch on the model's device. Special tokens are added unless
-        every text already starts with BOS (chat templates usually include it)."""
+        every text already starts with BOS (chat templates usually include it). Without
+        ``max_length`` (no truncation), the batch and ``new_tokens`` more must fit the
+        context window (``check_window``), checked before the tensors are built."""
         tokenizer = self.tokenizer
         bos = tokenizer.bos_token
         add_special = not (bos and all(t.startswith(bos) for t in texts))
+        if max_length is None:
+            lengths = tokenizer(texts, add_special_tokens=add_special, return_length=True)["length"]
+            self.check_window(max(lengths), new_tokens)
         return tokenizer(
             texts,
             return_tensors="pt",

@@ -92,7 +92,7 @@ class LocalCausalLM(LoadedCausalLM):
         torch = require("torch")
 
         with self._lock, torch.inference_mode():
-            enc = self._encode(texts, "left")
+            enc = self._encode(texts, "left", new_tokens=max_new_tokens)
             cache = self._remembered_kv(enc.input_ids)
             out = self.model.generate(
                 input_ids=enc.input_ids,
@@ -155,7 +155,7 @@ class LocalCausalLM(LoadedCausalLM):
         )
         with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            ids = self._encode([text], "left").input_ids
+            ids = self._encode([text], "left", new_tokens=max_new_tokens).input_ids
             cache = self._shared_prefix_cache(ids, k)
             if cache is None:
                 out = self.model.generate(
@@ -357,6 +357,7 @@ class LocalCausalLM(LoadedCausalLM):
             ids = torch.as_tensor(input_ids, device=self.device)
             if ids.ndim == 1:
                 ids = ids.unsqueeze(0)
+            self.check_window(ids.shape[1])
             mask = None
             if attention_mask is not None:
                 mask = torch.as_tensor(attention_mask, device=self.device).reshape(ids.shape)

@@ -77,7 +77,7 @@ def sample_with_states(
     ends = _Ends(lm._eos_ids(), lm.eos_token_id, stops, max_new_tokens, lm._decode)
     drafts = [_Draft() for _ in range(k)]
     with lm.capture(module_path) as captured, torch.inference_mode():
-        ids = lm._encode([text], "left").input_ids
+        ids = lm._encode([text], "left", new_tokens=max_new_tokens).input_ids
         cache, logits = _prefill(lm, ids, k)
         states = torch.empty(0)  # the probed outputs of the latest step: none before the first
         rows = list(range(k))  # the draft index of each batch row
