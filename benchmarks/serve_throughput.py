@@ -462,6 +462,8 @@ def main() -> None:
             command += ["--corpus", str(work / "corpus.jsonl"), "--k", str(k), "--no-save"]
             command += ["--upstream-base-url", f"{upstream_url}/v1", "--upstream-model", name]
             command += ["--upstream-timeout", str(CLIENT_TIMEOUT), "--max-tokens", str(args.max_tokens)]
+            # every client at once, as fast as they ask: what is measured is serve's own cost
+            command += ["--max-in-flight", str(max(args.clients)), "--rate-limit", "0"]
             return Process.on_free_port(f"serve-{name}", command, work)
 
         llm = upstream("smollm2", "smollm2", "--record", str(recorded), "--batch", str(batch))

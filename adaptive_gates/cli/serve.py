@@ -22,12 +22,14 @@ import functools
 import hashlib
 import ipaddress
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
+from ..serve.limits import Limits
 from .arguments import base_url, non_negative_int, positive_int, seconds
 from .backends import Served, api_key, corpus_retriever, served_backends
 from .files import input_file, saved_gate
@@ -40,6 +42,11 @@ if TYPE_CHECKING:
     from ..serve.service import ChatService
 
 logger = logging.getLogger(__name__)
+
+#: Requests a minute a key (or an address) may send, unless told otherwise.
+DEFAULT_RATE_LIMIT = 120
+#: Seconds answers under way get to finish when the server is told to stop.
+DEFAULT_DRAIN_SECONDS = 10.0
 
 #: Question vectors the server keeps (a few MB): the retrieval after a decision, and
 #: questions asked again, reuse them.
@@ -110,7 +117,53 @@ def add_parser(sub: Any) -> None:
         help="listen on another address than loopback with no API key (anyone who reaches it may ask and teach "
         "the gate)",
     )
+    _add_limits(serve)
     serve.set_defaults(run=run)
+
+
+def _add_limits(serve: argparse.ArgumentParser) -> None:
+    """The bounds on what a request and a client may cost (``serve.limits``)."""
+    defaults = Limits()
+    limits = serve.add_argument_group("limits", "what one request, or one client, may cost")
+    limits.add_argument(
+        "--max-body-bytes",
+        type=positive_int,
+        default=defaults.max_body_bytes,
+        help=f"the largest request body; larger gets 413 (default {defaults.max_body_bytes})",
+    )
+    limits.add_argument(
+        "--max-message-tokens",
+        type=positive_int,
+        default=defaults.max_message_tokens,
+        help="the longest message, in the answering model's tokens (estimated at 3 bytes a token for a remote "
+        f"one); longer gets 400 context_length_exceeded (default {defaults.max_message_tokens})",
+    )
+    limits.add_argument(
+        "--max-conversation-tokens",
+        type=positive_int,
+        default=defaults.max_conversation_tokens,
+        help=f"the longest conversation, every message counted (default {defaults.max_conversation_tokens})",
+    )
+    limits.add_argument(
+        "--max-in-flight",
+        type=positive_int,
+        default=defaults.max_in_flight,
+        help=f"chat requests answered at once; more get 503 with Retry-After (default {defaults.max_in_flight})",
+    )
+    limits.add_argument(
+        "--rate-limit",
+        type=non_negative_int,
+        default=DEFAULT_RATE_LIMIT,
+        help="requests a minute an API key (without keys: a client address) may send to /v1/, in bursts up to "
+        f"as many; more get 429 with Retry-After; 0: no limit (default {DEFAULT_RATE_LIMIT})",
+    )
+    limits.add_argument(
+        "--drain-seconds",
+        type=seconds,
+        default=DEFAULT_DRAIN_SECONDS,
+        help="on SIGTERM or Ctrl-C, how long answers under way may take to finish before they are cut "
+        f"(default {DEFAULT_DRAIN_SECONDS:g})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,7 +179,13 @@ def run(args: argparse.Namespace) -> int:
     service = build_service(args)
     logger.info("serving %s over %s on http://%s:%d", service.gate.name, service.model_id, args.host, args.port)
     app = create_app(service, keys, allowed_hosts(args))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=math.ceil(args.drain_seconds),
+    )
     return 0
 
 
@@ -205,6 +264,13 @@ def build_service(args: argparse.Namespace) -> ChatService:
         max_tokens=args.max_tokens,
         upstream_timeout=args.upstream_timeout,
         after_feedback=after_feedback,
+        limits=Limits(
+            max_body_bytes=args.max_body_bytes,
+            max_message_tokens=args.max_message_tokens,
+            max_conversation_tokens=args.max_conversation_tokens,
+            max_in_flight=args.max_in_flight,
+            requests_per_minute=args.rate_limit or None,
+        ),
     )
 
 

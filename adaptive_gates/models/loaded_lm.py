@@ -9,6 +9,7 @@ log-probabilities) are ``LocalCausalLM``'s, in ``models.local_lm`` and ``models.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import re
 import threading
@@ -71,6 +72,8 @@ class LoadedCausalLM:
         self._model: Any = None
         self._prefix_scopes: list[int] = []  # the sizes of the open prefix_cache() blocks
         self._prefixes = PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
+        self._counting_lock = threading.Lock()
+        self._counting_tokenizer: Any = None
 
     # ----------------------------------------------------------------- loading
     @property
@@ -213,6 +216,15 @@ class LoadedCausalLM:
         if self.use_chat_template and tokenizer.chat_template:
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return "\n\n".join(str(m["content"]) for m in messages)
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of ``text`` as a message's content (no special tokens). Counted on a
+        copy of the tokenizer, so a count never waits for a generation holding the model,
+        nor shares a tokenizer with one (a fast tokenizer serves one thread at a time)."""
+        with self._counting_lock:
+            if self._counting_tokenizer is None:
+                self._counting_tokenizer = copy.deepcopy(self.tokenizer)
+            return len(self._counting_tokenizer(text, add_special_tokens=False).input_ids)
 
     def _prepare(self, prompts: str | Sequence[str], formatted: bool) -> list[str]:
         """Validated prompt strings, chat-templated unless ``formatted``."""

@@ -54,6 +54,10 @@ class LocalChatModel:
     def model_id(self) -> str:
         return self.lm.model_id
 
+    def count_tokens(self, text: str) -> int:
+        """The tokens of ``text`` in the model's tokenizer (``LocalCausalLM.count_tokens``)."""
+        return self.lm.count_tokens(text)
+
     def chat(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> ChatReply:
         """One assistant reply to ``messages``."""
         return self.chat_batch([messages], **options)[0]

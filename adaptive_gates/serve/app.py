@@ -2,10 +2,12 @@
 not), feedback, stats, Prometheus metrics, a health check and the chat page.
 
 Errors take OpenAI's shape: 401/403 for a missing key or one whose role does not reach
-the route (when the server has keys), 400 for a request the server cannot read, 404 for an
-unknown decision, 502 when the upstream LLM fails (or the gate's backend cannot serve
-it), 504 when the upstream gives no answer in time, and 500 for anything else; the
-server keeps serving whatever one request does.
+the route (when the server has keys), 400 for a request the server cannot read (code
+``context_length_exceeded`` for one past the token limits), 404 for an unknown decision,
+413 for a body past its limit, 429 past a client's rate, 503 while the server answers
+as many requests as it takes, 502 when the upstream LLM fails (or the gate's backend
+cannot serve it), 504 when the upstream gives no answer in time, and 500 for anything
+else; the server keeps serving whatever one request does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..feedback import FeedbackNotSupportedError
 from .access import RequireKeys
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
+from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit
 from .protocol import (
     DECISION_HEADER,
     ChatCompletionRequest,
@@ -47,10 +50,17 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app serving ``service``; with ``keys``, every route but the page and the
     health check needs a key whose role reaches it (``serve.access``); with
-    ``allowed_hosts``, requests naming another host are refused (``serve.guards``)."""
+    ``allowed_hosts``, requests naming another host are refused (``serve.guards``); the
+    service's ``limits`` bound each request and each client (``serve.limits``)."""
     app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
     app.state.service = service
-    # the last added runs first: the host, then the key, each refusal with the headers
+    # The last added runs first: the host, the key, the key's rate, the body's size, the
+    # answers in flight; every refusal with the security headers.
+    limits = service.limits
+    app.add_middleware(LimitInFlight, max_in_flight=limits.max_in_flight)
+    app.add_middleware(LimitBody, max_bytes=limits.max_body_bytes)
+    if limits.requests_per_minute is not None:
+        app.add_middleware(RateLimit, per_minute=limits.requests_per_minute)
     app.add_middleware(RequireKeys, keys=keys or KeyRing())
     if allowed_hosts is not None:
         app.add_middleware(CheckHost, names=allowed_hosts)
@@ -79,6 +89,8 @@ def create_app(
         try:
             messages = body.chat_messages()
             prepared = await service.prepare(messages, body.answer_options(service.max_tokens))
+        except ConversationTooLongError as exc:
+            return _too_long(exc)
         except ValueError as exc:
             return _error(400, str(exc), param="messages")
         except GateBackendError as exc:
@@ -88,6 +100,8 @@ def create_app(
             return await _streamed(service, prepared, headers)
         try:
             text, finish_reason = await service.complete(prepared)
+        except ConversationTooLongError as exc:
+            return _too_long(exc)
         except UpstreamError as exc:
             return _upstream_failure(exc)
         record = service.finish(prepared, stream=False)
@@ -135,6 +149,8 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
     pieces = service.stream(prepared)
     try:
         first = await anext(pieces, None)
+    except ConversationTooLongError as exc:
+        return _too_long(exc)
     except UpstreamError as exc:
         return _upstream_failure(exc)
     completion_id = _completion_id(prepared)
@@ -165,6 +181,10 @@ def _completion_id(prepared: Prepared) -> str:
 
 def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(message, param=param), status_code=status)
+
+
+def _too_long(exc: ConversationTooLongError) -> JSONResponse:
+    return JSONResponse(error_body(str(exc), param="messages", code="context_length_exceeded"), status_code=400)
 
 
 def _upstream_failure(exc: UpstreamError) -> JSONResponse:

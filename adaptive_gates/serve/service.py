@@ -21,13 +21,14 @@ from typing import Any
 
 from ..answering import DEFAULT_INSTRUCTION, build_prompt
 from ..decision import DRAFT
-from ..errors import BackendMisconfiguredError
+from ..errors import BackendMisconfiguredError, ContextLengthExceededError
 from ..gates.base import Gate
 from ..models.chat import ChatModel, ChatOptions, Message
 from ..models.chat_stream import astream_chat
 from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
+from .limits import ConversationTooLongError, Limits, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, ServedDecision, Tally
 
@@ -79,6 +80,8 @@ class ChatService:
             each next piece) before giving up with a timeout.
         after_feedback: called (in a worker thread) after feedback taught the gate, e.g.
             to save it.
+        limits: the bounds on a request (``serve.limits``); the token bounds are
+            counted in the upstream's tokens when it counts them (the embedded model).
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class ChatService:
         max_tokens: int = 128,
         upstream_timeout: float = 60.0,
         after_feedback: Callable[[], object] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
@@ -105,6 +109,8 @@ class ChatService:
         self.max_tokens = max_tokens
         self.upstream_timeout = upstream_timeout
         self.after_feedback = after_feedback
+        self.limits = limits or Limits()
+        self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
         self.book = DecisionBook()
         self.tally = Tally()
@@ -120,10 +126,12 @@ class ChatService:
         """Decide on the conversation's last user turn and retrieve if the gate says so.
 
         Raises:
+            ConversationTooLongError: a message or the conversation is past the limits.
             ValueError: the conversation does not end with a user message with text.
             GateBackendError: the gate's backend cannot serve it at all.
         """
         started = time.perf_counter()
+        check_conversation(messages, self.limits, self._count_tokens)
         turn = read_turn(messages, self.history_window)
         try:
             decision = await self.gate.adecide(turn.judged)
@@ -157,6 +165,7 @@ class ChatService:
         """The whole answer and its finish reason.
 
         Raises:
+            ConversationTooLongError: the prompt, passages added, is past the upstream's window.
             UpstreamError: the upstream failed or timed out.
         """
         if prepared.draft is not None:
@@ -165,6 +174,8 @@ class ChatService:
         try:
             async with asyncio.timeout(self.upstream_timeout):
                 reply = await self.upstream.achat(prepared.messages, **prepared.options)
+        except ContextLengthExceededError as exc:
+            raise _too_long(exc) from exc
         except Exception as exc:
             raise self._upstream_error(exc) from exc
         finally:
@@ -175,6 +186,7 @@ class ChatService:
         """The answer piece by piece as the upstream makes it (a draft as one piece).
 
         Raises:
+            ConversationTooLongError: the prompt, passages added, is past the upstream's window.
             UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
         """
         if prepared.draft is not None:
@@ -189,6 +201,8 @@ class ChatService:
                         piece = await anext(pieces)
                 except StopAsyncIteration:
                     return
+                except ContextLengthExceededError as exc:
+                    raise _too_long(exc) from exc
                 except Exception as exc:
                     raise self._upstream_error(exc) from exc
                 if piece.text:
@@ -257,3 +271,7 @@ class ChatService:
             "stats": self.tally.snapshot(),
             "memory": self.memory_counts(),
         }
+
+
+def _too_long(exc: ContextLengthExceededError) -> ConversationTooLongError:
+    return ConversationTooLongError(f"with the passages it was given, the prompt is too long: {exc}")

@@ -1,0 +1,223 @@
+"""What one request, or one client, may cost ``adaptive-gates serve``.
+
+``Limits`` holds the bounds. Three ASGI middlewares enforce those that need no model,
+each refusal in OpenAI's error shape: ``LimitBody`` (413 for a body past
+``max_body_bytes``, read before the app parses it), ``LimitInFlight`` (503 with
+``Retry-After`` beyond ``max_in_flight`` answers at once) and ``RateLimit`` (429 with
+``Retry-After`` past ``requests_per_minute``, per key, or per client address on a server
+without keys). The token bounds are the service's to check (``check_conversation``), in
+the answering model's tokens: a message of 100,000 characters is refused at once
+instead of filling memory for minutes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..models.chat import Message
+from .protocol import send_error
+
+#: UTF-8 bytes a token at most, where the answering model's tokenizer is not at hand:
+#: BPE tokenizers pack English at about four, so the estimate errs toward refusing.
+BYTES_PER_TOKEN_ESTIMATE = 3
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds on a request and on a client.
+
+    Attributes:
+        max_body_bytes: the largest request body.
+        max_message_tokens: the longest message, in the answering model's tokens.
+        max_conversation_tokens: the longest conversation (every message).
+        max_in_flight: chat requests answered at once; more get 503.
+        requests_per_minute: requests a key (or, without keys, an address) may send a
+            minute, in bursts up to the same number; ``None``: no limit.
+    """
+
+    max_body_bytes: int = 1_000_000
+    max_message_tokens: int = 2_000
+    max_conversation_tokens: int = 4_000
+    max_in_flight: int = 8
+    requests_per_minute: int | None = None
+
+    def __post_init__(self) -> None:
+        bounds = [self.max_body_bytes, self.max_message_tokens, self.max_conversation_tokens, self.max_in_flight]
+        if any(bound < 1 for bound in bounds) or (
+            self.requests_per_minute is not None and self.requests_per_minute < 1
+        ):
+            raise ValueError(f"every limit must be >= 1, got {self}")
+
+
+class ConversationTooLongError(ValueError):
+    """A message or the conversation is longer than the server takes (OpenAI's
+    ``context_length_exceeded``)."""
+
+
+def token_counter(model: object) -> Callable[[str], int]:
+    """How ``model`` counts a text's tokens: its own ``count_tokens`` when it has one
+    (the embedded model's tokenizer), else an estimate from the UTF-8 length."""
+    count = getattr(model, "count_tokens", None)
+    if callable(count):
+        return count
+    return lambda text: math.ceil(len(text.encode("utf-8", "surrogatepass")) / BYTES_PER_TOKEN_ESTIMATE)
+
+
+def check_conversation(messages: Sequence[Message], limits: Limits, count: Callable[[str], int]) -> None:
+    """Raise ``ConversationTooLongError`` for a message or a conversation past ``limits``.
+    A text far past the bound is refused by its length alone, before it is tokenized."""
+    total = 0
+    for i, message in enumerate(messages):
+        tokens = _message_tokens(message["content"], limits.max_message_tokens, count)
+        if tokens is None or tokens > limits.max_message_tokens:
+            size = f"more than {limits.max_message_tokens}" if tokens is None else str(tokens)
+            raise ConversationTooLongError(
+                f"message {i} is {size} tokens; this server takes {limits.max_message_tokens} a message"
+            )
+        total += tokens
+    if total > limits.max_conversation_tokens:
+        raise ConversationTooLongError(
+            f"the conversation is {total} tokens; this server takes {limits.max_conversation_tokens} a conversation"
+        )
+
+
+#: A token is rarely longer than this many characters: a text longer than this many
+#: times a bound is past it without tokenizing it.
+_LONGEST_TOKEN_CHARS = 16
+
+
+def _message_tokens(text: str, bound: int, count: Callable[[str], int]) -> int | None:
+    """The text's tokens; ``None`` when its length alone puts it past ``bound`` (tokenizing
+    megabytes would be the very cost refused)."""
+    return None if len(text) > bound * _LONGEST_TOKEN_CHARS else count(text)
+
+
+class LimitBody:
+    """ASGI middleware: a body past ``max_bytes`` gets 413 before the app reads any of it."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", ())).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left before sending its body
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            # the body once, whole; then what the client does next (a disconnect)
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any) -> None:
+        message = f"the request body is larger than this server takes ({self.max_bytes} bytes)"
+        await send_error(send, 413, message, "request_too_large")
+
+
+#: The routes whose requests count as answers in flight.
+_ANSWERING = ("/v1/chat/completions",)
+
+
+class LimitInFlight:
+    """ASGI middleware: beyond ``max_in_flight`` chat requests at once (a stream counts
+    until its last event is sent), another gets 503 with ``Retry-After``."""
+
+    def __init__(self, app: Any, max_in_flight: int) -> None:
+        self.app = app
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in _ANSWERING:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            message = f"the server is answering {self.max_in_flight} requests, as many as it takes at once; retry soon"
+            await send_error(send, 503, message, "server_overloaded", [(b"retry-after", b"1")])
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+
+class RateLimit:
+    """ASGI middleware: a token bucket per key (the ``api_key_id`` the key check left),
+    or per client address on a server without keys, over the ``/v1/`` routes; past it,
+    429 with ``Retry-After``."""
+
+    #: Clients remembered before those whose buckets are full again are forgotten.
+    MAX_CLIENTS = 10_000
+
+    def __init__(self, app: Any, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.per_minute = per_minute
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, when)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        wait = self._take(_client_of(scope))
+        if wait > 0:
+            message = f"more than {self.per_minute} requests a minute; retry in {wait} s"
+            await send_error(send, 429, message, "rate_limit_exceeded", [(b"retry-after", str(wait).encode())])
+            return
+        await self.app(scope, receive, send)
+
+    def _take(self, client: str) -> int:
+        """Take one request from ``client``'s bucket; the whole seconds to wait when it
+        is empty (0: go ahead)."""
+        now = self.clock()
+        rate = self.per_minute / 60
+        tokens, then = self._buckets.get(client, (float(self.per_minute), now))
+        tokens = min(float(self.per_minute), tokens + (now - then) * rate)
+        if tokens < 1:
+            self._buckets[client] = (tokens, now)
+            return math.ceil((1 - tokens) / rate)
+        self._buckets[client] = (tokens - 1, now)
+        if len(self._buckets) > self.MAX_CLIENTS:
+            self._forget_idle(now)
+        return 0
+
+    def _forget_idle(self, now: float) -> None:
+        full_after = 60.0  # an empty bucket refills in a minute
+        self._buckets = {c: b for c, b in self._buckets.items() if now - b[1] < full_after}
+
+
+def _client_of(scope: dict[str, Any]) -> str:
+    key = scope.get("state", {}).get("api_key_id")
+    if key is not None:
+        return f"key:{key}"
+    client = scope.get("client")
+    return f"address:{client[0] if client else 'unknown'}"
