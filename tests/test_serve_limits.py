@@ -162,12 +162,12 @@ def test_past_its_rate_a_key_gets_429_while_another_key_goes_on(gate, retriever,
 def test_a_bucket_refills_at_its_rate():
     now = [0.0]
     limit = RateLimit(app=None, per_minute=60, clock=lambda: now[0])
-    assert [limit._take("a") for _ in range(60)] == [0] * 60
-    assert limit._take("a") == 1 and limit._take("b") == 0  # one a second; another client is its own
+    assert [limit.buckets.take("a") for _ in range(60)] == [0] * 60
+    assert limit.buckets.take("a") == 1 and limit.buckets.take("b") == 0  # one a second; another client is its own
     now[0] += 1.0
-    assert limit._take("a") == 0 and limit._take("a") == 1
+    assert limit.buckets.take("a") == 0 and limit.buckets.take("a") == 1
     now[0] += 120.0  # a full bucket holds no more than a minute's requests
-    assert [limit._take("a") for _ in range(61)][-2:] == [0, 1]
+    assert [limit.buckets.take("a") for _ in range(61)][-2:] == [0, 1]
 
 
 def test_without_a_tokenizer_at_hand_tokens_are_estimated_from_the_bytes():
@@ -188,6 +188,7 @@ def test_the_command_takes_the_limits_and_refuses_a_bad_one(capsys):
         ("--max-conversation-tokens", "4000"),
         ("--max-in-flight", "8"),
         ("--rate-limit", "120"),
+        ("--feedback-per-hour", "60"),
         ("--drain-seconds", "10"),
     ):
         assert option in shown and f"(default {default})" in shown.split(option, 2)[-1], option

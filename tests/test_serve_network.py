@@ -17,10 +17,13 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.cli import main
+from adaptive_gates.decision import GateDecision
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
 from adaptive_gates.serve.keys import KEY_VARIABLE, KeyRing
+from adaptive_gates.serve.limits import Limits
+from adaptive_gates.serve.records import DecisionBook, ServedDecision
 from serve_process import ServedApp
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
@@ -79,11 +82,8 @@ def test_each_role_reaches_its_routes_and_no_further(served):
         _client(served, KEYS["chat"]).post(
             "/feedback", body={"decision_id": decision_id, "correct": True}, cast_to=httpx.Response
         )
-    judged = httpx.post(
-        f"{served.url}/v1/feedback",
-        json={"decision_id": decision_id, "correct": True},
-        headers={"Authorization": f"Bearer {KEYS['feedback']}"},
-    )
+    own = _ask(_client(served, KEYS["feedback"])).model_extra["adaptive_gates"]["id"]
+    judged = _judge(served.url, own, KEYS["feedback"])
     assert judged.status_code == 200, judged.text
     for path in ("/v1/stats", "/metrics", "/docs", "/openapi.json"):
         assert httpx.get(served.url + path).status_code == 401
@@ -95,6 +95,62 @@ def test_each_role_reaches_its_routes_and_no_further(served):
     # the page and the health check stay public: a browser loads the page before any key
     for path in ("/", "/healthz"):
         assert httpx.get(served.url + path).status_code == 200
+
+
+def _judge(url: str, decision_id: str, key: str | None = None, correct: bool = True) -> httpx.Response:
+    headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+    return httpx.post(f"{url}/v1/feedback", json={"decision_id": decision_id, "correct": correct}, headers=headers)
+
+
+def test_an_answer_gets_one_verdict_from_the_key_that_asked_or_from_an_admin(service, tmp_path):
+    one, two = "feedback-key-one-0123456789", "feedback-key-two-0123456789"
+    key_file = tmp_path / "keys.txt"
+    key_file.write_text(f"{one} feedback\n{two} feedback\n{KEYS['admin']} admin\n")
+    with ServedApp(create_app(service, KeyRing.from_sources(key_file=key_file, environ={}))) as app:
+        asked = {key: _ask(_client(app, key)).model_extra["adaptive_gates"]["id"] for key in (one, two)}
+        stranger = _judge(app.url, asked[one], two, correct=False)
+        assert stranger.status_code == 403 and stranger.json()["error"]["code"] == "not_your_decision"
+        assert _judge(app.url, asked[one], one).status_code == 200
+        taught = service.memory_counts()
+        for again in (True, False):  # the same verdict or its opposite: the answer has one
+            second = _judge(app.url, asked[one], one, correct=again)
+            assert second.status_code == 409 and second.json()["error"]["code"] == "already_judged"
+        assert service.memory_counts() == taught
+        assert _judge(app.url, asked[two], KEYS["admin"]).status_code == 200  # an admin may judge any
+
+        async def twenty_at_once(decision_id: str) -> list[int]:
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {one}"}) as client:
+                body = {"decision_id": decision_id, "correct": False}
+                sent = [client.post(f"{app.url}/v1/feedback", json=body) for _ in range(20)]
+                return sorted(r.status_code for r in await asyncio.gather(*sent))
+
+        fresh = _ask(_client(app, one)).model_extra["adaptive_gates"]["id"]
+        assert asyncio.run(twenty_at_once(fresh)) == [200] + [409] * 19
+
+
+def test_past_its_feedback_quota_a_client_gets_429(service):
+    quota = Limits(feedback_per_hour=2)
+    rated = ChatService(service.gate, service.retriever, service.upstream, max_tokens=1, limits=quota)
+    with ServedApp(create_app(rated)) as app:
+        client = openai.OpenAI(base_url=f"{app.url}/v1", api_key="none", max_retries=0)
+        asked = [_ask(client).model_extra["adaptive_gates"]["id"] for _ in range(3)]
+        assert [_judge(app.url, decision_id).status_code for decision_id in asked[:2]] == [200, 200]
+        refused = _judge(app.url, asked[2])
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "feedback_quota_exceeded"
+        assert 1 <= int(refused.headers["retry-after"]) <= 1800  # one verdict back every half hour
+
+
+def test_a_decision_is_held_for_judging_only_so_long():
+    now = [0.0]
+    book = DecisionBook(max_age=3600, clock=lambda: now[0])
+    decision = GateDecision(question=QUESTION, retrieve=True, score=0.5, threshold=0.4, gate="skr-knn")
+    served = ServedDecision.new(decision, [])
+    book.put(served)
+    now[0] = 3599.0
+    assert book.get(served.id) is served
+    now[0] = 3601.0
+    assert book.get(served.id) is None
+    assert len(served.id) == len("dec-") + 32  # 128 random bits
 
 
 def test_no_key_reaches_a_log(served, caplog):

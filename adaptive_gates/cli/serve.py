@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 #: Requests a minute a key (or an address) may send, unless told otherwise.
 DEFAULT_RATE_LIMIT = 120
+#: Verdicts an hour a key (or an address) may give, unless told otherwise.
+DEFAULT_FEEDBACK_PER_HOUR = 60
 #: Seconds answers under way get to finish when the server is told to stop.
 DEFAULT_DRAIN_SECONDS = 10.0
 
@@ -156,6 +158,13 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
         default=DEFAULT_RATE_LIMIT,
         help="requests a minute an API key (without keys: a client address) may send to /v1/, in bursts up to "
         f"as many; more get 429 with Retry-After; 0: no limit (default {DEFAULT_RATE_LIMIT})",
+    )
+    limits.add_argument(
+        "--feedback-per-hour",
+        type=non_negative_int,
+        default=DEFAULT_FEEDBACK_PER_HOUR,
+        help="verdicts an API key (without keys: a client address) may give an hour; more get 429; 0: no limit "
+        f"(default {DEFAULT_FEEDBACK_PER_HOUR})",
     )
     limits.add_argument(
         "--drain-seconds",
@@ -270,6 +279,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
             max_conversation_tokens=args.max_conversation_tokens,
             max_in_flight=args.max_in_flight,
             requests_per_minute=args.rate_limit or None,
+            feedback_per_hour=args.feedback_per_hour or None,
         ),
     )
 

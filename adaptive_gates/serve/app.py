@@ -4,10 +4,11 @@ not), feedback, stats, Prometheus metrics, a health check and the chat page.
 Errors take OpenAI's shape: 401/403 for a missing key or one whose role does not reach
 the route (when the server has keys), 400 for a request the server cannot read (code
 ``context_length_exceeded`` for one past the token limits), 404 for an unknown decision,
-413 for a body past its limit, 429 past a client's rate, 503 while the server answers
-as many requests as it takes, 502 when the upstream LLM fails (or the gate's backend
-cannot serve it), 504 when the upstream gives no answer in time, and 500 for anything
-else; the server keeps serving whatever one request does.
+403 too for a verdict on another key's answer, 409 for a second verdict on one answer,
+413 for a body past its limit, 429 past a client's rate or feedback quota, 503 while
+the server answers as many requests as it takes, 502 when the upstream LLM fails (or
+the gate's backend cannot serve it), 504 when the upstream gives no answer in time, and
+500 for anything else; the server keeps serving whatever one request does.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..feedback import FeedbackNotSupportedError
 from .access import RequireKeys
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
-from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit
+from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit, client_of
 from .protocol import (
     DECISION_HEADER,
     ChatCompletionRequest,
@@ -37,7 +38,15 @@ from .protocol import (
     error_body,
     event,
 )
-from .service import ChatService, GateBackendError, Prepared, UnknownDecisionError, UpstreamError
+from .service import (
+    ChatService,
+    FeedbackQuotaError,
+    FeedbackRefusedError,
+    GateBackendError,
+    Prepared,
+    UnknownDecisionError,
+    UpstreamError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +94,12 @@ def create_app(
         return JSONResponse(body, status_code=500)
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(body: ChatCompletionRequest) -> Response:
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        # the asking key alone judges the answer (on a server without keys, anyone may)
+        owner = client_of(request.scope) if "api_key_id" in request.scope.get("state", {}) else None
         try:
             messages = body.chat_messages()
-            prepared = await service.prepare(messages, body.answer_options(service.max_tokens))
+            prepared = await service.prepare(messages, body.answer_options(service.max_tokens), owner)
         except ConversationTooLongError as exc:
             return _too_long(exc)
         except ValueError as exc:
@@ -109,11 +120,17 @@ def create_app(
         return JSONResponse(payload, headers=headers)
 
     @app.post("/v1/feedback")
-    async def feedback(body: FeedbackRequest) -> JSONResponse:
+    async def feedback(body: FeedbackRequest, request: Request) -> JSONResponse:
+        admin = request.scope.get("state", {}).get("api_role") == "admin"
         try:
-            return JSONResponse(await service.feedback(body.decision_id, body.correct))
+            taught = await service.feedback(body.decision_id, body.correct, client_of(request.scope), admin=admin)
+            return JSONResponse(taught)
         except UnknownDecisionError:
             return _error(404, f"no decision {body.decision_id!r} is held (never taken, or too old)", "decision_id")
+        except FeedbackRefusedError as exc:
+            headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, FeedbackQuotaError) else None
+            refusal = error_body(str(exc), param="decision_id", code=exc.code)
+            return JSONResponse(refusal, status_code=exc.status, headers=headers)
         except FeedbackNotSupportedError as exc:
             return _error(400, str(exc))
 

@@ -5,16 +5,17 @@ each refusal in OpenAI's error shape: ``LimitBody`` (413 for a body past
 ``max_body_bytes``, read before the app parses it), ``LimitInFlight`` (503 with
 ``Retry-After`` beyond ``max_in_flight`` answers at once) and ``RateLimit`` (429 with
 ``Retry-After`` past ``requests_per_minute``, per key, or per client address on a server
-without keys). The token bounds are the service's to check (``check_conversation``), in
-the answering model's tokens: a message of 100,000 characters is refused at once
-instead of filling memory for minutes.
+without keys). The service checks the rest: the feedback quota (``TokenBuckets``), and
+the token bounds (``check_conversation``) in the answering model's tokens, so a message
+of 100,000 characters is refused at once instead of filling memory for minutes.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ class Limits:
         max_in_flight: chat requests answered at once; more get 503.
         requests_per_minute: requests a key (or, without keys, an address) may send a
             minute, in bursts up to the same number; ``None``: no limit.
+        feedback_per_hour: verdicts a key (or an address) may give an hour; ``None``:
+            no limit.
     """
 
     max_body_bytes: int = 1_000_000
@@ -44,12 +47,12 @@ class Limits:
     max_conversation_tokens: int = 4_000
     max_in_flight: int = 8
     requests_per_minute: int | None = None
+    feedback_per_hour: int | None = None
 
     def __post_init__(self) -> None:
         bounds = [self.max_body_bytes, self.max_message_tokens, self.max_conversation_tokens, self.max_in_flight]
-        if any(bound < 1 for bound in bounds) or (
-            self.requests_per_minute is not None and self.requests_per_minute < 1
-        ):
+        rates = [rate for rate in (self.requests_per_minute, self.feedback_per_hour) if rate is not None]
+        if any(bound < 1 for bound in [*bounds, *rates]):
             raise ValueError(f"every limit must be >= 1, got {self}")
 
 
@@ -170,52 +173,64 @@ class LimitInFlight:
             self.in_flight -= 1
 
 
-class RateLimit:
-    """ASGI middleware: a token bucket per key (the ``api_key_id`` the key check left),
-    or per client address on a server without keys, over the ``/v1/`` routes; past it,
-    429 with ``Retry-After``."""
+class TokenBuckets:
+    """A token bucket per client: ``per_period`` requests every ``period`` seconds, in
+    bursts of up to as many; safe from many threads."""
 
     #: Clients remembered before those whose buckets are full again are forgotten.
     MAX_CLIENTS = 10_000
 
+    def __init__(self, per_period: int, period: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if per_period < 1 or not period > 0:
+            raise ValueError(f"per_period must be >= 1 and period > 0, got {per_period} and {period}")
+        self.per_period = per_period
+        self.period = period
+        self.clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, when)
+        self._lock = threading.Lock()
+
+    def take(self, client: str) -> int:
+        """Take one from ``client``'s bucket: 0 to go ahead, or, when it is empty, the
+        whole seconds until it holds one again."""
+        with self._lock:
+            now = self.clock()
+            rate = self.per_period / self.period
+            tokens, then = self._buckets.get(client, (float(self.per_period), now))
+            tokens = min(float(self.per_period), tokens + (now - then) * rate)
+            if tokens < 1:
+                self._buckets[client] = (tokens, now)
+                return math.ceil((1 - tokens) / rate)
+            self._buckets[client] = (tokens - 1, now)
+            if len(self._buckets) > self.MAX_CLIENTS:
+                # an untouched bucket is full again after a period: forgetting it changes nothing
+                self._buckets = {c: b for c, b in self._buckets.items() if now - b[1] < self.period}
+            return 0
+
+
+class RateLimit:
+    """ASGI middleware: ``per_minute`` requests a minute per key (the ``api_key_id`` the
+    key check left), or per client address on a server without keys, over the ``/v1/``
+    routes; past it, 429 with ``Retry-After``."""
+
     def __init__(self, app: Any, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.app = app
         self.per_minute = per_minute
-        self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, when)
+        self.buckets = TokenBuckets(per_minute, 60.0, clock)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.app(scope, receive, send)
             return
-        wait = self._take(_client_of(scope))
+        wait = self.buckets.take(client_of(scope))
         if wait > 0:
             message = f"more than {self.per_minute} requests a minute; retry in {wait} s"
             await send_error(send, 429, message, "rate_limit_exceeded", [(b"retry-after", str(wait).encode())])
             return
         await self.app(scope, receive, send)
 
-    def _take(self, client: str) -> int:
-        """Take one request from ``client``'s bucket; the whole seconds to wait when it
-        is empty (0: go ahead)."""
-        now = self.clock()
-        rate = self.per_minute / 60
-        tokens, then = self._buckets.get(client, (float(self.per_minute), now))
-        tokens = min(float(self.per_minute), tokens + (now - then) * rate)
-        if tokens < 1:
-            self._buckets[client] = (tokens, now)
-            return math.ceil((1 - tokens) / rate)
-        self._buckets[client] = (tokens - 1, now)
-        if len(self._buckets) > self.MAX_CLIENTS:
-            self._forget_idle(now)
-        return 0
 
-    def _forget_idle(self, now: float) -> None:
-        full_after = 60.0  # an empty bucket refills in a minute
-        self._buckets = {c: b for c, b in self._buckets.items() if now - b[1] < full_after}
-
-
-def _client_of(scope: dict[str, Any]) -> str:
+def client_of(scope: Mapping[str, Any]) -> str:
+    """Who sent a request: its API key's id, or, on a server without keys, its address."""
     key = scope.get("state", {}).get("api_key_id")
     if key is not None:
         return f"key:{key}"

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,18 +19,23 @@ from ..retrieval.base import Hit
 
 @dataclass
 class ServedDecision:
-    """One answered request: the gate's decision, the route taken, the passages used
-    and where the time went (milliseconds)."""
+    """One answered request: the gate's decision, the route taken, the passages used,
+    where the time went (milliseconds), the id of the API key that asked (``None`` on a
+    server without keys) and the verdict feedback gave on the answer, once given."""
 
     id: str
     route: AnswerRoute
     decision: GateDecision
     passages: list[Hit] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    owner: str | None = None
+    verdict: bool | None = None
 
     @classmethod
-    def new(cls, decision: GateDecision, passages: list[Hit]) -> ServedDecision:
-        return cls(f"dec-{uuid.uuid4().hex}", decision.route, decision, passages, {"gate": decision.latency_ms})
+    def new(cls, decision: GateDecision, passages: list[Hit], owner: str | None = None) -> ServedDecision:
+        """A record under a new id: 128 random bits, which no one guesses."""
+        latency = {"gate": decision.latency_ms}
+        return cls(f"dec-{uuid.uuid4().hex}", decision.route, decision, passages, latency, owner)
 
     def summary(self) -> dict[str, Any]:
         """The few fields the response header carries."""
@@ -65,24 +72,34 @@ def _finite(value: float) -> float | None:
 
 
 class DecisionBook:
-    """The latest ``capacity`` decisions by id, for feedback; safe from many threads."""
+    """The latest ``capacity`` decisions by id, each for ``max_age`` seconds, for
+    feedback; safe from many threads."""
 
-    def __init__(self, capacity: int = 10_000) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
+    def __init__(
+        self, capacity: int = 10_000, max_age: float = 3600.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if capacity < 1 or not max_age > 0:
+            raise ValueError(f"capacity must be >= 1 and max_age > 0, got {capacity} and {max_age}")
         self.capacity = capacity
-        self._entries: OrderedDict[str, ServedDecision] = OrderedDict()
+        self.max_age = max_age
+        self.clock = clock
+        self._entries: OrderedDict[str, tuple[float, ServedDecision]] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, served: ServedDecision) -> None:
         with self._lock:
-            self._entries[served.id] = served
+            self._entries[served.id] = (self.clock(), served)
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
 
     def get(self, decision_id: str) -> ServedDecision | None:
+        """The decision, while it is younger than ``max_age``."""
         with self._lock:
-            return self._entries.get(decision_id)
+            now = self.clock()
+            while self._entries and now - next(iter(self._entries.values()))[0] > self.max_age:
+                self._entries.popitem(last=False)  # the oldest first: put keeps them in order
+            kept = self._entries.get(decision_id)
+            return None if kept is None else kept[1]
 
 
 class Tally:

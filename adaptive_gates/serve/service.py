@@ -28,7 +28,7 @@ from ..models.chat_stream import astream_chat
 from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
-from .limits import ConversationTooLongError, Limits, check_conversation, token_counter
+from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, ServedDecision, Tally
 
@@ -50,6 +50,38 @@ class GateBackendError(Exception):
 
 class UnknownDecisionError(KeyError):
     """Feedback names a decision the server does not hold (never taken, or too old)."""
+
+
+class FeedbackRefusedError(Exception):
+    """Feedback the server will not take (``status``: the HTTP status that says why)."""
+
+    status = 400
+    code = "feedback_refused"
+
+
+class NotYourDecisionError(FeedbackRefusedError):
+    """Only the key that got the answer, or an admin key, may judge it."""
+
+    status = 403
+    code = "not_your_decision"
+
+
+class AlreadyJudgedError(FeedbackRefusedError):
+    """The answer has its verdict; a second would count the same answer twice."""
+
+    status = 409
+    code = "already_judged"
+
+
+class FeedbackQuotaError(FeedbackRefusedError):
+    """The client gave as many verdicts as it may for now (``retry_after`` seconds)."""
+
+    status = 429
+    code = "feedback_quota_exceeded"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -115,6 +147,8 @@ class ChatService:
         self.book = DecisionBook()
         self.tally = Tally()
         self._feedback_lock = asyncio.Lock()
+        per_hour = self.limits.feedback_per_hour
+        self._feedback_quota = None if per_hour is None else TokenBuckets(per_hour, 3600.0)
 
     @property
     def model_id(self) -> str:
@@ -122,8 +156,9 @@ class ChatService:
         return self.upstream.model_id
 
     # ------------------------------------------------------------------ answering
-    async def prepare(self, messages: list[Message], options: ChatOptions) -> Prepared:
-        """Decide on the conversation's last user turn and retrieve if the gate says so.
+    async def prepare(self, messages: list[Message], options: ChatOptions, owner: str | None = None) -> Prepared:
+        """Decide on the conversation's last user turn and retrieve if the gate says so;
+        ``owner`` (the asking key's id) alone may judge the answer, besides an admin.
 
         Raises:
             ConversationTooLongError: a message or the conversation is past the limits.
@@ -144,7 +179,7 @@ class ChatService:
         elif decision.retrieve:
             passages, retrieval_ms = await self._retrieve(turn.judged)
         draft = decision.draft_answer if decision.route == DRAFT else None
-        served = ServedDecision.new(decision, passages)
+        served = ServedDecision.new(decision, passages, owner)
         served.latency_ms["retrieval"] = retrieval_ms
         prompt = build_prompt(turn.question, [h.as_passage() for h in passages], self.instruction)
         upstream_messages = [*turn.earlier, {"role": "user", "content": prompt}]
@@ -234,20 +269,38 @@ class ChatService:
         return served.to_dict(stats)
 
     # ------------------------------------------------------------------ feedback and state
-    async def feedback(self, decision_id: str, correct: bool) -> dict[str, Any]:
-        """Teach the gate whether decision ``decision_id``'s answer was correct.
+    async def feedback(
+        self, decision_id: str, correct: bool, client: str | None = None, *, admin: bool = False
+    ) -> dict[str, Any]:
+        """Teach the gate whether decision ``decision_id``'s answer was correct, on behalf
+        of ``client`` (the judging key's id, or an address on a server without keys).
 
         Raises:
-            UnknownDecisionError: no such decision is held.
+            UnknownDecisionError: no such decision is held (never taken, or too old).
+            NotYourDecisionError: another key got the answer, and ``admin`` is not set.
+            FeedbackQuotaError: ``client`` gave as many verdicts as the limits allow.
+            AlreadyJudgedError: the answer has its verdict.
             FeedbackNotSupportedError: the gate does not learn from feedback.
         """
         served = self.book.get(decision_id)
         if served is None:
             raise UnknownDecisionError(decision_id)
-        # One at a time: the gate's memory learns safely while others decide, and a save
-        # after each lesson must not interleave with the next.
+        if served.owner is not None and served.owner != client and not admin:
+            raise NotYourDecisionError("only the API key that got this answer, or an admin key, may judge it")
+        if served.verdict is not None:
+            raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
+        wait = 0 if self._feedback_quota is None else self._feedback_quota.take(client or "anonymous")
+        if wait:
+            per_hour = self.limits.feedback_per_hour
+            raise FeedbackQuotaError(f"more than {per_hour} verdicts an hour; retry in {wait} s", wait)
+        # One at a time: the gate's memory learns safely while others decide, a save after
+        # each lesson must not interleave with the next, and two verdicts on one answer
+        # sent together find the first one's mark.
         async with self._feedback_lock:
+            if served.verdict is not None:
+                raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
             entry = await asyncio.to_thread(self.gate.record_decision_feedback, served.decision, correct)
+            served.verdict = correct
             if self.after_feedback is not None and entry.label is not None:
                 await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
