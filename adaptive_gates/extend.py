@@ -14,7 +14,7 @@ from __future__ import annotations
 from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
 from .driving import adrive, drive
 from .feedback import Feedback
-from .history_window import windowed_question
+from .history_window import refers_back, standalone_question
 from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
 from .memory.memories import l2_normalise
 from .memory.store_backed import LABEL_KEY, Similarity, StoreBackedMemory
@@ -47,5 +47,6 @@ __all__ = [
     "l2_normalise",
     "listening",
     "notify_decisions",
-    "windowed_question",
+    "refers_back",
+    "standalone_question",
 ]

@@ -116,17 +116,29 @@ def test_curl_gets_the_stream_as_server_sent_events(served, routes):
     assert json.loads(data[-2])["adaptive_gates"]["route"] == "direct"
 
 
-def test_the_gate_judges_a_follow_up_with_the_history_window(served):
-    messages = [
+def _judged(url: str, messages: list[dict]) -> dict:
+    response = httpx.post(f"{url}/v1/chat/completions", json={"messages": messages, "max_tokens": 1}, timeout=120)
+    return response.json()["adaptive_gates"]
+
+
+def test_the_gate_judges_the_latest_question_made_standalone_never_the_transcript(served, knn_gate):
+    conversation = [
         {"role": "system", "content": "Answer briefly."},
-        {"role": "user", "content": "Who wrote Hamlet?"},
-        {"role": "assistant", "content": "William Shakespeare."},
-        {"role": "user", "content": "When did he die?"},
+        {"role": "user", "content": "who plays gilbert blythe in anne with an e?"},
+        {"role": "assistant", "content": "Lucas Jade Zumann."},
+        {"role": "user", "content": "Who directed A Midsummer Night's Dream in 1935?"},
+        {"role": "assistant", "content": "Max Reinhardt."},
     ]
-    body = {"messages": messages, "max_tokens": 6}
-    response = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=120)
-    judged = response.json()["adaptive_gates"]["decision"]["question"]
-    assert judged == "Who wrote Hamlet?\nWilliam Shakespeare.\nWhen did he die?"  # window 2, system left out
+    # a question that stands alone is judged alone, whatever came before
+    alone = _judged(served.url, [*conversation, {"role": "user", "content": "What is the capital of France?"}])
+    assert alone["decision"]["question"] == "What is the capital of France?"
+    # a follow-up, after the user's question it leans on: no reply, no system prompt
+    follow_up = _judged(served.url, [*conversation, {"role": "user", "content": "When was he born?"}])
+    assert follow_up["decision"]["question"] == "Who directed A Midsummer Night's Dream in 1935? When was he born?"
+    # what feedback stores in the memory is that question, never the conversation
+    feedback = httpx.post(f"{served.url}/v1/feedback", json={"decision_id": follow_up["id"], "correct": False})
+    assert feedback.status_code == 200
+    assert knn_gate.feedback_.entries()[-1].question == follow_up["decision"]["question"]
 
 
 def test_feedback_teaches_the_gate_and_the_next_answer_shows_it(served, routes):

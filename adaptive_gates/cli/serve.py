@@ -85,7 +85,11 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument("--k", type=positive_int, default=3, help="passages retrieved when the gate says so")
     serve.add_argument(
-        "--history-window", type=non_negative_int, default=2, help="messages of history the gate sees (default 2)"
+        "--history-window",
+        type=non_negative_int,
+        default=2,
+        help="earlier user questions a follow-up ('and when did he die?') may lean on; the gate judges the last "
+        "question alone unless it refers back (default 2)",
     )
     serve.add_argument("--max-tokens", type=positive_int, default=128, help="answer length when a request sets none")
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")

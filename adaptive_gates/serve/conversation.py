@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..history_window import windowed_question
+from ..history_window import standalone_question
 from ..models.chat import Message
-
-#: The roles whose texts the gate sees with the question (others count toward the window).
-DIALOGUE_ROLES = ("user", "assistant")
 
 
 @dataclass(frozen=True)
@@ -19,8 +16,9 @@ class Turn:
     Attributes:
         question: the last user message's text.
         earlier: every message before it, as given (system prompts included).
-        judged: what the gate judges: the question after the last ``window`` messages
-            (``history_window.windowed_question``).
+        judged: what the gate judges: the question made standalone, with as many of
+            the last ``window`` user questions as it leans on
+            (``history_window.standalone_question``).
     """
 
     question: str
@@ -44,5 +42,5 @@ def read_turn(messages: Sequence[Message], window: int) -> Turn:
     if not question:
         raise ValueError("the last user message is empty")
     earlier = list(messages[:-1])
-    history = [m["content"] if m["role"] in DIALOGUE_ROLES else None for m in earlier]
-    return Turn(question, earlier, windowed_question(question, history, window))
+    asked_before = [m["content"] for m in earlier if m["role"] == "user"]
+    return Turn(question, earlier, standalone_question(question, asked_before, window))

@@ -1,8 +1,8 @@
 """The selective-retrieval chat service behind ``adaptive-gates serve``.
 
-Per request: the gate judges the last user turn (after a window of the history),
-the top passages are retrieved when it says so, and the upstream LLM answers with the
-package's answer prompt (``answering.build_prompt``), the history kept; a gate's
+Per request: the gate judges the last user question, made standalone
+(``history_window``), the top passages are retrieved when it says so, and the upstream
+LLM answers with the package's answer prompt (``answering.build_prompt``), the history kept; a gate's
 confident draft answer is served without a second call. Each answer's decision is kept
 under an id, so feedback on the answer can teach the gate.
 
@@ -105,7 +105,8 @@ class ChatService:
         upstream: the chat model that answers (an OpenAI-compatible server or the
             embedded model).
         k: passages retrieved when the gate says retrieve.
-        history_window: messages before the last user turn the gate sees with it.
+        history_window: earlier user questions a follow-up may lean on
+            (``history_window.standalone_question``).
         instruction: the first line of the answer prompt.
         max_tokens: the answer length when a request sets none.
         upstream_timeout: seconds to wait for the upstream's reply (or, streaming, for

@@ -23,7 +23,7 @@ from adaptive_gates.extend import notify_decisions
 
 from . import steps
 from .control import RequestControl, control_specs
-from .history import windowed_question
+from .history import standalone_from_history
 from .llm_events import LLM_CALL_EVENT
 from .messages import UnreadableInputError, conversation_of, input_type
 
@@ -40,8 +40,10 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     the question, the turns before it the chat history), or a dict with the question
     (or a message list) under ``input_key`` and optionally the chat history under
     ``history_key`` (``InputType`` and ``get_input_schema()`` describe these forms).
-    With ``history_window > 0`` the gate judges the question after the last
-    ``history_window`` messages; with ``condense`` (e.g.
+    With ``history_window > 0`` a follow-up is judged after as many of the last
+    ``history_window`` human questions as it leans on (``adaptive_gates.history_window``:
+    "And when did he die?" after "Who wrote Hamlet?"; a question that stands alone is
+    judged alone); with ``condense`` (e.g.
     ``condense_question_chain(llm)``) it judges the follow-up rewritten as a
     standalone question.
 
@@ -212,7 +214,7 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
             # stand in for a missing question
             request.text = question
         else:
-            request.text = windowed_question(question, history, self.history_window)
+            request.text = standalone_from_history(question, history, self.history_window)
             if self.condense is not None:
                 window = history[-self.history_window :] if self.history_window else history
                 request.condense_input = {"chat_history": window, "question": question}

@@ -1,5 +1,5 @@
-"""What a gate judges in a chat: the question plus a window of the conversation, or
-the follow-up rewritten as a standalone question.
+"""What a gate judges in a chat: the question made standalone by the core's rule (with
+the earlier questions it leans on), or the follow-up rewritten by an LLM.
 
 "And when did he die?" alone gives a gate nothing to go on; after "Who wrote Hamlet?"
 it is a question about Shakespeare, and the gate should judge that one.
@@ -15,7 +15,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
-from adaptive_gates.extend import windowed_question as core_windowed_question
+from adaptive_gates.extend import standalone_question
 
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (
@@ -38,7 +38,8 @@ def condense_question_chain(llm: BaseChatModel) -> Runnable:
     return (prompt | llm | StrOutputParser()).with_config(run_name="condense_question")
 
 
-def windowed_question(question: str, history: Sequence[BaseMessage], window: int) -> str:
-    """The last ``window`` messages of ``history`` (human and AI turns shown) followed by
-    the question, one turn a line (``adaptive_gates.history_window``)."""
-    return core_windowed_question(question, [m.text if m.type in ("human", "ai") else None for m in history], window)
+def standalone_from_history(question: str, history: Sequence[BaseMessage], window: int) -> str:
+    """The question made standalone with as many of the last ``window`` human questions
+    of ``history`` as it leans on (``adaptive_gates.history_window``): the AI's replies
+    and system messages are never judged."""
+    return standalone_question(question, [m.text for m in history if m.type == "human"], window)

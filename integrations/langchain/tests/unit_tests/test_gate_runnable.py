@@ -119,7 +119,7 @@ def test_history_window_changes_the_decision(knn_gate):
     alone = GateRunnable(knn_gate).invoke(conversation)
     with_history = GateRunnable(knn_gate, history_window=2).invoke(conversation)
     assert alone.question == "And when did he die?"
-    assert with_history.question == "Who wrote Hamlet?\nWilliam Shakespeare.\nAnd when did he die?"
+    assert with_history.question == "Who wrote Hamlet? And when did he die?"  # the reply is never judged
     assert with_history.details["neighbours"][0]["label"] == "known"
     assert (alone.retrieve, with_history.retrieve) == (True, False)
 
@@ -139,5 +139,5 @@ def test_failing_condenser_falls_back_to_the_window(knn_gate):
 
     gate = GateRunnable(knn_gate, history_window=2, condense=RunnableLambda(broken))
     decision = gate.invoke([("human", "Who wrote Hamlet?"), ("ai", "Shakespeare."), ("human", "When did he die?")])
-    assert decision.question == "Who wrote Hamlet?\nShakespeare.\nWhen did he die?"
+    assert decision.question == "Who wrote Hamlet? When did he die?"
     assert "condenser timed out" in decision.details["condense_error"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.base.llms.generic_utils import messages_to_history_str
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse
 from llama_index.core.callbacks import CallbackManager, trace_method
 from llama_index.core.chat_engine import CondenseQuestionChatEngine
@@ -23,7 +22,7 @@ from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
 
-from adaptive_gates.extend import Feedback
+from adaptive_gates.extend import Feedback, standalone_question
 
 from .base import AdaptiveQueryEngine
 from .standalone import Standalone, condensed, exchange, turn_metadata
@@ -37,8 +36,9 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     (``CondenseQuestionChatEngine``'s prompt and LLM call; the first message is asked
     as it is), and the adaptive query engine answers it, its gate judging the
     standalone question. With ``history_window`` set the engine skips the LLM call
-    and asks the last ``history_window`` messages ("role: text" lines) followed by the
-    message instead. A condensing LLM that fails or says nothing does not end the
+    and asks the message made standalone by the core's rule instead: after as many of
+    the last ``history_window`` user messages as it leans on
+    (``adaptive_gates.history_window``). A condensing LLM that fails or says nothing does not end the
     turn: the message itself is asked, and the failure is in the response's metadata.
 
     Each response's ``metadata`` holds the decision (``"gate_decision"``), the route
@@ -94,8 +94,9 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             memory: the chat memory (a ``ChatMemoryBuffer`` over ``chat_history``
                 fitted to the LLM's context by default).
             llm: condenses the questions (default: the query engine's LLM).
-            history_window: ask the last ``history_window`` messages and the message
-                instead of condensing (``None``: condense).
+            history_window: ask the message after as many of the last
+                ``history_window`` user messages as it leans on, instead of condensing
+                (``None``: condense).
             callback_manager: LlamaIndex's legacy callbacks (default: ``Settings``').
         """
         llm = llm or query_engine.llm
@@ -125,8 +126,8 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
 
     # ----------------------------------------------------------------- standalone question
     def _windowed(self, history: list[ChatMessage], message: str) -> Standalone:
-        window = history[-self._history_window :] if self._history_window else []
-        return Standalone("\n".join(filter(None, [messages_to_history_str(window), message])))
+        asked_before = [m.content or "" for m in history if m.role == MessageRole.USER]
+        return Standalone(standalone_question(message, asked_before, self._history_window or 0))
 
     def _standalone(self, history: list[ChatMessage], message: str) -> Standalone:
         if self._history_window is not None:
