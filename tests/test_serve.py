@@ -81,6 +81,23 @@ def test_a_completion_carries_its_decision_in_the_header_and_the_body(served, ro
         assert record["latency_ms"]["total"] >= record["latency_ms"]["upstream"] > 0
 
 
+def test_usage_is_counted_in_the_models_tokens_and_streams_when_asked(served, routes, served_chat_model):
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+    for question in (routes["direct"], routes["retrieve"]):
+        messages = [{"role": "user", "content": question}]
+        whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+        usage = whole.usage
+        # the prompt as the model read it: the question (with passages when retrieved) in its template
+        assert usage.prompt_tokens > served_chat_model.count_tokens(question)
+        assert 1 <= usage.completion_tokens <= 8 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+        stream = client.chat.completions.create(
+            model="any", messages=messages, max_tokens=8, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = list(stream)
+        assert chunks[-1].choices == [] and chunks[-1].usage == usage  # the same answer, the same cost
+        assert all(c.usage is None for c in chunks[:-1])
+
+
 def test_a_streamed_answer_is_the_same_answer_with_the_record_in_its_last_chunk(served, routes):
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
     messages = [{"role": "user", "content": routes["retrieve"]}]
@@ -167,6 +184,10 @@ def test_feedback_errors_take_openai_s_shape(served):
     assert malformed.status_code == 400 and malformed.json()["error"]["type"] == "invalid_request_error"
 
 
+#: A tool as OpenAI's clients declare one.
+TOOL = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}
+
+
 @pytest.mark.parametrize(
     ("body", "says"),
     [
@@ -177,6 +198,14 @@ def test_feedback_errors_take_openai_s_shape(served):
         ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "image_url"),
         ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, "temperature"),
         ({"messages": "hi"}, "messages"),
+        # what the server cannot honour is refused, naming the field, not silently ignored
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [TOOL]}, "cannot honour 'tools'"),
+        ({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}, "cannot honour 'tool_choice'"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}},
+            "cannot honour 'response_format'",
+        ),
+        ({"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "cannot honour 'logprobs'"),
     ],
 )
 def test_a_malformed_request_gets_a_400_in_openai_s_shape(served, body, says):
@@ -188,6 +217,17 @@ def test_a_malformed_request_gets_a_400_in_openai_s_shape(served, body, says):
         openai.OpenAI(base_url=f"{served.url}/v1", api_key="none", max_retries=0).chat.completions.create(
             model="any", **{"messages": [], **body}
         )
+
+
+def test_a_lone_surrogate_in_a_message_gets_a_400_naming_it(served):
+    # JSON may escape half a surrogate pair (curl sends what it is given); no model reads it
+    body = rb'{"messages": [{"role": "user", "content": "Who is \ud800?"}]}'
+    headers = {"content-type": "application/json"}
+    response = httpx.post(f"{served.url}/v1/chat/completions", content=body, headers=headers, timeout=30)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "message 0 cannot be encoded as UTF-8: surrogates not allowed" in error["message"]
+    assert error["param"] == "messages"
 
 
 def test_a_body_that_is_not_json_gets_a_400(served):

@@ -97,6 +97,10 @@ def create_app(
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         # the asking key alone judges the answer (on a server without keys, anyone may)
         owner = client_of(request.scope) if "api_key_id" in request.scope.get("state", {}) else None
+        unsupported = body.unsupported_field()
+        if unsupported is not None:
+            message = f"this server answers with text only and cannot honour {unsupported!r} as set; leave it out"
+            return JSONResponse(error_body(message, param=unsupported, code="unsupported_parameter"), status_code=400)
         try:
             messages = body.chat_messages()
             prepared = await service.prepare(messages, body.answer_options(service.max_tokens), owner)
@@ -108,7 +112,7 @@ def create_app(
             return JSONResponse(error_body(str(exc), "upstream_error"), status_code=502)
         headers = {DECISION_HEADER: prepared.served.header()}
         if body.stream:
-            return await _streamed(service, prepared, headers)
+            return await _streamed(service, prepared, headers, body.include_usage)
         try:
             text, finish_reason = await service.complete(prepared)
         except ConversationTooLongError as exc:
@@ -116,7 +120,8 @@ def create_app(
         except UpstreamError as exc:
             return _upstream_failure(exc)
         record = service.finish(prepared, stream=False)
-        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, record)
+        usage = service.usage(prepared, text)
+        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, usage, record)
         return JSONResponse(payload, headers=headers)
 
     @app.post("/v1/feedback")
@@ -159,10 +164,11 @@ def create_app(
     return app
 
 
-async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str, str]) -> Response:
-    """The answer as server-sent events. The first piece is awaited before the response
-    starts, so an upstream that fails at once still gets its 502/504; one that fails
-    later ends the stream with an error event."""
+async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str, str], include_usage: bool) -> Response:
+    """The answer as server-sent events (with ``include_usage``, a last chunk with the
+    usage). The first piece is awaited before the response starts, so an upstream that
+    fails at once still gets its 502/504; one that fails later ends the stream with an
+    error event."""
     pieces = service.stream(prepared)
     try:
         first = await anext(pieces, None)
@@ -174,11 +180,13 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
     model = service.model_id
 
     async def events() -> AsyncIterator[bytes]:
+        answer = [] if first is None else [first]
         try:
             yield event(chunk(completion_id, model, {"role": "assistant", "content": ""}))
             if first is not None:
                 yield event(chunk(completion_id, model, {"content": first}))
                 async for piece in pieces:
+                    answer.append(piece)
                     yield event(chunk(completion_id, model, {"content": piece}))
         except UpstreamError as exc:
             yield event(error_body(str(exc), "upstream_error"))
@@ -187,6 +195,8 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
             await pieces.aclose()
         record = service.finish(prepared, stream=True)
         yield event(chunk(completion_id, model, {}, "stop", record))
+        if include_usage:
+            yield event(chunk(completion_id, model, None, usage=service.usage(prepared, "".join(answer))))
         yield event("[DONE]")
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -2,8 +2,9 @@
 
 The request model takes what OpenAI clients send (the ``openai`` SDK, LangChain's
 ``ChatOpenAI``, LlamaIndex's OpenAI-like LLM) and ignores the sampling options the
-server does not pass on; what it cannot serve (``n`` > 1, a message without text) is
-refused with OpenAI's error shape.
+server does not pass on; what it cannot serve (``n`` > 1, a message without text, tools,
+a response format, log-probabilities, text that is no UTF-8) is refused with OpenAI's
+error shape, naming the field, rather than answered as if it had been honoured.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..models.chat import ChatOptions, Message
+from ..models.chat import ChatOptions, Message, TokenUsage
+from ..validation import check_encodable
 
 #: The response header that carries the decision's summary.
 DECISION_HEADER = "X-Adaptive-Gates-Decision"
@@ -52,6 +54,31 @@ class ChatMessage(BaseModel):
         return "".join(part.text or "" for part in self.content)
 
 
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` asks for a last chunk with the usage."""
+
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+def _absent_or(*served: object) -> Any:
+    return lambda value: value is None or value in served
+
+
+#: Fields a client sets expecting them honoured, which the server cannot honour: each
+#: with the values that ask nothing of it (absent, empty, "none"), which pass.
+UNSUPPORTED_FIELDS: dict[str, Any] = {
+    "tools": lambda value: not value,
+    "functions": lambda value: not value,
+    "tool_choice": _absent_or("none", "auto"),
+    "function_call": _absent_or("none", "auto"),
+    "response_format": lambda value: value is None or (isinstance(value, dict) and value.get("type") == "text"),
+    "logprobs": lambda value: not value,
+    "top_logprobs": lambda value: not value,
+}
+
+
 class ChatCompletionRequest(BaseModel):
     """A ``POST /v1/chat/completions`` body."""
 
@@ -65,6 +92,7 @@ class ChatCompletionRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     stop: str | list[str] | None = None
     n: int = 1
+    stream_options: StreamOptions | None = None
 
     @field_validator("n")
     @classmethod
@@ -81,9 +109,29 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError("stop strings must not be empty")
         return stop
 
+    def unsupported_field(self) -> str | None:
+        """The first field set to what the server cannot honour (``UNSUPPORTED_FIELDS``)."""
+        extra = self.model_extra or {}
+        return next((name for name, passes in UNSUPPORTED_FIELDS.items() if not passes(extra.get(name))), None)
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether a stream should end with a chunk holding the usage."""
+        return self.stream_options is not None and self.stream_options.include_usage
+
     def chat_messages(self) -> list[Message]:
-        """The messages as ``{"role", "content"}`` dicts (``developer`` read as ``system``)."""
-        return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in self.messages]
+        """The messages as ``{"role", "content"}`` dicts (``developer`` read as ``system``).
+
+        Raises:
+            ValueError: a message holds other parts than text, or text that cannot be
+                encoded as UTF-8 (a lone surrogate).
+        """
+        messages: list[Message] = []
+        for i, message in enumerate(self.messages):
+            text = message.text()
+            check_encodable(text, f"message {i}")
+            messages.append({"role": "system" if message.role == "developer" else message.role, "content": text})
+        return messages
 
     def answer_options(self, default_max_tokens: int) -> ChatOptions:
         """The ``ChatModel.chat`` options the request sets."""
@@ -122,8 +170,22 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+def usage_field(usage: TokenUsage) -> dict[str, int]:
+    """OpenAI's ``usage`` object."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
 def completion(
-    completion_id: str, model: str, text: str, finish_reason: str, record: dict[str, Any] | None = None
+    completion_id: str,
+    model: str,
+    text: str,
+    finish_reason: str,
+    usage: TokenUsage,
+    record: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``chat.completion`` object, with the decision record when there is one."""
     out: dict[str, Any] = {
@@ -139,6 +201,7 @@ def completion(
                 "finish_reason": finish_reason,
             }
         ],
+        "usage": usage_field(usage),
     }
     if record is not None:
         out[EXTENSION_FIELD] = record
@@ -148,18 +211,24 @@ def completion(
 def chunk(
     completion_id: str,
     model: str,
-    delta: dict[str, str],
+    delta: dict[str, str] | None,
     finish_reason: str | None = None,
     record: dict[str, Any] | None = None,
+    usage: TokenUsage | None = None,
 ) -> dict[str, Any]:
-    """A ``chat.completion.chunk`` object; the last one carries the decision record."""
+    """A ``chat.completion.chunk`` object; the last one with a choice carries the decision
+    record. ``delta=None`` makes the usage chunk that ends a stream asked for it: no
+    choice, and the ``usage``."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
     out: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        "choices": choices,
     }
+    if usage is not None:
+        out["usage"] = usage_field(usage)
     if record is not None:
         out[EXTENSION_FIELD] = record
     return out

@@ -23,7 +23,7 @@ from ..answering import DEFAULT_INSTRUCTION, build_prompt
 from ..decision import DRAFT
 from ..errors import BackendMisconfiguredError, ContextLengthExceededError
 from ..gates.base import Gate
-from ..models.chat import ChatModel, ChatOptions, Message
+from ..models.chat import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat_stream import astream_chat
 from ..models.unavailable import is_timeout
 from ..retrieval.base import Hit, Retriever
@@ -94,6 +94,7 @@ class Prepared:
     options: ChatOptions
     draft: str | None
     started: float  # perf_counter() when the request arrived
+    usage: TokenUsage | None = None  # as the upstream reported it
 
 
 class ChatService:
@@ -216,6 +217,7 @@ class ChatService:
             raise self._upstream_error(exc) from exc
         finally:
             prepared.served.latency_ms["upstream"] = (time.perf_counter() - started) * 1000
+        prepared.usage = reply.usage
         return reply.text, "length" if reply.finish_reason == "length" else "stop"
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[str, None]:
@@ -241,6 +243,8 @@ class ChatService:
                     raise _too_long(exc) from exc
                 except Exception as exc:
                     raise self._upstream_error(exc) from exc
+                if piece.reply is not None:
+                    prepared.usage = piece.reply.usage
                 if piece.text:
                     yield piece.text
         finally:
@@ -257,6 +261,15 @@ class ChatService:
             message = f"the upstream model {self.model_id!r} failed: {exc}"
         logger.warning("%s", message)
         return UpstreamError(message, timed_out=timed_out)
+
+    def usage(self, prepared: Prepared, answer: str) -> TokenUsage:
+        """What the answer cost in tokens: as the upstream reported it, else counted in
+        the upstream's tokens (``limits.token_counter``) over the messages it was (or, for
+        a served draft, would have been) asked and the answer."""
+        if prepared.usage is not None:
+            return prepared.usage
+        prompt = sum(self._count_tokens(m["content"]) for m in prepared.messages)
+        return TokenUsage(prompt, self._count_tokens(answer))
 
     def finish(self, prepared: Prepared, *, stream: bool) -> dict[str, Any]:
         """Record an answered request; return its decision record."""
