@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,12 +58,14 @@ class ServeProcess:
         self.args = [str(a) for a in args]
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        # a file, not a pipe: a server that logs every request would fill a pipe nobody reads
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (read until the process is gone; freed with it)
 
     def start(self) -> ServeProcess:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
         command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *self.args, "--port", str(self.port)]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen(command, env=env, stdout=self._output, stderr=subprocess.STDOUT)
         # A process that ends is caught at once; one still loading its models on a loaded
         # machine is slow, not broken: the bound is for a hang only.
         alive = lambda: self.process is not None and self.process.poll() is None  # noqa: E731
@@ -74,11 +77,16 @@ class ServeProcess:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         try:
-            output, _ = self.process.communicate(timeout=60)
-            return self.process.returncode, output
+            self.process.wait(timeout=60)
+            return self.process.returncode, self.output()
         finally:
             if self.process.poll() is None:
                 self.process.kill()
+
+    def output(self) -> str:
+        """What the process printed so far (stdout and stderr)."""
+        self._output.seek(0)
+        return self._output.read().decode("utf-8", "replace")
 
     def __enter__(self) -> ServeProcess:
         return self.start()

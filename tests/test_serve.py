@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import subprocess
 import time
@@ -22,6 +23,7 @@ from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
+from milvus_server import free_port
 from openai_server import Fault
 from serve_process import ServedApp, ask
 
@@ -353,3 +355,28 @@ def test_a_gate_whose_backend_cannot_serve_it_gets_a_502(retriever, openai_serve
         assert "log-prob" in response.json()["error"]["message"]
         openai_server.reset()
         assert ask(served.url, "Who wrote Hamlet?", max_tokens=1).status_code == 200
+
+
+def test_ready_names_what_it_cannot_reach_and_the_log_never_holds_a_question(knn_gate, retriever, caplog):
+    dead = OpenAIChatModel("any", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    # the whole server's life: a request's line is written once its response is sent
+    logged = caplog.at_level(logging.INFO, logger="adaptive_gates.serve.access")
+    with logged, ServedApp(create_app(ChatService(knn_gate, retriever, dead))) as app:
+        alive = httpx.get(f"{app.url}/healthz")
+        ready = httpx.get(f"{app.url}/readyz")
+        httpx.post(f"{app.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "Who is Ada?"}]})
+    assert alive.status_code == 200  # alive, but not ready
+    assert ready.status_code == 503 and ready.json() == {
+        "status": "not ready",
+        "checks": {"upstream": "unreachable (ConnectError)", "corpus": "ok", "memory": "ok"},
+    }
+    lines = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+    assert any('"GET /readyz" 503' in line for line in lines)
+    assert any('"POST /v1/chat/completions" 502' in line for line in lines)
+    assert "Ada" not in caplog.text
+
+
+def test_ready_when_every_dependency_answers(served):
+    ready = httpx.get(f"{served.url}/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "checks": {"upstream": "ok", "corpus": "ok", "memory": "ok"}}

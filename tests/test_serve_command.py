@@ -37,6 +37,11 @@ def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
         status, output = server.stop()
         # uvicorn shuts down cleanly, then exits by the signal it was stopped with
         assert status == -signal.SIGTERM and "Traceback" not in output
+        # it said what it was doing, where it listens, and logged each request without its question
+        assert "adaptive-gates serve: loading the skr-knn gate" in output and "80 passages: ready in" in output
+        assert f"listening on {server.url}: the chat page at {server.url}/" in output
+        assert output.count('"POST /v1/chat/completions" 200') == 2 and '"POST /v1/feedback" 200' in output
+        assert question not in output
     # what feedback taught was saved over the gate's directory
     assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 1
     with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6") as restarted:
@@ -86,7 +91,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
 
     monkeypatch.setattr(SentenceEmbedder, "_load", refuse)
     monkeypatch.setattr(LoadedCausalLM, "_load", refuse)
-    monkeypatch.setattr("uvicorn.run", refuse)
+    monkeypatch.setattr("uvicorn.Server.run", refuse)
     for args, says in in_process:
         try:
             status = main(["serve", *map(str, args)])

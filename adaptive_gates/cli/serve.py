@@ -23,6 +23,9 @@ import hashlib
 import ipaddress
 import logging
 import math
+import sys
+import time
+from collections.abc import Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +126,12 @@ def add_parser(sub: Any) -> None:
         help="listen on another address than loopback with no API key (anyone who reaches it may ask and teach "
         "the gate)",
     )
+    serve.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="print no line per request (the line holds the address, the key's id, the path, the status and the time; "
+        "never a question)",
+    )
     _add_limits(serve)
     serve.set_defaults(run=run)
 
@@ -187,19 +196,45 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..serve.app import create_app
+    from ..serve.server import AnnouncingServer
 
     keys = api_keys(args)  # before any work: a bad key file or an open address ends here
+    if not args.no_access_log:
+        _print_access_log()
+    started = time.perf_counter()
     service = build_service(args)
-    logger.info("serving %s over %s on http://%s:%d", service.gate.name, service.model_id, args.host, args.port)
+    corpus = f"{len(service.retriever)} passages" if isinstance(service.retriever, Sized) else "the corpus"
+    say(f"{service.gate.name} gate over {service.model_id}, {corpus}: ready in {time.perf_counter() - started:.0f} s")
     app = create_app(service, keys, allowed_hosts(args))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level="warning",
         timeout_graceful_shutdown=math.ceil(args.drain_seconds),
     )
+    AnnouncingServer(config, _listening).run()
     return 0
+
+
+def say(message: str) -> None:
+    """A line of the server's progress on stderr, whatever the log level: a server that
+    works for minutes before it listens says so."""
+    print(f"adaptive-gates serve: {message}", file=sys.stderr, flush=True)
+
+
+def _listening(url: str) -> None:
+    say(f"listening on {url}: the chat page at {url}/, the OpenAI-compatible API at {url}/v1")
+
+
+def _print_access_log() -> None:
+    """The access log (``serve.access_log``) on stderr, one line a request."""
+    access = logging.getLogger("adaptive_gates.serve.access")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False  # once, also with --verbose
 
 
 def api_keys(args: argparse.Namespace) -> KeyRing:
@@ -251,13 +286,16 @@ def build_service(args: argparse.Namespace) -> ChatService:
     from ..shipped import is_pretrained
 
     upstream = _upstream(args)
-    # The database is reached before any model loads: a wrong address fails at once.
+    # The database is reached, and the gate's directory read, before any model loads: a
+    # wrong address or directory fails at once.
     database = None if args.milvus_uri is None else milvus_client(args.milvus_uri)
+    gate_type = _saved_gate_type(args.gate)
+    if database is not None:
+        _check_memory_gate(args.gate)  # before the corpus is indexed in the database
+    say(f"loading the {gate_type} gate and the models, indexing the corpus {args.corpus} ...")
     # One memo for the gate and the retriever: a question the gate embedded is searched
     # with the same vector, and a question asked again is not embedded again.
     embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
-    if database is not None:
-        _check_memory_gate(args.gate)  # before the corpus is indexed in the database
     retriever = _retriever(args, embedder, database)
     gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever)))
     if database is None:

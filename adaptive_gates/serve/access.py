@@ -14,7 +14,7 @@ from typing import Any
 from .keys import KeyRing, allows, key_id
 from .protocol import send_error
 
-#: The role each route needs; the page, its files and the health check need none, and
+#: The role each route needs; the page, its files and the health checks need none, and
 #: a path not listed needs a chat key (so an unknown path says 404 only to a key).
 _ROUTE_ROLES = {
     "/v1/chat/completions": "chat",
@@ -27,7 +27,7 @@ _ROUTE_ROLES = {
     "/redoc": "admin",
     "/openapi.json": "admin",
 }
-_PUBLIC = ("/", "/healthz")
+_PUBLIC = ("/", "/healthz", "/readyz")
 _PUBLIC_PREFIXES = ("/static/",)
 
 

@@ -1,5 +1,6 @@
 """The HTTP face of ``ChatService``: OpenAI's chat-completions route (streaming and
-not), feedback, stats, Prometheus metrics, a health check and the chat page.
+not), feedback, stats, Prometheus metrics, health and readiness checks, the chat page,
+and an access log line per request (``serve.access_log``).
 
 Errors take OpenAI's shape: 401/403 for a missing key or one whose role does not reach
 the route (when the server has keys), 400 for a request the server cannot read (code
@@ -26,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..feedback import FeedbackNotSupportedError
 from .access import RequireKeys
+from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
 from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit, client_of
@@ -38,6 +40,7 @@ from .protocol import (
     error_body,
     event,
 )
+from .readiness import readiness
 from .service import (
     ChatService,
     FeedbackQuotaError,
@@ -74,6 +77,7 @@ def create_app(
     if allowed_hosts is not None:
         app.add_middleware(CheckHost, names=allowed_hosts)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(AccessLog)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -151,6 +155,12 @@ def create_app(
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "gate": service.gate.name, "model": service.model_id}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        checks = await readiness(service.upstream, service.retriever, service.gate)
+        ready = all(state == "ok" for state in checks.values())
+        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -7,7 +7,7 @@ A key has one role, and each role allows what the ones before it do:
 - ``admin``: everything, with the figures and the API's description (``/v1/stats``,
   ``/metrics``, ``/docs``, ``/openapi.json``).
 
-The page, its files and ``/healthz`` are public. Keys come from ``--api-key`` and the
+The page, its files, ``/healthz`` and ``/readyz`` are public. Keys come from ``--api-key`` and the
 ``ADAPTIVE_GATES_API_KEY`` variable (admin keys), and from ``--api-key-file`` (a key and
 its role a line). The ring keeps only their SHA-256 digests and compares a presented
 key with every one of them in constant time, so neither a key nor its position can be
