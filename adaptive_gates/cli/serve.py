@@ -1,11 +1,13 @@
 """``adaptive-gates serve``: an OpenAI-compatible chat server that retrieves only when
 its gate says so, with a page at ``/`` that shows every decision.
 
-The gate is loaded from its directory, the corpus' passages are embedded into an
-in-process faiss index, and the upstream LLM is an OpenAI-compatible server (vLLM,
+The gate is loaded from its directory, the corpus' passages are indexed in process
+(embedded into faiss, or BM25), and the upstream LLM is an OpenAI-compatible server (vLLM,
 llama.cpp, Ollama, OpenAI) or, without one, the embedded model. Feedback on an answer
 teaches the gate; what it learns is saved back to the gate's directory (``--no-save``
-keeps the directory as it is).
+keeps the directory as it is). With no arguments it serves a gate the package ships,
+fitted (``pretrained:draft-check``), over the Wikipedia paragraphs its AdaRAGUE records
+carry, with the embedded model answering, on 127.0.0.1:8000.
 
 With ``--milvus-uri`` the SKR memory and the corpus live in Milvus instead, shared by
 every server pointed at it: the first fills the memory's collection with the gate's
@@ -34,7 +36,7 @@ from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
 from .arguments import base_url, non_negative_int, positive_int, seconds
-from .backends import Served, api_key, corpus_retriever, served_backends
+from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
 if TYPE_CHECKING:
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
     from ..serve.service import ChatService
 
 logger = logging.getLogger(__name__)
+
+#: The gate served when none is named: one the package ships, fitted.
+DEFAULT_GATE = "pretrained:draft-check"
 
 #: Requests a minute a key (or an address) may send, unless told otherwise.
 DEFAULT_RATE_LIMIT = 120
@@ -62,12 +67,17 @@ def add_parser(sub: Any) -> None:
     serve = sub.add_parser("serve", help="an OpenAI-compatible chat server that retrieves only when needed")
     serve.add_argument(
         "--gate",
-        required=True,
         type=saved_gate,
+        default=DEFAULT_GATE,
         help="directory of a saved gate, or a gate the package ships fitted: pretrained:draft-check "
-        "(with --retriever bm25, as it was fitted) or pretrained:stacked",
+        f"(with --retriever bm25, as it was fitted) or pretrained:stacked (default {DEFAULT_GATE})",
     )
-    serve.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL: id, title, text)")
+    serve.add_argument(
+        "--corpus",
+        type=input_file,
+        help="corpus records (JSONL: id, title, text); default: the 8,405 Wikipedia paragraphs the package's "
+        "AdaRAGUE records carry (HotpotQA's and 2WikiMultihopQA's), to try the server before indexing your own",
+    )
     serve.add_argument("--upstream-base-url", type=base_url, help="the answering LLM's OpenAI-compatible base URL")
     serve.add_argument("--upstream-model", help="the answering LLM's model name (with --upstream-base-url)")
     serve.add_argument("--upstream-api-key-env", help="environment variable holding the upstream's API key")
@@ -83,10 +93,10 @@ def add_parser(sub: Any) -> None:
     serve.add_argument(
         "--retriever",
         choices=["dense", "bm25"],
-        default="dense",
-        help="dense over the embedded MiniLM (default) or BM25; draft-check gates check drafts through it",
+        help="dense over the embedded MiniLM or BM25; draft-check gates check drafts through it (default: bm25 "
+        "for pretrained:draft-check, as it was fitted; dense otherwise)",
     )
-    serve.add_argument("--k", type=positive_int, default=3, help="passages retrieved when the gate says so")
+    serve.add_argument("--k", type=positive_int, default=3, help="passages retrieved when the gate says so (default 3)")
     serve.add_argument(
         "--history-window",
         type=non_negative_int,
@@ -94,7 +104,9 @@ def add_parser(sub: Any) -> None:
         help="earlier user questions a follow-up ('and when did he die?') may lean on; the gate judges the last "
         "question alone unless it refers back (default 2)",
     )
-    serve.add_argument("--max-tokens", type=positive_int, default=128, help="answer length when a request sets none")
+    serve.add_argument(
+        "--max-tokens", type=positive_int, default=128, help="answer length when a request sets none (default 128)"
+    )
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")
     serve.add_argument(
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
@@ -292,7 +304,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     gate_type = _saved_gate_type(args.gate)
     if database is not None:
         _check_memory_gate(args.gate)  # before the corpus is indexed in the database
-    say(f"loading the {gate_type} gate and the models, indexing the corpus {args.corpus} ...")
+    corpus = args.corpus or "of the package's Wikipedia paragraphs"
+    say(f"loading the {gate_type} gate and the models, indexing the corpus {corpus} ...")
     # One memo for the gate and the retriever: a question the gate embedded is searched
     # with the same vector, and a question asked again is not embedded again.
     embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
@@ -328,18 +341,24 @@ def build_service(args: argparse.Namespace) -> ChatService:
 
 def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> Retriever:
     """The corpus' retriever: dense over ``embedder`` (in Milvus with ``--milvus-uri``),
-    or BM25."""
-    if args.retriever == "bm25":
-        if database is not None:
-            raise UsageError("--milvus-uri keeps a dense index of the corpus; it does not go with --retriever bm25")
-        return corpus_retriever("bm25", args.corpus)
-    if database is None:
-        from ..retrieval import DenseRetriever
+    or BM25 (the default for the shipped draft-check gate, fitted with it)."""
+    from ..data import load_corpus
+    from ..datasets import adarague_corpus
+    from ..retrieval import BM25Retriever, DenseRetriever
+    from ..shipped import pretrained_path
 
-        return DenseRetriever.from_jsonl(args.corpus, embedder)
+    kind = args.retriever or ("bm25" if args.gate == pretrained_path("draft-check") else "dense")
+    if kind == "bm25" and database is not None:
+        raise UsageError("--milvus-uri keeps a dense index of the corpus; it does not go with --retriever bm25")
+    records = adarague_corpus() if args.corpus is None else load_corpus(args.corpus)
+    if kind == "bm25":
+        return BM25Retriever.from_records(records)
+    if database is None:
+        return DenseRetriever.from_records(records, embedder)
     from ..milvus.retrieval import MilvusRetriever
 
-    return MilvusRetriever.from_jsonl(args.corpus, embedder, database, "corpus_" + _digest(args.corpus))
+    name = "corpus_" + ("adarague" if args.corpus is None else _digest(args.corpus))
+    return MilvusRetriever.from_records(records, embedder, database, name)
 
 
 def _check_memory_gate(directory: Path) -> None:
