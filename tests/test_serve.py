@@ -19,6 +19,7 @@ import pytest
 from adaptive_gates import LogprobGate, SKRKnnGate, VerbalizedGate
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.models.chat import user
+from adaptive_gates.models.embedded import SMOLLM2_ID as MODEL  # the name the served embedded model answers as
 from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
@@ -66,7 +67,7 @@ def test_a_completion_carries_its_decision_in_the_header_and_the_body(served, ro
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
     for route, question in routes.items():
         raw = client.chat.completions.with_raw_response.create(
-            model="any", messages=[{"role": "user", "content": question}], max_tokens=8
+            model=MODEL, messages=[{"role": "user", "content": question}], max_tokens=8
         )
         completion = raw.parse()
         header = json.loads(raw.headers["x-adaptive-gates-decision"])
@@ -87,13 +88,13 @@ def test_usage_is_counted_in_the_models_tokens_and_streams_when_asked(served, ro
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
     for question in (routes["direct"], routes["retrieve"]):
         messages = [{"role": "user", "content": question}]
-        whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+        whole = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=8)
         usage = whole.usage
         # the prompt as the model read it: the question (with passages when retrieved) in its template
         assert usage.prompt_tokens > served_chat_model.count_tokens(question)
         assert 1 <= usage.completion_tokens <= 8 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
         stream = client.chat.completions.create(
-            model="any", messages=messages, max_tokens=8, stream=True, stream_options={"include_usage": True}
+            model=MODEL, messages=messages, max_tokens=8, stream=True, stream_options={"include_usage": True}
         )
         chunks = list(stream)
         assert chunks[-1].choices == [] and chunks[-1].usage == usage  # the same answer, the same cost
@@ -103,9 +104,9 @@ def test_usage_is_counted_in_the_models_tokens_and_streams_when_asked(served, ro
 def test_a_streamed_answer_is_the_same_answer_with_the_record_in_its_last_chunk(served, routes):
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
     messages = [{"role": "user", "content": routes["retrieve"]}]
-    whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+    whole = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=8)
     with client.chat.completions.with_streaming_response.create(
-        model="any", messages=messages, max_tokens=8, stream=True
+        model=MODEL, messages=messages, max_tokens=8, stream=True
     ) as response:
         header = json.loads(response.headers["x-adaptive-gates-decision"])
         chunks = list(response.parse())
@@ -217,7 +218,7 @@ def test_a_malformed_request_gets_a_400_in_openai_s_shape(served, body, says):
     assert says in error["message"] and error["type"] == "invalid_request_error"
     with pytest.raises(openai.BadRequestError):  # what an OpenAI client sees
         openai.OpenAI(base_url=f"{served.url}/v1", api_key="none", max_retries=0).chat.completions.create(
-            model="any", **{"messages": [], **body}
+            model=MODEL, **{"messages": [], **body}
         )
 
 
@@ -283,8 +284,10 @@ def test_an_upstream_streams_through_the_server(knn_gate, retriever, openai_serv
     with _served_through(knn_gate, retriever, openai_server, timeout) as served:
         client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
         messages = [{"role": "user", "content": routes["retrieve"]}]
-        pieces = list(client.chat.completions.create(model="any", messages=messages, max_tokens=8, stream=True))
-        whole = client.chat.completions.create(model="any", messages=messages, max_tokens=8)
+        pieces = list(
+            client.chat.completions.create(model=openai_server.model_id, messages=messages, max_tokens=8, stream=True)
+        )
+        whole = client.chat.completions.create(model=openai_server.model_id, messages=messages, max_tokens=8)
     assert "".join(p.choices[0].delta.content or "" for p in pieces) == whole.choices[0].message.content
     assert openai_server.requests == 2
 
@@ -380,3 +383,18 @@ def test_ready_when_every_dependency_answers(served):
     ready = httpx.get(f"{served.url}/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "checks": {"upstream": "ok", "corpus": "ok", "memory": "ok"}}
+
+
+def test_a_model_it_does_not_serve_is_openais_404(served):
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none", max_retries=0)
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+    for ask_for in (
+        lambda: client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}]),
+        lambda: client.models.retrieve("gpt-4o"),
+    ):
+        with pytest.raises(openai.NotFoundError) as caught:
+            ask_for()
+        error = caught.value.body
+        assert error["code"] == "model_not_found" and error["param"] == "model"
+        assert f"this server answers as {MODEL!r}" in error["message"]

@@ -17,6 +17,7 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.cli import main
+from adaptive_gates.models.embedded import SMOLLM2_ID as MODEL  # the name the served embedded model answers as
 from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
@@ -55,7 +56,7 @@ def _client(url: str, key: str = "no-key-needed") -> openai.OpenAI:
 
 
 def _ask(client: openai.OpenAI, content: str = QUESTION, **options):
-    return client.chat.completions.create(model="any", messages=[{"role": "user", "content": content}], **options)
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}], **options)
 
 
 def test_a_body_past_its_size_gets_413_before_it_is_read_whole(served):
@@ -102,7 +103,7 @@ def test_a_message_or_conversation_past_its_tokens_is_refused_at_once(served, se
     counts = [served_chat_model.count_tokens(t["content"]) for t in turns]
     assert max(counts) <= 50 < 80 < sum(counts)
     with pytest.raises(openai.BadRequestError, match="this server takes 80 a conversation"):
-        _client(served.url).chat.completions.create(model="any", messages=turns)
+        _client(served.url).chat.completions.create(model=MODEL, messages=turns)
 
 
 def test_a_prompt_past_the_upstreams_window_is_the_clients_error_not_the_upstreams(gate, retriever, served_chat_model):

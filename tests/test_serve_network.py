@@ -18,6 +18,7 @@ import pytest
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.cli import main
 from adaptive_gates.decision import GateDecision
+from adaptive_gates.models.embedded import SMOLLM2_ID as MODEL  # the name the served embedded model answers as
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
@@ -57,7 +58,7 @@ def _client(served, key: str) -> openai.OpenAI:
 
 
 def _ask(client: openai.OpenAI):
-    return client.chat.completions.create(model="any", messages=[{"role": "user", "content": QUESTION}])
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": QUESTION}])
 
 
 def test_without_a_valid_key_the_sdk_gets_openais_authentication_error(served):

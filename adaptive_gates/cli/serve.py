@@ -82,6 +82,13 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--upstream-model", help="the answering LLM's model name (with --upstream-base-url)")
     serve.add_argument("--upstream-api-key-env", help="environment variable holding the upstream's API key")
     serve.add_argument(
+        "--model-name",
+        action="append",
+        metavar="NAME",
+        help="a model name clients may ask for (repeatable; others get 404 model_not_found); default: the "
+        "upstream's --upstream-model, or the embedded model's name",
+    )
+    serve.add_argument(
         "--upstream-timeout", type=seconds, default=60.0, help="seconds to wait for the upstream (default 60)"
     )
     serve.add_argument(
@@ -328,6 +335,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
         max_tokens=args.max_tokens,
         upstream_timeout=args.upstream_timeout,
         after_feedback=after_feedback,
+        model_names=args.model_name or (),
         limits=Limits(
             max_body_bytes=args.max_body_bytes,
             max_message_tokens=args.max_message_tokens,

@@ -101,6 +101,8 @@ def create_app(
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         # the asking key alone judges the answer (on a server without keys, anyone may)
         owner = client_of(request.scope) if "api_key_id" in request.scope.get("state", {}) else None
+        if body.model is not None and body.model not in service.model_names:
+            return _model_not_found(body.model, service.model_names)
         unsupported = body.unsupported_field()
         if unsupported is not None:
             message = f"this server answers with text only and cannot honour {unsupported!r} as set; leave it out"
@@ -149,8 +151,11 @@ def create_app(
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        model = {"id": service.model_id, "object": "model", "created": 0, "owned_by": "adaptive-gates"}
-        return {"object": "list", "data": [model]}
+        return {"object": "list", "data": [_model(name) for name in service.model_names]}
+
+    @app.get("/v1/models/{name:path}", response_model=None)
+    async def model(name: str) -> dict[str, Any] | JSONResponse:
+        return _model(name) if name in service.model_names else _model_not_found(name, service.model_names)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -210,6 +215,15 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
         yield event("[DONE]")
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "adaptive-gates"}
+
+
+def _model_not_found(name: str, served: tuple[str, ...]) -> JSONResponse:
+    message = f"the model {name!r} does not exist here; this server answers as {', '.join(map(repr, served))}"
+    return JSONResponse(error_body(message, param="model", code="model_not_found"), status_code=404)
 
 
 def _completion_id(prepared: Prepared) -> str:

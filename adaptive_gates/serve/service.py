@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,8 @@ class ChatService:
             to save it.
         limits: the bounds on a request (``serve.limits``); the token bounds are
             counted in the upstream's tokens when it counts them (the embedded model).
+        model_names: the model names requests may ask for (``/v1/models`` lists them);
+            default: the upstream's own.
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class ChatService:
         upstream_timeout: float = 60.0,
         after_feedback: Callable[[], object] | None = None,
         limits: Limits | None = None,
+        model_names: Sequence[str] = (),
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
@@ -144,6 +147,7 @@ class ChatService:
         self.upstream_timeout = upstream_timeout
         self.after_feedback = after_feedback
         self.limits = limits or Limits()
+        self.model_names = tuple(model_names) or (upstream.model_id,)
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
         self.book = DecisionBook()

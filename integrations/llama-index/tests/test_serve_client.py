@@ -16,7 +16,13 @@ pytestmark = pytest.mark.live_server  # a real server: left out of make test-fas
 def test_openai_like_talks_to_the_server_and_gets_the_decision(knn_gate, served_chat_model):
     passages = packaged_corpus("boolq")[:12]
     with serving(knn_gate, passages, served_chat_model, max_tokens=8) as served:
-        llm = OpenAILike(api_base=f"{served.url}/v1", api_key="none", model="any", is_chat_model=True, max_tokens=8)
+        llm = OpenAILike(
+            api_base=f"{served.url}/v1",
+            api_key="none",
+            model=served_chat_model.model_id,
+            is_chat_model=True,
+            max_tokens=8,
+        )
         question = [ChatMessage(role="user", content="What was the population of Tuvalu in the 2021 census?")]
         answer = llm.chat(question)
         streamed = list(llm.stream_chat(question))

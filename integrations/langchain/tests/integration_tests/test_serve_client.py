@@ -19,7 +19,11 @@ def test_chat_openai_talks_to_the_server_and_sees_the_decision(knn_gate, boolq, 
     passages = [CorpusRecord(str(i), r["title"], r["passage"]) for i, r in enumerate(boolq)]
     with serving(knn_gate, passages, served_chat_model, max_tokens=8) as served:
         llm = ChatOpenAI(
-            base_url=f"{served.url}/v1", api_key="none", model="any", max_tokens=8, include_response_headers=True
+            base_url=f"{served.url}/v1",
+            api_key="none",
+            model=served_chat_model.model_id,
+            max_tokens=8,
+            include_response_headers=True,
         )
         known = llm.invoke("Who wrote Hamlet?")
         unknown = llm.invoke("What was the population of Tuvalu in the 2021 census?")
