@@ -25,7 +25,7 @@ pytest.register_assert_rewrite(
     "openai_server", "collect_checks", "feedback_checks", "serve_process", "browser"
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
-from browser import browser_page  # noqa: E402, F401
+from browser import browser_page, pytest_runtest_protocol  # noqa: E402, F401
 from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from milvus_server import milvus_uri  # noqa: E402, F401
 from openai_server import openai_server, served_chat_model  # noqa: E402, F401

@@ -273,6 +273,10 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
     assert printed.startswith("verbalized: n=2 ") and "alignment:" in printed
 
 
+#: The live log-prob gate's answer cap (its default is 24).
+ANSWER_TOKENS = 8
+
+
 def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_file, corpus_path, tmp_path):
     from adaptive_gates.answering import LLMAnswerer
     from adaptive_gates.retrieval import BM25Retriever
@@ -297,12 +301,16 @@ def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_fi
                 "2",
                 "--batch-size",
                 "2",
+                # the answers' length proves nothing here: a short cap keeps the four generations cheap
+                "--option",
+                f"max_tokens={ANSWER_TOKENS}",
             ]
         )
         == 0
     )
     rows = json.loads(out.read_text())["questions"]
-    answerer = LLMAnswerer()  # the package's answer prompt, as the gate drafts with it
+    # the package's answer prompt and the gate's cap, as the gate drafts with them
+    answerer = LLMAnswerer(max_new_tokens=ANSWER_TOKENS)
     questions = [r["question"] for r in rows]
     hits = BM25Retriever.from_jsonl(corpus_path).search_batch(questions, k=2)
     passages = [[h.as_passage() for h in row] for row in hits]

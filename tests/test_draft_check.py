@@ -28,6 +28,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: Records fitted on and held out (the slow part is embedding the questions).
 TRAIN, TEST = 240, 120
+#: Records SmolLM2 drafts for, fitted on and held out: each draft costs a prefill of its
+#: chat prompt (about 0.3 s), and the log-probability columns show on a few.
+DRAFTED_FIT, DRAFTED_HELD_OUT = 20, 4
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +282,7 @@ def smollm2_drafted(records, lm):
     from adaptive_gates.answering import ANSWER_STOP, build_prompt, clean_answer
     from adaptive_gates.models.chat import user
 
-    rows = records[:60]
+    rows = records[: DRAFTED_FIT + DRAFTED_HELD_OUT]
     replies = LocalChatModel(lm).chat_batch(
         [user(build_prompt(r.question, None)) for r in rows], max_tokens=8, top_logprobs=5, stop=list(ANSWER_STOP)
     )
@@ -296,14 +299,15 @@ def test_the_drafts_log_probabilities_join_the_columns_where_a_backend_gives_the
 
     gate = DraftCheckGate(
         LocalChatModel(lm), retriever, embedding=False, logprob_features=True, max_tokens=8
-    ).fit_outcomes(smollm2_drafted[:50])
+    ).fit_outcomes(smollm2_drafted[:DRAFTED_FIT])
+    held_out = smollm2_drafted[DRAFTED_FIT:]
     assert gate.combiner_.feature_names[-4:] == LOGPROB_FEATURE_NAMES
-    assert np.all(np.isfinite(gate.score_records(smollm2_drafted[50:])))
-    decision = gate.decide(smollm2_drafted[55].question)  # the embedded model gives its log-probs
+    assert np.all(np.isfinite(gate.score_records(held_out)))
+    decision = gate.decide(held_out[1].question)  # the embedded model gives its log-probs
     assert decision.error is None and math.isfinite(decision.score)
     gate.save(tmp_path / "gate")
     loaded = Gate.load(tmp_path / "gate", retriever=retriever, chat=gate.chat)
-    np.testing.assert_allclose(loaded.score_records(smollm2_drafted[50:]), gate.score_records(smollm2_drafted[50:]))
+    np.testing.assert_allclose(loaded.score_records(held_out), gate.score_records(held_out))
     # records without recorded log-probabilities are refused, naming one
     with pytest.raises(ValueError, match=rf"record {records[0].id!r} has no 'logprobs_no_retrieval'"):
         DraftCheckGate(retriever=retriever, embedding=False, logprob_features=True).fit_outcomes(records[:50])
@@ -318,10 +322,10 @@ def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
 
     chat = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
     gate = DraftCheckGate(chat, retriever, embedding=False, logprob_features=True, max_tokens=8)
-    gate.fit_outcomes(smollm2_drafted[:50])
+    gate.fit_outcomes(smollm2_drafted[:DRAFTED_FIT])
     openai_server.set_fault(Fault.NO_LOGPROBS)
     with pytest.raises(LogprobsUnavailableError, match="returned no token log-probabilities"):
-        gate.decide(smollm2_drafted[55].question)
+        gate.decide(smollm2_drafted[DRAFTED_FIT + 1].question)
 
 
 @pytest.mark.parametrize("logprob", [7.0, -math.inf, math.nan])

@@ -416,6 +416,8 @@ def test_live_eval_of_the_seakr_gate(qa_records, corpus_path, tmp_path) -> None:
             str(out),
             "--option",
             'uncertainty={"k": 4, "max_new_tokens": 8}',
+            "--option",
+            "step_tokens=8",  # the greedy step as short as its samples: its length proves nothing here
         ]
     )
     assert code == 0

@@ -118,8 +118,9 @@ def test_draft_answers_are_reused_without_a_second_call(nq, corpus_path) -> None
     gate = VerbalizedGate(unparseable="first-token")
     # A threshold at the top score: every scored question is answered directly from its draft.
     gate.calibrate_scores(np.linspace(0.0, 1.0, 101), target_rate=0.0)
-    answerer = CountingAnswerer(LLMAnswerer(gate.chat_model, style="when-to-retrieve"))
-    # One passage a question: the answers with passages are not what this test checks.
+    # The answerer's own answers (every question's with one passage, the undrafted ones'
+    # without) are not what this test checks: short ones, over one passage, do.
+    answerer = CountingAnswerer(LLMAnswerer(gate.chat_model, style="when-to-retrieve", max_new_tokens=6))
     report = evaluate_live(gate, nq[:4], BM25Retriever.from_jsonl(corpus_path), answerer, k=1, progress=False)
     rows = report["questions"]
     with_draft = [row for row in rows if not row["retrieve"] and row["details"].get("answer")]
