@@ -202,3 +202,21 @@ def test_the_command_shows_every_default_and_refuses_a_bad_limit(capsys):
         assert option in shown and f"(default {default})" in shown.split(option, 2)[-1], option
     assert main(["serve", "--max-in-flight", "0", "--gate", "g", "--corpus", "c"]) == 2
     assert "--max-in-flight: must be a positive integer" in capsys.readouterr().err
+
+
+def test_a_client_that_leaves_stops_its_generation(gate, retriever, served_chat_model):
+    """A reply of 2,000 tokens holds the model for minutes; once its client is gone the
+    model is free again at the next token, streamed or not."""
+    model_lock = served_chat_model.lm._lock  # held while the model generates
+    counting = "Write the numbers from 1 to 2000, separated by commas."  # SmolLM2 counts on and on
+    body = {"messages": [{"role": "user", "content": counting}], "max_tokens": 2000}
+    with ServedApp(create_app(ChatService(gate, retriever, served_chat_model))) as app:
+        url = f"{app.url}/v1/chat/completions"
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up while the answer is generated
+            httpx.post(url, json=body, timeout=httpx.Timeout(30.0, read=15.0))
+        assert model_lock.acquire(timeout=120)
+        model_lock.release()
+        with httpx.stream("POST", url, json={**body, "stream": True}, timeout=60) as streamed:
+            next(streamed.iter_lines())  # the answer is under way; the client leaves
+        assert model_lock.acquire(timeout=120)
+        model_lock.release()

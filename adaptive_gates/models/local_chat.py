@@ -113,6 +113,9 @@ class LocalChatModel:
             yield ChatChunk("", self._reply(tokens.generation, asked.top_logprobs))
         finally:
             # The stream, not a generator over it: closing is safe while a thread reads it.
+            # Stopped here and now: a cancelled task's next await (the wait for the model
+            # to be free) may itself be cancelled before it runs.
+            tokens.stop()
             await asyncio.to_thread(tokens.close)
 
     def _open(self, messages: Sequence[Message], asked: ResolvedChatOptions) -> TokenStream:

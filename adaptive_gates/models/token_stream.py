@@ -161,9 +161,13 @@ class TokenStream(Iterator[str]):
             outcome = exc
         self._pieces.put(_Finished(outcome))
 
+    def stop(self) -> None:
+        """Stop the generation at its next token, without waiting (``close`` waits)."""
+        self._closed.set()
+
     def close(self) -> None:
         """Stop the generation at its next token and wait until the model is free."""
-        self._closed.set()
+        self.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._done = True

@@ -14,10 +14,12 @@ the gate's backend cannot serve it), 504 when the upstream gives no answer in ti
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from importlib.resources import files
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +54,8 @@ from .service import (
 )
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: The chat page's files (package data).
 STATIC = files("adaptive_gates.serve") / "static"
@@ -120,11 +124,14 @@ def create_app(
         if body.stream:
             return await _streamed(service, prepared, headers, body.include_usage)
         try:
-            text, finish_reason = await service.complete(prepared)
+            answered = await _unless_client_leaves(request, service.complete(prepared))
         except ConversationTooLongError as exc:
             return _too_long(exc)
         except UpstreamError as exc:
             return _upstream_failure(exc)
+        if answered is None:
+            return Response(status_code=499)  # nobody reads it: the client left, the generation stopped
+        text, finish_reason = answered
         record = service.finish(prepared, stream=False)
         usage = service.usage(prepared, text)
         payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, usage, record)
@@ -209,12 +216,38 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
         finally:
             await pieces.aclose()
         record = service.finish(prepared, stream=True)
-        yield event(chunk(completion_id, model, {}, "stop", record))
+        yield event(chunk(completion_id, model, {}, prepared.finish_reason, record))
         if include_usage:
             yield event(chunk(completion_id, model, None, usage=service.usage(prepared, "".join(answer))))
         yield event("[DONE]")
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]) -> T | None:
+    """``answer``'s result; ``None`` when the client disconnects first, and ``answer`` is
+    then cancelled (a streamed generation stops at its next token). A streamed response
+    needs none of this: Starlette cancels it when its client leaves."""
+    answering = asyncio.ensure_future(answer)
+
+    async def client_left() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watching = asyncio.ensure_future(client_left())
+    try:
+        await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server stops: so does the answer
+        answering.cancel()
+        raise
+    finally:
+        watching.cancel()
+    if answering.done():
+        return answering.result()
+    answering.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answering
+    return None
 
 
 def _model(name: str) -> dict[str, Any]:

@@ -95,6 +95,7 @@ class Prepared:
     draft: str | None
     started: float  # perf_counter() when the request arrived
     usage: TokenUsage | None = None  # as the upstream reported it
+    finish_reason: str = "stop"  # "length" when the answer was cut at its token cap
 
 
 class ChatService:
@@ -203,26 +204,16 @@ class ChatService:
         return hits, (time.perf_counter() - started) * 1000
 
     async def complete(self, prepared: Prepared) -> tuple[str, str]:
-        """The whole answer and its finish reason.
+        """The whole answer and its finish reason, gathered from ``stream``: cancelled (a
+        client that left), it stops the generation instead of letting it run on.
 
         Raises:
             ConversationTooLongError: the prompt, passages added, is past the upstream's window.
-            UpstreamError: the upstream failed or timed out.
+            UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
         """
-        if prepared.draft is not None:
-            return prepared.draft, "stop"
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.upstream_timeout):
-                reply = await self.upstream.achat(prepared.messages, **prepared.options)
-        except ContextLengthExceededError as exc:
-            raise _too_long(exc) from exc
-        except Exception as exc:
-            raise self._upstream_error(exc) from exc
-        finally:
-            prepared.served.latency_ms["upstream"] = (time.perf_counter() - started) * 1000
-        prepared.usage = reply.usage
-        return reply.text, "length" if reply.finish_reason == "length" else "stop"
+        async with contextlib.aclosing(self.stream(prepared)) as pieces:
+            text = "".join([piece async for piece in pieces])
+        return text, prepared.finish_reason
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[str, None]:
         """The answer piece by piece as the upstream makes it (a draft as one piece).
@@ -249,6 +240,7 @@ class ChatService:
                     raise self._upstream_error(exc) from exc
                 if piece.reply is not None:
                     prepared.usage = piece.reply.usage
+                    prepared.finish_reason = "length" if piece.reply.finish_reason == "length" else "stop"
                 if piece.text:
                     yield piece.text
         finally:
