@@ -25,7 +25,7 @@ def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
     shutil.copytree(served_gate_dir, gate_dir)
     gate = SKRKnnGate.load(gate_dir, embedder=embedder)
     question = next(r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve)
-    server = ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6")
+    server = ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6", "--drain-seconds", "2")
     with server:
         # one token: decisions, feedback and saving are what is checked, not the answers
         first = ask(server.url, question, max_tokens=1)
@@ -34,13 +34,19 @@ def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
         taught = httpx.post(f"{server.url}/v1/feedback", json={"decision_id": decision_id, "correct": False})
         assert taught.json()["label"] == "unknown"
         learned = ask(server.url, question, max_tokens=1).json()["adaptive_gates"]["decision"]
-        status, output = server.stop()
+        # stopped while an answer of minutes streams: it is cut after the drain time, and the
+        # process ends by itself (stop() kills one still running after 60 s)
+        counting = {"role": "user", "content": "Write the numbers from 1 to 2000, separated by commas."}
+        body = {"messages": [counting], "max_tokens": 2000, "stream": True}
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as under_way:
+            next(under_way.iter_lines())
+            status, output = server.stop()
         # uvicorn shuts down cleanly, then exits by the signal it was stopped with
         assert status == -signal.SIGTERM and "Traceback" not in output
         # it said what it was doing, where it listens, and logged each request without its question
         assert "adaptive-gates serve: loading the skr-knn gate" in output and "80 passages: ready in" in output
         assert f"listening on {server.url}: the chat page at {server.url}/" in output
-        assert output.count('"POST /v1/chat/completions" 200') == 2 and '"POST /v1/feedback" 200' in output
+        assert output.count('"POST /v1/chat/completions" 200') == 3 and '"POST /v1/feedback" 200' in output
         assert question not in output
     # what feedback taught was saved over the gate's directory
     assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 1
