@@ -399,3 +399,17 @@ def test_a_model_it_does_not_serve_is_openais_404(served):
         error = caught.value.body
         assert error["code"] == "model_not_found" and error["param"] == "model"
         assert f"this server answers as {MODEL!r}" in error["message"]
+
+
+def test_the_published_spec_documents_the_statuses_the_server_answers_with(served):
+    spec = httpx.get(f"{served.url}/openapi.json").json()
+    chat = spec["paths"]["/v1/chat/completions"]["post"]["responses"]
+    assert "422" not in chat and {"400", "401", "404", "413", "429", "502", "503", "504"} <= set(chat)
+    assert set(spec["paths"]["/v1/feedback"]["post"]["responses"]) >= {"400", "404", "409", "429"}
+    assert "404" in spec["paths"]["/v1/models/{name}"]["get"]["responses"]
+    assert "503" in spec["paths"]["/readyz"]["get"]["responses"]
+    assert list(spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == ["text/plain"]
+    # what the server answers is what the spec says: a body it cannot read is a 400 in the error shape
+    refused = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": []})
+    error_schema = chat[str(refused.status_code)]["content"]["application/json"]["schema"]
+    assert refused.status_code == 400 and set(error_schema["required"]) <= set(refused.json())

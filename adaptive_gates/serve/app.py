@@ -33,6 +33,7 @@ from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
 from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit, client_of
+from .openapi_spec import documented_openapi
 from .protocol import (
     DECISION_HEADER,
     ChatCompletionRequest,
@@ -183,6 +184,7 @@ def create_app(
         return FileResponse(str(STATIC / "index.html"))
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.openapi = lambda: documented_openapi(app)  # type: ignore[method-assign]
     return app
 
 
