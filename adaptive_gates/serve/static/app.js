@@ -133,7 +133,8 @@
 
   // ---- reading the event stream -------------------------------------------
 
-  /** The JSON chunks of a text/event-stream body, up to `data: [DONE]`. */
+  /** The JSON chunks of a text/event-stream body, up to `data: [DONE]`. A body that
+   * ends without it was cut (the server or the network went away mid-answer): an error. */
   async function* streamedChunks(body) {
     const reader = body.getReader();
     const decoder = new TextDecoder();
@@ -155,7 +156,7 @@
         if (data === "[DONE]") return;
         yield JSON.parse(data);
       }
-      if (done) return;
+      if (done) throw new Error("the connection closed before its end");
     }
   }
 
@@ -165,6 +166,11 @@
     constructor() {
       this.text = "";
       this.decisionId = null;
+      // What the answer shows, as it came: kept with the conversation (see `saved`).
+      this.header = null;
+      this.record = null;
+      this.errorMessage = null;
+      this.verdict = null;
       this.textNode = el("p", { testid: "answer-text", class: "answer-text" });
       this.error = el("p", { testid: "answer-error", class: "error", role: "alert", hidden: true });
       this.up = el("button", { type: "button", testid: "feedback-up", class: "thumb", title: "the answer is right: tell the gate", disabled: true }, thumb(false), "Right");
@@ -229,6 +235,7 @@
     }
 
     fail(message) {
+      this.errorMessage = message;
       this.error.textContent = message;
       this.error.hidden = false;
       this.setState("error");
@@ -238,6 +245,7 @@
 
     /** The decision as the response header gives it, before the first token. */
     showHeader(header) {
+      this.header = header;
       this.decisionId = header.id;
       this.node.dataset.decisionId = header.id;
       this.showRoute(header.route);
@@ -247,6 +255,7 @@
 
     /** The full decision record of the last chunk. */
     showRecord(record) {
+      this.record = record;
       const decision = record.decision || {};
       this.decisionId = record.id;
       this.node.dataset.decisionId = record.id;
@@ -377,6 +386,16 @@
         return;
       }
       const body = await response.json();
+      this.showVerdict(correct, body);
+      if (body.memory) showMemory(body.memory);
+      saveConversation();
+    }
+
+    /** The verdict the server took (`body`, its answer to the feedback). */
+    showVerdict(correct, body) {
+      this.verdict = { correct, body };
+      this.up.disabled = this.down.disabled = true;
+      (correct ? this.up : this.down).setAttribute("aria-pressed", "true");
       this.feedbackStatus.dataset.label = body.label || "none";
       if (body.label) {
         const memory = body.memory ? ` · memory now ${body.memory.known} known, ${body.memory.unknown} unknown` : "";
@@ -384,14 +403,57 @@
       } else {
         this.feedbackStatus.textContent = "logged: an answer given with retrieval teaches the gate no label";
       }
-      if (body.memory) showMemory(body.memory);
+    }
+
+    /** What it takes to show this answer again (JSON). */
+    saved() {
+      const { text, header, record, errorMessage: error, verdict } = this;
+      return { state: this.node.dataset.state, text, header, record, error, verdict };
+    }
+
+    /** An answer shown again from what `saved` gave. */
+    static restored(saved) {
+      const answer = new Answer();
+      if (saved.header) answer.showHeader(saved.header);
+      answer.appendText(saved.text);
+      if (saved.record) answer.showRecord(saved.record);
+      if (saved.error) answer.fail(saved.error);
+      else if (saved.state === "done") answer.finish();
+      else answer.fail("The page was reloaded before this answer ended: the rest of it is lost.");
+      if (saved.verdict) answer.showVerdict(saved.verdict.correct, saved.verdict.body);
+      return answer;
     }
   }
 
   // ---- the conversation ------------------------------------------------------
 
+  // Kept in sessionStorage, as the API key is: it survives a reload of the tab but
+  // not the tab, and each tab holds its own conversation (with localStorage two tabs
+  // would overwrite each other's, and old decisions would outlive the server's memory
+  // of them, so their thumbs would only meet refusals).
+  const CONVERSATION_STORE = "adaptive-gates-conversation";
+  /** The messages sent with the next question. */
   const history = [];
+  /** The turns of this conversation as shown: {question, answer}. */
+  const turns = [];
   let busy = false;
+
+  function saveConversation() {
+    const saved = { history, turns: turns.map(({ question, answer }) => ({ question, answer: answer.saved() })) };
+    try {
+      sessionStorage.setItem(CONVERSATION_STORE, JSON.stringify(saved));
+    } catch (err) {
+      // a full store (passages are long): the page works on, a reload loses the conversation
+      showPageError(`The conversation could not be kept for a reload: ${err.message}`);
+    }
+  }
+
+  function restoreConversation() {
+    const saved = JSON.parse(sessionStorage.getItem(CONVERSATION_STORE));
+    if (!saved) return;
+    history.push(...saved.history);
+    for (const { question, answer } of saved.turns) showTurn(question, Answer.restored(answer));
+  }
 
   function setBusy(value) {
     busy = value;
@@ -399,10 +461,22 @@
     byTestId("new-chat").disabled = value;
   }
 
-  function addTurn(node) {
+  /** Show a question and its answer; the turn joins the conversation. */
+  function showTurn(question, answer) {
+    const asked = el("li", { testid: "user-turn", class: "turn user" }, el("div", { class: "bubble" }, question));
     byTestId("empty").hidden = true;
-    byTestId("conversation").append(node);
-    node.scrollIntoView({ block: "end" });
+    byTestId("conversation").append(asked, answer.node);
+    turns.push({ question, answer });
+    return asked;
+  }
+
+  /** Scroll `node` to the top of the window, below the header where the header stays
+   * on screen (it does on wide screens), so the header never covers it. */
+  function scrollToTop(node) {
+    const header = document.querySelector("header");
+    const covered = getComputedStyle(header).position === "sticky" ? header.offsetHeight : 0;
+    const air = 8;
+    window.scrollTo({ top: window.scrollY + node.getBoundingClientRect().top - covered - air });
   }
 
   async function ask(question) {
@@ -410,9 +484,9 @@
     const request = { messages: [...history, turn], stream: true };
     const maxTokens = Number.parseInt(byTestId("max-tokens").value, 10);
     if (maxTokens > 0) request.max_tokens = maxTokens;
-    addTurn(el("li", { testid: "user-turn", class: "turn user" }, el("div", { class: "bubble" }, question)));
     const answer = new Answer();
-    addTurn(answer.node);
+    scrollToTop(showTurn(question, answer));
+    saveConversation();
     setBusy(true);
     try {
       const response = await fetch("/v1/chat/completions", {
@@ -446,12 +520,13 @@
       answer.fail(`The answer stopped: ${err.message}`);
     } finally {
       setBusy(false);
-      answer.node.scrollIntoView({ block: "end" });
+      saveConversation();
     }
   }
 
   /** Start a new conversation: the answers so far stay on the page (their decisions
-   * can still be compared and judged) but are no longer sent as history. */
+   * can still be compared and judged) but are no longer sent as history, nor kept
+   * for a reload. */
   function newChat() {
     const conversation = byTestId("conversation");
     const last = conversation.lastElementChild;
@@ -459,6 +534,8 @@
       conversation.append(el("li", { testid: "new-conversation", class: "divider" }, "new conversation: the turns above are not sent with the next questions"));
     }
     history.length = 0;
+    turns.length = 0;
+    sessionStorage.removeItem(CONVERSATION_STORE);
     byTestId("question").focus();
   }
 
@@ -484,6 +561,7 @@
     byTestId("new-chat").addEventListener("click", newChat);
     byTestId("question").focus();
     restoreKey();
+    restoreConversation();
     loadStats();
   });
 })();
