@@ -71,8 +71,8 @@ def create_app(
     service's ``limits`` bound each request and each client (``serve.limits``)."""
     app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
     app.state.service = service
-    # The last added runs first: the host, the key, the key's rate, the body's size, the
-    # answers in flight; every refusal with the security headers.
+    # The last added runs first: the access log, the security headers (on every refusal
+    # too), the host, the key, the key's rate, the body's size, the answers in flight.
     limits = service.limits
     app.add_middleware(LimitInFlight, max_in_flight=limits.max_in_flight)
     app.add_middleware(LimitBody, max_bytes=limits.max_body_bytes)

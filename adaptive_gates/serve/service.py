@@ -2,8 +2,8 @@
 
 Per request: the gate judges the last user question, made standalone
 (``history_window``), the top passages are retrieved when it says so, and the upstream
-LLM answers with the package's answer prompt (``answering.build_prompt``), the history kept; a gate's
-confident draft answer is served without a second call. Each answer's decision is kept
+LLM answers with the package's answer prompt (``answering.build_prompt``), the history
+kept; a gate's confident draft answer is served without a second call. Each answer's decision is kept
 under an id, so feedback on the answer can teach the gate.
 
 Nothing here knows HTTP: ``app`` maps it to the OpenAI-compatible routes.
