@@ -3,9 +3,10 @@
 Passages (BoolQ's Wikipedia passages by default) sit in an ``InMemoryVectorStore``
 encoded by the embedded MiniLM; the embedded SmolLM2 answers. An SKR-kNN gate,
 fitted on where retrieval helped on a few labelled questions (or on ``--outcomes``),
-judges each turn: the question plus the last ``--window`` messages of the chat, or,
-with ``--condense``, the follow-up rewritten by the LLM as a standalone question. So
-"and when did he die?" after "who wrote Hamlet?" is judged as the question it is.
+judges each turn: the question, after the earlier questions (at most ``--window``) it
+leans on when it refers back (``adaptive_gates.history_window``), or, with
+``--condense``, the follow-up rewritten by the LLM as a standalone question. So "and
+when did he die?" after "who wrote Hamlet?" is judged as the question it is.
 
 Each turn prints what the gate judged, its decision and evidence (score, threshold,
 nearest labelled questions), the passages retrieved if any, and the answer.
@@ -64,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_arguments(parser)
     parser.add_argument("--script", type=Path, help="one user turn per line (no typing)")
-    parser.add_argument("--window", type=int, default=2, help="messages of history the gate sees with the question")
+    parser.add_argument("--window", type=int, default=2, help="earlier questions a follow-up may lean on")
     parser.add_argument(
         "--condense",
         action="store_true",
@@ -90,7 +91,7 @@ def main() -> None:
     )
     direct, rag = chat_chains(retriever, llm, "You are a helpful assistant. Answer briefly.")
     bot = gated_router(judge, direct=direct, retrieval=rag)
-    how = "condensed by the LLM" if args.condense else f"with the last {args.window} messages"
+    how = "condensed by the LLM" if args.condense else f"with up to {args.window} earlier questions it leans on"
     print(f"chatbot ready: the gate judges each question {how}")
 
     history: list[BaseMessage] = []

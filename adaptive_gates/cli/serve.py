@@ -218,8 +218,6 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.server import AnnouncingServer
 
     keys = api_keys(args)  # before any work: a bad key file or an open address ends here
-    if not args.no_access_log:
-        _print_access_log()
     started = time.perf_counter()
     service = build_service(args)
     corpus = f"{len(service.retriever)} passages" if isinstance(service.retriever, Sized) else "the corpus"
@@ -232,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         log_level="warning",
         timeout_graceful_shutdown=math.ceil(args.drain_seconds),
     )
+    if not args.no_access_log:
+        _print_access_log()
     AnnouncingServer(config, _listening).run()
     return 0
 
@@ -246,10 +246,17 @@ def _listening(url: str) -> None:
     say(f"listening on {url}: the chat page at {url}/, the OpenAI-compatible API at {url}/v1")
 
 
+class _AccessLogHandler(logging.StreamHandler):
+    """The handler ``serve`` prints its access log through."""
+
+
 def _print_access_log() -> None:
-    """The access log (``serve.access_log``) on stderr, one line a request."""
+    """The access log (``serve.access_log``) on stderr, one line a request; attached
+    when the server starts, to the stderr it starts with."""
     access = logging.getLogger("adaptive_gates.serve.access")
-    handler = logging.StreamHandler()
+    if any(isinstance(h, _AccessLogHandler) for h in access.handlers):
+        return  # a second server in this process prints through the first one's
+    handler = _AccessLogHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     access.addHandler(handler)
     access.setLevel(logging.INFO)

@@ -135,7 +135,7 @@ def create_app(
         text, finish_reason = answered
         record = service.finish(prepared, stream=False)
         usage = service.usage(prepared, text)
-        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, usage, record)
+        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, record, usage)
         return JSONResponse(payload, headers=headers)
 
     @app.post("/v1/feedback")

@@ -184,10 +184,11 @@ def completion(
     model: str,
     text: str,
     finish_reason: str,
-    usage: TokenUsage,
     record: dict[str, Any] | None = None,
+    usage: TokenUsage | None = None,
 ) -> dict[str, Any]:
-    """A ``chat.completion`` object, with the decision record when there is one."""
+    """A ``chat.completion`` object, with the decision record when there is one, and the
+    usage when it is known (else ``null``, as servers that count nothing send)."""
     out: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",
@@ -201,7 +202,7 @@ def completion(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_field(usage),
+        "usage": None if usage is None else usage_field(usage),
     }
     if record is not None:
         out[EXTENSION_FIELD] = record
