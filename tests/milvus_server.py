@@ -68,26 +68,33 @@ class MilvusServer:
         return self
 
     def _wait_until_answering(self) -> None:
-        from pymilvus import MilvusClient
-
         deadline = time.monotonic() + START_TIMEOUT
-        while not self._accepts_connections():
+        while not self._answers():
             if self._process is None or self._process.poll() is not None:
                 raise RuntimeError(f"the Milvus server exited while starting:\n{self._log.read_text()[-3000:]}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the Milvus server did not listen on {self.uri} in {START_TIMEOUT:.0f} s")
+                raise RuntimeError(f"the Milvus server did not answer on {self.uri} in {START_TIMEOUT:.0f} s")
             time.sleep(0.1)
-        client = MilvusClient(uri=self.uri)
-        try:
-            client.list_collections()
-        finally:
-            client.close()
 
-    def _accepts_connections(self) -> bool:
+    def _answers(self) -> bool:
+        """Whether a client's call succeeds. A server listens a moment before it
+        answers; a client of this process that saw it down retries until it does."""
+        from pymilvus import MilvusClient, MilvusException
+
         with socket.socket() as sock:
             sock.settimeout(1.0)
-            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+            if sock.connect_ex(("127.0.0.1", self.port)) != 0:
+                return False
+        try:
+            client = MilvusClient(uri=self.uri)
+            try:
+                client.list_collections()
+            finally:
+                client.close()
+        except MilvusException:
+            return False
+        return True
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL if it lingers) and wait for it."""

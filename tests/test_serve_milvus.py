@@ -1,7 +1,7 @@
 """``adaptive-gates serve`` over Milvus: the SKR memory and the corpus in a real Milvus
 (Lite) server process, two serve processes sharing them, feedback written through one
-seen by the other, and a server started after the database restarted that comes back
-with the same decisions."""
+seen by the other, a server started after the database restarted that comes back
+with the same decisions, and a server that rides out the database's outage."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from milvus_server import MilvusServer
-from serve_process import ServeProcess, ask
+from serve_process import ServedApp, ServeProcess, ask
+from shared_data import packaged_wiki_paragraphs
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
@@ -79,3 +80,45 @@ def test_two_servers_share_one_memory_and_a_restart_decides_the_same(
                 assert got | {"latency_ms": 0} == wanted | {"latency_ms": 0}
     # the gate's directory was left as it was: the database holds what feedback taught
     assert len(SKRKnnGate.load(gate_dir, embedder=embedder).feedback_) == 0
+
+
+def test_while_the_database_is_down_chat_falls_back_feedback_waits_and_both_recover(
+    embedder, outcome_records, served_chat_model, tmp_path
+):
+    from adaptive_gates.milvus.memory import MilvusMemory
+    from adaptive_gates.milvus.retrieval import MilvusRetriever
+    from adaptive_gates.serve import ChatService
+    from adaptive_gates.serve.app import create_app
+
+    train = outcome_records[:100]
+    gate = SKRKnnGate(embedder).fit_outcomes(train)
+    with MilvusServer(tmp_path / "milvus") as milvus:
+        gate.attach_memory(MilvusMemory(milvus.uri, "memory", gate.memory_.dimension))
+        corpus = MilvusRetriever.from_records(packaged_wiki_paragraphs()[:20], embedder, milvus.uri, "corpus")
+        with ServedApp(create_app(ChatService(gate, corpus, served_chat_model, max_tokens=2))) as app:
+            known = next(d for d in (decision(app.url, r.question) for r in train) if d["route"] == "direct")
+            counts = httpx.get(f"{app.url}/v1/stats").json()["memory"]
+            milvus.stop()
+
+            # chat answers on the gate's recorded fallback, without passages (the corpus is
+            # in the database too), and says nothing of where the database is
+            down = decision(app.url, known["decision"]["question"])
+            assert down["route"] == "retrieve" and down["passages"] == []
+            assert "cannot be reached" in down["decision"]["error"] and "127.0.0.1" not in down["decision"]["error"]
+            # a verdict waits for the database: not taken, and said so with when to retry
+            refused = httpx.post(f"{app.url}/v1/feedback", json={"decision_id": known["id"], "correct": False})
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "5", refused.text
+            assert refused.json()["error"]["code"] == "memory_unavailable" and "127.0.0.1" not in refused.text
+            assert httpx.get(f"{app.url}/v1/stats").json()["memory"] is None
+            ready = httpx.get(f"{app.url}/readyz")
+            assert ready.status_code == 503 and ready.json()["checks"]["memory"] != "ok"
+
+            milvus.start()  # the same database back on the same port: both recover by themselves
+            back = decision(app.url, known["decision"]["question"])
+            assert back["route"] == "direct" and back["decision"]["error"] is None
+            assert back["decision"]["score"] == known["decision"]["score"]
+            taught = httpx.post(f"{app.url}/v1/feedback", json={"decision_id": known["id"], "correct": False})
+            assert taught.status_code == 200 and taught.json()["label"] == "unknown", taught.text
+            # the lesson's copy joined the memory, and the training copy took its verdict
+            assert taught.json()["memory"] == {"known": counts["known"] - 1, "unknown": counts["unknown"] + 2}
+            assert httpx.get(f"{app.url}/readyz").status_code == 200

@@ -32,6 +32,8 @@ PAGE_SIZE = 1_000
 
 #: Milvus' error code for a collection that is not loaded.
 _NOT_LOADED = 101
+#: pymilvus' error code for a server it cannot connect to.
+_CONNECT_FAILED = 2
 _CONSISTENCY = "Strong"
 _METRIC = "COSINE"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
@@ -161,7 +163,7 @@ class MilvusCollection:
             consistency_level=_CONSISTENCY,
         )
         try:
-            while page := iterator.next():
+            while page := self._reached(iterator.next):
                 yield from page
         finally:
             iterator.close()
@@ -184,28 +186,44 @@ class MilvusCollection:
         return [[{**hit["entity"], "score": float(hit["distance"])} for hit in row] for row in found]
 
     def _loaded(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``call(*args, **kwargs)``, made again once the collection is loaded if the
-        database had released it (as a restarted one does, or an operator may)."""
+        """``call(*args, **kwargs)`` (see ``_reached``), made again once the collection is
+        loaded if the database had released it (as a restarted one does, or an operator may)."""
         pymilvus = require("pymilvus", extra="milvus")
         try:
-            return call(*args, **kwargs)
+            return self._reached(call, *args, **kwargs)
         except pymilvus.MilvusException as exc:
             if exc.code != _NOT_LOADED:
                 raise
         logger.info("Milvus collection %r was released: loading it", self.name)
-        self.client.load_collection(self.name)
-        return call(*args, **kwargs)
+        self._reached(self.client.load_collection, self.name)
+        return self._reached(call, *args, **kwargs)
+
+    def _reached(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``; a database that cannot be reached raises
+        ``BackendUnavailableError`` (its address only in the log: the message may reach
+        a client, in a fallback decision), so callers tell an outage from a failed call.
+        The client reconnects by itself once the database is back."""
+        pymilvus = require("pymilvus", extra="milvus")
+        try:
+            return call(*args, **kwargs)
+        except pymilvus.MilvusException as exc:
+            if exc.code != _CONNECT_FAILED and not isinstance(exc, pymilvus.exceptions.MilvusUnavailableException):
+                raise
+            logger.warning("Milvus collection %r: the database cannot be reached (%s)", self.name, exc.message)
+            raise BackendUnavailableError(
+                f"the Milvus database holding collection {self.name!r} cannot be reached"
+            ) from exc
 
     # ------------------------------------------------------------------ writing
     def insert(self, rows: list[dict[str, Any]]) -> None:
         """Add rows (each with every field and its ``vector``)."""
         if rows:
-            self.client.insert(self.name, rows)
+            self._reached(self.client.insert, self.name, rows)
 
     def upsert(self, rows: list[dict[str, Any]]) -> None:
         """Write rows over those of the same primary keys (adding the others)."""
         if rows:
-            self.client.upsert(self.name, rows)
+            self._reached(self.client.upsert, self.name, rows)
 
 
 def checked_name(name: object) -> str:

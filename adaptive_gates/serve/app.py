@@ -7,7 +7,8 @@ the route (when the server has keys), 400 for a request the server cannot read (
 ``context_length_exceeded`` for one past the token limits), 404 for an unknown decision,
 403 too for a verdict on another key's answer, 409 for a second verdict on one answer,
 413 for a body past its limit, 429 past a client's rate or feedback quota, 503 while
-the server answers as many requests as it takes, 502 when the upstream LLM fails (or
+the server answers as many requests as it takes (and for a verdict while the database
+holding the gate's memory cannot be reached), 502 when the upstream LLM fails (or
 the gate's backend cannot serve it), 504 when the upstream gives no answer in time, and
 500 for anything else; the server keeps serving whatever one request does.
 """
@@ -46,7 +47,6 @@ from .protocol import (
 from .readiness import readiness
 from .service import (
     ChatService,
-    FeedbackQuotaError,
     FeedbackRefusedError,
     GateBackendError,
     Prepared,
@@ -147,7 +147,7 @@ def create_app(
         except UnknownDecisionError:
             return _error(404, f"no decision {body.decision_id!r} is held (never taken, or too old)", "decision_id")
         except FeedbackRefusedError as exc:
-            headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, FeedbackQuotaError) else None
+            headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
             refusal = error_body(str(exc), param="decision_id", code=exc.code)
             return JSONResponse(refusal, status_code=exc.status, headers=headers)
         except FeedbackNotSupportedError as exc:

@@ -37,14 +37,15 @@ _WHY = {
     "413": "the body is larger than the server takes",
     "429": "past the client's rate or feedback quota (see Retry-After)",
     "502": "the upstream LLM failed",
-    "503": "the server answers as many requests as it takes (see Retry-After), or is not ready",
+    "503": "the server answers as many requests as it takes, is not ready, or cannot reach the gate's memory "
+    "(see Retry-After)",
     "504": "the upstream LLM gave no answer in time",
 }
 #: Refusals every route may meet (the Host check and, with keys, the key check).
 _ANY_ROUTE = ("400", "401", "403", "429")
 _ROUTE_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/v1/chat/completions"): ("404", "413", "502", "503", "504"),
-    ("post", "/v1/feedback"): ("404", "409", "413"),
+    ("post", "/v1/feedback"): ("404", "409", "413", "503"),
     ("get", "/v1/models/{name}"): ("404",),
     ("get", "/readyz"): ("503",),
 }

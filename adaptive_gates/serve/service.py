@@ -21,7 +21,7 @@ from typing import Any
 
 from ..answering import DEFAULT_INSTRUCTION, build_prompt
 from ..decision import DRAFT
-from ..errors import BackendMisconfiguredError, ContextLengthExceededError
+from ..errors import BackendMisconfiguredError, BackendUnavailableError, ContextLengthExceededError
 from ..gates.base import Gate
 from ..models.chat import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat_stream import astream_chat
@@ -57,6 +57,8 @@ class FeedbackRefusedError(Exception):
 
     status = 400
     code = "feedback_refused"
+    #: Seconds after which the same verdict may be taken (sent as ``Retry-After``).
+    retry_after: int | None = None
 
 
 class NotYourDecisionError(FeedbackRefusedError):
@@ -82,6 +84,15 @@ class FeedbackQuotaError(FeedbackRefusedError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class MemoryUnavailableError(FeedbackRefusedError):
+    """The database holding the gate's memory cannot be reached: the verdict is not
+    taken, and may be sent again once it is back."""
+
+    status = 503
+    code = "memory_unavailable"
+    retry_after = 5
 
 
 @dataclass
@@ -290,6 +301,8 @@ class ChatService:
             NotYourDecisionError: another key got the answer, and ``admin`` is not set.
             FeedbackQuotaError: ``client`` gave as many verdicts as the limits allow.
             AlreadyJudgedError: the answer has its verdict.
+            MemoryUnavailableError: the database holding the gate's memory cannot be
+                reached; the verdict is not taken.
             FeedbackNotSupportedError: the gate does not learn from feedback.
         """
         served = self.book.get(decision_id)
@@ -309,7 +322,12 @@ class ChatService:
         async with self._feedback_lock:
             if served.verdict is not None:
                 raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
-            entry = await asyncio.to_thread(self.gate.record_decision_feedback, served.decision, correct)
+            try:
+                entry = await asyncio.to_thread(self.gate.record_decision_feedback, served.decision, correct)
+            except BackendUnavailableError as exc:
+                raise MemoryUnavailableError(
+                    "the gate's memory cannot be reached now; send the verdict again later"
+                ) from exc
             served.verdict = correct
             if self.after_feedback is not None and entry.label is not None:
                 await asyncio.to_thread(self.after_feedback)
@@ -318,11 +336,15 @@ class ChatService:
         return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
 
     def memory_counts(self) -> dict[str, int] | None:
-        """The known and unknown questions in the gate's memory (``None``: it has none)."""
+        """The known and unknown questions in the gate's memory (``None``: it has none,
+        or the database holding it cannot be reached now)."""
         memory = getattr(self.gate, "memory_", None)
         if memory is None:
             return None
-        known, unknown = memory.counts
+        try:
+            known, unknown = memory.counts
+        except BackendUnavailableError:
+            return None
         return {"known": int(known), "unknown": int(unknown)}
 
     def stats(self) -> dict[str, Any]:
