@@ -82,6 +82,7 @@ class ChatCompletionsServer:
         self.slow_seconds = slow_seconds
         self._fault = Fault.NONE
         self._requests = 0
+        self._model_lists = 0
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._httpd = _JoiningHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -99,6 +100,12 @@ class ChatCompletionsServer:
         with self._lock:
             return self._requests
 
+    @property
+    def model_lists(self) -> int:
+        """``GET /v1/models`` requests received since the last ``reset``."""
+        with self._lock:
+            return self._model_lists
+
     def set_fault(self, fault: Fault) -> None:
         """Answer later requests in ``fault`` mode."""
         with self._lock:
@@ -109,6 +116,7 @@ class ChatCompletionsServer:
         with self._lock:
             self._fault = Fault.NONE
             self._requests = 0
+            self._model_lists = 0
             self._release.set()
             self._release = threading.Event()
 
@@ -127,6 +135,10 @@ class ChatCompletionsServer:
         self._httpd.server_close()  # joins the handler threads
 
     # ----------------------------------------------------------------- serving
+    def _listed(self) -> None:
+        with self._lock:
+            self._model_lists += 1
+
     def _arrive(self) -> tuple[Fault, threading.Event]:
         """Count a completion request; the fault mode it is served in and the event
         that releases it if it is held back."""
@@ -265,6 +277,7 @@ def _handler_for(server: ChatCompletionsServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/v1/models":
                 self._send(*_error(HTTPStatus.NOT_FOUND, f"no route {self.path}"))
                 return
+            server._listed()
             model = {"id": server.model_id, "object": "model", "created": 0, "owned_by": "local"}
             self._send(HTTPStatus.OK, _json({"object": "list", "data": [model]}))
 

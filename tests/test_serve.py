@@ -24,6 +24,7 @@ from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
+from adaptive_gates.serve.readiness import REUSE_SECONDS
 from milvus_server import free_port
 from openai_server import Fault
 from serve_process import ServedApp, ask
@@ -413,3 +414,22 @@ def test_the_published_spec_documents_the_statuses_the_server_answers_with(serve
     refused = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": []})
     error_schema = chat[str(refused.status_code)]["content"]["application/json"]["schema"]
     assert refused.status_code == 400 and set(error_schema["required"]) <= set(refused.json())
+
+
+def test_a_flood_of_readiness_checks_reaches_the_upstream_once_a_moment(knn_gate, retriever, openai_server):
+    upstream = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url, max_retries=0)
+    with ServedApp(create_app(ChatService(knn_gate, retriever, upstream))) as app:
+
+        async def flood() -> list[int]:
+            async with httpx.AsyncClient() as client:
+                replies = await asyncio.gather(*(client.get(f"{app.url}/readyz") for _ in range(40)))
+            return [r.status_code for r in replies]
+
+        started = time.monotonic()
+        assert asyncio.run(flood()) == [200] * 40
+        # one check a moment, however many ask (one for all forty, unless the machine
+        # took longer than a moment to serve them)
+        checks = openai_server.model_lists
+        assert 1 <= checks <= 1 + (time.monotonic() - started) // REUSE_SECONDS, checks
+        time.sleep(REUSE_SECONDS)
+        assert httpx.get(f"{app.url}/readyz").status_code == 200 and openai_server.model_lists == checks + 1

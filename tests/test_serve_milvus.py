@@ -6,12 +6,14 @@ with the same decisions, and a server that rides out the database's outage."""
 from __future__ import annotations
 
 import shutil
+import time
 from itertools import islice
 
 import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate
+from adaptive_gates.serve.readiness import REUSE_SECONDS
 from milvus_server import MilvusServer
 from serve_process import ServedApp, ServeProcess, ask
 from shared_data import packaged_wiki_paragraphs
@@ -121,4 +123,5 @@ def test_while_the_database_is_down_chat_falls_back_feedback_waits_and_both_reco
             assert taught.status_code == 200 and taught.json()["label"] == "unknown", taught.text
             # the lesson's copy joined the memory, and the training copy took its verdict
             assert taught.json()["memory"] == {"known": counts["known"] - 1, "unknown": counts["unknown"] + 2}
+            time.sleep(REUSE_SECONDS)  # the last readiness result is reused that long
             assert httpx.get(f"{app.url}/readyz").status_code == 200

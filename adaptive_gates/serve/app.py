@@ -44,7 +44,7 @@ from .protocol import (
     error_body,
     event,
 )
-from .readiness import readiness
+from .readiness import Readiness
 from .service import (
     ChatService,
     FeedbackRefusedError,
@@ -71,6 +71,7 @@ def create_app(
     service's ``limits`` bound each request and each client (``serve.limits``)."""
     app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
     app.state.service = service
+    dependencies = Readiness(service.upstream, service.retriever, service.gate)
     # The last added runs first: the access log, the security headers (on every refusal
     # too), the host, the key, the key's rate, the body's size, the answers in flight.
     limits = service.limits
@@ -171,9 +172,9 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        checks = await readiness(service.upstream, service.retriever, service.gate)
-        ready = all(state == "ok" for state in checks.values())
-        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+        checks = await dependencies.checks()
+        ok = all(state == "ok" for state in checks.values())
+        return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks}, 200 if ok else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

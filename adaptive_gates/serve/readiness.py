@@ -2,12 +2,16 @@
 is alive (``/healthz``). A server listens only once its gate is loaded and its corpus
 indexed, so what can fail later is what it reaches over the network: the upstream LLM,
 and the database that holds the corpus or the gate's memory. Each is asked something
-cheap (the upstream's ``/models``, the collection's size), within a few seconds."""
+cheap (the upstream's ``/models``, the collection's size), within a few seconds. The
+route is public, so a result is reused for a moment: a flood of ``/readyz`` requests
+costs the upstream and the database one check each that often."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable, Sized
 from typing import Any
 
@@ -17,6 +21,37 @@ logger = logging.getLogger(__name__)
 
 #: Seconds each dependency has to answer.
 CHECK_SECONDS = 5.0
+#: Seconds a readiness result is reused.
+REUSE_SECONDS = 2.0
+
+
+class Readiness:
+    """The readiness of one server's dependencies (``readiness``), checked at most once
+    every ``reuse_seconds``: requests in between get the last result, and requests that
+    arrive during a check wait for it rather than start their own."""
+
+    def __init__(
+        self,
+        upstream: object,
+        retriever: object,
+        gate: object,
+        reuse_seconds: float = REUSE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dependencies = (upstream, retriever, gate)
+        self.reuse_seconds = reuse_seconds
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._checked_at = -math.inf
+        self._checks: dict[str, str] = {}
+
+    async def checks(self) -> dict[str, str]:
+        """Each dependency's state: ``"ok"``, or what is wrong with it."""
+        async with self._lock:
+            if self._clock() - self._checked_at >= self.reuse_seconds:
+                self._checks = await readiness(*self._dependencies)
+                self._checked_at = self._clock()
+            return dict(self._checks)
 
 
 async def readiness(upstream: object, retriever: object, gate: object) -> dict[str, str]:
