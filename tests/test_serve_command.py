@@ -25,7 +25,8 @@ def test_the_command_serves_learns_and_comes_back_the_same_after_a_restart(
     shutil.copytree(served_gate_dir, gate_dir)
     gate = SKRKnnGate.load(gate_dir, embedder=embedder)
     question = next(r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve)
-    server = ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "6", "--drain-seconds", "2")
+    answers = ("--max-tokens", "6", "--max-answer-tokens", "2000")
+    server = ServeProcess("--gate", gate_dir, "--corpus", served_corpus, *answers, "--drain-seconds", "2")
     with server:
         # one token: decisions, feedback and saving are what is checked, not the answers
         first = ask(server.url, question, max_tokens=1)
@@ -84,6 +85,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         (["--gate", served_gate_dir, "--corpus", tmp_path / "none.jsonl"], "no such file"),
         (["--gate", tmp_path / "nothing", "--corpus", served_corpus], "nothing"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-timeout", "0"], "positive number"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--max-answer-tokens", "64"], "more than --max-answer"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
     ]

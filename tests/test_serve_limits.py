@@ -29,7 +29,9 @@ from serve_process import ServedApp
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 QUESTION = "Who wrote Hamlet?"
-LIMITS = Limits(max_body_bytes=20_000, max_message_tokens=50, max_conversation_tokens=80, max_in_flight=1)
+LIMITS = Limits(
+    max_body_bytes=20_000, max_message_tokens=50, max_conversation_tokens=80, max_answer_tokens=40, max_in_flight=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +108,21 @@ def test_a_message_or_conversation_past_its_tokens_is_refused_at_once(served, se
         _client(served.url).chat.completions.create(model=MODEL, messages=turns)
 
 
+def test_an_answer_longer_than_the_server_writes_is_refused_before_any_work(served):
+    asked = LIMITS.max_answer_tokens + 1
+    before = httpx.get(f"{served.url}/v1/stats").json()["stats"]["requests"]
+    for field in ("max_tokens", "max_completion_tokens"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            _client(served.url).chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": QUESTION}], **{field: asked}
+            )
+        error = caught.value.body
+        assert (error["param"], error["code"]) == (field, "invalid_value")
+        assert f"this server writes at most {LIMITS.max_answer_tokens} tokens an answer" in error["message"]
+    assert httpx.get(f"{served.url}/v1/stats").json()["stats"]["requests"] == before  # not judged, nothing generated
+    assert _ask(_client(served.url), max_tokens=LIMITS.max_answer_tokens).choices[0].message.content.strip()
+
+
 def test_a_prompt_past_the_upstreams_window_is_the_clients_error_not_the_upstreams(gate, retriever, served_chat_model):
     # within the server's limits, past the embedded model's 8,192-token window with the answer asked for
     roomy = Limits(max_message_tokens=9_000, max_conversation_tokens=9_000)
@@ -123,7 +140,7 @@ def test_beyond_the_answers_it_takes_at_once_a_request_gets_503_and_retry_after(
     started, release = threading.Event(), threading.Event()
 
     def hold_one_answer():
-        with _ask(_client(served.url), stream=True, max_tokens=40) as stream:
+        with _ask(_client(served.url), stream=True, max_tokens=LIMITS.max_answer_tokens) as stream:
             next(iter(stream))  # the answer is under way
             started.set()
             release.wait(timeout=600)
@@ -194,6 +211,7 @@ def test_the_command_shows_every_default_and_refuses_a_bad_limit(capsys):
         ("--max-body-bytes", "1000000"),
         ("--max-message-tokens", "2000"),
         ("--max-conversation-tokens", "4000"),
+        ("--max-answer-tokens", "1024"),
         ("--max-in-flight", "8"),
         ("--rate-limit", "120"),
         ("--feedback-per-hour", "60"),
@@ -210,7 +228,8 @@ def test_a_client_that_leaves_stops_its_generation(gate, retriever, served_chat_
     model_lock = served_chat_model.lm._lock  # held while the model generates
     counting = "Write the numbers from 1 to 2000, separated by commas."  # SmolLM2 counts on and on
     body = {"messages": [{"role": "user", "content": counting}], "max_tokens": 2000}
-    with ServedApp(create_app(ChatService(gate, retriever, served_chat_model))) as app:
+    service = ChatService(gate, retriever, served_chat_model, limits=Limits(max_answer_tokens=2000))
+    with ServedApp(create_app(service)) as app:
         url = f"{app.url}/v1/chat/completions"
         with pytest.raises(httpx.ReadTimeout):  # the client gives up while the answer is generated
             httpx.post(url, json=body, timeout=httpx.Timeout(30.0, read=15.0))

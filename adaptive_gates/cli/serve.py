@@ -179,6 +179,13 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
         help=f"the longest conversation, every message counted (default {defaults.max_conversation_tokens})",
     )
     limits.add_argument(
+        "--max-answer-tokens",
+        type=positive_int,
+        default=defaults.max_answer_tokens,
+        help="the most tokens a request may ask an answer to be (max_tokens); more gets 400, and --max-tokens "
+        f"may not be more (default {defaults.max_answer_tokens})",
+    )
+    limits.add_argument(
         "--max-in-flight",
         type=positive_int,
         default=defaults.max_in_flight,
@@ -311,6 +318,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     from ..serve.service import ChatService
     from ..shipped import is_pretrained
 
+    if args.max_tokens > args.max_answer_tokens:
+        raise UsageError(f"--max-tokens {args.max_tokens} is more than --max-answer-tokens {args.max_answer_tokens}")
     upstream = _upstream(args)
     # The database is reached, and the gate's directory read, before any model loads: a
     # wrong address or directory fails at once.
@@ -347,6 +356,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
             max_body_bytes=args.max_body_bytes,
             max_message_tokens=args.max_message_tokens,
             max_conversation_tokens=args.max_conversation_tokens,
+            max_answer_tokens=args.max_answer_tokens,
             max_in_flight=args.max_in_flight,
             requests_per_minute=args.rate_limit or None,
             feedback_per_hour=args.feedback_per_hour or None,

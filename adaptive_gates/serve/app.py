@@ -113,9 +113,12 @@ def create_app(
         if unsupported is not None:
             message = f"this server answers with text only and cannot honour {unsupported!r} as set; leave it out"
             return JSONResponse(error_body(message, param=unsupported, code="unsupported_parameter"), status_code=400)
+        options = body.answer_options(service.max_tokens)
+        if options["max_tokens"] > service.limits.max_answer_tokens:
+            return _answer_too_long(body, options["max_tokens"], service.limits.max_answer_tokens)
         try:
             messages = body.chat_messages()
-            prepared = await service.prepare(messages, body.answer_options(service.max_tokens), owner)
+            prepared = await service.prepare(messages, options, owner)
         except ConversationTooLongError as exc:
             return _too_long(exc)
         except ValueError as exc:
@@ -272,6 +275,12 @@ def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
 
 def _too_long(exc: ConversationTooLongError) -> JSONResponse:
     return JSONResponse(error_body(str(exc), param="messages", code="context_length_exceeded"), status_code=400)
+
+
+def _answer_too_long(body: ChatCompletionRequest, asked: int, most: int) -> JSONResponse:
+    param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    message = f"{param} is {asked}; this server writes at most {most} tokens an answer"
+    return JSONResponse(error_body(message, param=param, code="invalid_value"), status_code=400)
 
 
 def _upstream_failure(exc: UpstreamError) -> JSONResponse:

@@ -35,6 +35,8 @@ class Limits:
         max_body_bytes: the largest request body.
         max_message_tokens: the longest message, in the answering model's tokens.
         max_conversation_tokens: the longest conversation (every message).
+        max_answer_tokens: the most tokens a request may ask an answer to be
+            (``max_tokens``); more gets 400.
         max_in_flight: chat requests answered at once; more get 503.
         requests_per_minute: requests a key (or, without keys, an address) may send a
             minute, in bursts up to the same number; ``None``: no limit.
@@ -45,12 +47,19 @@ class Limits:
     max_body_bytes: int = 1_000_000
     max_message_tokens: int = 2_000
     max_conversation_tokens: int = 4_000
+    max_answer_tokens: int = 1_024
     max_in_flight: int = 8
     requests_per_minute: int | None = None
     feedback_per_hour: int | None = None
 
     def __post_init__(self) -> None:
-        bounds = [self.max_body_bytes, self.max_message_tokens, self.max_conversation_tokens, self.max_in_flight]
+        bounds = [
+            self.max_body_bytes,
+            self.max_message_tokens,
+            self.max_conversation_tokens,
+            self.max_answer_tokens,
+            self.max_in_flight,
+        ]
         rates = [rate for rate in (self.requests_per_minute, self.feedback_per_hour) if rate is not None]
         if any(bound < 1 for bound in [*bounds, *rates]):
             raise ValueError(f"every limit must be >= 1, got {self}")

@@ -121,7 +121,8 @@ class ChatService:
         history_window: earlier user questions a follow-up may lean on
             (``history_window.standalone_question``).
         instruction: the first line of the answer prompt.
-        max_tokens: the answer length when a request sets none.
+        max_tokens: the answer length when a request sets none (at most
+            ``limits.max_answer_tokens``, the most a request may ask).
         upstream_timeout: seconds to wait for the upstream's reply (or, streaming, for
             each next piece) before giving up with a timeout.
         after_feedback: called (in a worker thread) after feedback taught the gate, e.g.
@@ -149,6 +150,11 @@ class ChatService:
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
+        limits = limits or Limits()
+        if max_tokens > limits.max_answer_tokens:
+            raise ValueError(
+                f"max_tokens ({max_tokens}) is more than limits.max_answer_tokens ({limits.max_answer_tokens})"
+            )
         self.gate = gate
         self.retriever = retriever
         self.upstream = upstream
@@ -158,7 +164,7 @@ class ChatService:
         self.max_tokens = max_tokens
         self.upstream_timeout = upstream_timeout
         self.after_feedback = after_feedback
-        self.limits = limits or Limits()
+        self.limits = limits
         self.model_names = tuple(model_names) or (upstream.model_id,)
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
