@@ -188,7 +188,7 @@ def create_app(
         return FileResponse(str(STATIC / "index.html"))
 
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-    app.openapi = lambda: documented_openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: documented_openapi(app, limits.max_answer_tokens)  # type: ignore[method-assign]
     return app
 
 

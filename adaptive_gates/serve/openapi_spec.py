@@ -41,6 +41,17 @@ _WHY = {
     "(see Retry-After)",
     "504": "the upstream LLM gave no answer in time",
 }
+#: The data of one server-sent event of a streamed completion: a chunk, or the end.
+_STREAM_EVENT = {
+    "anyOf": [
+        {
+            "type": "object",
+            "required": ["id", "object", "created", "model", "choices"],
+            "properties": {"object": {"const": "chat.completion.chunk"}, "choices": {"type": "array"}},
+        },
+        {"const": "[DONE]"},
+    ]
+}
 #: Refusals every route may meet (the Host check and, with keys, the key check).
 _ANY_ROUTE = ("400", "401", "403", "429")
 _ROUTE_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -51,8 +62,10 @@ _ROUTE_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def documented_openapi(app: FastAPI) -> dict[str, Any]:
-    """``app``'s OpenAPI spec with the statuses the server answers with."""
+def documented_openapi(app: FastAPI, max_answer_tokens: int) -> dict[str, Any]:
+    """``app``'s OpenAPI spec with the statuses the server answers with, a completion's
+    two forms (JSON, or server-sent events when streamed) and the longest answer a
+    request may ask for (``max_answer_tokens``)."""
     if app.openapi_schema is None:
         spec = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
         for path, operations in spec["paths"].items():
@@ -64,6 +77,13 @@ def documented_openapi(app: FastAPI) -> dict[str, Any]:
                         "description": _WHY[status],
                         "content": {"application/json": {"schema": _ERROR_SCHEMA}},
                     }
+        completion = spec["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]
+        completion["content"]["text/event-stream"] = {"schema": _STREAM_EVENT}
+        request = spec["components"]["schemas"]["ChatCompletionRequest"]["properties"]
+        for field in ("max_tokens", "max_completion_tokens"):
+            for form in request[field]["anyOf"]:
+                if form.get("type") == "integer":
+                    form["maximum"] = max_answer_tokens
         metrics = spec["paths"]["/metrics"]["get"]["responses"]["200"]
         metrics["content"] = {"text/plain": {"schema": {"type": "string"}}}
         spec["components"]["schemas"].pop("HTTPValidationError", None)
