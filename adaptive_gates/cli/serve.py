@@ -326,14 +326,15 @@ def build_service(args: argparse.Namespace) -> ChatService:
     database = None if args.milvus_uri is None else milvus_client(args.milvus_uri)
     gate_type = _saved_gate_type(args.gate)
     if database is not None:
-        _check_memory_gate(args.gate)  # before the corpus is indexed in the database
+        _check_memory_gate(args.gate, gate_type)  # before the corpus is indexed in the database
     corpus = args.corpus or "of the package's Wikipedia paragraphs"
     say(f"loading the {gate_type} gate and the models, indexing the corpus {corpus} ...")
     # One memo for the gate and the retriever: a question the gate embedded is searched
     # with the same vector, and a question asked again is not embedded again.
     embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
     retriever = _retriever(args, embedder, database)
-    gate = _load_gate(args.gate, served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever)))
+    served = served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever))
+    gate = _load_gate(args.gate, gate_type, served)
     if database is None:
         # what feedback taught is saved over the gate's directory, for the next start (a
         # shipped gate's directory is the package's own: never written)
@@ -386,12 +387,11 @@ def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> R
     return MilvusRetriever.from_records(records, embedder, database, name)
 
 
-def _check_memory_gate(directory: Path) -> None:
-    """Refuse ``--milvus-uri`` for a saved gate that holds no SKR-kNN memory."""
+def _check_memory_gate(directory: Path, gate_type: str) -> None:
+    """Refuse ``--milvus-uri`` for a saved gate (of ``gate_type``) that holds no SKR-kNN memory."""
     from ..gates.base import Gate
     from ..gates.skr import SKRKnnGate
 
-    gate_type = _saved_gate_type(directory)
     if not issubclass(Gate.gate_class(gate_type), SKRKnnGate):
         raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {directory} holds a {gate_type} gate")
 
@@ -413,14 +413,13 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def _load_gate(directory: Path, backends: dict[str, Any]) -> Gate:
-    """The saved gate with those of ``backends`` it takes (the upstream as its chat model
-    if it asks an LLM: a verbalized gate's draft answers then come from the model that
-    answers)."""
+def _load_gate(directory: Path, gate_type: str, backends: dict[str, Any]) -> Gate:
+    """The saved gate (of ``gate_type``) with those of ``backends`` it takes (the
+    upstream as its chat model if it asks an LLM: a verbalized gate's draft answers then
+    come from the model that answers)."""
     from ..gates.base import Gate
     from ..gates.saved import member_backends
 
-    gate_type = _saved_gate_type(directory)
     return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
 
 
