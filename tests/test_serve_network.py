@@ -86,7 +86,7 @@ def test_each_role_reaches_its_routes_and_no_further(served):
     own = _ask(_client(served, KEYS["feedback"])).model_extra["adaptive_gates"]["id"]
     judged = _judge(served.url, own, KEYS["feedback"])
     assert judged.status_code == 200, judged.text
-    for path in ("/v1/stats", "/metrics", "/docs", "/openapi.json"):
+    for path in ("/v1/stats", "/v1/admin/lessons", "/metrics", "/docs", "/openapi.json"):
         assert httpx.get(served.url + path).status_code == 401
         for role in ("chat", "feedback"):
             refused = httpx.get(served.url + path, headers={"Authorization": f"Bearer {KEYS[role]}"})
@@ -127,6 +127,23 @@ def test_an_answer_gets_one_verdict_from_the_key_that_asked_or_from_an_admin(ser
 
         fresh = _ask(_client(app, one)).model_extra["adaptive_gates"]["id"]
         assert asyncio.run(twenty_at_once(fresh)) == [200] + [409] * 19
+
+        # an admin reads who taught the gate what, newest first; the refused verdicts are not there
+        admin = {"Authorization": f"Bearer {KEYS['admin']}"}
+        # (the service is the module's: earlier tests' lessons come after these)
+        lessons = httpx.get(f"{app.url}/v1/admin/lessons", headers=admin).json()["data"][:3]
+        assert [(x["decision_id"], x["correct"]) for x in lessons] == [
+            (fresh, False),
+            (asked[two], True),
+            (asked[one], True),
+        ]
+        assert all(x["question"] == QUESTION and x["route"] in ("direct", "retrieve") for x in lessons)
+        assert lessons[0]["judged_by"] == lessons[2]["judged_by"] != lessons[1]["judged_by"]
+        assert lessons[0]["label"] in ("unknown", None) and lessons[0]["judged_at"] >= lessons[2]["judged_at"]
+        newest = httpx.get(f"{app.url}/v1/admin/lessons", params={"limit": 1}, headers=admin).json()["data"]
+        assert newest == lessons[:1]
+        refused = httpx.get(f"{app.url}/v1/admin/lessons", headers={"Authorization": f"Bearer {one}"})
+        assert refused.status_code == 403
 
 
 def test_past_its_feedback_quota_a_client_gets_429(service):

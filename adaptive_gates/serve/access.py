@@ -21,6 +21,7 @@ _ROUTE_ROLES = {
     "/v1/models": "chat",
     "/v1/feedback": "feedback",
     "/v1/stats": "admin",
+    "/v1/admin/lessons": "admin",
     "/metrics": "admin",
     "/docs": "admin",
     "/docs/oauth2-redirect": "admin",

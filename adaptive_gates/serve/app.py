@@ -1,6 +1,7 @@
 """The HTTP face of ``ChatService``: OpenAI's chat-completions route (streaming and
-not), feedback, stats, Prometheus metrics, health and readiness checks, the chat page,
-and an access log line per request (``serve.access_log``).
+not), feedback and the lessons it taught, stats, Prometheus metrics, health and
+readiness checks, the chat page, and an access log line per request
+(``serve.access_log``).
 
 Errors take OpenAI's shape: 401/403 for a missing key or one whose role does not reach
 the route (when the server has keys), 400 for a request the server cannot read (code
@@ -19,10 +20,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Coroutine, Iterable
+from dataclasses import asdict
 from importlib.resources import files
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -160,6 +162,12 @@ def create_app(
     @app.get("/v1/stats")
     async def stats() -> dict[str, Any]:
         return service.stats()
+
+    @app.get("/v1/admin/lessons")
+    async def lessons(limit: int = Query(50, ge=1, le=1_000)) -> dict[str, Any]:
+        """The latest verdicts the gate learnt from, newest first: what an admin reads to
+        see who taught the gate what (e.g. a run of wrong verdicts on one topic)."""
+        return {"object": "list", "data": [asdict(lesson) for lesson in service.lessons.recent(limit)]}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

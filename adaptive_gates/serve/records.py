@@ -8,7 +8,7 @@ import math
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +100,42 @@ class DecisionBook:
                 self._entries.popitem(last=False)  # the oldest first: put keeps them in order
             kept = self._entries.get(decision_id)
             return None if kept is None else kept[1]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A verdict the gate learnt from: on which answer (``decision_id``), of which
+    judged question and route, whether the answer was correct, the label it gave the
+    memory (``"known"``, ``"unknown"``, or ``None`` for none), who gave it (an API key's
+    id, or an address) and when (seconds since the epoch)."""
+
+    decision_id: str
+    question: str | None
+    route: AnswerRoute
+    correct: bool
+    label: str | None
+    judged_by: str | None
+    judged_at: float
+
+
+class LessonLog:
+    """The latest ``capacity`` lessons, newest first on reading; safe from many threads.
+    They outlive the decisions' book, so an admin can see what taught the gate."""
+
+    def __init__(self, capacity: int = 1_000) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._lessons: deque[Lesson] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def add(self, lesson: Lesson) -> None:
+        with self._lock:
+            self._lessons.append(lesson)
+
+    def recent(self, limit: int) -> list[Lesson]:
+        """The ``limit`` latest lessons, newest first."""
+        with self._lock:
+            return list(reversed(self._lessons))[:limit]
 
 
 class Tally:

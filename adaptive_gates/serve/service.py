@@ -30,7 +30,7 @@ from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
 from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
-from .records import DecisionBook, ServedDecision, Tally
+from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class ChatService:
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
         self.book = DecisionBook()
+        self.lessons = LessonLog()
         self.tally = Tally()
         self._feedback_lock = asyncio.Lock()
         per_hour = self.limits.feedback_per_hour
@@ -339,6 +340,8 @@ class ChatService:
                 await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
         label = None if entry.label is None else ("unknown" if entry.label else "known")
+        question = served.decision.question
+        self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time()))
         return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
 
     def memory_counts(self) -> dict[str, int] | None:
