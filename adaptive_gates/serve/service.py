@@ -336,12 +336,13 @@ class ChatService:
                     "the gate's memory cannot be reached now; send the verdict again later"
                 ) from exc
             served.verdict = correct
+            label = None if entry.label is None else ("unknown" if entry.label else "known")
+            # logged under the lock: the lessons list in the order the gate learnt them
+            question = served.decision.question
+            self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time()))
             if self.after_feedback is not None and entry.label is not None:
                 await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
-        label = None if entry.label is None else ("unknown" if entry.label else "known")
-        question = served.decision.question
-        self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time()))
         return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
 
     def memory_counts(self) -> dict[str, int] | None:
