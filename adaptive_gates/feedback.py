@@ -97,10 +97,14 @@ class FeedbackLog:
 
     def __init__(self, entries: list[Feedback] | None = None) -> None:
         self._entries: list[Feedback] = list(entries or [])
+        self._derive()
+        self._lock = threading.Lock()
+
+    def _derive(self) -> None:
+        """The verdicts and the questions answered wrongly with retrieval, from the entries."""
         self._wrong_with_retrieval = {_key(e.question) for e in self._entries if e.retrieved and not e.correct}
         # Replaced, never changed in place, so a reader needs no lock.
         self._verdicts: dict[str, int] = {_key(e.question): e.label for e in self._entries if e.label is not None}
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -125,6 +129,32 @@ class FeedbackLog:
                 self._wrong_with_retrieval.add(_key(entry.question))
             if entry.label is not None:
                 self._verdicts = {**self._verdicts, _key(entry.question): entry.label}
+
+    def withdraw(self, entry: Feedback) -> None:
+        """Take ``entry`` out of the log, as if it had never been given: the question's
+        verdict becomes the latest label left (or none). The entry is found as the very
+        object ``observe`` made; failing that (a copy), the latest equal one. Labels that
+        later observations were given in its light are kept as they were.
+
+        Raises:
+            ValueError: the log holds no such entry.
+        """
+        with self._lock:
+            del self._entries[self._position(entry)]
+            self._derive()
+
+    def check_holds(self, entry: Feedback) -> None:
+        """A ``ValueError`` unless ``withdraw(entry)`` would find it."""
+        with self._lock:
+            self._position(entry)
+
+    def _position(self, entry: Feedback) -> int:
+        found = next((i for i, e in enumerate(self._entries) if e is entry), None)
+        if found is None:
+            found = next((i for i in reversed(range(len(self._entries))) if self._entries[i] == entry), None)
+        if found is None:
+            raise ValueError(f"the feedback log holds no entry {entry!r}")
+        return found
 
     def verdict(self, question: str) -> int | None:
         """The latest label feedback gave ``question`` (or a wording of it differing
@@ -231,3 +261,24 @@ class LearnsFromFeedback:
         """Learn from one observation as it arrives and log it (``feedback_.append``);
         a gate that learns at once overrides this, logging when it holds what it learnt."""
         self.feedback_.append(entry)
+
+    def withdraw_feedback(self, entry: Feedback) -> None:
+        """Undo one observation ``record_feedback`` returned (a verdict given in error,
+        or to poison the gate): it leaves the log, and what the gate learnt from it goes
+        with it (see ``FeedbackLog.withdraw`` for which entry is taken).
+
+        Raises:
+            ValueError: the gate's log holds no such entry.
+            FeedbackNotSupportedError: the gate cannot take back what it learnt (its
+                memory cannot remove a question).
+        """
+        self._check_fitted()
+        if not isinstance(entry, Feedback):
+            raise TypeError(f"expected the Feedback record_feedback returned, got {type(entry).__name__}")
+        self._unlearn(entry)
+        logger.info("%s feedback withdrawn: %s", self.name, entry)
+
+    def _unlearn(self, entry: Feedback) -> None:
+        """Take back what ``_learn`` learnt from ``entry``; a gate that learns at once
+        overrides this."""
+        self.feedback_.withdraw(entry)

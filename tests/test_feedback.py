@@ -13,6 +13,8 @@ import pytest
 
 from adaptive_gates import (
     BudgetedGate,
+    ExactMemory,
+    FaissMemory,
     FeedbackLog,
     FeedbackNotSupportedError,
     GateDecision,
@@ -239,6 +241,64 @@ def test_a_malformed_log_names_the_line(tmp_path, line, message) -> None:
         FeedbackLog.load(tmp_path, {"file": FEEDBACK_FILE, "size": 1})
 
 
+@pytest.mark.parametrize("memory", [FaissMemory, ExactMemory])
+def test_withdrawn_lessons_leave_the_gate_as_if_never_given(outcome_records, cached_embedder, memory) -> None:
+    """A poisoning (wrong-answer verdicts on paraphrases) among honest lessons, taken
+    back out of order: memory, verdicts and scores are those of a gate that was only
+    ever given the honest lessons, the later verdict on a poisoned question included."""
+
+    def gate() -> SKRKnnGate:
+        return SKRKnnGate(cached_embedder, k=10, weighting="similarity", memory=memory).fit_outcomes(outcome_records)
+
+    asked = MOON + WIMBLEDON + UNRELATED
+    taught, honest_only = gate(), gate()
+    poison = [taught.record_feedback(q, retrieved=False, correct=False) for q in (*MOON, MOON[0])]
+    honest = [(WIMBLEDON[0], False, True), (MOON[0], False, True), (WIMBLEDON[1], True, False)]
+    for lesson in honest:
+        taught.record_feedback(*lesson)
+        honest_only.record_feedback(*lesson)
+    poisoned_scores = taught.score(MOON)
+
+    for index in (3, 0, 2, 1):
+        taught.withdraw_feedback(poison[index])
+
+    assert taught.feedback_.entries() == honest_only.feedback_.entries()
+    for ours, twins in zip(taught.memory_.entries(), honest_only.memory_.entries()):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(twins))
+    np.testing.assert_array_equal(taught.score(asked), honest_only.score(asked))
+    assert taught.score(MOON)[2] < poisoned_scores[2]
+    assert taught.feedback_.verdict(MOON[0]) == KNOWN  # the honest verdict given after the poison stands
+    with pytest.raises(ValueError, match="holds no entry"):
+        taught.withdraw_feedback(poison[0])  # taken back already: nothing changes
+    assert len(taught.memory_) == len(honest_only.memory_)
+
+
+def test_a_withdrawn_lesson_is_gone_after_a_save(knn, cached_embedder, tmp_path) -> None:
+    before = knn.score(MOON)
+    wrong = knn.record_feedback(MOON[0], False, False)
+    knn.withdraw_feedback(wrong)
+    loaded = load_gate(knn.save(tmp_path / "knn"), embedder=cached_embedder)
+    assert len(loaded.feedback_) == 0 and len(loaded.memory_) == len(knn.memory_)
+    np.testing.assert_array_equal(loaded.score(MOON), before)
+
+
+def test_an_approximate_memory_takes_a_question_back(outcome_records, cached_embedder) -> None:
+    """faiss's HNSW index cannot drop a row: it is built again over the rows left."""
+    questions = [r.question for r in outcome_records[:60]]
+    vectors = cached_embedder.embed(questions)
+    memory = FaissMemory(vectors.shape[1], index="hnsw", switch_at=20)
+    memory.add(vectors, [i % 2 for i in range(60)], questions)
+    kept = memory.entries()
+    memory.add(vectors[5:6], [KNOWN], questions[5:6])  # a second copy of a stored question
+    assert memory.remove_copy(questions[5], KNOWN) and memory.structure == "hnsw"
+    for ours, before in zip(memory.entries(), kept):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(before))
+    assert not memory.remove_copy(questions[5], KNOWN)  # its one copy was added as unknown
+    assert memory.remove_copy(questions[5], UNKNOWN) and len(memory) == 59
+    _, _, found = memory.search(vectors[5:6], 3)
+    assert questions[5] not in found[0]
+
+
 def test_a_gate_that_cannot_learn_says_so() -> None:
     gate = VerbalizedGate()
     assert not gate.learns_online
@@ -261,6 +321,10 @@ def test_a_budget_passes_feedback_to_the_gate_it_wraps(knn) -> None:
     assert knn.feedback_.entries()[-1].question == MOON[0]
     with pytest.raises(FeedbackNotSupportedError):
         BudgetedGate(VerbalizedGate(), target_rate=0.3).record_feedback(MOON[0], False, False)
+    budget.withdraw_feedback(knn.feedback_.entries()[-1])
+    assert len(knn.feedback_) == 0
+    with pytest.raises(FeedbackNotSupportedError, match="holds none to take back"):
+        VerbalizedGate().withdraw_feedback(knn.record_feedback(MOON[0], False, False))
 
 
 def test_a_decision_teaches_the_gate_through_its_dict(knn) -> None:

@@ -13,7 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError, label_outcomes, load_gate
+from adaptive_gates import (
+    FeedbackNotSupportedError,
+    GateLoadError,
+    SKRKnnGate,
+    StoreContentError,
+    label_outcomes,
+    load_gate,
+)
 from adaptive_gates.errors import CollectionMismatchError
 from adaptive_gates.memory import MilvusMemory
 from adaptive_gates.milvus.memory import question_key
@@ -170,6 +177,42 @@ def test_a_saved_gate_keeps_the_collections_identity_not_its_rows(
     assert loaded.prior_counts_ == gate.prior_counts_ and len(loaded.feedback_) == 1
 
 
+def test_a_lesson_taken_back_restores_the_labels_each_copy_was_added_with(
+    milvus_uri, embedder, labelled, asked, collection
+):
+    questions, labels = labelled
+    gate = _gate(embedder, MilvusMemory.factory(milvus_uri, collection)).fit(questions, labels)
+    trained = questions[labels.index(0)]  # a training question, known
+    before = decisions_compared(_decisions(gate, [trained, *asked[:6]]))
+    wrong = [gate.record_feedback(trained, retrieved=False, correct=False) for _ in range(2)]
+    assert _copies(gate.memory_, trained) == [1, 1, 1]  # the verdict is on the training copy too
+    right = gate.record_feedback(asked[0], retrieved=False, correct=True)
+
+    gate.withdraw_feedback(wrong[1])
+    assert _copies(gate.memory_, trained) == [1, 1]  # the other wrong verdict still stands
+    gate.withdraw_feedback(wrong[0])
+    gate.withdraw_feedback(right)
+    assert _copies(gate.memory_, trained) == [0] and _copies(gate.memory_, asked[0]) == []
+    assert decisions_compared(_decisions(gate, [trained, *asked[:6]])) == before
+    assert len(gate.memory_) == len(questions) and len(gate.feedback_) == 0
+
+
+def test_a_collection_made_before_rows_kept_their_labels_is_read_but_takes_nothing_back(
+    milvus_uri, embedder, labelled, asked, collection
+):
+    from adaptive_gates.milvus.client import MilvusCollection, milvus_client
+    from adaptive_gates.milvus.memory import _FIELDS_WITHOUT_GIVEN
+
+    questions, labels = labelled
+    MilvusCollection.open(milvus_client(milvus_uri), collection, _FIELDS_WITHOUT_GIVEN, MINILM_DIMENSION)
+    gate = _gate(embedder, MilvusMemory.factory(milvus_uri, collection)).fit(questions, labels)
+    entry = gate.record_feedback(asked[1], retrieved=False, correct=False)
+    assert _copies(gate.memory_, asked[1]) == [1] and gate.decide(asked[1]).error is None
+    with pytest.raises(FeedbackNotSupportedError, match="made before each row kept the label it was added with"):
+        gate.withdraw_feedback(entry)
+    assert _copies(gate.memory_, asked[1]) == [1] and len(gate.feedback_) == 1  # nothing changed
+
+
 def test_a_fresh_fit_refuses_a_collection_that_holds_rows(milvus_uri, embedder, labelled, collection):
     questions, labels = labelled
     factory = MilvusMemory.factory(milvus_uri, collection)
@@ -209,7 +252,7 @@ def test_loading_refuses_a_missing_or_changed_collection(milvus_uri, embedder, l
         SKRKnnGate.load(tmp_path / "gate", embedder=embedder, memory=factory)
     client.drop_collection(collection)
     MilvusMemory(client, collection, MINILM_DIMENSION)  # right width, but emptied
-    with pytest.raises(GateLoadError, match=f"'state.size' is {len(questions)} but .* holds 0 rows"):
+    with pytest.raises(GateLoadError, match=f"'state.size' is {len(questions)} but .* '{collection}' is empty"):
         SKRKnnGate.load(tmp_path / "gate", embedder=embedder, memory=factory)
 
 

@@ -8,10 +8,12 @@ a user types it."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 
 import httpx
+import numpy as np
 import openai
 import pytest
 
@@ -144,6 +146,63 @@ def test_an_answer_gets_one_verdict_from_the_key_that_asked_or_from_an_admin(ser
         assert newest == lessons[:1]
         refused = httpx.get(f"{app.url}/v1/admin/lessons", headers={"Authorization": f"Bearer {one}"})
         assert refused.status_code == 403
+
+
+PARAPHRASES = [
+    "Who is the author of Hamlet?",
+    "Which writer wrote the play Hamlet?",
+    "Who wrote the tragedy Hamlet?",
+    "Hamlet was written by whom?",
+    "Who penned Hamlet?",
+    "Name the author of the play Hamlet",
+]
+
+
+def test_a_poisoning_is_undone_by_an_admin_reverting_its_lessons(served_gate_dir, embedder, service, tmp_path):
+    """A feedback key marks every direct answer to paraphrases of one question wrong; an
+    admin reads the lessons and takes them back: the memory, the scores and the gate
+    saved over ``--gate`` are as before, and each refusal says why."""
+    gate_dir = shutil.copytree(served_gate_dir, tmp_path / "gate")
+    gate = SKRKnnGate.load(gate_dir, embedder=embedder)
+    saved = functools.partial(gate.save, gate_dir, overwrite=True)
+    poisoned = ChatService(gate, service.retriever, service.upstream, max_tokens=1, after_feedback=saved)
+    direct = [q for q in PARAPHRASES if not gate.decide(q).retrieve]
+    assert len(direct) >= 2, "the paraphrases must include direct answers for the poisoning to teach the gate"
+    scores, rows = gate.score([QUESTION, *PARAPHRASES]), len(gate.memory_)
+    feedback_key, admin_key = "feedback-key-poison-0123456", KEYS["admin"]
+    key_file = tmp_path / "keys.txt"
+    key_file.write_text(f"{feedback_key} feedback\n{admin_key} admin\n")
+    admin = {"Authorization": f"Bearer {admin_key}"}
+    with ServedApp(create_app(poisoned, KeyRing.from_sources(key_file=key_file, environ={}))) as app:
+        client = _client(app, feedback_key)
+        labels = []
+        for question in direct:
+            answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": question}])
+            judged = _judge(app.url, answer.model_extra["adaptive_gates"]["id"], feedback_key, correct=False)
+            labels.append(judged.json()["label"])  # "unknown" while routed direct; none once it retrieves
+        taught = labels.count("unknown")
+        assert taught >= 2 and len(gate.memory_) == rows + taught
+        assert gate.score([QUESTION])[0] > scores[0]
+
+        lessons = httpx.get(f"{app.url}/v1/admin/lessons", headers=admin).json()["data"]
+        assert [(x["question"], x["label"]) for x in lessons] == list(zip(direct, labels))[::-1]
+        url = f"{app.url}/v1/admin/lessons/{{}}/revert"
+        refused = httpx.post(url.format(lessons[0]["decision_id"]), headers={"Authorization": f"Bearer {feedback_key}"})
+        assert refused.status_code == 403
+        for lesson in lessons:
+            reverted = httpx.post(url.format(lesson["decision_id"]), headers=admin)
+            assert reverted.status_code == 200 and reverted.json()["lesson"]["reverted_at"] is not None
+        again = httpx.post(url.format(lessons[0]["decision_id"]), headers=admin)
+        assert again.status_code == 409 and again.json()["error"]["code"] == "already_reverted"
+        unknown = httpx.post(url.format("no-such-decision"), headers=admin)
+        assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "decision_id"
+        listed = httpx.get(f"{app.url}/v1/admin/lessons", headers=admin).json()["data"]
+        assert all(x["reverted_at"] is not None for x in listed)
+
+    np.testing.assert_array_equal(gate.score([QUESTION, *PARAPHRASES]), scores)
+    reloaded = SKRKnnGate.load(gate_dir, embedder=embedder)  # what a restart reads
+    assert len(reloaded.memory_) == rows and len(reloaded.feedback_) == 0
+    np.testing.assert_array_equal(reloaded.score([QUESTION, *PARAPHRASES]), scores)
 
 
 def test_past_its_feedback_quota_a_client_gets_429(service):

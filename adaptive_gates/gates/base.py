@@ -376,6 +376,11 @@ class Gate(ABC):
             "the SKR gates do: put their decisions' outcomes into one of those"
         )
 
+    def withdraw_feedback(self, entry: Feedback) -> None:
+        """Undo one observation ``record_feedback`` returned. Gates that learn online
+        override this."""
+        raise FeedbackNotSupportedError(f"{type(self).__name__} learns no feedback: it holds none to take back")
+
     def record_decision_feedback(self, decision: GateDecision, correct: bool) -> Feedback:
         """``record_feedback`` for a decision taken (by this gate or one it stands in
         for): the question it judged, and whether the answer was made with retrieval.

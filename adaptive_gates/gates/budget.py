@@ -330,6 +330,10 @@ class BudgetedGate(Gate):
         """The wrapped gate learns from the feedback; the budget ranks its new scores."""
         return self.gate.record_feedback(question, retrieved, correct)
 
+    def withdraw_feedback(self, entry: Feedback) -> None:
+        """The wrapped gate takes the feedback back."""
+        self.gate.withdraw_feedback(entry)
+
     # ------------------------------------------------------------------ persistence
     def _write(self, directory: Path) -> None:
         """Save the wrapped gate with the calibration scores and the live window, so a

@@ -318,6 +318,15 @@ class CascadeGate(Gate):
             )
         return entries[0]
 
+    def withdraw_feedback(self, entry: Feedback) -> None:
+        """Every stage that learns online withdraws it (the second stage, which logged
+        its own copy, the latest equal one)."""
+        stages = [g for g in (self.cheap, self.costly) if g.learns_online]
+        if not stages:
+            super().withdraw_feedback(entry)
+        for gate in stages:
+            gate.withdraw_feedback(entry)
+
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return {

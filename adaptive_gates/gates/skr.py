@@ -29,8 +29,8 @@ import numpy as np
 from ..calibration import first_caller_outside_package
 from ..data import OutcomeRecord
 from ..errors import GateLoadError
-from ..feedback import Feedback, FeedbackLog, LearnsFromFeedback
-from ..memory.memories import FaissMemory, SKRMemory, keeps_verdicts, l2_normalise
+from ..feedback import Feedback, FeedbackLog, FeedbackNotSupportedError, LearnsFromFeedback
+from ..memory.memories import FaissMemory, RemovableMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
 from ..persistence.saved_format import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
@@ -193,6 +193,26 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         if keeps_verdicts(memory):  # relabelled where every process sharing the memory reads it
             memory.set_verdict(entry.question, entry.label)
         log.append(entry)  # from here on the verdict relabels the earlier copies
+        self._after_memory_change()
+
+    def _unlearn(self, entry: Feedback) -> None:
+        """The copy the observation added leaves the memory, and the question's verdict
+        goes back to the latest one left (or, with none, each copy's own label)."""
+        log = self.feedback_
+        if entry.label is None:
+            log.withdraw(entry)
+            return
+        memory = self.memory_
+        if not isinstance(memory, RemovableMemory):
+            raise FeedbackNotSupportedError(
+                f"{type(memory).__name__} cannot remove a question, so {self.name} cannot take back a lesson"
+            )
+        log.check_holds(entry)  # an entry the log does not hold changes nothing
+        if not memory.remove_copy(entry.question, entry.label):
+            logger.warning("%s: the memory held no copy of %r to withdraw", self.name, entry.question)
+        log.withdraw(entry)
+        if keeps_verdicts(memory):
+            memory.set_verdict(entry.question, log.verdict(entry.question))
         self._after_memory_change()
 
     def _relabelled(self, labels: np.ndarray, questions: list[str]) -> np.ndarray:

@@ -8,7 +8,7 @@ vector stores. ``MilvusMemory`` keeps the memory in Milvus, shared by processes.
 
 from ..milvus.memory import MilvusMemory
 from .faiss_index import IndexSettings
-from .memories import ExactMemory, FaissMemory, SKRMemory, VerdictMemory
+from .memories import ExactMemory, FaissMemory, RemovableMemory, SKRMemory, VerdictMemory
 from .store_backed import StoreBackedMemory
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "FaissMemory",
     "IndexSettings",
     "MilvusMemory",
+    "RemovableMemory",
     "SKRMemory",
     "StoreBackedMemory",
     "VerdictMemory",

@@ -86,9 +86,21 @@ class VerdictMemory(SKRMemory, Protocol):
     #: True for a memory whose stored labels already carry the verdicts.
     keeps_verdicts: bool
 
-    def set_verdict(self, question: str, label: int) -> None:
+    def set_verdict(self, question: str, label: int | None) -> None:
         """Relabel every stored copy of ``question`` (or of a wording differing only in
-        case, punctuation or articles) to ``label``."""
+        case, punctuation or articles) to ``label``; ``None`` (its verdicts withdrawn)
+        gives each copy back the label it was added with."""
+        ...
+
+
+@runtime_checkable
+class RemovableMemory(SKRMemory, Protocol):
+    """An ``SKRMemory`` that can take back one question it was given, so a gate can
+    withdraw a lesson (``withdraw_feedback``) instead of only adding more."""
+
+    def remove_copy(self, question: str, label: int) -> bool:
+        """Remove the latest added copy of ``question`` (this exact text) stored with
+        ``label``; ``False`` when it holds none."""
         ...
 
 
@@ -170,6 +182,11 @@ class _LabelledMemory:
     def counts(self) -> tuple[int, int]:
         with self._lock:
             return _counts(self._labels)
+
+    def _latest_copy(self, question: str, label: int) -> int | None:
+        """The row of the latest added copy of ``question`` with ``label`` (under the lock)."""
+        rows = reversed(range(len(self._questions)))
+        return next((i for i in rows if self._questions[i] == question and self._labels[i] == label), None)
 
 
 class FaissMemory(_LabelledMemory):
@@ -268,6 +285,21 @@ class FaissMemory(_LabelledMemory):
                 faiss_index.configure(self.settings, fresh)  # set_search may have run meanwhile
                 self._index, self._trained_rows = fresh, rows
             logger.info("SKR memory of %d rows now searched with a %s index", rows, faiss_index.structure(fresh))
+
+    def remove_copy(self, question: str, label: int) -> bool:
+        """Remove the latest copy of ``question`` with ``label``. faiss's approximate
+        indexes cannot drop a row, so the index is built afresh over the rows left (as
+        its size calls for); decisions wait for it."""
+        with self._build_lock, self._lock:
+            row = self._latest_copy(question, label)
+            if row is None:
+                return False
+            vectors = np.delete(self._index.reconstruct_n(0, self._index.ntotal), row, axis=0)
+            self._index = faiss_index.build(self.settings, vectors)
+            self._trained_rows = len(vectors)
+            self._labels = np.delete(self._labels, row)
+            del self._questions[row]
+        return True
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         queries = l2_normalise(vectors)
@@ -374,6 +406,17 @@ class ExactMemory(_LabelledMemory):
             self._vectors = np.concatenate([self._vectors, normalised])
             self._labels = np.concatenate([self._labels, new_labels])
             self._questions = [*self._questions, *questions]
+
+    def remove_copy(self, question: str, label: int) -> bool:
+        """Remove the latest copy of ``question`` with ``label``."""
+        with self._lock:
+            row = self._latest_copy(question, label)
+            if row is None:
+                return False
+            self._vectors = np.delete(self._vectors, row, axis=0)
+            self._labels = np.delete(self._labels, row)
+            self._questions = self._questions[:row] + self._questions[row + 1 :]
+        return True
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         queries = self._normalise(vectors)

@@ -225,6 +225,11 @@ class MilvusCollection:
         if rows:
             self._reached(self.client.upsert, self.name, rows)
 
+    def delete(self, ids: list[str]) -> None:
+        """Remove the rows of these primary keys."""
+        if ids:
+            self._reached(self.client.delete, self.name, ids=ids)
+
 
 def checked_name(name: object) -> str:
     """``name`` once checked to be a valid collection name (a ``ValueError`` otherwise)."""

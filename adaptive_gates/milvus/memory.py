@@ -8,9 +8,11 @@ itself (a ``VerdictMemory``): a verdict relabels every stored copy of the questi
 
 Each row: ``id`` (primary key), ``seq`` (insertion order), ``label`` (0 known, 1
 unknown), ``question``, ``key`` (a hash of the question normalised as ``FeedbackLog``
-keys it: questions differing only in case, punctuation or articles share it) and the
+keys it: questions differing only in case, punctuation or articles share it),
+``given`` (the label it was added with, which a withdrawn verdict restores) and the
 L2-normalised ``vector``, searched by cosine similarity over an exact (FLAT) index, so
-similarities are the cosines ``FaissMemory`` gives.
+similarities are the cosines ``FaissMemory`` gives. A collection made before ``given``
+was kept is read and grown as it is, but cannot take a lesson back.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import CollectionMismatchError, GateLoadError, StoreContentError
+from ..feedback import FeedbackNotSupportedError
 from ..memory.memories import _dimension, check_added, l2_normalise
 from ..metrics import normalize_answer
 from ..persistence.saved_format import config_field
@@ -45,14 +48,14 @@ __all__ = ["MilvusMemory", "MilvusMemoryFactory", "question_key"]
 
 logger = logging.getLogger(__name__)
 
-_FIELDS = (
+_FIELDS_WITHOUT_GIVEN = (
     Field("id", "VARCHAR", primary=True, max_length=32),
     Field("seq", "INT64"),
     Field("label", "INT8"),
     Field("question", "VARCHAR", max_length=MAX_VARCHAR),
     Field("key", "VARCHAR", max_length=64),
 )
-_ROW_FIELDS = (*(f.name for f in _FIELDS), VECTOR_FIELD)
+_FIELDS = (*_FIELDS_WITHOUT_GIVEN, Field("given", "INT8"))
 
 
 def question_key(question: str) -> str:
@@ -82,7 +85,15 @@ class MilvusMemory:
     keeps_verdicts: bool = True
 
     def __init__(self, uri_or_client: Any, collection: str, dimension: int) -> None:
-        self._collection = MilvusCollection.open(milvus_client(uri_or_client), collection, _FIELDS, dimension)
+        client = milvus_client(uri_or_client)
+        try:
+            self._collection = MilvusCollection.open(client, collection, _FIELDS, dimension)
+        except CollectionMismatchError as mismatch:
+            try:  # a collection made before each row kept the label it was given
+                self._collection = MilvusCollection.open(client, collection, _FIELDS_WITHOUT_GIVEN, dimension)
+            except CollectionMismatchError:
+                raise mismatch from None
+        self._row_fields = (*(f.name for f in self._collection.fields), VECTOR_FIELD)
         self._seq_lock = threading.Lock()
         self._last_seq = 0
 
@@ -122,10 +133,14 @@ class MilvusMemory:
                 "label": int(label),
                 "question": question,
                 "key": question_key(question),
+                "given": int(label),
                 VECTOR_FIELD: vector.tolist(),
             }
             for seq, label, question, vector in zip(self._next_seqs(len(questions)), new_labels, questions, normalised)
         ]
+        if not self._keeps_given:
+            for row in rows:
+                del row["given"]
         self._collection.insert(rows)
 
     def _next_seqs(self, count: int) -> range:
@@ -147,21 +162,52 @@ class MilvusMemory:
         labels = np.array([[hit["label"] for hit in row] for row in rows], dtype=np.int8).reshape(len(queries), width)
         return sims, labels, [[hit["question"] for hit in row] for row in rows]
 
+    @property
+    def _keeps_given(self) -> bool:
+        return "given" in self._row_fields
+
     def entries(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Every row in insertion order: normalised vectors, labels, questions."""
-        rows = sorted(self._collection.rows(_ROW_FIELDS), key=lambda row: (row["seq"], row["id"]))
+        rows = sorted(self._collection.rows(self._row_fields), key=lambda row: (row["seq"], row["id"]))
         vectors = np.array([row[VECTOR_FIELD] for row in rows], dtype=np.float32).reshape(len(rows), self.dimension)
         labels = np.array([row["label"] for row in rows], dtype=np.int8)
         return vectors, labels, [row["question"] for row in rows]
 
-    def set_verdict(self, question: str, label: int) -> None:
-        """Relabel every stored copy of ``question`` (by its ``question_key``) to ``label``."""
-        if isinstance(label, bool) or label not in (KNOWN, UNKNOWN):
+    def set_verdict(self, question: str, label: int | None) -> None:
+        """Relabel every stored copy of ``question`` (by its ``question_key``) to ``label``;
+        ``None`` gives each copy back the label it was added with."""
+        if label is None:
+            self._check_keeps_given()
+        elif isinstance(label, bool) or label not in (KNOWN, UNKNOWN):
             raise ValueError(f"a verdict is 0 (known) or 1 (unknown), got {label!r}")
-        copies = self._collection.rows(_ROW_FIELDS, filter=f'key == "{question_key(question)}"')
-        relabelled = [{**row, "label": label} for row in copies if row["label"] != label]
+        relabelled = []
+        for row in self._copies(question):
+            wanted = row["given"] if label is None else label
+            if row["label"] != wanted:
+                relabelled.append({**row, "label": wanted})
         self._collection.upsert(relabelled)
-        logger.debug("verdict %d on %r: %d stored copies relabelled", label, question, len(relabelled))
+        logger.debug("verdict %s on %r: %d stored copies relabelled", label, question, len(relabelled))
+
+    def remove_copy(self, question: str, label: int) -> bool:
+        """Delete the latest added copy of ``question`` that was added with ``label``."""
+        self._check_keeps_given()
+        copies = [row for row in self._copies(question) if row["question"] == question and row["given"] == label]
+        if not copies:
+            return False
+        latest = max(copies, key=lambda row: (row["seq"], row["id"]))
+        self._collection.delete([latest["id"]])
+        return True
+
+    def _copies(self, question: str) -> list[dict[str, Any]]:
+        """Every stored row of ``question`` or a wording with the same key."""
+        return list(self._collection.rows(self._row_fields, filter=f'key == "{question_key(question)}"'))
+
+    def _check_keeps_given(self) -> None:
+        if not self._keeps_given:
+            raise FeedbackNotSupportedError(
+                f"Milvus collection {self.collection!r} was made before each row kept the label it was added with, "
+                "so a lesson cannot be taken back from it; fit into a new collection to have that"
+            )
 
     def save(self, directory: Path) -> dict[str, Any]:
         """The memory's identity, not its rows (the database keeps them): the collection,
@@ -211,7 +257,8 @@ class MilvusMemoryFactory:
     def load(self, directory: Path, state: dict[str, Any]) -> MilvusMemory:
         """The memory a gate saved into ``directory`` was over, re-attached; refused
         (``GateLoadError``) when the collection is another one, missing, of another
-        width, or holds fewer rows than when the gate was saved."""
+        width, or empty although the gate was saved with rows (rows leave it only
+        when a lesson is taken back)."""
         dimension = _dimension(directory, state)
         saved = config_field(state, "collection", str, within="state")
         size = config_field(state, "size", int, within="state")
@@ -230,10 +277,10 @@ class MilvusMemoryFactory:
         except CollectionMismatchError as exc:
             raise GateLoadError(f"{directory}: {exc}") from None
         rows = len(memory)
-        if rows < size:
+        if size and not rows:
             raise GateLoadError(
-                f"{directory}: field 'state.size' is {size} but Milvus collection {saved!r} holds {rows} rows; "
-                "rows are never removed from a memory, so this is not the collection the gate was saved over"
+                f"{directory}: field 'state.size' is {size} but Milvus collection {saved!r} is empty, "
+                "so it is not the collection the gate was saved over"
             )
         logger.info("SKR memory re-attached to Milvus collection %r (%d rows, %d when saved)", saved, rows, size)
         return memory

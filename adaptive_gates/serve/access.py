@@ -21,7 +21,6 @@ _ROUTE_ROLES = {
     "/v1/models": "chat",
     "/v1/feedback": "feedback",
     "/v1/stats": "admin",
-    "/v1/admin/lessons": "admin",
     "/metrics": "admin",
     "/docs": "admin",
     "/docs/oauth2-redirect": "admin",
@@ -38,6 +37,8 @@ def needed_role(path: str) -> str | None:
         return None
     if path.startswith("/v1/models/"):
         return "chat"
+    if path.startswith("/v1/admin/"):
+        return "admin"
     return _ROUTE_ROLES.get(path, "chat")
 
 

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Coroutine, Iterable
-from dataclasses import asdict
 from importlib.resources import files
 from typing import Any, TypeVar
 
@@ -53,6 +52,7 @@ from .service import (
     GateBackendError,
     Prepared,
     UnknownDecisionError,
+    UnknownLessonError,
     UpstreamError,
 )
 
@@ -153,9 +153,7 @@ def create_app(
         except UnknownDecisionError:
             return _error(404, f"no decision {body.decision_id!r} is held (never taken, or too old)", "decision_id")
         except FeedbackRefusedError as exc:
-            headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
-            refusal = error_body(str(exc), param="decision_id", code=exc.code)
-            return JSONResponse(refusal, status_code=exc.status, headers=headers)
+            return _refusal(exc)
         except FeedbackNotSupportedError as exc:
             return _error(400, str(exc))
 
@@ -167,7 +165,20 @@ def create_app(
     async def lessons(limit: int = Query(50, ge=1, le=1_000)) -> dict[str, Any]:
         """The latest verdicts the gate learnt from, newest first: what an admin reads to
         see who taught the gate what (e.g. a run of wrong verdicts on one topic)."""
-        return {"object": "list", "data": [asdict(lesson) for lesson in service.lessons.recent(limit)]}
+        return {"object": "list", "data": [lesson.to_dict() for lesson in service.lessons.recent(limit)]}
+
+    @app.post("/v1/admin/lessons/{decision_id}/revert")
+    async def revert(decision_id: str) -> JSONResponse:
+        """Take back the lesson given on an answer (a poisoned or mistaken verdict): the
+        gate withdraws what it learnt from it, and saves as after feedback."""
+        try:
+            return JSONResponse(await service.revert(decision_id))
+        except UnknownLessonError:
+            return _error(404, f"no lesson on decision {decision_id!r} is listed", "decision_id")
+        except FeedbackRefusedError as exc:
+            return _refusal(exc)
+        except FeedbackNotSupportedError as exc:
+            return _error(400, str(exc))
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -275,6 +286,13 @@ def _model_not_found(name: str, served: tuple[str, ...]) -> JSONResponse:
 
 def _completion_id(prepared: Prepared) -> str:
     return "chatcmpl-" + prepared.served.id.removeprefix("dec-")
+
+
+def _refusal(exc: FeedbackRefusedError) -> JSONResponse:
+    """A refused verdict or revert, with the status and code that say why."""
+    headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+    body = error_body(str(exc), param="decision_id", code=exc.code)
+    return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
 def _error(status: int, message: str, param: str | None = None) -> JSONResponse:

@@ -10,10 +10,11 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..decision import AnswerRoute, GateDecision
+from ..feedback import Feedback
 from ..retrieval.base import Hit
 
 
@@ -107,7 +108,9 @@ class Lesson:
     """A verdict the gate learnt from: on which answer (``decision_id``), of which
     judged question and route, whether the answer was correct, the label it gave the
     memory (``"known"``, ``"unknown"``, or ``None`` for none), who gave it (an API key's
-    id, or an address) and when (seconds since the epoch)."""
+    id, or an address), when (seconds since the epoch), and when it was taken back
+    (``reverted_at``, ``None`` while it stands). ``entry`` is what the gate logged, the
+    handle to withdraw it by."""
 
     decision_id: str
     question: str | None
@@ -116,11 +119,20 @@ class Lesson:
     label: str | None
     judged_by: str | None
     judged_at: float
+    entry: Feedback
+    reverted_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The lesson as the admin API lists it (the gate's own entry left out)."""
+        fields = asdict(self)
+        del fields["entry"]
+        return fields
 
 
 class LessonLog:
     """The latest ``capacity`` lessons, newest first on reading; safe from many threads.
-    They outlive the decisions' book, so an admin can see what taught the gate."""
+    They outlive the decisions' book, so an admin can see what taught the gate, and take
+    a lesson back."""
 
     def __init__(self, capacity: int = 1_000) -> None:
         if capacity < 1:
@@ -136,6 +148,20 @@ class LessonLog:
         """The ``limit`` latest lessons, newest first."""
         with self._lock:
             return list(reversed(self._lessons))[:limit]
+
+    def find(self, decision_id: str) -> Lesson | None:
+        """The lesson given on ``decision_id``'s answer, while the log keeps it."""
+        with self._lock:
+            return next((lesson for lesson in self._lessons if lesson.decision_id == decision_id), None)
+
+    def mark_reverted(self, decision_id: str, when: float) -> Lesson | None:
+        """Record that the lesson on ``decision_id`` was taken back; the lesson as now listed."""
+        with self._lock:
+            for i, lesson in enumerate(self._lessons):
+                if lesson.decision_id == decision_id:
+                    self._lessons[i] = replace(lesson, reverted_at=when)
+                    return self._lessons[i]
+        return None
 
 
 class Tally:

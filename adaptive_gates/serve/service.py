@@ -52,6 +52,10 @@ class UnknownDecisionError(KeyError):
     """Feedback names a decision the server does not hold (never taken, or too old)."""
 
 
+class UnknownLessonError(KeyError):
+    """A revert names an answer no listed lesson was given on."""
+
+
 class FeedbackRefusedError(Exception):
     """Feedback the server will not take (``status``: the HTTP status that says why)."""
 
@@ -84,6 +88,13 @@ class FeedbackQuotaError(FeedbackRefusedError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class AlreadyRevertedError(FeedbackRefusedError):
+    """The lesson was taken back already; a second revert would take back another."""
+
+    status = 409
+    code = "already_reverted"
 
 
 class MemoryUnavailableError(FeedbackRefusedError):
@@ -339,11 +350,39 @@ class ChatService:
             label = None if entry.label is None else ("unknown" if entry.label else "known")
             # logged under the lock: the lessons list in the order the gate learnt them
             question = served.decision.question
-            self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time()))
+            self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time(), entry))
             if self.after_feedback is not None and entry.label is not None:
                 await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
         return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
+
+    async def revert(self, decision_id: str) -> dict[str, Any]:
+        """Take back the lesson given on ``decision_id``'s answer: the gate withdraws what it
+        learnt from it (saved as feedback is), and the lessons list marks it reverted. The
+        answer keeps its verdict: it is not judged again.
+
+        Raises:
+            UnknownLessonError: no lesson on that answer is listed (never given, or past
+                the log's capacity).
+            AlreadyRevertedError: it was taken back already.
+            MemoryUnavailableError: the database holding the gate's memory cannot be reached.
+            FeedbackNotSupportedError: the gate's memory cannot take a question back.
+        """
+        async with self._feedback_lock:
+            lesson = self.lessons.find(decision_id)
+            if lesson is None:
+                raise UnknownLessonError(decision_id)
+            if lesson.reverted_at is not None:
+                raise AlreadyRevertedError(f"the lesson on decision {decision_id!r} was taken back already")
+            try:
+                await asyncio.to_thread(self.gate.withdraw_feedback, lesson.entry)
+            except BackendUnavailableError as exc:
+                raise MemoryUnavailableError("the gate's memory cannot be reached now; revert again later") from exc
+            reverted = self.lessons.mark_reverted(decision_id, time.time())
+            if self.after_feedback is not None and lesson.entry.label is not None:
+                await asyncio.to_thread(self.after_feedback)
+        logger.info("lesson on decision %s taken back", decision_id)
+        return {"lesson": None if reverted is None else reverted.to_dict(), "memory": self.memory_counts()}
 
     def memory_counts(self) -> dict[str, int] | None:
         """The known and unknown questions in the gate's memory (``None``: it has none,
