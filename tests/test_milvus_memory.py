@@ -155,6 +155,46 @@ def test_a_database_restart_gives_the_same_decisions(tmp_path, embedder, labelle
         assert len(loaded.memory_) == len(questions) + 1
 
 
+@pytest.mark.parametrize("cut_at", ["set_verdict", "add"])
+def test_a_verdict_cut_off_by_an_outage_adds_one_copy_when_sent_again(tmp_path, embedder, labelled, cut_at):
+    """The database stops as the verdict relabels the stored copies, or as the lesson's
+    copy is written: the verdict is not learnt, and sent again once the database is back
+    it leaves one copy of the question under it, not two."""
+    from adaptive_gates.errors import BackendUnavailableError
+
+    questions, labels = labelled
+    trained = questions[labels.index(0)]
+    with MilvusServer(tmp_path / "db") as server:
+
+        class CutOff(MilvusMemory):
+            """The real memory; once ``cut`` is set, the database stops as ``cut_at`` is called."""
+
+            cut = False
+
+            def set_verdict(self, question, label):
+                self._outage("set_verdict")
+                super().set_verdict(question, label)
+
+            def add(self, vectors, labels, questions):
+                self._outage("add")
+                super().add(vectors, labels, questions)
+
+            def _outage(self, call: str) -> None:
+                if self.cut and call == cut_at:
+                    self.cut = False
+                    server.stop()
+
+        memory = CutOff(server.uri, "memory", MINILM_DIMENSION)
+        gate = _gate(embedder).fit(questions, labels).attach_memory(memory)
+        memory.cut = True
+        with pytest.raises(BackendUnavailableError):
+            gate.record_feedback(trained, retrieved=False, correct=False)
+        server.start()
+        assert len(gate.feedback_) == 0 and _copies(gate.memory_, trained) == [0]
+        gate.record_feedback(trained, retrieved=False, correct=False)
+        assert _copies(gate.memory_, trained) == [1, 1] and len(gate.feedback_) == 1
+
+
 def test_a_saved_gate_keeps_the_collections_identity_not_its_rows(
     milvus_uri, embedder, labelled, asked, collection, tmp_path
 ):

@@ -189,9 +189,12 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
             log.append(entry)
             return
         memory = self.memory_
-        memory.add(self._embed([entry.question]), [entry.label], [entry.question])
+        vector = self._embed([entry.question])
         if keeps_verdicts(memory):  # relabelled where every process sharing the memory reads it
+            # before the copy is added: a failure between the two leaves no copy, so the
+            # verdict sent again adds one
             memory.set_verdict(entry.question, entry.label)
+        memory.add(vector, [entry.label], [entry.question])
         log.append(entry)  # from here on the verdict relabels the earlier copies
         self._after_memory_change()
 
