@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import os
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -373,6 +374,8 @@ def _array_header(fh: BinaryIO) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
             raise ValueError(f"format version {version[0]}.{version[1]} is not one this package writes")
-    except (ValueError, SyntaxError, EOFError) as exc:
+    # numpy parses the header as a Python literal: a damaged one fails in the tokenizer's
+    # or the parser's own words
+    except (ValueError, SyntaxError, EOFError, TypeError, tokenize.TokenError) as exc:
         raise GateLoadError(f"{fh.name}: not a .npy array ({exc})") from None
     return dtype, shape, fortran
