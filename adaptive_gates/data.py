@@ -17,11 +17,13 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from . import strict_json
 from .errors import DataFormatError
 from .token_logprobs import TokenLogprob, tokens_from_openai, tokens_to_openai
 
@@ -119,28 +121,45 @@ R = TypeVar("R", OutcomeRecord, QARecord, CorpusRecord)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file."""
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
+
+    ``DataFormatError`` names the file and line of a line that is not UTF-8, not valid
+    JSON, nested too deep, holds a non-finite number or an integer too long
+    (``strict_json``) or is no object, and of a ``.gz`` file cut short or corrupt.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     # Lines are decoded one by one so that a bad byte is reported with its line.
-    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataFormatError(
-                    f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+    for lineno, raw in _numbered_lines(path):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataFormatError(
+                f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
+        if not line.strip():
+            continue
+        try:
+            obj = strict_json.loads(line)
+        except ValueError as exc:
+            raise DataFormatError(f"{path}:{lineno}: {exc}") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
+
+
+def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The lines of ``path`` (through gzip for ``.gz``) with their numbers; a
+    compressed file that is cut short or corrupt is a ``DataFormatError`` naming the
+    line where reading stopped."""
+    lineno = 0
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                yield lineno, raw
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataFormatError(f"{path}:{lineno + 1}: the compressed file is cut short or corrupt ({exc})") from None
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]], append: bool = False) -> None:
@@ -168,7 +187,7 @@ def recover_torn_tail(path: str | Path) -> Path | None:
         fh.seek(start)
         tail = fh.read()
         try:
-            complete = isinstance(json.loads(tail.decode("utf-8")), dict)
+            complete = isinstance(strict_json.loads(tail), dict)
         except ValueError:  # bad JSON or bad UTF-8: the write stopped inside a record
             complete = False
         if complete:

@@ -65,3 +65,14 @@ def logistic_stacked_gate(path: Path) -> Path:
     del state["default_threshold"]
     (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
     return path
+
+
+def resign(path: Path) -> Path:
+    """Make the gate saved at ``path`` consistent again after its files were changed by
+    hand, as whoever crafts a saved gate does: the SHA-256 of every file it lists and
+    of its own fields computed anew, so only the loader's checks of what the files hold
+    stand between them and a load."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    config["files"] = {name: hashlib.sha256((path / name).read_bytes()).hexdigest() for name in config["files"]}
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
+    return path

@@ -24,9 +24,9 @@ from adaptive_gates.gates.constraints import (
     [
         (OneOf("a", "b"), ["a", "b"], ["c", None], "one of 'a', 'b'"),
         (OneOf("balanced"), ["balanced"], ["Balanced"], "'balanced'"),
-        (Integer(), [0, -3, 10**30], [True, 1.0, "1"], "an integer"),
-        (Integer(1), [1, 7], [0, True, 2.0], "a positive integer"),
-        (Integer(2), [2], [1], "an integer >= 2"),
+        (Integer(), [0, -3, 2**63 - 1], [True, 1.0, "1", 2**63, -(10**30)], "an integer of 64 bits"),
+        (Integer(1), [1, 7], [0, True, 2.0, 10**400], "a positive integer (at most 2**63 - 1)"),
+        (Integer(2), [2], [1], "an integer >= 2 (at most 2**63 - 1)"),
         (Integer(0, 3), [0, 3], [-1, 4], "an integer in [0, 3]"),
         (Real(), [0, -1.5, 10**400], [math.nan, math.inf, True, "1"], "a finite number"),
         (Real(0, closed="neither"), [1e-9, 5], [0, -1, math.inf], "a positive number"),
@@ -49,7 +49,7 @@ def test_each_constraint_takes_refuses_and_describes(constraint, good, bad, desc
 def test_a_refusal_names_the_parameter_what_it_must_be_and_the_value():
     table = {"n": [Integer(1), None], "flag": Boolean(error=TypeError), "mode": [OneOf("x"), Boolean(), None]}
     validate_params({"n": None, "flag": True, "other": object()}, table)  # no entry: not checked
-    with pytest.raises(ValueError, match=r"^n must be a positive integer or None, got 0$"):
+    with pytest.raises(ValueError, match=r"^n must be a positive integer \(at most 2\*\*63 - 1\) or None, got 0$"):
         validate_params({"n": 0}, table)
     with pytest.raises(TypeError, match=r"^flag must be True or False, got 'yes'$"):
         validate_params({"flag": "yes"}, table)

@@ -78,6 +78,46 @@ def test_load_outcomes_names_file_line_and_field(tmp_path, line, where):
     assert where in str(info.value)
 
 
+def _outcome_line(**values):
+    """A good outcome line with ``values`` spliced in as raw JSON text."""
+    record = {**json.loads(GOOD), **{name: f"@{name}@" for name in values}}
+    text = json.dumps(record)
+    for name, raw in values.items():
+        text = text.replace(f'"@{name}@"', raw)
+    return text
+
+
+@pytest.mark.parametrize(
+    "line, where",
+    [
+        (_outcome_line(context="[" * 100_000 + "]" * 100_000), ":2: nested 100001 levels deep"),
+        (_outcome_line(id="1" * 5000), ":2: an integer of 5000 digits is too long"),
+        (_outcome_line(pred_no_retrieval="NaN"), ":2: NaN is not a number JSON allows"),
+        (_outcome_line(pred_one_retrieval="-Infinity"), ":2: -Infinity is not a number JSON allows"),
+        (_outcome_line(answers="[1e999]"), ":2: the number 1e999 is out of range"),
+    ],
+    ids=["deep", "long-int", "nan", "infinity", "overflow"],
+)
+def test_load_outcomes_refuses_what_json_cannot_hold_naming_the_line(tmp_path, line, where):
+    path = _write(tmp_path / "bad.jsonl", [GOOD, line])
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}{where}")):
+        load_outcomes(path)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: data[:-12], lambda data: data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]],
+    ids=["truncated", "bad-crc"],
+)
+def test_load_outcomes_refuses_a_damaged_gzip_file_naming_it(tmp_path, damage):
+    path = tmp_path / "o.jsonl.gz"
+    path.write_bytes(damage(gzip.compress(("\n".join([GOOD] * 200) + "\n").encode())))
+    with pytest.raises(
+        DataFormatError, match=re.escape(f"{path}:") + r"\d+: the compressed file is cut short or corrupt"
+    ):
+        load_outcomes(path)
+
+
 def test_a_non_utf8_byte_is_reported_with_file_and_line(tmp_path):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(GOOD.encode() + b"\n" + '{"id": "q2", "question": "caf\u00e9"}'.encode("latin-1") + b"\n")

@@ -93,7 +93,7 @@ def test_planted_pickle_is_refused_without_unpickling(fitted, embedder, tmp_path
     # Make the directory consistent again, so only the pickle itself can stop the load.
     digest = hashlib.sha256((path / victim).read_bytes()).hexdigest()
     _edit_config(path, lambda c: c["files"].update({victim: digest}), resign=True)
-    with pytest.raises(GateLoadError, match=f"'{victim}' is not a readable array"):
+    with pytest.raises(GateLoadError, match=f"'{victim}' holds object values"):
         SKRClassifierGate.load(path, embedder=embedder)
     assert not marker.exists()
 

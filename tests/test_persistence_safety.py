@@ -449,3 +449,102 @@ def test_a_gate_moved_aside_in_a_read_only_folder_is_named(outcomes, tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
     assert load_gate(path).rule == "min"  # writable again: recovered
+
+
+# ------------------------------------------------------------ names planted beside a gate
+
+
+def _snapshot(folder):
+    """Every entry under ``folder`` (links not followed) with its kind, bytes and times:
+    any file created, written or touched there changes it."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            entry = Path(root) / name
+            info = entry.lstat()
+            body = entry.read_bytes() if entry.is_file() and not entry.is_symlink() else None
+            out[str(entry.relative_to(folder))] = (info.st_mode, info.st_mtime_ns, body)
+    return out
+
+
+def _plant_lock(kind, lock, outside):
+    """Put at the lock's name what a stranger would: a link to a file outside, to a
+    directory, to a file not there yet, a FIFO, or a file of another user."""
+    if kind == "link to a file":
+        lock.symlink_to(outside / "victim.txt")
+    elif kind == "link to a directory":
+        lock.symlink_to(outside, target_is_directory=True)
+    elif kind == "dangling link":
+        lock.symlink_to(outside / "created-by-the-load")
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.touch()
+        os.chown(lock, 65534, 65534)  # nobody's
+
+
+LOCK_PLANTS = ["link to a file", "link to a directory", "dangling link", "fifo", "another user's file"]
+
+
+@pytest.fixture
+def planted_beside(outcomes, tmp_path):
+    """A saved gate in ``gates/`` and a folder ``outside`` with a file a link can point at."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("not the gate's")
+    path = _popularity(outcomes).save(tmp_path / "gates" / "g")
+    return path, outside
+
+
+@pytest.mark.parametrize("kind", LOCK_PLANTS)
+def test_load_refuses_a_lock_name_that_is_no_file_of_its_own(planted_beside, kind):
+    path, outside = planted_beside
+    lock = path.parent / ".g.lock"
+    _plant_lock(kind, lock, outside)
+    before = _snapshot(outside)
+    with pytest.raises(GateLoadError, match=r"\.g\.lock: .*not a regular file of this user.*remove it"):
+        load_gate(path)
+    assert _snapshot(outside) == before
+    assert lock.is_symlink() or lock.exists()  # left for the user to look at
+
+
+@pytest.mark.parametrize("kind", LOCK_PLANTS)
+def test_save_refuses_a_lock_name_that_is_no_file_of_its_own(planted_beside, outcomes, kind):
+    path, outside = planted_beside
+    _plant_lock(kind, path.parent / ".g.lock", outside)
+    before = _snapshot(outside)
+    with pytest.raises(FileExistsError, match=r"\.g\.lock: .*not a regular file of this user"):
+        _popularity(outcomes, "mean").save(path, overwrite=True)
+    assert _snapshot(outside) == before
+    (path.parent / ".g.lock").unlink()
+    assert load_gate(path).rule == "min"  # the gate that was there is untouched
+
+
+@pytest.mark.parametrize("kind", ["tmp", "old"])
+def test_links_at_temporary_and_old_names_are_neither_followed_nor_removed(planted_beside, outcomes, kind):
+    path, outside = planted_beside
+    planted = [path.parent / f".g.{kind}.planted", path.parent / f".g.{kind}.dangling"]
+    planted[0].symlink_to(outside, target_is_directory=True)
+    planted[1].symlink_to(outside / "not-there")
+    before = _snapshot(outside)
+    assert load_gate(path).rule == "min"
+    _popularity(outcomes, "mean").save(path, overwrite=True)
+    assert load_gate(path).rule == "mean"
+    assert _snapshot(outside) == before
+    assert all(p.is_symlink() for p in planted)  # only the save's own folders are removed
+
+
+def test_a_link_in_an_old_folder_is_not_moved_back_as_the_gate(planted_beside, tmp_path):
+    """A gate missing from its path, and a hidden old folder holding a link named like
+    it: the recovery rule moves back only a real directory, never the link (which would
+    make every load read the folder it points to)."""
+    path, _ = planted_beside
+    elsewhere = path.rename(tmp_path / "elsewhere")
+    aside = path.parent / ".g.old.planted"
+    aside.mkdir()
+    (aside / "g").symlink_to(elsewhere, target_is_directory=True)
+    for attempt in (load_gate, lambda p: _popularity(adarague_outcomes("nq")[:60]).save(p)):
+        with contextlib.suppress(GateLoadError):
+            attempt(path)
+        assert not path.is_symlink()
+    assert (aside / "g").is_symlink() or not aside.exists()

@@ -45,8 +45,14 @@ class OneOf(Constraint):
         return "one of " + ", ".join(map(repr, self.values))
 
 
+#: The bounds of every integer parameter: a 64-bit integer, what numpy and faiss take.
+#: A larger one (``k = 10**400`` in a hand-edited saved gate) is no setting at all.
+INTEGER_LIMIT = 2**63 - 1
+
+
 class Integer(Constraint):
-    """An int (a bool is refused) in ``[low, high]``; a bound left ``None`` is open."""
+    """An int (a bool is refused) in ``[low, high]``; a bound left ``None`` is open up
+    to ``INTEGER_LIMIT`` (and down to ``-INTEGER_LIMIT``)."""
 
     def __init__(self, low: int | None = None, high: int | None = None, *, error: type[Exception] = ValueError) -> None:
         super().__init__(error=error)
@@ -56,16 +62,16 @@ class Integer(Constraint):
         return (
             isinstance(value, int)
             and not isinstance(value, bool)
-            and (self.low is None or value >= self.low)
-            and (self.high is None or value <= self.high)
+            and (value >= -INTEGER_LIMIT if self.low is None else value >= self.low)
+            and (value <= INTEGER_LIMIT if self.high is None else value <= self.high)
         )
 
     def __str__(self) -> str:
         if self.high is not None:
             return f"an integer <= {self.high}" if self.low is None else f"an integer in [{self.low}, {self.high}]"
         if self.low is None:
-            return "an integer"
-        return "a positive integer" if self.low == 1 else f"an integer >= {self.low}"
+            return "an integer of 64 bits"
+        return f"{'a positive integer' if self.low == 1 else f'an integer >= {self.low}'} (at most 2**63 - 1)"
 
 
 class Real(Constraint):

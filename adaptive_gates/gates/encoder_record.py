@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import GateLoadError
 from ..models.protocols import Embedder
-from ..persistence.saved_format import check_saved_backend
+from ..persistence.saved_format import MAX_DIMENSION, check_saved_backend
 
 
 def encoder_record(encoder: Embedder, dimension: int) -> dict[str, Any]:
@@ -21,8 +21,18 @@ def check_encoder_record(directory: Path, record: Any, given: Embedder | None) -
     """Refuse a saved ``state.encoder`` that is malformed or names another encoder than
     ``given`` (``None``: the embedded MiniLM, which a gate takes when given none);
     return the saved width."""
-    if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("dimension"), int):
-        raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
+    dimension = record.get("dimension") if isinstance(record, dict) else None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("id"), str)
+        or isinstance(dimension, bool)
+        or not isinstance(dimension, int)
+        or not 1 <= dimension <= MAX_DIMENSION
+    ):
+        raise GateLoadError(
+            f"{directory}: field 'state.encoder' is missing or malformed "
+            f"(an id and a dimension in [1, {MAX_DIMENSION}])"
+        )
     if given is None:
         from ..models.defaults import MINILM_ID
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import GateLoadError
 from ..feedback import Feedback
-from ..persistence.saved_format import load_array, save_array
+from ..persistence.saved_format import load_array, read_json_file, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 
 Target = Literal["gain", "helps"]
@@ -128,10 +128,7 @@ class CombinerRows:
         size = state.get("size") if isinstance(state, dict) else None
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise GateLoadError(f"{directory}: field 'state.rows.size' is missing or malformed")
-        try:
-            questions = json.loads((directory / _QUESTIONS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} is not a readable JSON list ({exc})") from None
+        questions = read_json_file(directory, _QUESTIONS_FILE)
         if not isinstance(questions, list) or len(questions) != size or not all(isinstance(q, str) for q in questions):
             raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} must list the {size} questions")
         features = load_array(directory, "rows_features.npy").astype(np.float64)

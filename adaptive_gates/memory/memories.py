@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 
 from ..errors import GateLoadError
-from ..persistence.saved_format import config_field, load_array, save_array
+from ..persistence.saved_format import MAX_DIMENSION, config_field, load_array, read_json_file, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 from . import faiss_index
 from .faiss_index import DEFAULT_SWITCH_AT, IndexKind, IndexSettings
@@ -139,16 +139,45 @@ def _write_labelled(directory: Path, labels: np.ndarray, questions: list[str]) -
 
 
 def _read_labelled(directory: Path) -> tuple[np.ndarray, list[str]]:
-    labels = load_array(directory, _LABELS_FILE)
+    labels = load_array(directory, _LABELS_FILE, kinds="biu", ndim=1)
     if not np.isin(labels, (KNOWN, UNKNOWN)).all():
         raise GateLoadError(f"{directory}: file {_LABELS_FILE!r} holds labels other than 0/1")
-    try:
-        questions = json.loads((directory / _QUESTIONS_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} is unreadable ({exc})") from None
+    questions = read_json_file(directory, _QUESTIONS_FILE)
     if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
         raise GateLoadError(f"{directory}: file {_QUESTIONS_FILE!r} must hold a list of questions")
     return labels.astype(np.int8), questions
+
+
+#: How far from 1 the norm of a stored vector may be: they are saved normalised in
+#: float32, whose rounding stays far below this.
+_NORM_TOLERANCE = 1e-3
+
+
+def _check_unit_rows(directory: Path, name: str, vectors: np.ndarray, first_row: int = 0) -> None:
+    """Refuse stored vectors that are not finite or not of unit length (a zero vector,
+    which normalising leaves zero, is kept): searched by inner product as cosine, they
+    would rank neighbours by something else."""
+    finite = np.isfinite(vectors).all(axis=1)
+    norms = np.linalg.norm(np.where(finite[:, None], vectors, 0), axis=1)
+    bad = ~finite | ((np.abs(norms - 1) > _NORM_TOLERANCE) & (norms != 0))
+    if bad.any():
+        row = int(np.argmax(bad))
+        what = "values that are not finite" if not finite[row] else f"length {norms[row]:.6g}"
+        raise GateLoadError(
+            f"{directory}: file {name!r}: vector {first_row + row} has {what}; "
+            "a saved memory holds finite vectors of length 1"
+        )
+
+
+def _check_index_rows(directory: Path, index: Any, block: int = 1 << 15) -> None:
+    """``_check_unit_rows`` over every vector of a loaded faiss ``index``, a block of
+    rows at a time."""
+    for start in range(0, index.ntotal, block):
+        try:
+            rows = index.reconstruct_n(start, min(block, index.ntotal - start))
+        except RuntimeError as exc:
+            raise GateLoadError(f"{directory}: file {_INDEX_FILE!r}: its vectors cannot be read ({exc})") from None
+        _check_unit_rows(directory, _INDEX_FILE, rows, start)
 
 
 def _check_parts(directory: Path, state: dict[str, Any], vectors_file: str, n_vectors: int, labels, questions) -> None:
@@ -160,8 +189,10 @@ def _check_parts(directory: Path, state: dict[str, Any], vectors_file: str, n_ve
 
 def _dimension(directory: Path, state: dict[str, Any]) -> int:
     dimension = state.get("dimension")
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
-        raise GateLoadError(f"{directory}: field 'state.dimension' must be a positive int, got {dimension!r}")
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or not 1 <= dimension <= MAX_DIMENSION:
+        raise GateLoadError(
+            f"{directory}: field 'state.dimension' must be an int in [1, {MAX_DIMENSION}], got {dimension!r}"
+        )
     return dimension
 
 
@@ -344,7 +375,7 @@ class FaissMemory(_LabelledMemory):
         memory = cls(dimension, **settings.to_state())
         try:
             memory._index = faiss.read_index(str(directory / _INDEX_FILE))
-        except RuntimeError as exc:
+        except (RuntimeError, MemoryError) as exc:  # faiss's checks; a size that cannot be allocated
             raise GateLoadError(f"{directory}: file {_INDEX_FILE!r} is not a faiss index ({exc})") from None
         memory._labels, memory._questions = _read_labelled(directory)
         _check_parts(directory, state, _INDEX_FILE, memory._index.ntotal, memory._labels, memory._questions)
@@ -357,6 +388,7 @@ class FaissMemory(_LabelledMemory):
             problem = f"the state says {saved_structure!r} but the file holds {faiss_index.structure(memory._index)!r}"
         if problem:
             raise GateLoadError(f"{directory}: file {_INDEX_FILE!r} does not fit the memory's state: {problem}")
+        _check_index_rows(directory, memory._index)
         faiss_index.configure(settings, memory._index)
         memory._trained_rows = trained_rows
         return memory
@@ -440,12 +472,12 @@ class ExactMemory(_LabelledMemory):
     @classmethod
     def load(cls, directory: Path, state: dict[str, Any]) -> ExactMemory:
         memory = cls(_dimension(directory, state))
-        vectors = load_array(directory, _VECTORS_FILE)
-        if vectors.ndim != 2 or vectors.shape[1] != memory.dimension or not np.all(np.isfinite(vectors)):
+        vectors = load_array(directory, _VECTORS_FILE, kinds="f", ndim=2)
+        if vectors.shape[1] != memory.dimension:
             raise GateLoadError(
-                f"{directory}: file {_VECTORS_FILE!r} has shape {vectors.shape}, "
-                f"expected (size, {memory.dimension}) finite values"
+                f"{directory}: file {_VECTORS_FILE!r} has shape {vectors.shape}, expected (size, {memory.dimension})"
             )
+        _check_unit_rows(directory, _VECTORS_FILE, vectors)
         memory._labels, memory._questions = _read_labelled(directory)
         _check_parts(directory, state, _VECTORS_FILE, len(vectors), memory._labels, memory._questions)
         memory._vectors = vectors.astype(np.float32)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from ..errors import GateLoadError, StoreContentError
+from ..persistence.saved_format import read_json_file
 from .memories import (
     _check_parts,
     _dimension,
@@ -275,10 +276,7 @@ class StoreBackedMemory(_LabelledMemory, ABC):
 
 
 def _read_ids(directory: Path) -> list[str]:
-    try:
-        ids = json.loads((directory / _IDS_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GateLoadError(f"{directory}: file {_IDS_FILE!r} is unreadable ({exc})") from None
+    ids = read_json_file(directory, _IDS_FILE)
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
         raise GateLoadError(f"{directory}: file {_IDS_FILE!r} must hold a list of distinct ids")
     return ids

@@ -16,16 +16,24 @@ so concurrent saves run one after the other and the last one wins; the lock file
 exists only while a save holds it (a killed save may leave it, empty and harmless:
 the next save takes it over and removes it). A load holds a shared lock on the same
 file while it reads (``reading``), so a save never swaps a directory half read.
+
+Whoever handed over a gate may have planted names beside it. The lock file is opened
+without following a link and refused unless it is a regular file of this process's
+user (``_open_lock``); the temporary and old folders are made fresh by ``mkdtemp``
+(never an existing name), and only real directories, never links, are removed or
+moved back by the recovery rule.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -82,7 +90,7 @@ def _hidden_folders(path: Path, kind: str) -> list[Path]:
     if not path.parent.is_dir():
         return []
     pattern = _hidden_pattern(path, kind)
-    return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    return [p for p in path.parent.iterdir() if pattern.fullmatch(p.name) and _is_real_directory(p)]
 
 
 def _lock_path(path: Path) -> Path:
@@ -90,12 +98,13 @@ def _lock_path(path: Path) -> Path:
 
 
 def _acquire(lock_path: Path, operation: int) -> int:
-    """A descriptor of the lock file at ``lock_path`` (created if need be) holding the
-    ``fcntl.flock`` ``operation``. A process that waited on a lock file removed
-    meanwhile finds it is no longer the one at that name and locks anew, so the lock
-    admits what it should however often the file is removed and made again."""
+    """A descriptor of the lock file at ``lock_path`` (created if need be, see
+    ``_open_lock``) holding the ``fcntl.flock`` ``operation``. A process that waited on
+    a lock file removed meanwhile finds it is no longer the one at that name and locks
+    anew, so the lock admits what it should however often the file is removed and made
+    again."""
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock_path)
         fcntl.flock(fd, operation)
         try:
             if os.path.samestat(os.fstat(fd), os.stat(lock_path)):
@@ -103,6 +112,34 @@ def _acquire(lock_path: Path, operation: int) -> int:
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+#: What may stand at a lock file's name but a regular file, by ``open``'s failure.
+_NOT_A_FILE = {errno.ELOOP: "a symbolic link", errno.EISDIR: "a directory", errno.ENXIO: "a socket"}
+
+
+def _open_lock(lock_path: Path) -> int:
+    """Open (or create) the lock file at ``lock_path``; ``FileExistsError`` naming it
+    when something else stands there. The lock file sits beside a gate, where whoever
+    handed over the gate may have planted one: it is never followed as a link (which
+    would create or open the link's target, anywhere), never a pipe or device (opened
+    without waiting), and must belong to this process's user."""
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno not in _NOT_A_FILE:
+            raise
+        what = _NOT_A_FILE[exc.errno]
+    else:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+            return fd
+        os.close(fd)
+        what = f"owned by user {info.st_uid}" if stat.S_ISREG(info.st_mode) else "no regular file (a pipe or device)"
+    raise FileExistsError(
+        f"{lock_path}: {what}, not a regular file of this user, where the gate's lock file goes; "
+        "a load or save neither follows nor uses it: remove it"
+    )
 
 
 @contextlib.contextmanager
@@ -134,6 +171,8 @@ def reading(path: str | Path) -> Iterator[None]:
     lock_path = _lock_path(path)
     try:
         fd = _acquire(lock_path, fcntl.LOCK_SH)
+    except FileExistsError as exc:  # something planted at the lock's name
+        raise GateLoadError(str(exc)) from None
     except OSError as exc:
         logger.debug("reading %s without a lock (%s)", path, exc)
         yield
@@ -152,11 +191,15 @@ def reading(path: str | Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _is_real_directory(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def _recover(path: Path) -> None:
     """Apply the recovery rule (module docstring); call with the lock held."""
     if path.exists() or path.is_symlink():
         return
-    moved = [p / path.name for p in _hidden_folders(path, "old") if (p / path.name).is_dir()]
+    moved = [p / path.name for p in _hidden_folders(path, "old") if _is_real_directory(p / path.name)]
     if moved:
         newest = max(moved, key=lambda p: p.parent.stat().st_mtime_ns)
         os.replace(newest, path)
@@ -173,6 +216,8 @@ def recover_interrupted_save(path: str | Path) -> None:
     try:
         with _save_lock(path):
             _recover(path)
+    except FileExistsError as exc:  # something planted at the lock's name
+        raise GateLoadError(str(exc)) from None
     except OSError as exc:  # a folder the gate cannot be moved back in (read-only)
         moved = sorted(str(p / path.name) for p in _hidden_folders(path, "old"))
         raise GateLoadError(

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from .. import strict_json
 from ..errors import GateLoadError
 from .directory_swap import replace_directory
 
@@ -44,6 +47,8 @@ FORMAT_VERSION = 2
 CONFIG_FILE = "config.json"
 #: The field of config.json holding the SHA-256 of each of its other fields.
 CHECKSUMS_FIELD = "checksums"
+#: The widest embedding a saved gate may declare (models give a few thousand at most).
+MAX_DIMENSION = 1 << 16
 
 
 def library_versions() -> dict[str, str]:
@@ -204,14 +209,26 @@ def save_directory(path: str | Path, write: Callable[[Path], None], *, overwrite
     return replace_directory(Path(path), write, lambda target: check_save_target(target, overwrite))
 
 
-def read_json_object(config_path: Path) -> dict[str, Any]:
-    """A JSON object read from ``config_path``, or a GateLoadError saying why not."""
-    if not config_path.is_file():
-        raise GateLoadError(f"{config_path.parent}: missing {config_path.name}")
+def read_json_file(directory: Path, name: str, field: str = "files") -> Any:
+    """The JSON value of the file ``name`` of the saved ``directory`` (a stored name of
+    ``field``, checked by ``safe_member_path``), or a GateLoadError naming the file and
+    what is wrong: missing, not UTF-8, no valid JSON, nested too deep, a non-finite
+    number (``strict_json``). Every JSON file of a saved gate is read here."""
+    path = safe_member_path(directory, name, field)
+    if not path.is_file():
+        raise GateLoadError(f"{directory}: missing {name}")
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GateLoadError(f"{config_path}: not valid JSON ({exc})") from None
+        return strict_json.loads(path.read_bytes())
+    except UnicodeDecodeError as exc:
+        raise GateLoadError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from None
+    except (ValueError, OSError) as exc:
+        raise GateLoadError(f"{path}: not readable JSON ({exc})") from None
+
+
+def read_json_object(config_path: Path) -> dict[str, Any]:
+    """A JSON object read from ``config_path`` (``read_json_file``), or a GateLoadError
+    saying why not."""
+    config = read_json_file(config_path.parent, config_path.name)
     if not isinstance(config, dict):
         raise GateLoadError(f"{config_path}: expected a JSON object")
     return config
@@ -312,9 +329,53 @@ def save_array(directory: Path, name: str, array: np.ndarray) -> None:
     np.save(directory / name, np.ascontiguousarray(array), allow_pickle=False)
 
 
-def load_array(directory: Path, name: str) -> np.ndarray:
-    """Read one ``.npy`` array (pickle disabled)."""
+def load_array(directory: Path, name: str, *, kinds: str = "biuf", ndim: int | None = None) -> np.ndarray:
+    """Read one ``.npy`` array (never a pickle), or a GateLoadError naming the file and
+    what is wrong.
+
+    The header is read and checked before anything is allocated: a format version
+    numpy writes, a plain dtype of one of ``kinds`` (numpy's kind letters: ``b`` bool,
+    ``i``/``u`` integers, ``f`` floats; no objects, records or strings), ``ndim``
+    dimensions when given, and a size the file holds exactly, so a header that lies
+    about the array's size is refused rather than allocated.
+    """
+    path = safe_member_path(directory, name, "files")
     try:
-        return np.load(safe_member_path(directory, name, "files"), allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise GateLoadError(f"{directory}: file {name!r} is not a readable array ({exc})") from None
+        with path.open("rb") as fh:
+            dtype, shape, fortran = _array_header(fh)
+            where = f"{directory}: file {name!r}"
+            if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None:
+                raise GateLoadError(f"{where} holds {dtype} values; expected a plain array of kind {kinds!r}")
+            if any(size < 0 for size in shape) or (ndim is not None and len(shape) != ndim):
+                raise GateLoadError(f"{where} has shape {shape}; expected {ndim or 'any'} dimension(s), none negative")
+            count = math.prod(shape)
+            available = os.fstat(fh.fileno()).st_size - fh.tell()
+            if count * dtype.itemsize != available:
+                raise GateLoadError(
+                    f"{where} says it holds {shape} {dtype} values ({count * dtype.itemsize} bytes) "
+                    f"but has {available} bytes of data"
+                )
+            flat = np.empty(count, dtype)
+            if fh.readinto(flat.data) != available:
+                raise GateLoadError(f"{where} changed while it was read")
+    except OSError as exc:
+        raise GateLoadError(f"{directory}: file {name!r} is not readable ({exc.strerror or exc})") from None
+    return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _array_header(fh: BinaryIO) -> tuple[np.dtype[Any], tuple[int, ...], bool]:
+    """The dtype, shape and order of the ``.npy`` file open at ``fh``, read from its
+    header alone (numpy's own readers, which bound the header's length)."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"format version {version[0]}.{version[1]} is not one this package writes")
+    # numpy parses the header as a Python literal: a damaged one fails in the tokenizer's
+    # or the parser's own words
+    except (ValueError, SyntaxError, EOFError, TypeError, tokenize.TokenError) as exc:
+        raise GateLoadError(f"{fh.name}: not a .npy array ({exc})") from None
+    return dtype, shape, fortran
