@@ -62,7 +62,8 @@ def loads(raw: bytes | str) -> Any:
     integer too long to convert. ``UnicodeDecodeError`` (a ``ValueError``) for bytes
     that are not UTF-8."""
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
-    depth = nesting_depth(data)
+    # the scan only where it can find too deep a nesting: most lines open few brackets
+    depth = nesting_depth(data) if data.count(b"[") + data.count(b"{") > MAX_DEPTH else 0
     if depth > MAX_DEPTH:
         raise ValueError(f"nested {depth} levels deep, more than the {MAX_DEPTH} accepted")
     text = raw if isinstance(raw, str) else raw.decode("utf-8")
