@@ -9,9 +9,12 @@ process of its own (``POST /v1/chat/completions``, streamed or not, and ``GET /h
 - ``replay``: answers at once with the answers recorded by ``smollm2 --record``,
   looked up by the request's messages; a prompt never recorded is a 500 error. No LLM
   runs: what is left is the HTTP round trip.
+- ``instant``: answers every prompt at once with the same short text, so any question
+  can be asked (new ones too) and only the HTTP round trip is left.
 
     python benchmarks/_upstream.py smollm2 --port P [--record FILE] [--batch 8]
     python benchmarks/_upstream.py replay FILE --port P
+    python benchmarks/_upstream.py instant --port P
 """
 
 from __future__ import annotations
@@ -136,6 +139,18 @@ class Replay:
         yield text
 
 
+#: What the instant upstream answers, whatever it is asked.
+INSTANT_ANSWER = "I do not know."
+
+
+async def instant_answer(messages: list[Message], options: dict[str, Any]) -> Answer:
+    return INSTANT_ANSWER, "stop"
+
+
+async def instant_pieces(messages: list[Message], options: dict[str, Any]) -> AsyncIterator[str]:
+    yield INSTANT_ANSWER
+
+
 def create_app(
     model_id: str,
     answer: Callable[[list[Message], dict[str, Any]], Awaitable[Answer]],
@@ -193,7 +208,8 @@ def main() -> None:
     smollm2.add_argument("--batch", type=int, default=8, help="requests generated together at most")
     replay = kinds.add_parser("replay", help="answer with recorded answers")
     replay.add_argument("recorded", type=Path, help="the JSONL file smollm2 --record wrote")
-    for sub in (smollm2, replay):
+    instant = kinds.add_parser("instant", help="answer every prompt at once with the same text")
+    for sub in (smollm2, replay, instant):
         sub.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -202,9 +218,11 @@ def main() -> None:
         chat = BatchingChat(LocalChatModel(), args.batch, args.record)
         chat.model.chat([{"role": "user", "content": "Hello"}], max_tokens=1)  # load before listening
         app = create_app(chat.model.model_id, chat.answer, chat.pieces, chat.run)
-    else:
+    elif args.kind == "replay":
         replayed = Replay(args.recorded)
         app = create_app("replay", replayed.answer, replayed.pieces)
+    else:
+        app = create_app("instant", instant_answer, instant_pieces)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -190,11 +190,17 @@ class Target:
     url: str
     direct: bool
     max_tokens: int
+    model: str  # the upstream's name, which serve answers as too
+    key: str | None = None  # sent as a bearer key
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {} if self.key is None else {"Authorization": f"Bearer {self.key}"}
 
     def body(self, question: str, stream: bool = False) -> dict[str, Any]:
         content = build_prompt(question) if self.direct else question
         return {
-            "model": "upstream",
+            "model": self.model,
             "messages": [{"role": "user", "content": content}],
             "max_tokens": self.max_tokens,
             "temperature": 0,
@@ -212,7 +218,8 @@ async def load(client: httpx.AsyncClient, target: Target, questions: Sequence[st
         while (i := next(counter)) < total:
             question = questions[i % len(questions)]
             started = time.perf_counter()
-            response = await client.post(f"{target.url}/v1/chat/completions", json=target.body(question))
+            body = target.body(question)
+            response = await client.post(f"{target.url}/v1/chat/completions", json=body, headers=target.headers)
             elapsed = time.perf_counter() - started
             if response.status_code != 200:
                 raise SystemExit(f"{target.url} answered {response.status_code}: {response.text[:500]}")
@@ -236,7 +243,8 @@ async def first_tokens(client: httpx.AsyncClient, target: Target, questions: Seq
         started = time.perf_counter()
         seen = None
         body = target.body(question, stream=True)
-        async with client.stream("POST", f"{target.url}/v1/chat/completions", json=body) as response:
+        url = f"{target.url}/v1/chat/completions"
+        async with client.stream("POST", url, json=body, headers=target.headers) as response:
             async for line in response.aiter_lines():
                 if seen is None and line.startswith("data: {"):
                     delta = json.loads(line[6:])["choices"][0]["delta"]
@@ -476,8 +484,8 @@ def main() -> None:
         with running(llm, serve_llm, serve_replay):
             logger.warning("servers up in %.0f s", time.perf_counter() - started)
             targets = {
-                "direct": Target(llm.url, True, args.max_tokens),
-                "serve": Target(serve_llm.url, False, args.max_tokens),
+                "direct": Target(llm.url, True, args.max_tokens, "smollm2"),
+                "serve": Target(serve_llm.url, False, args.max_tokens, "smollm2"),
             }
             measured["smollm2"] = asyncio.run(
                 measure(targets, questions, args.clients, args.llm_requests, 1, args.streamed)
@@ -486,8 +494,8 @@ def main() -> None:
             replayed = asked_by_both(measured["smollm2"]["levels"], questions)
             with running(replay):
                 targets = {
-                    "direct": Target(replay.url, True, args.max_tokens),
-                    "serve": Target(serve_replay.url, False, args.max_tokens),
+                    "direct": Target(replay.url, True, args.max_tokens, "replay"),
+                    "serve": Target(serve_replay.url, False, args.max_tokens, "replay"),
                 }
                 measured["replay"] = asyncio.run(
                     measure(targets, replayed, args.clients, args.requests, args.rounds, args.streamed)

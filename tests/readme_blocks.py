@@ -9,14 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: A fenced python block, possibly indented under a list item.
-BLOCK = re.compile(r"^(?P<indent> *)```python\n(?P<code>.*?)^(?P=indent)```", re.M | re.S)
+#: A fenced block of one language, possibly indented under a list item.
+BLOCK = r"^(?P<indent> *)```{language}\n(?P<code>.*?)^(?P=indent)```"
 
 
-def readme_blocks(readme: Path) -> list[tuple[int, str]]:
-    """Each python block of ``readme`` with the line it starts on."""
+def readme_blocks(readme: Path, language: str = "python") -> list[tuple[int, str]]:
+    """Each ``language`` block of ``readme`` with the line it starts on."""
     text = readme.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("code"))) for m in BLOCK.finditer(text)]
+    found = re.finditer(BLOCK.format(language=re.escape(language)), text, re.M | re.S)
+    return [(text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group("code"))) for m in found]
 
 
 def run_readme(

@@ -3,25 +3,53 @@ server and a real Milvus (Lite) server process; only their addresses are this ru
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate
 from milvus_server import MilvusServer
 from readme_blocks import readme_blocks
-from serve_process import serving
+from serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def block_with(marker: str) -> str:
-    """The README's one python block that holds ``marker``."""
-    found = [code for _, code in readme_blocks(README) if marker in code]
-    assert len(found) == 1, f"{len(found)} README blocks hold {marker!r}"
+def block_with(marker: str, language: str = "python") -> str:
+    """The README's one ``language`` block that holds ``marker``."""
+    found = [code for _, code in readme_blocks(README, language) if marker in code]
+    assert len(found) == 1, f"{len(found)} README {language} blocks hold {marker!r}"
     return found[0]
+
+
+def test_the_readme_key_file_block_starts_a_server_only_its_keys_reach(served_gate_dir, served_corpus, tmp_path):
+    """The bash block as pasted: its first line writes the key file; the second starts
+    the command on every address with it (the gate and corpus are this run's)."""
+    make_keys, serve = block_with("--api-key-file keys.txt", "bash").strip().splitlines()
+    subprocess.run(["bash", "-c", make_keys], cwd=tmp_path, check=True)
+    roles = {role: key for key, role in (line.split() for line in (tmp_path / "keys.txt").read_text().splitlines())}
+    assert set(roles) == {"chat", "admin"} and all(len(key) == 48 for key in roles.values())
+    ours = {"gates/skr": served_gate_dir, "CORPUS.jsonl": served_corpus, "keys.txt": tmp_path / "keys.txt"}
+    command = shlex.split(serve)
+    assert command[:2] == ["adaptive-gates", "serve"]
+    with ServeProcess(*(ours.get(arg, arg) for arg in command[2:])) as server:
+
+        def status(path: str, role: str | None) -> int:
+            headers = {} if role is None else {"Authorization": f"Bearer {roles[role]}"}
+            return httpx.get(f"{server.url}{path}", headers=headers, timeout=30).status_code
+
+        assert [status("/v1/models", None), status("/v1/models", "chat"), status("/v1/stats", "chat")] == [
+            401,
+            200,
+            403,
+        ]
+        assert status("/v1/stats", "admin") == 200 and status("/healthz", None) == 200
+        assert "0.0.0.0" in server.output() and not any(key in server.output() for key in roles.values())
 
 
 def test_the_readme_client_snippet_sees_the_decision(
