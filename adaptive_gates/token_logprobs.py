@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TokenLogprob", "tokens_from_openai", "tokens_to_openai"]
+__all__ = ["TokenLogprob", "impossible_logprob", "tokens_from_openai", "tokens_to_openai"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,26 @@ class TokenLogprob:
     token: str
     logprob: float
     top: tuple[tuple[str, float], ...] = ()
+
+
+def impossible_logprob(tokens: Sequence[TokenLogprob]) -> str | None:
+    """What no model could have given in ``tokens``, naming the first such token, or
+    ``None`` when every log-probability is one.
+
+    A chosen token's log-probability lies in (-inf, 0]: above 0 or NaN is no
+    probability, and -inf is a token the model gave no mass, which it cannot have
+    written. An alternative may be -inf (fewer tokens had mass than were asked for),
+    never above 0 or NaN. Read as they come, such values score as certainty (a
+    log-probability of +7 is an entropy below zero), so a reply holding one is not to
+    be trusted.
+    """
+    for i, t in enumerate(tokens):
+        if not -math.inf < t.logprob <= 0:  # NaN fails the comparison too
+            return f"token {i} ({t.token!r}) has log-probability {t.logprob!r}, outside (-inf, 0]"
+        bad = next(((alt, lp) for alt, lp in t.top if not lp <= 0), None)
+        if bad is not None:
+            return f"token {i}'s alternative {bad[0]!r} has log-probability {bad[1]!r}, outside [-inf, 0]"
+    return None
 
 
 def tokens_to_openai(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:

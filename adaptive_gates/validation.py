@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -12,15 +13,59 @@ from .errors import InvalidQuestionError
 #: and a multi-megabyte string should not reach a tokenizer whole.
 MAX_QUESTION_CHARS = 20_000
 
+#: Unicode categories that show nothing: controls (NUL, ...), format characters
+#: (zero-width space and joiners, BOM, word joiner, direction marks) and separators.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+
+#: Unicode's default-ignorable code points outside those categories (a combining
+#: grapheme joiner, Hangul fillers, variation selectors, tags), first to last: they
+#: show nothing either.
+_IGNORABLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+
+#: Code points an error names of a question that shows nothing.
+_NAMED_CODE_POINTS = 6
+
+
+def is_invisible(char: str) -> bool:
+    """Whether the one character ``char`` shows nothing: whitespace, a control or
+    format character, or another of Unicode's default-ignorable code points."""
+    point = ord(char)
+    if unicodedata.category(char) in INVISIBLE_CATEGORIES:
+        return True
+    return any(first <= point <= last for first, last in _IGNORABLE_RANGES)
+
 
 def check_question(question: object) -> str:
-    """Return ``question`` stripped and bounded, or raise ``InvalidQuestionError``."""
+    """Return ``question`` stripped and bounded, or raise ``InvalidQuestionError``.
+
+    A question must hold at least one visible character (``is_invisible``): one of
+    only NUL, zero-width or other invisible characters is refused as an empty one
+    is, since a gate would judge a question nobody can read.
+    """
     if not isinstance(question, str):
         raise InvalidQuestionError(f"a question must be a str, got {type(question).__name__}")
     text = question.strip()
     if not text:
         raise InvalidQuestionError("a question must not be empty or whitespace")
     text = text[:MAX_QUESTION_CHARS]
+    if all(is_invisible(c) for c in text):
+        points = " ".join(f"U+{ord(c):04X}" for c in text[:_NAMED_CODE_POINTS])
+        more = f" and {len(text) - _NAMED_CODE_POINTS} more" if len(text) > _NAMED_CODE_POINTS else ""
+        raise InvalidQuestionError(
+            f"a question must hold a visible character, got only invisible ones ({points}{more}): "
+            "whitespace, control or format characters such as a zero-width space"
+        )
     check_encodable(text, "a question")
     return text
 

@@ -5,8 +5,9 @@ It listens on 127.0.0.1 (ephemeral port) in a background thread and serves
 generating with ``LocalChatModel`` (whose token counts it reports as OpenAI's
 ``usage``), as server-sent events when ``stream`` is asked for. Tests switch it into
 fault modes (HTTP 500, a reply slower than the client's timeout, a server that never
-answers, malformed JSON, no choices, no content, a reply far longer than asked for) to
-exercise clients against real HTTP failures, and
+answers, malformed JSON, no choices, no content, a reply far longer than asked for,
+one whose usage under-reports its length, an empty one, log-probabilities no model
+gives) to exercise clients against real HTTP failures and misbehaving servers, and
 read how many completion requests arrived to check that retries were bounded.
 
 Every request is handled in a non-daemon thread that ``close`` joins, so no model call
@@ -21,9 +22,11 @@ integration suites share them (their conftests import the fixtures by name).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -35,7 +38,7 @@ from typing import Any
 import pytest
 
 from adaptive_gates import BackendUnavailableError, VerbalizedGate
-from adaptive_gates.models import ChatChunk, ChatReply, LocalChatModel, SyncChatModel, TokenUsage
+from adaptive_gates.models import ChatChunk, ChatReply, LocalChatModel, SyncChatModel, TokenLogprob, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,18 @@ class Fault(enum.Enum):
     #: A server that ignores ``max_tokens``: the model's reply, then "certain" and
     #: 50,000 more characters, with the usage such a reply would cost.
     OVERLONG = "overlong"
+    #: ``OVERLONG``'s reply, its usage saying 3 completion tokens and its finish "stop".
+    UNDER_REPORTED = "under_reported"
+    #: A reply of no text and no tokens.
+    EMPTY_REPLY = "empty_reply"
+    #: A reply of a newline only, its one token certain.
+    BLANK_REPLY = "blank_reply"
+    #: The model's reply with every log-probability (each token's and its one
+    #: alternative's) replaced by +7, NaN or -inf: values no model gives, which read
+    #: as certainty.
+    LOGPROB_ABOVE_ZERO = "logprob_above_zero"
+    LOGPROB_NAN = "logprob_nan"
+    LOGPROB_MINUS_INF = "logprob_minus_inf"
 
 
 class RequestError(Exception):
@@ -171,10 +186,9 @@ class ChatCompletionsServer:
         # A real reply held back: the model is idle again by the time the client gives up.
         if fault is Fault.SLOW and release.wait(self.slow_seconds):
             return _error(HTTPStatus.SERVICE_UNAVAILABLE, "released before the delay ended")
-        if fault is Fault.OVERLONG:
-            padding = " certain" + " and so on" * 5000
-            usage = reply.usage and TokenUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens + 15_000)
-            reply = ChatReply(reply.text + padding, None, "length", usage)
+        misbehave = _MISBEHAVIOURS.get(fault)
+        if misbehave is not None:
+            reply = misbehave(reply)
         asked = body.get("logprobs") and fault is not Fault.NO_LOGPROBS
         choice = _choice(reply, (body.get("top_logprobs") or 0) if asked else None)
         if fault is Fault.NO_CONTENT:
@@ -228,6 +242,42 @@ class ChatCompletionsServer:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             yield b"data: " + _json({**head, "created": int(time.time()), "choices": [choice]}) + b"\n\n"
         yield b"data: [DONE]\n\n"
+
+
+def _overlong(reply: ChatReply, completion_tokens: int | None, finish_reason: str) -> ChatReply:
+    """``reply``, then "certain" and 50,000 more characters, its usage saying
+    ``completion_tokens`` (``None``: what the padding would cost)."""
+    padding = " certain" + " and so on" * 5000
+    usage = reply.usage and TokenUsage(
+        reply.usage.prompt_tokens,
+        reply.usage.completion_tokens + 15_000 if completion_tokens is None else completion_tokens,
+    )
+    return ChatReply(reply.text + padding, None, finish_reason, usage)
+
+
+def _with_logprobs(reply: ChatReply, logprob: float) -> ChatReply:
+    """``reply`` with each token's log-probability, and its one alternative's, ``logprob``."""
+    tokens = reply.tokens and tuple(TokenLogprob(t.token, logprob, ((t.token, logprob),)) for t in reply.tokens)
+    return dataclasses.replace(reply, tokens=tokens)
+
+
+def _blank(reply: ChatReply, text: str) -> ChatReply:
+    """A reply of ``text`` alone (one certain token, or none for no text)."""
+    tokens = (TokenLogprob(text, 0.0, ((text, 0.0),)),) if text else ()
+    usage = reply.usage and TokenUsage(reply.usage.prompt_tokens, len(tokens))
+    return ChatReply(text, tokens, "stop", usage)
+
+
+#: How each misbehaving fault rewrites the model's reply.
+_MISBEHAVIOURS: dict[Fault, Callable[[ChatReply], ChatReply]] = {
+    Fault.OVERLONG: lambda reply: _overlong(reply, None, "length"),
+    Fault.UNDER_REPORTED: lambda reply: _overlong(reply, 3, "stop"),
+    Fault.EMPTY_REPLY: lambda reply: _blank(reply, ""),
+    Fault.BLANK_REPLY: lambda reply: _blank(reply, "\n"),
+    Fault.LOGPROB_ABOVE_ZERO: lambda reply: _with_logprobs(reply, 7.0),
+    Fault.LOGPROB_NAN: lambda reply: _with_logprobs(reply, math.nan),
+    Fault.LOGPROB_MINUS_INF: lambda reply: _with_logprobs(reply, -math.inf),
+}
 
 
 def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:

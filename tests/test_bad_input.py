@@ -1,5 +1,5 @@
 """Input that is wrong never passes for right: outcomes that are no outcomes, questions
-a gate cannot judge, padded queries, more neighbours than the memory holds, replies
+a gate cannot judge, questions that show nothing, padded queries, more neighbours than the memory holds, replies
 longer than asked for, questions that cannot be encoded, prompts past the model's window."""
 
 from __future__ import annotations
@@ -105,6 +105,41 @@ def test_popularity_scores_say_what_its_decisions_do(fallback_retrieve, trivia_q
 def test_a_budgeted_popularity_gate_falls_back_too():
     decision = BudgetedGate(PopularityGate(), target_rate=0.3).decide("???")
     assert decision.is_fallback and "popularity" in decision.error
+
+
+# ----------------------------------------------------------------------------- questions that show nothing
+#: Questions of control, format and separator characters only, each with the code points named.
+INVISIBLE = {
+    "\x00\x00": "U+0000 U+0000",
+    "\u200b\u200b": "U+200B U+200B",
+    "\ufeff": "U+FEFF",
+    "\u2060": "U+2060",
+    " \u200d\u00ad\u3000\u2028\U000e0041\ufe0f\u3164\x7f ": "U+200D U+00AD U+3000 U+2028 U+E0041 U+FE0F and 2 more",
+}
+
+
+@pytest.fixture(scope="module")
+def skr_gate(embedder, nq):
+    return SKRKnnGate(embedder, k=5).fit([r.question for r in nq[:20]], [i % 2 for i in range(20)])
+
+
+@pytest.mark.parametrize("question", list(INVISIBLE))
+def test_a_question_that_shows_nothing_is_refused_as_an_empty_one(skr_gate, question):
+    refused = rf"a question must hold a visible character, got only invisible ones \({re.escape(INVISIBLE[question])}\)"
+    with pytest.raises(InvalidQuestionError, match=rf"question 1: {refused}"):
+        skr_gate.score(["Who wrote Hamlet?", question])
+    with pytest.raises(InvalidQuestionError, match=refused):
+        skr_gate.record_feedback(question, retrieved=False, correct=True)  # the memory learns no such question
+    assert len(skr_gate.memory_) == 20
+    decision = skr_gate.decide(question)
+    assert decision.is_fallback and decision.retrieve
+    assert re.match(f"invalid question: {refused}", decision.error)
+
+
+def test_invisible_characters_beside_visible_ones_leave_a_question_judged(skr_gate):
+    for question in ("\ufeffWho wrote Hamlet?", "Who\u200b wrote\u2060 Hamlet?\x00"):
+        decision = skr_gate.decide(question)
+        assert decision.error is None and not decision.is_fallback
 
 
 # ----------------------------------------------------------------------------- bm25-difficulty

@@ -159,14 +159,14 @@ class EmptyRetriever:
         return [[] for _ in queries]
 
 
-def _with_retriever(fitted: DraftCheckGate, retriever, fitted_with: str | None = None) -> DraftCheckGate:
+def _with_retriever(fitted: DraftCheckGate, retriever, fitted_with: str | None = None, chat=None) -> DraftCheckGate:
     """The fitted gate, saved and loaded with another retriever (recorded as fitted with
-    ``fitted_with``, else with that retriever's kind)."""
+    ``fitted_with``, else with that retriever's kind) and ``chat`` (default: its own)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as directory:
         fitted.save(f"{directory}/gate")
-        gate = Gate.load(f"{directory}/gate", retriever=retriever, embedder=fitted.embedder, chat=fitted.chat)
+        gate = Gate.load(f"{directory}/gate", retriever=retriever, embedder=fitted.embedder, chat=chat or fitted.chat)
     gate._fitted_retriever = fitted_with or type(retriever).__name__
     return gate
 
@@ -191,6 +191,20 @@ def test_a_retrieval_past_its_timeout_gives_a_recorded_fallback(fitted, records)
     decision = gate.decide(records[TRAIN].question)
     assert decision.retrieve and decision.error == "retriever error: TimeoutError: no passages within 0.3 s"
     assert decision.answer_without_retrieval is not None
+
+
+def test_a_long_draft_whose_usage_says_it_is_short_is_no_draft(fitted, records, retriever, openai_server):
+    from adaptive_gates.models.openai_chat import OpenAIChatModel
+    from openai_server import Fault
+
+    remote = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url)
+    gate = _with_retriever(fitted, retriever, chat=remote)
+    openai_server.set_fault(Fault.UNDER_REPORTED)  # 50,000 characters, "completion_tokens": 3
+    decision = gate.decide(records[TRAIN].question)
+    assert decision.is_fallback and decision.retrieve
+    assert decision.draft_answer is None and decision.answer_without_retrieval is None
+    assert "MalformedReplyError: the reply is " in decision.error, decision.error
+    assert "more than 8 tokens hold (at most 256, at 32 a token; the backend counted 3 tokens)" in decision.error
 
 
 def test_no_passages_is_a_feature_value_not_an_error(fitted, records):

@@ -8,6 +8,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,7 @@ from adaptive_gates.signals.token_uncertainty import (
     position_entropy,
     signal_values,
 )
+from openai_server import Fault
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "adaptive-gates: error: "
@@ -161,6 +163,27 @@ def test_through_the_openai_server_blocking_and_awaited(openai_server, openai_ba
         np.testing.assert_allclose([d.score for d in decisions], local, atol=1e-4)
         assert decisions[0].score < decisions[1].score
         assert not decisions[0].retrieve and "Tokyo" in decisions[0].draft_answer
+
+
+#: What the fallback's error says of each reply no model gives, served by a misbehaving server.
+MISBEHAVIOUR_ERRORS = {
+    Fault.LOGPROB_ABOVE_ZERO: r"MalformedReplyError: the reply's token 0 \(.+\) has log-probability 7\.0, outside",
+    Fault.LOGPROB_MINUS_INF: r"MalformedReplyError: the reply's token 0 \(.+\) has log-probability -inf, outside",
+    Fault.LOGPROB_NAN: r"BackendError: .*malformed logprobs in the response \(a logprob is NaN\)",
+    Fault.EMPTY_REPLY: r"^the reply holds no answer: ''$",
+    Fault.BLANK_REPLY: r"^the reply holds no answer: '\\n'$",
+}
+
+
+@pytest.mark.parametrize("fault", list(MISBEHAVIOUR_ERRORS))
+def test_a_reply_no_model_gives_is_the_fallback_not_a_confident_answer(openai_server, openai_base_url, fault):
+    openai_server.set_fault(fault)
+    gate = LogprobGate(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url), max_tokens=8)
+    question = CONFIDENT[0]  # answered with certainty by the model itself
+    for decision in (gate.decide(question), asyncio.run(gate.adecide(question))):
+        assert decision.is_fallback and decision.retrieve and decision.draft_answer is None
+        assert re.search(MISBEHAVIOUR_ERRORS[fault], decision.error), decision.error
+    assert openai_server.requests == 2  # a reply no model gives is not asked again
 
 
 # ----------------------------------------------------------------------- offline

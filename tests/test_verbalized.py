@@ -177,6 +177,19 @@ def test_server_failures_give_the_fallback_decision(openai_server, openai_base_u
     assert openai_server.requests == 2
 
 
+def test_a_long_reply_whose_usage_says_it_is_short_gets_no_draft_served(openai_server, openai_base_url) -> None:
+    openai_server.set_fault(Fault.UNDER_REPORTED)  # 50,000 characters, "completion_tokens": 3
+    remote = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
+    decision = VerbalizedGate(remote, max_tokens=16).decide("What is the capital of France?")
+    assert decision.is_fallback and decision.retrieve and decision.draft_answer is None
+    assert re.search(
+        r"MalformedReplyError: the reply is 5\d{4} characters long, more than 16 tokens hold "
+        r"\(at most 512, at 32 a token; the backend counted 3 tokens\)",
+        decision.error,
+    ), decision.error
+    assert openai_server.requests == 1  # a malformed reply is not asked again
+
+
 def test_save_and_load_keep_threshold_and_refuse_another_model(tmp_path, openai_server) -> None:
     gate = VerbalizedGate(strategy="punish+explain", max_tokens=48)
     gate.calibrate_scores(np.array([0.1, 0.4, 0.7, 0.9]), target_rate=0.5)

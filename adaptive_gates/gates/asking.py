@@ -22,6 +22,7 @@ from ..listeners import notify_llm_call
 from ..models.chat import ChatModel, ChatOptions, ChatReply, Message, SyncChatModel, with_achat
 from ..models.chat_batch import achat_each, chat_each
 from ..persistence.saved_format import check_saved_backend
+from ..token_logprobs import impossible_logprob
 from .assessment import Assessment
 from .constraints import Integer, Real, validate_params
 
@@ -32,8 +33,9 @@ logger = logging.getLogger(__name__)
 #: of its retries and a batch never waits longer than that in all.
 DEFAULT_DEADLINE = 120.0
 
-#: Characters a reply may hold per token asked for when the backend does not say how
-#: many tokens it generated: English runs about 4 a token, and few tokens pass 16.
+#: Characters a reply may hold per token asked for, whatever token count the backend
+#: reports (a server may under-report it): English runs about 4 a token, and few
+#: tokens pass 16.
 MAX_CHARS_PER_TOKEN = 32
 
 #: The deadline (a ``time.monotonic()`` instant) shared by the requests of one scoring call.
@@ -109,7 +111,7 @@ class ChatBackend:
             replies = chat_each(
                 model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
             )
-        return within_length(replies, options.get("max_tokens"))
+        return trusted(replies, options.get("max_tokens"))
 
     async def aask(
         self, conversations: Sequence[Sequence[Message]], *, purpose: str = "chat", **options: Unpack[ChatOptions]
@@ -126,7 +128,7 @@ class ChatBackend:
             replies = await achat_each(
                 model, conversations, max_workers=self.max_workers, deadline=self._deadline(), **options
             )
-        return within_length(replies, options.get("max_tokens"))
+        return trusted(replies, options.get("max_tokens"))
 
     @staticmethod
     def _ask_batched(model: _Reported, conversations: Sequence[Sequence[Message]], options: ChatOptions) -> Replies:
@@ -295,32 +297,39 @@ class _Reported:
             notify_llm_call(self.model_id, self.purpose, messages, outcome, latency)
 
 
-def within_length(replies: Replies, max_tokens: int | None) -> Replies:
-    """``replies`` with each one longer than ``max_tokens`` replaced by a
-    ``MalformedReplyError``: a backend that ignored the cap (or a reply forged to look
-    like a confident answer) must not have its text taken as a decision or served as
-    a draft. The length is the backend's token count where it gives one (usage, else
-    its log-probs), else the characters at ``MAX_CHARS_PER_TOKEN`` a token."""
-    if max_tokens is None:
-        return replies
-    return [r if isinstance(r, Exception) else _length_error(r, max_tokens) or r for r in replies]
+def trusted(replies: Replies, max_tokens: int | None) -> Replies:
+    """``replies`` with each one a gate must not read replaced by a
+    ``MalformedReplyError`` naming what is wrong: a reply longer than ``max_tokens``
+    (a backend that ignored the cap, or a reply forged to look like a confident
+    answer, must not have its text taken as a decision or served as a draft), or one
+    holding a log-probability no model could give (``impossible_logprob``)."""
+    return [r if isinstance(r, Exception) else _malformation(r, max_tokens) or r for r in replies]
+
+
+def _malformation(reply: ChatReply, max_tokens: int | None) -> MalformedReplyError | None:
+    if max_tokens is not None and (too_long := _length_error(reply, max_tokens)):
+        return too_long
+    impossible = reply.tokens and impossible_logprob(reply.tokens)
+    return MalformedReplyError(f"the reply's {impossible}") if impossible else None
 
 
 def _length_error(reply: ChatReply, max_tokens: int) -> MalformedReplyError | None:
-    counted = (
-        reply.usage.completion_tokens
-        if reply.usage is not None
-        else (len(reply.tokens) if reply.tokens is not None else None)
-    )
-    if counted is not None:
-        if counted <= max_tokens:
-            return None
+    """Too long by the most tokens the backend says the reply holds (its usage and its
+    log-probs), or by its text at ``MAX_CHARS_PER_TOKEN`` a token: a count can be
+    under-reported, the text cannot."""
+    counts = [
+        *([reply.usage.completion_tokens] if reply.usage is not None else []),
+        *([len(reply.tokens)] if reply.tokens is not None else []),
+    ]
+    counted = max(counts, default=0)
+    if counted > max_tokens:
         return MalformedReplyError(f"the reply is {counted} tokens long, more than the {max_tokens} asked for")
     if len(reply.text) <= max_tokens * MAX_CHARS_PER_TOKEN:
         return None
+    said = f"; the backend counted {counted} tokens" if counts else ""
     return MalformedReplyError(
         f"the reply is {len(reply.text)} characters long, more than {max_tokens} tokens hold "
-        f"(at most {max_tokens * MAX_CHARS_PER_TOKEN}, at {MAX_CHARS_PER_TOKEN} a token)"
+        f"(at most {max_tokens * MAX_CHARS_PER_TOKEN}, at {MAX_CHARS_PER_TOKEN} a token{said})"
     )
 
 

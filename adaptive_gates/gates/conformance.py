@@ -82,14 +82,25 @@ def check_batch_single(gate: Gate, questions: Sequence[str], scratch: Path) -> N
     _assert_same(gate, gate.decide_batch(batch), alone, "one at a time", BATCH_SCORE_TOLERANCE)
 
 
+#: Questions no gate may judge: empty, not a string, or with no visible character
+#: (NUL, zero-width space, byte-order mark, word joiner).
+BAD_QUESTIONS: tuple[object, ...] = ("", None, "   ", "\x00\x00", "\u200b\u200b", "\ufeff", "\u2060")
+
+
 def check_bad_input(gate: Gate, questions: Sequence[str], scratch: Path) -> None:
-    """A bad question gets the recorded fallback decision, beside good ones decided as
-    usual; a batch that is no batch raises ``InvalidQuestionError``."""
-    decisions = gate.decide_batch(["", None, "   ", questions[0]])  # type: ignore[list-item]  # bad on purpose
-    for decision in decisions[:3]:
-        assert decision.is_fallback and decision.retrieve is gate.fallback_retrieve, "a bad question falls back"
+    """A bad question (``BAD_QUESTIONS``) gets the recorded fallback decision from
+    ``decide``, ``decide_batch``, ``adecide`` and ``adecide_batch``, beside good ones
+    decided as usual; a batch that is no batch raises ``InvalidQuestionError``."""
+    bad = list(BAD_QUESTIONS)
+    *refused, good = gate.decide_batch([*bad, questions[0]])  # type: ignore[list-item]  # bad on purpose
+    assert not good.error or not good.error.startswith("invalid"), "a good question is judged"
+    refused += asyncio.run(gate.adecide_batch(bad))  # type: ignore[arg-type]  # bad on purpose
+    for question in bad:
+        refused += [gate.decide(question), asyncio.run(gate.adecide(question))]  # type: ignore[arg-type]
+    for decision in refused:
+        what = f"{decision.question!r} is refused"
+        assert decision.is_fallback and decision.retrieve is gate.fallback_retrieve, what
         assert decision.error is not None and decision.error.startswith("invalid question"), decision.error
-    assert not decisions[3].error or not decisions[3].error.startswith("invalid"), "a good question is judged"
     for not_a_batch in ("a question", None):
         try:
             gate.decide_batch(not_a_batch)  # type: ignore[arg-type]  # bad on purpose

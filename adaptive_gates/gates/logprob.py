@@ -64,7 +64,10 @@ class LogprobGate(AsksInRounds, Gate):
     A backend that returns no log-probabilities raises ``LogprobsUnavailableError``
     out of ``score``, ``decide`` and ``decide_batch`` alike (not a fallback: it would
     retrieve on every question and hide the setting to fix). A failed request is a
-    fallback decision as with every gate.
+    fallback decision as with every gate, and so is a reply with no answer (empty or
+    whitespace text, or no tokens) or with a log-probability no model could give
+    (``token_logprobs.impossible_logprob``: above 0, NaN, or -inf for a chosen token),
+    its ``error`` naming what was wrong: none of them is a confident answer.
 
     Args:
         chat: the chat model (default: the embedded SmolLM2); it must give log-probs.
@@ -151,6 +154,13 @@ class LogprobGate(AsksInRounds, Gate):
                 drafts.append(None)
                 fallbacks.append(describe_failure(reply))
                 continue
+            answer = clean_answer(reply.text)
+            if not answer:  # nothing was answered, so there is no certainty to read
+                scores.append(math.nan)
+                details.append({"reply": reply.text})
+                drafts.append(None)
+                fallbacks.append(f"the reply holds no answer: {reply.text!r}")
+                continue
             if reply.tokens is None:
                 raise LogprobsUnavailableError(
                     f"{self.name}: chat model {self.chat_model.model_id!r} returned no token log-probabilities; "
@@ -160,10 +170,10 @@ class LogprobGate(AsksInRounds, Gate):
                 )
             score, detail = self._score_tokens(reply.tokens)
             detail["reply"] = reply.text
-            detail["answer"] = clean_answer(reply.text)
+            detail["answer"] = answer
             scores.append(score)
             details.append(detail)
-            drafts.append(detail["answer"])
+            drafts.append(answer)
             fallbacks.append("the reply has no tokens to score" if math.isnan(score) else None)
         return Assessment(
             np.array(scores, dtype=np.float64),
