@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.datasets import adarague_path
 from adaptive_gates.persistence.writable import check_creatable, check_writable
+from milvus_server import free_port
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -371,3 +373,36 @@ def test_a_write_that_fails_at_the_end_leaves_the_old_file(tmp_path, outputs, fl
     assert _error_line(failed.stderr) == f"{PREFIX}{flag} {old[flag]}: cannot write (File too large)"
     assert old[flag].read_bytes() == b"the run before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.png", "r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "port, says",
+    [
+        ("70000", "argument --port: must be a port number from 1 to 65535, got '70000'"),
+        ("taken", "--host 127.0.0.1 --port {port}: cannot listen on 127.0.0.1 (Address already in use)"),
+    ],
+)
+def test_serve_refuses_a_port_it_cannot_listen_on_before_loading_anything(tiny, port, says):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        if port == "taken":
+            port = str(holder.getsockname()[1])
+        failed = _run(["serve", "--corpus", str(tiny["corpus"]), "--port", port], timeout=120)
+    assert failed.returncode == 2, failed.stderr
+    # one line: nothing was loaded (serve says so before it loads)
+    assert _error_line(failed.stderr) == PREFIX + says.format(port=port)
+
+
+def test_serve_refuses_a_gate_folder_it_could_not_save_feedback_into_before_loading_anything(tiny, tmp_path):
+    gate = tmp_path / "gate"
+    fitted = _run(["fit", "--gate", "popularity", "--train", NQ, "--out", str(gate)])
+    assert fitted.returncode == 0, fitted.stderr
+    corpus = gate / "corpus.jsonl"  # a file of the user's, which saving the gate would lose
+    shutil.copyfile(tiny["corpus"], corpus)
+    failed = _run(["serve", "--gate", str(gate), "--corpus", str(corpus), "--port", str(free_port())], timeout=120)
+    assert failed.returncode == 2, failed.stderr
+    assert _error_line(failed.stderr) == (
+        f"{PREFIX}--gate {gate} holds files that are not part of the saved gate (corpus.jsonl); move them away "
+        "before overwriting it, as feedback saves over it; or give --no-save"
+    )
