@@ -7,10 +7,13 @@ answered or written; a write that fails at the end anyway is reported the same w
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from adaptive_gates.cli import main
 from adaptive_gates.data import write_jsonl
 from adaptive_gates.datasets import adarague_path
 from adaptive_gates.persistence.writable import check_creatable, check_writable
+from milvus_server import free_port
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -238,3 +242,167 @@ def test_probes_leave_files_and_folders_as_they_were(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
     with pytest.raises(OSError, match=rf"^cannot write in {existing} \(Not a directory\)$"):
         check_writable(existing / "r.json")
+
+
+def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    """The console script run on ``argv`` in a process of its own."""
+    return subprocess.run([str(SCRIPT), *argv], env=_script_env(), capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture
+def inputs(tiny, tmp_path) -> dict[str, Path]:
+    """``tiny``'s QA records and corpus, outcome records (a copy of NQ's), and a folder
+    holding another copy of them, each a real file of ``tmp_path``."""
+    outcomes = tmp_path / "nq.jsonl.gz"
+    shutil.copyfile(NQ, outcomes)
+    (tmp_path / "gate").mkdir()
+    shutil.copyfile(NQ, tmp_path / "gate" / "train.jsonl.gz")
+    return {**tiny, "outcomes": outcomes, "held": tmp_path / "gate" / "train.jsonl.gz"}
+
+
+POPULAR = ["eval", "--gate", "popularity"]  # a gate fitted in a moment, with no model
+SAME = "is the same file as"
+INPUT = "an output may not overwrite an input"
+
+
+@pytest.mark.parametrize(
+    "argv, link, message",
+    [
+        # (command line, how the output is made to be the input, the error after PREFIX)
+        (
+            [*POPULAR, "--train", "{outcomes}", "--test", "{held}", "--json", "{tmp}/r.json"],
+            ("hard", "{outcomes}", "r.json"),
+            f"--json {{tmp}}/r.json {SAME} --train {{outcomes}}; {INPUT}",
+        ),
+        (
+            [*POPULAR, "--train", "{outcomes}", "--test", "{held}", "--json", "{tmp}/r.json"],
+            ("symbolic", "{held}", "r.json"),
+            f"--json {{tmp}}/r.json {SAME} --test {{held}}; {INPUT}",
+        ),
+        (
+            [
+                *POPULAR,
+                "--train",
+                "{held}",
+                "{outcomes}",
+                "--test",
+                "{held}",
+                "--json",
+                "{tmp}/r.json",
+                "--plot",
+                "{tmp}/p.png",
+            ],
+            ("hard", "{outcomes}", "p.png"),
+            f"--plot {{tmp}}/p.png {SAME} --train {{outcomes}}; {INPUT}",
+        ),
+        (
+            [*SEAKR, "--json", "{tmp}/s.json"],
+            ("symbolic", "{qa}", "s.json"),
+            f"--json {{tmp}}/s.json {SAME} --test {{qa}}; {INPUT}",
+        ),
+        (
+            [*SEAKR, "--json", "{tmp}/s.json", "--checkpoint", "{tmp}/c.jsonl"],
+            ("hard", "{corpus}", "c.jsonl"),
+            f"--checkpoint {{tmp}}/c.jsonl {SAME} --corpus {{corpus}}; {INPUT}",
+        ),
+        (
+            [*SEAKR, "--json", "{tmp}/s.json", "--checkpoint", "{tmp}/s.json"],
+            None,
+            f"--json {{tmp}}/s.json {SAME} --checkpoint {{tmp}}/s.json; give each output a file of its own",
+        ),
+        (
+            ["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{tmp}/o.jsonl"],
+            ("symbolic", "{qa}", "o.jsonl"),
+            f"--out {{tmp}}/o.jsonl {SAME} --qa {{qa}}; {INPUT}",
+        ),
+        (
+            ["fit", "--gate", "popularity", "--train", "{outcomes}", "--out", "{tmp}/g", "--overwrite"],
+            ("hard", "{outcomes}", "g"),
+            f"--out {{tmp}}/g {SAME} --train {{outcomes}}; {INPUT}",
+        ),
+        (
+            ["fit", "--gate", "popularity", "--train", "{held}", "--out", "{tmp}/gate", "--overwrite"],
+            None,
+            "--out {tmp}/gate would be replaced whole, and it holds --train {held}",
+        ),
+    ],
+)
+def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path, argv, link, message):
+    places = {"tmp": tmp_path, **inputs}
+    if link is not None:
+        kind, target, name = link
+        target = Path(target.format(**places))
+        if kind == "hard":
+            (tmp_path / name).hardlink_to(target)
+        else:
+            (tmp_path / name).symlink_to(target)
+    contents = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    failed = _run([a.format(**places) for a in argv])
+    assert failed.returncode == 2 and failed.stdout == "", failed.stderr
+    assert _error_line(failed.stderr) == PREFIX + message.format(**places)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == contents  # nothing written
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """For ``preexec_fn``: files the process writes may grow to ``limit`` bytes. A write
+    past it fails with EFBIG ("File too large"), as on a full disk, once SIGXFSZ (which
+    would kill the process) is ignored."""
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limit_file_size
+
+
+@pytest.mark.parametrize(
+    "outputs, flag, limit",
+    [
+        # The report is ~39 kB and the plot ~64 kB: each limit lets the one before it through.
+        (["--json", "{tmp}/r.json"], "--json", 8_000),
+        (["--json", "{tmp}/r.json", "--plot", "{tmp}/p.png"], "--plot", 50_000),
+    ],
+)
+def test_a_write_that_fails_at_the_end_leaves_the_old_file(tmp_path, outputs, flag, limit):
+    old = {"--json": tmp_path / "r.json", "--plot": tmp_path / "p.png"}
+    for path in old.values():
+        path.write_bytes(b"the run before\n")
+    argv = ["eval", "--gate", "popularity", "--train", NQ, "--test", NQ]
+    failed = _run([*argv, *(o.format(tmp=tmp_path) for o in outputs)], preexec_fn=_file_size_limit(limit))
+    assert failed.returncode == 2, failed.stderr
+    assert _error_line(failed.stderr) == f"{PREFIX}{flag} {old[flag]}: cannot write (File too large)"
+    assert old[flag].read_bytes() == b"the run before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.png", "r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "port, says",
+    [
+        ("70000", "argument --port: must be a port number from 1 to 65535, got '70000'"),
+        ("taken", "--host 127.0.0.1 --port {port}: cannot listen on 127.0.0.1 (Address already in use)"),
+    ],
+)
+def test_serve_refuses_a_port_it_cannot_listen_on_before_loading_anything(tiny, port, says):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        if port == "taken":
+            port = str(holder.getsockname()[1])
+        failed = _run(["serve", "--corpus", str(tiny["corpus"]), "--port", port], timeout=120)
+    assert failed.returncode == 2, failed.stderr
+    # one line: nothing was loaded (serve says so before it loads)
+    assert _error_line(failed.stderr) == PREFIX + says.format(port=port)
+
+
+def test_serve_refuses_a_gate_folder_it_could_not_save_feedback_into_before_loading_anything(tiny, tmp_path):
+    gate = tmp_path / "gate"
+    fitted = _run(["fit", "--gate", "popularity", "--train", NQ, "--out", str(gate)])
+    assert fitted.returncode == 0, fitted.stderr
+    corpus = gate / "corpus.jsonl"  # a file of the user's, which saving the gate would lose
+    shutil.copyfile(tiny["corpus"], corpus)
+    failed = _run(["serve", "--gate", str(gate), "--corpus", str(corpus), "--port", str(free_port())], timeout=120)
+    assert failed.returncode == 2, failed.stderr
+    assert _error_line(failed.stderr) == (
+        f"{PREFIX}--gate {gate} holds files that are not part of the saved gate (corpus.jsonl); move them away "
+        "before overwriting it, as feedback saves over it; or give --no-save"
+    )

@@ -5,8 +5,11 @@ step recovered, concurrent saves serialised."""
 import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -449,6 +452,36 @@ def test_a_gate_moved_aside_in_a_read_only_folder_is_named(outcomes, tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
     assert load_gate(path).rule == "min"  # writable again: recovered
+
+
+def _save_with_a_file_size_limit(gate, path, limit, results):
+    """In a forked process: save ``gate`` over ``path`` where a file may grow to ``limit``
+    bytes only, so a longer write fails with EFBIG ("File too large") as on a full disk
+    (SIGXFSZ, which would kill the process instead, ignored); send back what it raised."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        gate.save(path, overwrite=True)
+    except BaseException as exc:
+        results.send((type(exc).__name__, str(exc)))
+    else:
+        results.send(None)
+
+
+def test_a_save_that_runs_out_of_space_names_the_gate_and_keeps_the_old_one(knn, tmp_path):
+    path = knn.save(tmp_path / "g")
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    # The faiss index of 24 questions is ~37 kB; every other file of the gate is smaller than 4 kB.
+    fork = multiprocessing.get_context("fork")
+    receiving, sending = fork.Pipe(duplex=False)
+    saver = fork.Process(target=_save_with_a_file_size_limit, args=(knn, path, 4096, sending))
+    saver.start()
+    raised = receiving.recv()
+    saver.join()
+    assert raised == ("OSError", f"cannot save to {path} (File too large)")
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]  # no temporary folder or lock file left
+    assert SKRKnnGate.load(path, embedder=knn.embedder).decide_batch(["who wrote hamlet"])
 
 
 # ------------------------------------------------------------ names planted beside a gate

@@ -1,7 +1,8 @@
 """The ``adaptive-gates`` command: ``eval``, ``fit``, ``collect``, ``seakr`` and ``serve``.
 
 Every mistake on the command line (a bad value, options that do not go together, an
-input that is missing, an output that cannot be written) is found before any work
+input that is missing, an output that cannot be written or that is one of the
+command's inputs) is found before any work
 starts and reported the same way: one ``adaptive-gates: error: ...`` line on stderr and
 exit status 2. A write that still fails at the end (a full disk) is reported alike.
 """
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 
 from ..errors import AdaptiveGatesError, UsageError
 from . import collect, evaluate, fit, seakr, serve
+from .file_clashes import check_apart, file_flags
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (evaluate, fit, collect, seakr, serve):
         command.add_parser(sub)
+    for subparser in sub.choices.values():
+        subparser.set_defaults(file_flags=file_flags(subparser))
     return parser
 
 
@@ -55,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``adaptive-gates: error: ...`` line on stderr)."""
     try:
         args = build_parser().parse_args(argv)
+        check_apart(args.file_flags, args)  # an output on an input is refused before any work
         level = logging.INFO if args.verbose else logging.WARNING
         # The level is the handler's too: a library that lowers its own logger's level
         # (bm25s logs at DEBUG) must not print past it.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 from .arguments import positive_int, rate
 from .backends import corpus_retriever
-from .files import input_file, output_file, plot_file, write_report
+from .files import input_file, plot_file, report_file, write_report, written_output
 from .gate_options import add_gate_arguments, gate_factory, gate_outcomes
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
     )
     add_gate_arguments(ev)
     ev.add_argument("--test", required=True, type=input_file, help="outcome records (JSONL) to evaluate on")
-    ev.add_argument("--json", required=True, type=output_file, help="where to write the report")
+    ev.add_argument("--json", required=True, type=report_file, help="where to write the report")
     ev.add_argument(
         "--plot",
         type=plot_file,
@@ -60,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
             metric=args.metric,
             target_rate=args.target_rate,
         )
-    write_report(args.json, json.dumps(report, indent=2))
+    write_report("--json", args.json, json.dumps(report, indent=2))
     if args.plot:
-        plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
+        with written_output("--plot", args.plot):
+            plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
     print(_report_line(report))
     if "alignment" in report:
         print(

@@ -1,13 +1,24 @@
 """The command's files: inputs and outputs tried as the arguments are parsed, so a
-path that cannot serve fails before the work, and the report written after it."""
+path that cannot serve fails before the work, and the report written after it.
+
+``FILE_ROLES`` says what each type's files are to the command (read, written, or a
+directory replaced whole): ``file_clashes`` reads it to keep outputs apart from inputs.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Literal
 
+from ..atomic_file import write_text_whole
 from ..persistence.writable import check_creatable, check_writable
+
+#: What a file argument is to its command: read, written (replaced or appended to),
+#: or a directory written whole in place of what was there.
+Role = Literal["input", "output", "directory"]
 
 
 def input_file(text: str) -> Path:
@@ -18,18 +29,28 @@ def input_file(text: str) -> Path:
 
 
 def output_file(text: str) -> Path:
-    """A file to write (or append to), tried now: a folder that cannot take it fails
+    """A file to append to (or create), tried now: a folder that cannot take it fails
     before the work, not after."""
     if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"is a directory, not a file: {text}")
     return _tried_output(text, check_writable)
 
 
+def report_file(text: str) -> Path:
+    """A file written whole when the work is done (``atomic_file``): its folder must
+    take the new file that replaces it, and an existing file must be writable (an
+    immutable one cannot be replaced either)."""
+    path = output_file(text)
+    if not path.exists() or path.is_file():
+        _tried_output(text, check_creatable)
+    return path
+
+
 def plot_file(text: str) -> Path:
-    """A plot to write, in a format its suffix names and matplotlib writes."""
+    """A plot to write whole, in a format its suffix names and matplotlib writes."""
     from ..evaluation.plot import check_plot_path
 
-    path = output_file(text)
+    path = report_file(text)
     try:
         check_plot_path(path)
     except ValueError as exc:
@@ -53,6 +74,17 @@ def gate_directory(text: str) -> Path:
     return _tried_output(text, check_creatable)
 
 
+#: The types above by what their files are to the command.
+FILE_ROLES: dict[Callable[[str], Any], Role] = {
+    input_file: "input",
+    saved_gate: "input",
+    output_file: "output",
+    report_file: "output",
+    plot_file: "output",
+    gate_directory: "directory",
+}
+
+
 def _tried_output(text: str, check: Callable[[Path], None]) -> Path:
     """``text`` as a path once ``check`` (``check_writable`` or ``check_creatable``)
     has tried writing there; its failure becomes the argument's error."""
@@ -64,12 +96,18 @@ def _tried_output(text: str, check: Callable[[Path], None]) -> Path:
     return path
 
 
-def write_report(path: Path, text: str) -> None:
-    """Write a finished report (``--json``) to ``path``. The path was tried before the
-    work; a write that fails even so (a full disk, a folder made read-only meanwhile)
-    is an ``OSError`` naming the flag and the file."""
+def write_report(flag: str, path: Path, text: str) -> None:
+    """Write a finished report (``--json``) to ``path`` whole (``atomic_file``)."""
+    with written_output(flag, path):
+        write_text_whole(path, text)
+
+
+@contextlib.contextmanager
+def written_output(flag: str, path: Path) -> Iterator[None]:
+    """Report a write to ``path`` that fails in this block as an ``OSError`` naming the
+    flag and the file. The path was tried before the work; a write can fail even so (a
+    full disk, a folder made read-only meanwhile), and then leaves the old file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        yield
     except OSError as exc:
-        raise OSError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
+        raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None

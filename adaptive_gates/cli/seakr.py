@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .arguments import positive_int, rate
-from .files import input_file, output_file, write_report
+from .files import input_file, output_file, report_file, write_report
 
 
 def add_parser(sub: Any) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub: Any) -> None:
     sk.add_argument("--test", required=True, type=input_file, help="QA records (JSONL)")
     sk.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL) to retrieve from")
     sk.add_argument(
-        "--json", required=True, type=output_file, help="where to write the report with per-question traces"
+        "--json", required=True, type=report_file, help="where to write the report with per-question traces"
     )
     sk.add_argument("--limit", type=positive_int, help="only the first N records")
     sk.add_argument("--mode", default="multihop", choices=MODES)
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         max_docs=args.max_docs,
         checkpoint=args.checkpoint,
     )
-    write_report(args.json, json.dumps(report, indent=2, allow_nan=False))
+    write_report("--json", args.json, json.dumps(report, indent=2, allow_nan=False))
     calibrated = report["calibration"]
     delta = report["settings"]["threshold"]
     print(

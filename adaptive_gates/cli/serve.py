@@ -35,7 +35,7 @@ from ..errors import UsageError
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from .arguments import base_url, non_negative_int, positive_int, seconds
+from .arguments import base_url, non_negative_int, port, positive_int, seconds
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
@@ -96,7 +96,7 @@ def add_parser(sub: Any) -> None:
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1); another than loopback needs API keys",
     )
-    serve.add_argument("--port", type=positive_int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument("--port", type=port, default=8000, help="port to listen on (default 8000)")
     serve.add_argument(
         "--retriever",
         choices=["dense", "bm25"],
@@ -224,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.app import create_app
     from ..serve.server import AnnouncingServer
 
+    check_before_loading(args)
     keys = api_keys(args)  # before any work: a bad key file or an open address ends here
     started = time.perf_counter()
     service = build_service(args)
@@ -241,6 +242,31 @@ def run(args: argparse.Namespace) -> int:
         _print_access_log()
     AnnouncingServer(config, _listening).run()
     return 0
+
+
+def check_before_loading(args: argparse.Namespace) -> None:
+    """What would fail only after minutes of loading, tried now: that the server can
+    listen at ``--host``/``--port``, and, when feedback is saved over ``--gate``, that
+    the gate's folder takes the new directory and holds nothing but the gate."""
+    from ..persistence.saved_format import check_save_target
+    from ..persistence.writable import check_creatable
+    from ..serve.server import check_can_listen
+    from ..shipped import is_pretrained
+
+    try:
+        check_can_listen(args.host, args.port)
+    except OSError as exc:
+        raise UsageError(f"--host {args.host} --port {args.port}: {exc}") from None
+    if args.no_save or args.milvus_uri is not None or is_pretrained(args.gate):
+        return  # nothing is saved over --gate
+    try:
+        check_save_target(args.gate, overwrite=True)
+    except FileExistsError as exc:
+        raise UsageError(f"--gate {exc}, as feedback saves over it; or give --no-save") from None
+    try:
+        check_creatable(args.gate)
+    except OSError as exc:
+        raise UsageError(f"--gate {args.gate}: feedback saves over it, but {exc}; or give --no-save") from None
 
 
 def say(message: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..atomic_file import replaced_whole
 from ..models.optional import require
 
 
@@ -82,8 +83,10 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with replaced_whole(path) as fh:  # a failed write leaves the old plot, or none
+            fig.savefig(fh, format=path.suffix.lstrip(".").lower(), dpi=120)
+    finally:
+        plt.close(fig)
     return path

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -209,3 +210,14 @@ def check_loaded(settings: IndexSettings, index: Any, dimension: int) -> str | N
     if kind != "exact" and kind != settings.approximate:
         return f"the index is {kind!r} but the settings use {settings.approximate or 'exact'!r} search"
     return None
+
+
+def write_index(index: Any, path: Path) -> None:
+    """Write ``index`` in faiss's own format to the new file ``path``. faiss serialises
+    it and Python writes the bytes, so a failed write (a full disk) is an ``OSError``
+    with the system's cause, where faiss's own ``write_index`` raises a bare
+    ``RuntimeError``."""
+    import faiss
+
+    with path.open("xb") as fh:
+        fh.write(faiss.serialize_index(index).data)

@@ -348,10 +348,8 @@ class FaissMemory(_LabelledMemory):
     def save(self, directory: Path) -> dict[str, Any]:
         """Write the index (faiss's own format), labels and questions; the state holds
         the settings and what the index is."""
-        import faiss
-
         with self._lock:
-            faiss.write_index(self._index, str(directory / _INDEX_FILE))
+            faiss_index.write_index(self._index, directory / _INDEX_FILE)
             _write_labelled(directory, self._labels, self._questions)
             return {
                 "size": len(self._questions),

@@ -206,7 +206,12 @@ def save_directory(path: str | Path, write: Callable[[Path], None], *, overwrite
     ``path`` whole (``directory_swap.replace_directory``). What may be replaced: see
     ``check_save_target``.
     """
-    return replace_directory(Path(path), write, lambda target: check_save_target(target, overwrite))
+    try:
+        return replace_directory(Path(path), write, lambda target: check_save_target(target, overwrite))
+    except FileExistsError:
+        raise  # check_save_target's refusal, which names the path already
+    except OSError as exc:  # a full disk, a folder made read-only: what was at ``path`` is kept
+        raise OSError(f"cannot save to {path} ({exc.strerror or exc})") from exc
 
 
 def read_json_file(directory: Path, name: str, field: str = "files") -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..data import CorpusRecord, load_corpus
 from ..errors import BackendError, GateLoadError
+from ..memory.faiss_index import write_index
 from ..models.protocols import Embedder
 from ..persistence.directory_swap import reading
 from ..validation import check_question, check_questions
@@ -135,7 +136,7 @@ class DenseRetriever:
         return path
 
     def _write_files(self, directory: Path) -> None:
-        faiss.write_index(self._index, str(directory / INDEX_FILE))
+        write_index(self._index, directory / INDEX_FILE)
         save_corpus(directory, self._records)
 
     @classmethod
