@@ -199,6 +199,7 @@ TOOL = {"type": "function", "function": {"name": "weather", "parameters": {"type
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "last message must be the user's"),
         ({"messages": [{"role": "user", "content": "   "}]}, "empty"),
+        ({"messages": [{"role": "user", "content": "\u200b\u2060"}]}, "must hold a visible character"),
         ({"messages": [{"role": "user", "content": "hi"}], "n": 2}, "n=1"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "image_url"),
         ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, "temperature"),

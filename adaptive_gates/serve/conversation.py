@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import InvalidQuestionError
 from ..history_window import standalone_question
 from ..models.chat import Message
+from ..validation import check_question
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,8 @@ def read_turn(messages: Sequence[Message], window: int) -> Turn:
     """The turn of a conversation that ends with a user message.
 
     Raises:
-        ValueError: there is no message, the last one is not the user's, or its text is
-            blank.
+        ValueError: there is no message, the last one is not the user's, or its text
+            holds no visible character (``validation.check_question``).
     """
     if not messages:
         raise ValueError("messages must hold at least one message")
@@ -39,8 +41,10 @@ def read_turn(messages: Sequence[Message], window: int) -> Turn:
     if last["role"] != "user":
         raise ValueError(f"the last message must be the user's, got role {last['role']!r}")
     question = last["content"].strip()
-    if not question:
-        raise ValueError("the last user message is empty")
+    try:
+        check_question(question)  # checked, not cut: the answer reads it whole
+    except InvalidQuestionError as exc:
+        raise ValueError(f"the last user message is no question: {exc}") from None
     earlier = list(messages[:-1])
     asked_before = [m["content"] for m in earlier if m["role"] == "user"]
     return Turn(question, earlier, standalone_question(question, asked_before, window))
