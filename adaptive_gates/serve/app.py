@@ -147,15 +147,8 @@ def create_app(
     @app.post("/v1/feedback")
     async def feedback(body: FeedbackRequest, request: Request) -> JSONResponse:
         admin = request.scope.get("state", {}).get("api_role") == "admin"
-        try:
-            taught = await service.feedback(body.decision_id, body.correct, client_of(request.scope), admin=admin)
-            return JSONResponse(taught)
-        except UnknownDecisionError:
-            return _error(404, f"no decision {body.decision_id!r} is held (never taken, or too old)", "decision_id")
-        except FeedbackRefusedError as exc:
-            return _refusal(exc)
-        except FeedbackNotSupportedError as exc:
-            return _error(400, str(exc))
+        taught = service.feedback(body.decision_id, body.correct, client_of(request.scope), admin=admin)
+        return await _teaching(taught, f"no decision {body.decision_id!r} is held (never taken, or too old)")
 
     @app.get("/v1/stats")
     async def stats() -> dict[str, Any]:
@@ -171,14 +164,7 @@ def create_app(
     async def revert(decision_id: str) -> JSONResponse:
         """Take back the lesson given on an answer (a poisoned or mistaken verdict): the
         gate withdraws what it learnt from it, and saves as after feedback."""
-        try:
-            return JSONResponse(await service.revert(decision_id))
-        except UnknownLessonError:
-            return _error(404, f"no lesson on decision {decision_id!r} is listed", "decision_id")
-        except FeedbackRefusedError as exc:
-            return _refusal(exc)
-        except FeedbackNotSupportedError as exc:
-            return _error(400, str(exc))
+        return await _teaching(service.revert(decision_id), f"no lesson on decision {decision_id!r} is listed")
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -288,11 +274,19 @@ def _completion_id(prepared: Prepared) -> str:
     return "chatcmpl-" + prepared.served.id.removeprefix("dec-")
 
 
-def _refusal(exc: FeedbackRefusedError) -> JSONResponse:
-    """A refused verdict or revert, with the status and code that say why."""
-    headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
-    body = error_body(str(exc), param="decision_id", code=exc.code)
-    return JSONResponse(body, status_code=exc.status, headers=headers)
+async def _teaching(work: Coroutine[Any, Any, dict[str, Any]], unknown: str) -> JSONResponse:
+    """What a verdict or a revert answers: its result, or the refusal that says why
+    (``unknown``: the message when the decision or lesson it names is not held)."""
+    try:
+        return JSONResponse(await work)
+    except (UnknownDecisionError, UnknownLessonError):
+        return _error(404, unknown, "decision_id")
+    except FeedbackRefusedError as exc:
+        headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+        body = error_body(str(exc), param="decision_id", code=exc.code)
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+    except FeedbackNotSupportedError as exc:
+        return _error(400, str(exc))
 
 
 def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
