@@ -63,13 +63,18 @@ def replace_directory(path: Path, fill: Callable[[Path], None], check_target: Ca
                 old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
                 try:
                     os.replace(path, old / path.name)
-                    try:
-                        os.replace(tmp, path)
-                    except BaseException:
-                        os.replace(old / path.name, path)  # put the old gate back
-                        raise
-                finally:
-                    shutil.rmtree(old, ignore_errors=True)
+                except BaseException:
+                    old.rmdir()
+                    raise
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    # The old gate back; should that fail too, it stays aside, where the
+                    # recovery rule finds it, never removed with the folder.
+                    os.replace(old / path.name, path)
+                    old.rmdir()
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(tmp, path)
         except BaseException:
