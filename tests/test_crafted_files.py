@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from adaptive_gates import ExactMemory, GateLoadError, SKRKnnGate, load_gate
+from adaptive_gates.data import CorpusRecord
 from adaptive_gates.persistence.saved_format import with_checksums
+from adaptive_gates.retrieval import BM25Retriever
 from saved_layouts import resign
 
 QUESTIONS = [
@@ -126,3 +128,20 @@ def test_an_integer_out_of_range_is_refused_naming_it(saved, embedder, tmp_path,
     (path / "config.json").write_text(json.dumps(with_checksums(config)))
     with pytest.raises(GateLoadError, match=message):
         SKRKnnGate.load(path, embedder=embedder)
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("vocab.index.json", b"[" * 100_000, r"vocab\.index\.json: not readable JSON \(nested"),
+        ("data.csc.index.npy", _npy_header((1 << 40,), "<f4"), r"'data\.csc\.index\.npy' says it holds"),
+        ("indptr.csc.index.npy", b"", r"indptr\.csc\.index\.npy: not a \.npy array"),
+    ],
+    ids=["deep-vocab", "lying-header", "empty-npy"],
+)
+def test_a_crafted_bm25_index_file_is_refused_naming_it(tmp_path, name, content, message):
+    path = BM25Retriever.from_records([CorpusRecord(str(i), "", q) for i, q in enumerate(QUESTIONS)]).save(tmp_path / "bm25")
+    (path / name).write_bytes(content)
+    with pytest.raises(GateLoadError, match=message):
+        BM25Retriever.load(resign(path))
+

@@ -19,6 +19,7 @@ import numpy as np
 from ..data import CorpusRecord, load_corpus
 from ..errors import GateLoadError
 from ..persistence.directory_swap import reading
+from ..persistence.saved_format import load_array, read_json_file
 from ..validation import check_question, check_questions
 from .base import (
     CONFIG_FILE,
@@ -245,9 +246,15 @@ class BM25Retriever:
         count = config_int(config, directory, "count")
         for name in _BM25S_FILES:
             require_file(directory, name)
+            # checked as every saved file is (a lying .npy header, nesting too deep)
+            # before bm25s reads it with its own, less wary, readers
+            if name.endswith(".npy"):
+                load_array(directory, name, ndim=1)
+            else:
+                read_json_file(directory, name)
         try:
             model = bm25s.BM25.load(directory, allow_pickle=False, show_progress=False)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError) as exc:
             raise GateLoadError(f"{directory}: the bm25s index files are unreadable ({exc})") from None
         num_docs = model.scores.get("num_docs")
         if num_docs != count:
