@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from . import strict_json
 from .errors import AdaptiveGatesError, GateLoadError
 from .metrics import normalize_answer
 from .selfknowledge import KNOWN, UNKNOWN
@@ -187,7 +188,7 @@ class FeedbackLog:
         path = directory / FEEDBACK_FILE
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise GateLoadError(f"{directory}: file {FEEDBACK_FILE!r} is unreadable ({exc})") from None
         entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1)]
         if len(entries) != state["size"]:
@@ -206,9 +207,9 @@ def _key(question: str) -> str:
 def _entry(directory: Path, line_number: int, line: str) -> Feedback:
     where = f"{directory}: file {FEEDBACK_FILE!r}, line {line_number}"
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise GateLoadError(f"{where}: not valid JSON ({exc})") from None
+        obj = strict_json.loads(line)
+    except ValueError as exc:
+        raise GateLoadError(f"{where}: not readable JSON ({exc})") from None
     if not isinstance(obj, dict) or set(obj) != {"question", "retrieved", "correct", "label"}:
         raise GateLoadError(f"{where}: expected the fields question, retrieved, correct, label")
     if (

@@ -140,8 +140,9 @@ def test_an_integer_out_of_range_is_refused_naming_it(saved, embedder, tmp_path,
     ids=["deep-vocab", "lying-header", "empty-npy"],
 )
 def test_a_crafted_bm25_index_file_is_refused_naming_it(tmp_path, name, content, message):
-    path = BM25Retriever.from_records([CorpusRecord(str(i), "", q) for i, q in enumerate(QUESTIONS)]).save(tmp_path / "bm25")
+    path = BM25Retriever.from_records([CorpusRecord(str(i), "", q) for i, q in enumerate(QUESTIONS)]).save(
+        tmp_path / "bm25"
+    )
     (path / name).write_bytes(content)
     with pytest.raises(GateLoadError, match=message):
         BM25Retriever.load(resign(path))
-

@@ -230,7 +230,9 @@ def test_a_tampered_feedback_log_is_refused(knn, cached_embedder, tmp_path) -> N
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("not json", "not valid JSON"),
+        ("not json", "not readable JSON"),
+        ("[" * 100_000, "nested 100000 levels deep"),
+        ('{"question": "q", "retrieved": false, "correct": true, "label": NaN}', "NaN is not a number"),
         ('{"question": "q", "retrieved": 1, "correct": true, "label": null}', "wrong type"),
         ('{"question": "q"}', "expected the fields"),
     ],
@@ -238,6 +240,12 @@ def test_a_tampered_feedback_log_is_refused(knn, cached_embedder, tmp_path) -> N
 def test_a_malformed_log_names_the_line(tmp_path, line, message) -> None:
     (tmp_path / FEEDBACK_FILE).write_text(line + "\n", encoding="utf-8")
     with pytest.raises(GateLoadError, match=f"line 1: .*{message}"):
+        FeedbackLog.load(tmp_path, {"file": FEEDBACK_FILE, "size": 1})
+
+
+def test_a_log_that_is_not_utf8_is_refused_naming_it(tmp_path) -> None:
+    (tmp_path / FEEDBACK_FILE).write_bytes(b'{"question": "\xff"}\n')
+    with pytest.raises(GateLoadError, match=f"{FEEDBACK_FILE}' is unreadable .*utf-8"):
         FeedbackLog.load(tmp_path, {"file": FEEDBACK_FILE, "size": 1})
 
 
