@@ -14,7 +14,8 @@ import pytest
 from adaptive_gates import ExactMemory, GateLoadError, SKRKnnGate, load_gate
 from adaptive_gates.data import CorpusRecord
 from adaptive_gates.persistence.saved_format import with_checksums
-from adaptive_gates.retrieval import BM25Retriever
+from adaptive_gates.retrieval import BM25Retriever, DenseRetriever
+from adaptive_gates.retrieval.dense import INDEX_FILE
 from saved_layouts import resign
 
 QUESTIONS = [
@@ -104,6 +105,19 @@ def test_a_faiss_index_of_vectors_no_save_writes_is_refused(saved, embedder, tmp
     faiss.write_index(crafted, str(path / "memory.faiss"))
     with pytest.raises(GateLoadError, match=rf"file 'memory\.faiss': {message}"):
         SKRKnnGate.load(resign(path), embedder=embedder)
+
+
+@pytest.mark.parametrize("change, message", [(lambda v: v * np.nan, "not finite"), (lambda v: v * 2, "length 2")])
+def test_a_dense_retriever_index_of_vectors_no_save_writes_is_refused(embedder, tmp_path, change, message):
+    records = [CorpusRecord(str(i), "", q) for i, q in enumerate(QUESTIONS)]
+    path = DenseRetriever.from_records(records, embedder).save(tmp_path / "dense")
+    index_file = path / INDEX_FILE
+    index = faiss.read_index(str(index_file))
+    crafted = faiss.IndexFlatIP(index.d)
+    crafted.add(np.ascontiguousarray(change(index.reconstruct_n(0, index.ntotal)), dtype=np.float32))
+    faiss.write_index(crafted, str(index_file))
+    with pytest.raises(GateLoadError, match=rf"file '{INDEX_FILE}': vector 0 has .*{message}"):
+        DenseRetriever.load(resign(path), embedder)
 
 
 def test_exact_memory_vectors_of_another_length_are_refused(saved, embedder, tmp_path):

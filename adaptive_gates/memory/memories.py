@@ -153,7 +153,7 @@ def _read_labelled(directory: Path) -> tuple[np.ndarray, list[str]]:
 _NORM_TOLERANCE = 1e-3
 
 
-def _check_unit_rows(directory: Path, name: str, vectors: np.ndarray, first_row: int = 0) -> None:
+def check_unit_rows(directory: Path, name: str, vectors: np.ndarray, first_row: int = 0) -> None:
     """Refuse stored vectors that are not finite or not of unit length (a zero vector,
     which normalising leaves zero, is kept): searched by inner product as cosine, they
     would rank neighbours by something else."""
@@ -164,20 +164,19 @@ def _check_unit_rows(directory: Path, name: str, vectors: np.ndarray, first_row:
         row = int(np.argmax(bad))
         what = "values that are not finite" if not finite[row] else f"length {norms[row]:.6g}"
         raise GateLoadError(
-            f"{directory}: file {name!r}: vector {first_row + row} has {what}; "
-            "a saved memory holds finite vectors of length 1"
+            f"{directory}: file {name!r}: vector {first_row + row} has {what}; saved vectors are finite and of length 1"
         )
 
 
-def _check_index_rows(directory: Path, index: Any, block: int = 1 << 15) -> None:
-    """``_check_unit_rows`` over every vector of a loaded faiss ``index``, a block of
-    rows at a time."""
+def check_index_rows(directory: Path, name: str, index: Any, block: int = 1 << 15) -> None:
+    """``check_unit_rows`` over every vector of the faiss ``index`` loaded from the file
+    ``name``, a block of rows at a time."""
     for start in range(0, index.ntotal, block):
         try:
             rows = index.reconstruct_n(start, min(block, index.ntotal - start))
         except RuntimeError as exc:
-            raise GateLoadError(f"{directory}: file {_INDEX_FILE!r}: its vectors cannot be read ({exc})") from None
-        _check_unit_rows(directory, _INDEX_FILE, rows, start)
+            raise GateLoadError(f"{directory}: file {name!r}: its vectors cannot be read ({exc})") from None
+        check_unit_rows(directory, name, rows, start)
 
 
 def _check_parts(directory: Path, state: dict[str, Any], vectors_file: str, n_vectors: int, labels, questions) -> None:
@@ -386,7 +385,7 @@ class FaissMemory(_LabelledMemory):
             problem = f"the state says {saved_structure!r} but the file holds {faiss_index.structure(memory._index)!r}"
         if problem:
             raise GateLoadError(f"{directory}: file {_INDEX_FILE!r} does not fit the memory's state: {problem}")
-        _check_index_rows(directory, memory._index)
+        check_index_rows(directory, _INDEX_FILE, memory._index)
         faiss_index.configure(settings, memory._index)
         memory._trained_rows = trained_rows
         return memory
@@ -475,7 +474,7 @@ class ExactMemory(_LabelledMemory):
             raise GateLoadError(
                 f"{directory}: file {_VECTORS_FILE!r} has shape {vectors.shape}, expected (size, {memory.dimension})"
             )
-        _check_unit_rows(directory, _VECTORS_FILE, vectors)
+        check_unit_rows(directory, _VECTORS_FILE, vectors)
         memory._labels, memory._questions = _read_labelled(directory)
         _check_parts(directory, state, _VECTORS_FILE, len(vectors), memory._labels, memory._questions)
         memory._vectors = vectors.astype(np.float32)

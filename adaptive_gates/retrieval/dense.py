@@ -18,6 +18,7 @@ import numpy as np
 from ..data import CorpusRecord, load_corpus
 from ..errors import BackendError, GateLoadError
 from ..memory.faiss_index import write_index
+from ..memory.memories import check_index_rows
 from ..models.protocols import Embedder
 from ..persistence.directory_swap import reading
 from ..validation import check_question, check_questions
@@ -178,6 +179,7 @@ class DenseRetriever:
             raise GateLoadError(
                 f"{index_path}: index 'ntotal' is {index.ntotal} but config.json field 'count' is {count}"
             )
+        check_index_rows(directory, INDEX_FILE, index)  # searched by inner product as cosine
         records = read_corpus(directory, count)
         logger.info("loaded dense retriever (%d passages) from %s", count, directory)
         return cls(embedder, index, records)
