@@ -88,6 +88,8 @@ def tokens_from_openai(entries: object) -> tuple[TokenLogprob, ...]:
     tokens = []
     for i, entry in enumerate(entries):
         token, logprob = _entry_token(entry, f"entry {i}")
+        if logprob == -math.inf:  # an alternative may have no mass; a written token had some
+            raise ValueError(f"entry {i}: 'logprob' of the chosen token {token!r} is -inf, a token no model writes")
         top = entry.get("top_logprobs") or []
         if not isinstance(top, list):
             raise ValueError(f"entry {i}: 'top_logprobs' must be a list, got {type(top).__name__}")

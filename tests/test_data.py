@@ -243,3 +243,12 @@ def test_malformed_answer_logprobs_are_named_with_file_and_line(tmp_path, logpro
     path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "id": 2, "logprobs_no_retrieval": logprobs}) + "\n")
     with pytest.raises(DataFormatError, match=re.escape(f"{path}:2: field 'logprobs_no_retrieval' {problem}")):
         load_outcomes(path)
+
+
+def test_a_chosen_token_of_no_probability_is_refused_an_alternative_is_not():
+    from adaptive_gates.token_logprobs import tokens_from_openai
+
+    alternative = {"token": "b", "logprob": float("-inf")}
+    assert tokens_from_openai([{"token": "a", "logprob": -0.1, "top_logprobs": [alternative]}])[0].top[0][1] < -1e308
+    with pytest.raises(ValueError, match="entry 0: 'logprob' of the chosen token 'a' is -inf"):
+        tokens_from_openai([{"token": "a", "logprob": float("-inf")}])
