@@ -73,6 +73,10 @@ class Fault(enum.Enum):
     LOGPROB_ABOVE_ZERO = "logprob_above_zero"
     LOGPROB_NAN = "logprob_nan"
     LOGPROB_MINUS_INF = "logprob_minus_inf"
+    #: An agent's model, scripted: offered tools, it calls the first one with the last
+    #: user message as its first argument, until a tool's result is in the conversation;
+    #: then the model answers the question from that result (``tool_turn``).
+    CALLS_TOOLS = "calls_tools"
 
 
 class RequestError(Exception):
@@ -174,6 +178,8 @@ class ChatCompletionsServer:
             return HTTPStatus.OK, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess'
         try:
             options = self._options(body)
+            if fault is Fault.CALLS_TOOLS and body.get("tools"):
+                return self._tool_turn(body, options)
             if options.pop("stream"):
                 if fault is Fault.SLOW:
                     release.wait(self.slow_seconds)
@@ -230,6 +236,42 @@ class ChatCompletionsServer:
             "top_logprobs": max(top, 1) if body.get("logprobs") else 0,
             "stop": [stop] if isinstance(stop, str) else stop,
         }
+
+    def _tool_turn(self, body: dict[str, Any], options: dict[str, Any]) -> tuple[HTTPStatus, bytes | Iterator[bytes]]:
+        """``CALLS_TOOLS``' reply: a call of the first tool offered with the user's last
+        message, or, once a tool's result is in the conversation, the model's answer to
+        that message from the result. Streamed as one chunk when asked."""
+        messages = options["messages"]
+        question = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        results = [_text(m.get("content")) for m in messages if m.get("role") == "tool"]
+        if results:
+            prompt = f"{results[-1]}\n\nAnswer in a few words: {question}"
+            reply = self.chat_model.chat([{"role": "user", "content": prompt}], max_tokens=options["max_tokens"])
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            finish = "stop"
+        else:
+            tool = body["tools"][0]["function"]
+            first = next(iter(tool.get("parameters", {}).get("properties", {})), "input")
+            call = {"name": tool["name"], "arguments": json.dumps({first: question})}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"call_{time.monotonic_ns()}", "type": "function", "function": call}],
+            }
+            finish = "tool_calls"
+        head = {"id": f"chatcmpl-{time.monotonic_ns()}", "created": int(time.time()), "model": self.model_id}
+        if not options["stream"]:
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return HTTPStatus.OK, _json({**head, "object": "chat.completion", "choices": [choice]})
+        delta = dict(message)
+        if "tool_calls" in message:  # a streamed call says which of the calls it continues
+            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+        chunk = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return HTTPStatus.OK, iter([b"data: " + _json(chunk) + b"\n\n", b"data: [DONE]\n\n"])
 
     def _events(self, pieces: Iterator[ChatChunk]) -> Iterator[bytes]:
         """The streamed reply as OpenAI's ``chat.completion.chunk`` events, then ``[DONE]``."""
@@ -297,6 +339,13 @@ def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:
         # The local model tells an end-of-sequence token from a stop string; OpenAI does not.
         "finish_reason": "length" if reply.finish_reason == "length" else "stop",
     }
+
+
+def _text(content: object) -> str:
+    """A message's text: its string, or the text parts of a list of parts."""
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
 
 
 def _token(token: str, logprob: float) -> dict[str, Any]:

@@ -13,6 +13,8 @@
   selection) as a runnable over any LangChain retriever.
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
 - ``GateFeedback``: a callback handler that teaches the gate from judged answers.
+- ``create_gated_retriever_tool``: an agent's retrieval tool that asks the gate first
+  and answers "not needed" (with the decision) when the model knows.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
   in LangChain) and ``LangChainChatModel`` / ``LangChainEmbedder`` / ``LangChainRetriever``
   (LangChain's models and retrievers behind the core's gates).
@@ -46,6 +48,7 @@ from .router import METADATA_KEY, ROUTE_METADATA_KEY, TAG_PREFIX, GatedRouter, g
 from .routes import RouteChoice, ScoreBands
 from .seakr_chain import RetrieverSearch, SeaKRChain
 from .selection import AnswerSelector
+from .tools import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, GatedRetrieverInput, create_gated_retriever_tool
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
 if TYPE_CHECKING:
@@ -67,6 +70,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ANSWER_KEY",
+    "ARTIFACT_DECISION_KEY",
+    "ARTIFACT_DOCUMENTS_KEY",
     "CONTROL_KEYS",
     "DECISION_EVENT",
     "DECISION_KEY",
@@ -95,6 +100,7 @@ __all__ = [
     "GateRunnable",
     "GatedDocuments",
     "GatedRetriever",
+    "GatedRetrieverInput",
     "GatedRouter",
     "LangChainChatModel",
     "LangChainEmbedder",
@@ -109,6 +115,7 @@ __all__ = [
     "condense_question_chain",
     "control_specs",
     "create_adaptive_rag_graph",
+    "create_gated_retriever_tool",
     "decision_documents",
     "document_grader",
     "draft_message",
