@@ -57,7 +57,7 @@ def create_gated_retriever_tool(
         document_prompt, document_separator: how documents become the reply's text,
             as for ``create_retriever_tool`` (default: each document's content).
     """
-    gated = GatedRetriever(retriever=retriever, gate=gate, k=k)
+    gated = GatedRetriever(retriever=retriever, gate=GateRunnable(gate) if isinstance(gate, Gate) else gate, k=k)
     prompt = document_prompt or PromptTemplate.from_template("{page_content}")
 
     def reply(query: str, found: GatedDocuments) -> tuple[str, dict[str, Any]]:
