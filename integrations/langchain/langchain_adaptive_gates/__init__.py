@@ -12,7 +12,8 @@
 - ``SeaKRChain``: SeaKR's whole pipeline (step-wise retrieval, re-ranking, answer
   selection) as a runnable over any LangChain retriever.
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
-- ``GateFeedback``: a callback handler that teaches the gate from judged answers.
+- ``GateFeedback``: a callback handler that teaches the gate from judged answers;
+  ``EvaluatorFeedback``: LangChain's string evaluators as the judges.
 - ``create_gated_retriever_tool``: an agent's retrieval tool that asks the gate first
   and answers "not needed" (with the decision) when the model knows.
 - Adapters: ``AdaptiveGatesChatModel`` / ``AdaptiveGatesEmbeddings`` (the core's models
@@ -36,6 +37,7 @@ from .control import (
 )
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
+from .evaluation import EvaluatorFeedback, JudgedAnswer, score_verdict
 from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
@@ -95,6 +97,7 @@ __all__ = [
     "AdaptiveGatesEmbeddings",
     "AdaptiveRAGState",
     "AnswerSelector",
+    "EvaluatorFeedback",
     "GateFeedback",
     "GatePassagesRetriever",
     "GateRunnable",
@@ -102,6 +105,7 @@ __all__ = [
     "GatedRetriever",
     "GatedRetrieverInput",
     "GatedRouter",
+    "JudgedAnswer",
     "LangChainChatModel",
     "LangChainEmbedder",
     "LangChainRetriever",
@@ -125,4 +129,5 @@ __all__ = [
     "hit_documents",
     "llm_call_payload",
     "route_on_decision",
+    "score_verdict",
 ]

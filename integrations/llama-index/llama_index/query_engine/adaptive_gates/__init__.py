@@ -1,6 +1,6 @@
 """An adaptive query engine (a gate, a retriever and an LLM in one object) and its chat
 engine variants (condense-question and condense-plus-context), which gate on the
-conversation's standalone question."""
+conversation's standalone question; and LlamaIndex's evaluators teaching the gate."""
 
 from adaptive_gates.extend import ROUTES
 
@@ -8,6 +8,7 @@ from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryE
 from .chat import AdaptiveChatEngine
 from .context_chat import AdaptiveContextChatEngine
 from .draft import DraftQueryEngine
+from .evaluation import EvaluatorFeedback, JudgedResponse
 from .standalone import CONDENSE_ERROR_KEY, QUESTION_KEY
 from .streaming import GatedStreamingChatResponse
 
@@ -22,5 +23,7 @@ __all__ = [
     "AdaptiveContextChatEngine",
     "AdaptiveQueryEngine",
     "DraftQueryEngine",
+    "EvaluatorFeedback",
     "GatedStreamingChatResponse",
+    "JudgedResponse",
 ]

@@ -1,0 +1,81 @@
+"""LangChain's string evaluators teaching the gate through ``EvaluatorFeedback``:
+``exact_match`` (its reference sets the verdict, so each rule is shown on purpose) and
+the LLM-driven ``qa`` evaluator over the embedded SmolLM2, on decisions of the real
+SKR-kNN gate and answers of the embedded chat model."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_classic.evaluation import load_evaluator
+
+from adaptive_gates import SKRKnnGate
+from adaptive_gates.selfknowledge import KNOWN as KNOWN_LABEL
+from adaptive_gates.selfknowledge import UNKNOWN as UNKNOWN_LABEL
+from langchain_adaptive_gates import EvaluatorFeedback, GateRunnable
+
+from ..conftest import KNOWN, UNKNOWN
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+#: Labelled unknown in the gate's memory: retrieved for, until taught otherwise.
+CENSUS = UNKNOWN[0]
+
+
+@pytest.fixture
+def gate(core_embedder) -> SKRKnnGate:
+    """A gate of its own per test (feedback changes it), k=1: a question's nearest
+    stored neighbour is itself, so one lesson decides it."""
+    return SKRKnnGate(core_embedder, k=1).fit(KNOWN + UNKNOWN, [0] * len(KNOWN) + [1] * len(UNKNOWN))
+
+
+@pytest.fixture(scope="module")
+def exact_match():
+    return load_evaluator("exact_match", ignore_case=True)
+
+
+async def test_a_retrieved_answer_whose_draft_is_also_right_teaches_retrieval_was_not_needed(
+    gate, exact_match, chat_llm
+):
+    decision = GateRunnable(gate).invoke(CENSUS)
+    assert decision.retrieve
+    draft = (await chat_llm.ainvoke(CENSUS)).text  # what the model says alone; the reference here
+    judged = await EvaluatorFeedback(gate, exact_match, draft_llm=chat_llm).ateach(decision, draft, reference=draft)
+    assert judged.answer["score"] == 1 and judged.draft is not None and judged.draft["score"] == 1
+    assert [(f.retrieved, f.correct, f.label) for f in judged.taught] == [
+        (True, True, None),
+        (False, True, KNOWN_LABEL),
+    ]
+    assert not gate.decide(CENSUS).retrieve  # from now on answered without retrieval
+
+
+def test_a_right_answer_with_retrieval_and_a_wrong_draft_teach_it_was_needed(gate, exact_match, chat_llm):
+    decision = gate.decide(CENSUS).to_dict()  # as a router's output carries it
+    judged = EvaluatorFeedback(gate, exact_match, draft_llm=chat_llm).teach(decision, "10,679", reference="10,679")
+    assert judged.draft is not None and judged.draft["score"] == 0
+    assert [(f.retrieved, f.correct, f.label) for f in judged.taught] == [
+        (True, True, None),
+        (False, False, UNKNOWN_LABEL),
+    ]
+    assert gate.decide(CENSUS).retrieve
+
+
+def test_without_a_draft_only_the_answer_is_judged(gate, exact_match):
+    judged = EvaluatorFeedback(gate, exact_match).teach(gate.decide(CENSUS), "10,679", reference="10,679")
+    assert judged.draft is None and len(judged.taught) == 1 and len(gate.feedback_) == 1
+
+
+def test_an_llm_evaluator_that_gives_no_verdict_teaches_nothing(gate, chat_llm):
+    """The embedded 135M model does not write qa's GRADE line, so the evaluator has no
+    score: the adapter says so and the gate learns nothing."""
+    qa = load_evaluator("qa", llm=chat_llm)
+    decision = gate.decide(KNOWN[0])
+    with pytest.raises(ValueError, match="the evaluator gave no verdict on the answer"):
+        EvaluatorFeedback(gate, qa).teach(decision, "William Shakespeare", reference="Shakespeare")
+    assert len(gate.feedback_) == 0
+
+
+def test_what_is_not_an_evaluator_or_a_decision_is_refused(gate, exact_match):
+    with pytest.raises(TypeError, match="must be a LangChain string evaluator"):
+        EvaluatorFeedback(gate, object())
+    with pytest.raises(ValueError, match="does not carry the question"):
+        EvaluatorFeedback(gate, exact_match).teach({**gate.decide(CENSUS).to_dict(), "question": None}, "x")
