@@ -22,6 +22,7 @@ from adaptive_gates import (
     SKRClassifierGate,
     SKRKnnGate,
     VerbalizedGate,
+    judged_feedback,
     load_gate,
 )
 from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
@@ -305,6 +306,17 @@ def test_an_approximate_memory_takes_a_question_back(outcome_records, cached_emb
     assert memory.remove_copy(questions[5], UNKNOWN) and len(memory) == 59
     _, _, found = memory.search(vectors[5:6], 3)
     assert questions[5] not in found[0]
+
+
+def test_judged_verdicts_teach_the_served_answer_then_the_answer_without_retrieval(knn) -> None:
+    retrieved = next(d for d in knn.decide_batch(MOON + WIMBLEDON) if d.retrieve)
+    taught = judged_feedback(knn, retrieved, correct=True, draft_correct=True)
+    assert [(f.question, f.retrieved, f.correct, f.label) for f in taught] == [
+        (retrieved.question, True, True, None),
+        (retrieved.question, False, True, KNOWN),  # retrieval was not needed
+    ]
+    direct = next(d for d in knn.decide_batch(UNRELATED + MOON) if not d.retrieve)
+    assert len(judged_feedback(knn, direct, correct=False, draft_correct=True)) == 1  # served without: one verdict
 
 
 def test_a_gate_that_cannot_learn_says_so() -> None:
