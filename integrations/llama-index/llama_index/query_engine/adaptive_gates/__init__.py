@@ -1,6 +1,7 @@
 """An adaptive query engine (a gate, a retriever and an LLM in one object) and its chat
 engine variants (condense-question and condense-plus-context), which gate on the
-conversation's standalone question; and LlamaIndex's evaluators teaching the gate."""
+conversation's standalone question; LlamaIndex's evaluators teaching the gate; and a
+gated engine persisted beside its index's storage."""
 
 from adaptive_gates.extend import ROUTES
 
@@ -9,12 +10,15 @@ from .chat import AdaptiveChatEngine
 from .context_chat import AdaptiveContextChatEngine
 from .draft import DraftQueryEngine
 from .evaluation import EvaluatorFeedback, JudgedResponse
+from .persist import ENGINE_FILE, GATE_DIR, load_gated_engine, persist_gated_index
 from .standalone import CONDENSE_ERROR_KEY, QUESTION_KEY
 from .streaming import GatedStreamingChatResponse
 
 __all__ = [
     "CONDENSE_ERROR_KEY",
     "DEFAULT_DIRECT_PROMPT",
+    "ENGINE_FILE",
+    "GATE_DIR",
     "METADATA_KEY",
     "QUESTION_KEY",
     "ROUTES",
@@ -26,4 +30,6 @@ __all__ = [
     "EvaluatorFeedback",
     "GatedStreamingChatResponse",
     "JudgedResponse",
+    "load_gated_engine",
+    "persist_gated_index",
 ]
