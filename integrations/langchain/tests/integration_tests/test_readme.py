@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from readme_blocks import run_readme  # the core suite's (pythonpath in pyproject.toml)
+from readme_blocks import readme_blocks, run_readme  # the core suite's (pythonpath in pyproject.toml)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+CORE_README = Path(__file__).resolve().parents[4] / "README.md"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,3 +34,13 @@ def _short_replies(namespace: dict) -> None:
 def test_every_readme_block_runs_in_order(openai_server):
     namespace = {"__name__": "readme", "base_url": openai_server.base_url, "model": openai_server.model_id}
     assert run_readme(README, namespace, after_block=_short_replies) >= 12
+
+
+def test_the_top_level_readme_langchain_block_runs_as_pasted():
+    """The core README's LangChain snippet, alone in a fresh namespace: it builds all it uses."""
+    (block,) = [code for _, code in readme_blocks(CORE_README) if "from langchain_adaptive_gates import" in code]
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(block, f"{CORE_README.name}:langchain", "exec"), namespace)
+    assert (
+        namespace["app"].invoke({"question": "Who wrote Hamlet?"})["gate_decision"]["question"] == "Who wrote Hamlet?"
+    )
