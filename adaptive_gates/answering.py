@@ -2,7 +2,8 @@
 
 The prompts follow SKR §1.3: the same prompt either way, with
 ``Here are some passages:`` and the top passages placed before the question
-when the gate chose to retrieve.
+when the gate chose to retrieve. Passages and question go in through the package's
+delimiting scheme (``prompts.quote_passages``, ``prompts.quote_question``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .metrics import first_line
-from .prompts import QA, RETRIEVAL_QA, fill, quote_question
+from .prompts import QA, RETRIEVAL_QA, fill, quote_passages, quote_question
 
 if TYPE_CHECKING:
     from .models.chat import ChatModel, ChatReply, TokenLogprob, TokenUsage
@@ -75,8 +76,9 @@ def build_prompt(
     instruction: str = DEFAULT_INSTRUCTION,
     max_passage_chars: int = 600,
 ) -> str:
-    """The user message for one question (SKR §1.3 layout), the question quoted on its
-    line (``prompts.quote_question``)."""
+    """The user message for one question (SKR §1.3 layout): the passages numbered, each
+    quoted on its line (``prompts.quote_passages``), the question quoted on its line
+    (``prompts.quote_question``)."""
     return _layout(quote_question(question), passages, instruction, max_passage_chars)
 
 
@@ -90,7 +92,7 @@ def _layout(quoted_question: str, passages: Sequence[str] | None, instruction: s
     parts = [instruction]
     if passages:
         parts.append("Here are some passages:")
-        parts.extend(f"[{i}] {p[:max_passage_chars]}" for i, p in enumerate(passages, start=1))
+        parts.append(quote_passages(passages, max_passage_chars))
     parts.append(f"Question: {quoted_question}")
     return "\n".join(parts)
 
@@ -153,8 +155,7 @@ class LLMAnswerer:
             return build_prompt(question, passages, self.instruction, self.max_passage_chars)
         if not passages:
             return fill(QA, question=question)
-        paras = "\n".join(p[: self.max_passage_chars] for p in passages)
-        return fill(RETRIEVAL_QA, question=question, paras=paras)
+        return fill(RETRIEVAL_QA, question=question, paras=quote_passages(passages, self.max_passage_chars))
 
     def answer(self, question: str, passages: Sequence[str] | None = None) -> str:
         """Answer one question."""

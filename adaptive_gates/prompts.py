@@ -5,16 +5,20 @@ and the one defence this package adds to them (docs/prompts.md).
 retrieved passages. Chat models get each template as the user message; completion
 models get ``COMPLETION_SUFFIX`` (or ``JUDGEMENT_COMPLETION_SUFFIX``) appended.
 
-The templates are the papers'; what fills the question slot is not the raw text but
-``quote_question`` of it: one line between double quotes, so a question cannot start a
-forged ``Answer:``/``Question:`` line, close its quotes, or carry a chat template's role
-markers. ``fill`` does this for every template, the papers' or a user's.
+The templates are the papers'; what fills their slots is the package's one delimiting
+scheme (docs/prompts.md): every text from outside the package -- a question, a
+retrieved passage, a turn of a conversation -- goes in as one line between double
+quotes it cannot close (``quote_question``), after a label the package writes
+(``[1]`` for a passage, the role for a turn: ``quote_passages``, ``quote_turns``). So
+no such text can start a forged ``Answer:``/``Question:``/role line, close its block, or
+carry a chat template's role markers. ``fill`` does this for the question of every
+template, the papers' or a user's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 # When-to-Retrieve (Ni et al., 2024), SPEC §3 ------------------------------------------
 _ANSWER = "Answer the following question based on your internal knowledge with one or few words."
@@ -99,6 +103,25 @@ def quote_question(text: str) -> str:
     for is still read by the model: see docs/prompts.md.
     """
     return QUOTE + one_line(text).translate(_QUOTE_MARKS) + QUOTE
+
+
+def quote_passages(passages: Iterable[str], max_chars: int | None = None) -> str:
+    """``passages`` as numbered lines, ``[1] "..."``, each cut to ``max_chars`` characters
+    and quoted (``quote_question``): what fills ``{paras}`` and every passage block the
+    package writes. A passage cannot close its line or forge an ``Answer:`` line."""
+    return quote_lines((f"[{i}]", text[:max_chars]) for i, text in enumerate(passages, start=1))
+
+
+def quote_turns(turns: Iterable[tuple[str, str]]) -> str:
+    """A conversation's ``(role, text)`` turns as lines ``role: "text"``: the role (the
+    framework's own name for it, ``user``, ``human``, ``ai``...) written by the package,
+    the text quoted (``quote_question``), so a turn cannot forge another role's line."""
+    return quote_lines((f"{one_line(role)}:", text) for role, text in turns)
+
+
+def quote_lines(labelled: Iterable[tuple[str, str]]) -> str:
+    """One line per ``(label, text)``: the label, a space, the text quoted."""
+    return "\n".join(f"{label} {quote_question(text)}" for label, text in labelled)
 
 
 def one_line(text: str) -> str:

@@ -44,8 +44,8 @@ def test_prompt_layout_follows_skr():
     assert prompt.splitlines() == [
         "Answer the following question with one or few words.",
         "Here are some passages:",
-        "[1] Hamlet is a tragedy.",
-        "[2] Other.",
+        '[1] "Hamlet is a tragedy."',  # each passage quoted on its line: prompts.quote_passages
+        '[2] "Other."',
         'Question: "Who wrote Hamlet?"',  # quoted on its line: prompts.quote_question
     ]
     assert "Here are some passages" not in build_prompt("Who wrote Hamlet?")

@@ -8,14 +8,16 @@ it is a question about Shakespeare, and the gate should judge that one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.runnables import Runnable
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import Runnable, RunnableLambda
 
 from adaptive_gates.extend import standalone_question
+from adaptive_gates.prompts import quote_question, quote_turns
 
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (
@@ -25,17 +27,34 @@ CONDENSE_INSTRUCTION = (
 )
 
 
+#: The condensing prompt: the history and the follow-up fill it through the core's
+#: delimiting scheme (``condense_inputs``), never as they come.
+CONDENSE_PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", CONDENSE_INSTRUCTION),
+        ("human", "Chat history:\n{chat_history}\nFollow-up question: {question}\nStandalone question:"),
+    ]
+)
+
+
 def condense_question_chain(llm: BaseChatModel) -> Runnable:
     """A runnable that turns ``{"chat_history": [messages], "question": str}`` into a
-    standalone question (a string), with LangChain's condense-question prompt."""
-    prompt = ChatPromptTemplate.from_messages(
-        [
-            ("system", CONDENSE_INSTRUCTION),
-            MessagesPlaceholder("chat_history"),
-            ("human", "Follow-up question: {question}\nStandalone question:"),
-        ]
-    )
-    return (prompt | llm | StrOutputParser()).with_config(run_name="condense_question")
+    standalone question (a string), with LangChain's condense-question instruction; the
+    history is written as one quoted line per turn and the follow-up quoted
+    (``condense_inputs``), so no turn can close its line or forge another's."""
+    render = RunnableLambda(condense_inputs)
+    return (render | CONDENSE_PROMPT | llm | StrOutputParser()).with_config(run_name="condense_question")
+
+
+def condense_inputs(inputs: dict[str, Any]) -> dict[str, str]:
+    """``CONDENSE_PROMPT``'s variables from ``{"chat_history": [messages], "question": str}``:
+    each message a ``type: "text"`` line (``adaptive_gates.prompts.quote_turns``), the
+    question quoted (``adaptive_gates.prompts.quote_question``)."""
+    history: Sequence[BaseMessage] = inputs["chat_history"]
+    return {
+        "chat_history": quote_turns((m.type, m.text) for m in history),
+        "question": quote_question(inputs["question"]),
+    }
 
 
 def standalone_from_history(question: str, history: Sequence[BaseMessage], window: int) -> str:

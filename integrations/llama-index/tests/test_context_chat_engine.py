@@ -11,11 +11,10 @@ and the gate must have judged whatever it wrote.
 from __future__ import annotations
 
 import pytest
-from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
-from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent, LLMCompletionStartEvent
 from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
 from llama_index.query_engine.adaptive_gates import (
     METADATA_KEY,
@@ -28,8 +27,9 @@ from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
 
 from adaptive_gates import VerbalizedGate
 from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.prompts import quote_question, quote_turns
 
-from .conftest import KNOWN, UNKNOWN
+from .conftest import FORGED_REPLY, KNOWN, UNKNOWN
 from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -112,7 +112,9 @@ def test_the_gate_judges_the_condensed_follow_up(index, knn_gate, llm, recorder)
     follow_up = "When did he die?"
     second = chat.chat(follow_up)
     # Whatever the model wrote, the gate judged it and the engine followed the decision.
-    prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(chat_history=messages_to_history_str(history), question=follow_up)
+    prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(
+        chat_history=quote_turns((m.role.value, m.content or "") for m in history), question=quote_question(follow_up)
+    )
     condensed = llm.complete(prompt).text.strip() or follow_up
     assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == condensed
     assert [e.query for e in recorder.of(GateDecisionEvent)] == [KNOWN_Q, condensed]
@@ -144,3 +146,15 @@ def test_a_system_prompt_leads_direct_answers(index, knn_gate, llm):
 def test_refuses_what_is_not_a_gate(index, llm):
     with pytest.raises(TypeError, match="gate must be an adaptive_gates Gate"):
         AdaptiveContextChatEngine.from_index(index, "skr-knn", llm=llm)
+
+
+def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(index, knn_gate, llm, recorder):
+    history = [_user(KNOWN_Q), ChatMessage(role=MessageRole.ASSISTANT, content=FORGED_REPLY)]
+    _chat(index, knn_gate, llm).chat("When did he die?", chat_history=history)
+    prompt = recorder.of(LLMCompletionStartEvent)[0].prompt
+    turns = quote_turns([("user", KNOWN_Q), ("assistant", FORGED_REPLY)])
+    question = quote_question("When did he die?")
+    assert prompt == DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(chat_history=turns, question=question)
+    lines = [line.strip() for line in prompt.split("\n")]
+    assert [line for line in lines if line.startswith(("user", "assistant"))] == turns.split("\n")
+    assert "<|" not in prompt

@@ -25,7 +25,7 @@ from llama_index.core.settings import Settings
 from adaptive_gates.extend import Feedback, standalone_question
 
 from .base import AdaptiveQueryEngine
-from .standalone import Standalone, condensed, exchange, turn_metadata
+from .standalone import Standalone, condense_inputs, condensed, exchange, turn_metadata
 from .streaming import GatedStreamingChatResponse, astream_into, atokens_of, stream_into, tokens_of
 
 
@@ -125,6 +125,18 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
         return self.query_engine.record_feedback(response, correct)
 
     # ----------------------------------------------------------------- standalone question
+    def _condense_question(self, chat_history: list[ChatMessage], last_message: str) -> str:
+        """``CondenseQuestionChatEngine``'s condensing call, its prompt filled by ``condense_inputs``."""
+        if not chat_history:
+            return last_message
+        return self._llm.predict(self._condense_question_prompt, **condense_inputs(chat_history, last_message))
+
+    async def _acondense_question(self, chat_history: list[ChatMessage], last_message: str) -> str:
+        """``_condense_question``, awaited."""
+        if not chat_history:
+            return last_message
+        return await self._llm.apredict(self._condense_question_prompt, **condense_inputs(chat_history, last_message))
+
     def _windowed(self, history: list[ChatMessage], message: str) -> Standalone:
         asked_before = [m.content or "" for m in history if m.role == MessageRole.USER]
         return Standalone(standalone_question(message, asked_before, self._history_window or 0))

@@ -34,7 +34,7 @@ from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DRAFT, RETRIEVE, Feedback
 
 from .base import METADATA_KEY, ROUTE_KEY
-from .standalone import Standalone, condensed, exchange, turn_metadata
+from .standalone import Standalone, condense_inputs, condensed, exchange, turn_metadata
 from .streaming import (
     GatedStreamingChatResponse,
     astream_into,
@@ -184,6 +184,20 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         return response_feedback(self._gate, response, correct)
 
     # ----------------------------------------------------------------- planning a turn
+    def _condense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
+        """``CondensePlusContextChatEngine``'s condensing call, its prompt filled by ``condense_inputs``."""
+        if self._skip_condense or not chat_history:
+            return latest_message
+        prompt = self._condense_prompt_template.format(**condense_inputs(chat_history, latest_message))
+        return str(self._llm.complete(prompt))
+
+    async def _acondense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
+        """``_condense_question``, awaited."""
+        if self._skip_condense or not chat_history:
+            return latest_message
+        prompt = self._condense_prompt_template.format(**condense_inputs(chat_history, latest_message))
+        return str(await self._llm.acomplete(prompt))
+
     def _condensed(self, history: list[ChatMessage], message: str) -> Standalone:
         try:
             output: str | Exception = self._condense_question(history, message)

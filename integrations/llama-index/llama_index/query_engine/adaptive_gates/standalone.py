@@ -1,18 +1,22 @@
 """The standalone question a chat turn asks, and the metadata a chat answer carries.
 
 Both chat engines condense a follow-up with the conversation into a standalone
-question, which their gate judges. A condensing LLM that fails or says nothing must
-not end the turn: the message itself is asked, and why is kept with the answer.
+question, which their gate judges; the conversation and the follow-up fill the
+condensing prompt through the core's delimiting scheme (``condense_inputs``). A
+condensing LLM that fails or says nothing must not end the turn: the message itself is
+asked, and why is kept with the answer.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from adaptive_gates.prompts import quote_question, quote_turns
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +34,23 @@ class Standalone:
 
     question: str
     condense_error: str | None = None
+
+
+class CondenseInputs(TypedDict):
+    """What fills a condensing prompt's two variables."""
+
+    chat_history: str
+    question: str
+
+
+def condense_inputs(history: Sequence[ChatMessage], message: str) -> CondenseInputs:
+    """The condensing prompt's ``chat_history`` and ``question``: each turn a
+    ``role: "text"`` line (``adaptive_gates.prompts.quote_turns``), the follow-up quoted
+    (``adaptive_gates.prompts.quote_question``). LlamaIndex pastes both in as they come,
+    so a turn could write a forged ``assistant:`` line of its own."""
+    return CondenseInputs(
+        chat_history=quote_turns((m.role.value, m.content or "") for m in history), question=quote_question(message)
+    )
 
 
 def condensed(message: str, output: str | Exception) -> Standalone:
