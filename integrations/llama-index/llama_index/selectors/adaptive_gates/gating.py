@@ -8,6 +8,9 @@ then the gate's fallback (retrieve unless it was built with ``fallback_retrieve=
 with the exception recorded as its ``error``. Only a backend that cannot serve the
 gate at all (``BackendMisconfiguredError``: e.g. no log-probabilities for the log-prob
 gate) is raised: a fallback on every query would hide the setting to fix.
+
+An empty query is refused before the gate runs (``InvalidQuestionError``): its fallback
+would retrieve, and a retriever given no text fails inside the vector store.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, NamedTuple
 
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
-from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
+from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision, InvalidQuestionError
 from adaptive_gates.extend import DIRECT, DRAFT, AnswerRoute, Feedback
 
 from .events import fire_decision, forwarding_unless_scoped
@@ -31,6 +34,22 @@ class Decided(NamedTuple):
 
     decision: GateDecision
     payload: dict[str, Any]
+
+
+def asked_question(query_str: str) -> str:
+    """``query_str``, the question a gate judges, when it holds any text.
+
+    Raises:
+        InvalidQuestionError: ``query_str`` is empty or whitespace. A gate's fallback on
+            it would retrieve, and a retriever has no text to search by (LlamaIndex's
+            vector stores then fail on a missing query embedding).
+    """
+    if not query_str.strip():
+        raise InvalidQuestionError(
+            f"the query is empty (query_str={query_str!r}): a gate judges the question's text and a"
+            " retriever searches by it; pass the question (QueryBundle(query_str=...) or a non-empty str)"
+        )
+    return query_str
 
 
 def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecision:
@@ -69,7 +88,8 @@ def _taking(gate: Gate, question: str, on: Dispatcher) -> Iterator[_Taken]:
 def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     """``gate``'s decision on ``question``, fired as a ``GateDecisionEvent`` on ``on``
     from the caller's span (after a ``GateLLMCallEvent`` per request the gate sent its
-    LLM)."""
+    LLM). An empty ``question`` raises ``InvalidQuestionError`` (``asked_question``)."""
+    asked_question(question)
     with _taking(gate, question, on) as taken:
         taken.decision = gate.decide(question)
     return _fired(question, taken.decision, on)
@@ -77,6 +97,7 @@ def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
 
 async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
     """``decide`` awaited: the gate's ``adecide`` (worker thread or native async)."""
+    asked_question(question)
     with _taking(gate, question, on) as taken:
         taken.decision = await gate.adecide(question)
     return _fired(question, taken.decision, on)
