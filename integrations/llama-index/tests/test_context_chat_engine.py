@@ -17,6 +17,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
 from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
     METADATA_KEY,
     QUESTION_KEY,
@@ -24,10 +25,11 @@ from llama_index.query_engine.adaptive_gates import (
     AdaptiveContextChatEngine,
     GatedStreamingChatResponse,
 )
+from llama_index.query_engine.adaptive_gates.standalone import implausible
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
 
 from adaptive_gates import VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat import ChatReply, with_achat
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat
@@ -113,7 +115,9 @@ def test_the_gate_judges_the_condensed_follow_up(index, knn_gate, llm, recorder)
     second = chat.chat(follow_up)
     # Whatever the model wrote, the gate judged it and the engine followed the decision.
     prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(chat_history=messages_to_history_str(history), question=follow_up)
-    condensed = llm.complete(prompt).text.strip() or follow_up
+    condensed = llm.complete(prompt).text.strip()
+    if not condensed or implausible(condensed, [follow_up, *(m.content for m in history)]) is not None:
+        condensed = follow_up  # what no rewording of the conversation gives way to
     assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == condensed
     assert [e.query for e in recorder.of(GateDecisionEvent)] == [KNOWN_Q, condensed]
     retrieved = second.metadata[METADATA_KEY]["retrieve"]
@@ -144,3 +148,14 @@ def test_a_system_prompt_leads_direct_answers(index, knn_gate, llm):
 def test_refuses_what_is_not_a_gate(index, llm):
     with pytest.raises(TypeError, match="gate must be an adaptive_gates Gate"):
         AdaptiveContextChatEngine.from_index(index, "skr-knn", llm=llm)
+
+
+def test_a_looping_condenser_is_not_judged(index, knn_gate):
+    """A condensed question that loops is refused by the sanity rule: the gate judges the
+    message itself, and the response says why."""
+    looping = AdaptiveGatesLLM(chat_model=with_achat(ScriptedChat(ChatReply("What a great question! What a great"))))
+    chat = _chat(index, knn_gate, looping)
+    chat.chat(KNOWN_Q)
+    second = chat.chat("When did he die?")
+    assert decision_of(second).question == second.metadata[QUESTION_KEY] == "When did he die?"
+    assert "repeats 'what a great'" in second.metadata["condense_error"]
