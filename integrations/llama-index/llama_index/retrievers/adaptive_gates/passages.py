@@ -74,6 +74,8 @@ class GatePassagesRetriever(BaseRetriever):
 
 
 def _checked(query_bundle: QueryBundle) -> list[NodeWithScore] | None:
+    if query_bundle.embedding is not None and not query_bundle.query_str.strip():
+        return None  # a query given as its embedding: no decision is kept under a text
     decision = take_decision(asked_question(query_bundle.query_str))
     return None if decision is None else decision_nodes(decision)
 
