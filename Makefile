@@ -32,6 +32,9 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llam
 	# openai<3, yet work with the core's openai 3 (the chat-completions calls they make
 	# did not change): installed without their dependencies so the core's openai stays.
 	$(PIP) install --quiet --no-deps llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1
+	# LlamaIndex's Milvus store, for the test that the SKR memory refuses it: it declares
+	# pymilvus<3 and fails after a Milvus restart over the core's pymilvus 3.
+	$(PIP) install --quiet --no-deps llama-index-vector-stores-milvus==1.2.0
 	# A path entry, not an import hook: the package lives in LlamaIndex's shared
 	# namespace (llama_index.<kind>.adaptive_gates), which a hook maps only for the
 	# folders present at install time.

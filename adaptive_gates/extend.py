@@ -14,6 +14,7 @@ from __future__ import annotations
 from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
 from .driving import adrive, drive
 from .feedback import Feedback
+from .gates.given_vectors import VECTOR_QUESTION, DecidesFromVectors
 from .history_window import refers_back, standalone_question
 from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
 from .memory.memories import l2_normalise
@@ -32,7 +33,9 @@ __all__ = [
     "RETRIEVE",
     "ROUTES",
     "UNKNOWN",
+    "VECTOR_QUESTION",
     "AnswerRoute",
+    "DecidesFromVectors",
     "DecisionListener",
     "Feedback",
     "Hit",

@@ -39,6 +39,7 @@ from .base import Gate
 from .constraints import Callable as IsCallable
 from .constraints import Integer, OneOf, Real
 from .encoder_record import check_encoder_record, encoder_record
+from .given_vectors import DecidesFromVectors, given_or
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +89,14 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
             return self._default_embedder
 
     def _embed(self, questions: list[str]) -> np.ndarray:
+        return given_or(questions, self._encode)  # a vector decide_vector gave, if any
+
+    def _encode(self, questions: list[str]) -> np.ndarray:
         encoder = self._encoder()
         return check_vectors(encoder.embed(questions), len(questions), encoder.model_id)
+
+    def _vector_dimension(self) -> int:
+        return int(self._encoder().dimension)
 
     @property
     def _memory_factory(self) -> MemoryFactory:
@@ -302,7 +309,7 @@ def _saved_prior(directory: Path, state: dict[str, Any], memory: SKRMemory, feed
     return saved[0], saved[1]
 
 
-class SKRKnnGate(_SKRMemoryGate):
+class SKRKnnGate(_SKRMemoryGate, DecidesFromVectors):
     """SKR-kNN: retrieve when the nearest past questions were mostly unknown.
 
     Need score: the share of D- (unknown) questions among the k nearest
@@ -425,7 +432,7 @@ class SKRKnnGate(_SKRMemoryGate):
         return scores, details
 
 
-class SKRClassifierGate(_SKRMemoryGate):
+class SKRClassifierGate(_SKRMemoryGate, DecidesFromVectors):
     """SKR-cls: a logistic-regression head on frozen sentence embeddings.
 
     Need score: the predicted probability that the question is unknown (D-).

@@ -33,6 +33,7 @@ from ..persistence.saved_format import check_saved_backend, load_array, save_arr
 from ..representers import Representer, describe, rebuild_embedded
 from ..validation import check_questions
 from .constraints import Integer, OneOf
+from .given_vectors import DecidesFromVectors, given_or
 from .percentile import FitPercentileGate, cross_fit
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class _Clusters:
     counts: list[int]  # clusters per class; 0 for a class with no points (a cross-fitting fold)
 
 
-class ThrustGate(FitPercentileGate):
+class ThrustGate(FitPercentileGate, DecidesFromVectors):
     """Thrust: retrieve when the query feels little pull from the fitting queries' clusters.
 
     Native score ``s(q) = || (1/(N·K)) Σ_l Σ_k |C_kl| / ||d_kl||² · d_kl/||d_kl|| ||``
@@ -208,8 +209,14 @@ class ThrustGate(FitPercentileGate):
             return self._default_representer
 
     def _represent(self, questions: list[str]) -> np.ndarray:
+        return given_or(questions, self._encode).astype(np.float64)  # a vector decide_vector gave, if any
+
+    def _encode(self, questions: list[str]) -> np.ndarray:
         rep = self._representation()
-        return check_vectors(rep.embed(questions), len(questions), rep.model_id).astype(np.float64)
+        return check_vectors(rep.embed(questions), len(questions), rep.model_id)
+
+    def _vector_dimension(self) -> int:
+        return int(self._fitted.centroids.shape[1])
 
     # ------------------------------------------------------------------ fitted state
     @property

@@ -116,6 +116,9 @@ class StoreBackedMemory(_LabelledMemory, ABC):
         self._similarity, self.similarity_name = _conversion(similarity)
         self._ids: list[str] = []  # the store's id of each question, in the order added
         self._positions: dict[str, int] = {}  # the store's id -> index into labels and questions
+        # The ids every memory of the same gate added (or restored from a saved gate),
+        # shared by its factory: a refit knows its store's entries as the gate's own.
+        self._gate_ids: set[str] = set()
 
     @classmethod
     def factory(
@@ -174,6 +177,13 @@ class StoreBackedMemory(_LabelledMemory, ABC):
                 f"{self.dimension}-d vector failed ({type(exc).__name__}: {exc}); give the SKR memory a new, "
                 "empty store (collection) of its own"
             ) from exc
+        if found and found[0] in self._gate_ids:
+            raise StoreContentError(
+                f"the {type(self.store).__name__} already holds the questions this gate's memory added before "
+                f"(e.g. {found[0]!r}, added in this process or restored from the saved gate): fitting again "
+                "would store them a second time beside the new ones. Grow the memory with "
+                "gate.add(questions, labels), or fit over a new, empty store (collection)"
+            )
         if found:
             raise StoreContentError(
                 f"the {type(self.store).__name__} already holds entries this memory did not add (e.g. {found[0]!r}): "
@@ -189,6 +199,7 @@ class StoreBackedMemory(_LabelledMemory, ABC):
         start = len(self._ids)
         self._positions.update((node_id, start + i) for i, node_id in enumerate(ids))
         self._ids.extend(ids)
+        self._gate_ids.update(ids)
         self._labels = np.concatenate([self._labels, labels])
         self._questions.extend(questions)
 
@@ -294,9 +305,12 @@ class StoreMemoryFactory(Generic[_Memory]):
         self.similarity = similarity
         #: The saved gate's memory kind this loads.
         self.kind = memory_type.kind
+        self._gate_ids: set[str] = set()  # what every memory made here added or restored
 
     def __call__(self, dimension: int) -> _Memory:
-        return self.memory_type(self.make_store(), dimension, similarity=self.similarity)
+        memory = self.memory_type(self.make_store(), dimension, similarity=self.similarity)
+        memory._gate_ids = self._gate_ids
+        return memory
 
     def load(self, directory: Path, state: dict[str, Any]) -> _Memory:
         """The memory ``save`` wrote into ``directory``, over the store; refused (a

@@ -16,6 +16,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
 from llama_index.core.instrumentation.events.llm import LLMChatStartEvent, LLMCompletionStartEvent
 from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
+from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
     METADATA_KEY,
     QUESTION_KEY,
@@ -23,10 +24,11 @@ from llama_index.query_engine.adaptive_gates import (
     AdaptiveContextChatEngine,
     GatedStreamingChatResponse,
 )
+from llama_index.query_engine.adaptive_gates.standalone import implausible
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
 
 from adaptive_gates import VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat import ChatReply, with_achat
 from adaptive_gates.prompts import quote_question, quote_turns
 
 from .conftest import FORGED_REPLY, KNOWN, UNKNOWN
@@ -115,7 +117,9 @@ def test_the_gate_judges_the_condensed_follow_up(index, knn_gate, llm, recorder)
     prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(
         chat_history=quote_turns((m.role.value, m.content or "") for m in history), question=quote_question(follow_up)
     )
-    condensed = llm.complete(prompt).text.strip() or follow_up
+    condensed = llm.complete(prompt).text.strip()
+    if not condensed or implausible(condensed, [follow_up, *(m.content for m in history)]) is not None:
+        condensed = follow_up  # what no rewording of the conversation gives way to
     assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == condensed
     assert [e.query for e in recorder.of(GateDecisionEvent)] == [KNOWN_Q, condensed]
     retrieved = second.metadata[METADATA_KEY]["retrieve"]
@@ -158,3 +162,14 @@ def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(index, knn
     lines = [line.strip() for line in prompt.split("\n")]
     assert [line for line in lines if line.startswith(("user", "assistant"))] == turns.split("\n")
     assert "<|" not in prompt
+
+
+def test_a_looping_condenser_is_not_judged(index, knn_gate):
+    """A condensed question that loops is refused by the sanity rule: the gate judges the
+    message itself, and the response says why."""
+    looping = AdaptiveGatesLLM(chat_model=with_achat(ScriptedChat(ChatReply("What a great question! What a great"))))
+    chat = _chat(index, knn_gate, looping)
+    chat.chat(KNOWN_Q)
+    second = chat.chat("When did he die?")
+    assert decision_of(second).question == second.metadata[QUESTION_KEY] == "When did he die?"
+    assert "repeats 'what a great'" in second.metadata["condense_error"]

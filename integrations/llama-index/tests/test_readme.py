@@ -1,28 +1,49 @@
 """Every ``python`` block of the package README runs, in order, in one namespace: the
 README reads as one session, each block using what the blocks before it built. The
-README sets ``Settings`` and adds an event handler to the root dispatcher; both are put
+top-level README's LlamaIndex snippet runs as pasted, alone in a fresh namespace. The
+READMEs set ``Settings`` and add an event handler to the root dispatcher; both are put
 back afterwards, so the other tests see what they set."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from llama_index.core import Settings
 from llama_index.core.instrumentation import get_dispatcher
 
-from readme_blocks import run_readme  # the core suite's (pythonpath in pyproject.toml)
+from readme_blocks import readme_blocks, run_readme  # the core suite's (pythonpath in pyproject.toml)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+TOP_README = Path(__file__).resolve().parents[3] / "README.md"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_every_readme_block_runs_in_order():
+@pytest.fixture
+def settings_put_back() -> Iterator[None]:
+    """``Settings`` and the root dispatcher's handlers as they were before the test."""
     root = get_dispatcher()
     settings, handlers = (Settings._llm, Settings._embed_model), list(root.event_handlers)
     try:
-        assert run_readme(README, {"__name__": "readme"}) >= 8
+        yield
     finally:
         Settings._llm, Settings._embed_model = settings
         root.event_handlers[:] = handlers
+
+
+@pytest.mark.usefixtures("settings_put_back")
+def test_every_readme_block_runs_in_order():
+    assert run_readme(README, {"__name__": "readme"}) >= 8
+
+
+@pytest.mark.usefixtures("settings_put_back")
+def test_the_top_level_readmes_llamaindex_snippet_runs_as_pasted(capsys):
+    found = [(line, code) for line, code in readme_blocks(TOP_README) if "GateSelector(gate)" in code]
+    assert len(found) == 1, f"{len(found)} top-level README blocks build a GateSelector"
+    line, code = found[0]
+    namespace: dict = {"__name__": "readme"}  # nothing defined before it: the snippet stands alone
+    exec(compile(code, f"README.md:{line}", "exec"), namespace)
+    assert "GateDecision(" in capsys.readouterr().out
+    assert namespace["engine"].gate is namespace["gate"]

@@ -246,7 +246,8 @@ def test_misconfigured_routes_are_refused_with_what_is_wrong(knn_gate):
 
 
 def test_the_decision_reads_back_from_any_form_of_the_selection(knn_gate):
-    result = GateSelector(knn_gate).select(["direct", "retrieve"], "")  # an empty question: the fallback
+    # a question that is no UTF-8 text (a lone surrogate): the gate's fallback
+    result = GateSelector(knn_gate).select(["direct", "retrieve"], "Who wrote \ud800?")
     decision = decision_of(result)
     assert decision.is_fallback and math.isnan(decision.score) and "invalid question" in decision.error
     for form in (result, result.selections[0], result.reason, {"selector_result": result}):

@@ -21,6 +21,7 @@ from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
     check_a_saved_gate_decides_the_same_after_a_restart,
+    run_in_new_process,
 )
 
 N_MEMORY = 200  # questions in the memory; the next ones are asked
@@ -200,9 +201,41 @@ def test_loading_refuses_a_store_that_lacks_the_nodes(core_embedder, tmp_path):
         )
     # Fitting the loaded gate again would duplicate its questions in the store: refused.
     loaded = SKRKnnGate.load(tmp_path / "gate", embedder=core_embedder, memory=VectorStoreMemory.attach(store))
-    with pytest.raises(StoreContentError, match="already holds"):
+    with pytest.raises(StoreContentError, match="already holds the questions this gate's memory added before"):
         loaded.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
     assert len(store.data.embedding_dict) == 3
+
+
+#: A new process: the persisted store and the saved gate, attached, fitted again.
+_REFIT = """
+import json, sys
+from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.vector_stores.adaptive_gates import VectorStoreMemory
+from adaptive_gates import SKRKnnGate, StoreContentError
+from adaptive_gates.models import default_embedder
+
+store = SimpleVectorStore.from_persist_path(sys.argv[1])
+gate = SKRKnnGate.load(sys.argv[2], embedder=default_embedder(), memory=VectorStoreMemory.attach(store))
+try:
+    gate.fit(["Who painted the Mona Lisa?", "What did the report published yesterday conclude?"], [0, 1])
+except StoreContentError as exc:
+    print(json.dumps({"refused": str(exc), "entries": len(store.data.embedding_dict)}))
+"""
+
+
+def test_refitting_after_a_restart_names_the_gates_own_questions(core_embedder, tmp_path):
+    """The store's entries were added by this gate in an earlier process: the refusal says
+    so (not that the memory did not add them), and the way to grow the memory."""
+    store = SimpleVectorStore()
+    gate = SKRKnnGate(core_embedder, k=1, memory=VectorStoreMemory.factory(lambda: store))
+    gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])
+    with pytest.raises(StoreContentError, match="already holds the questions this gate's memory added before"):
+        gate.fit(["Who wrote Hamlet?", "What was the population of Tuvalu in 2021?"], [0, 1])  # in this process too
+    store.persist(str(tmp_path / "store.json"))
+    gate.save(tmp_path / "gate")
+    refit = run_in_new_process(_REFIT, str(tmp_path / "store.json"), str(tmp_path / "gate"))
+    assert "this gate's memory added before" in refit["refused"] and "did not add" not in refit["refused"]
+    assert "gate.add(questions, labels)" in refit["refused"] and refit["entries"] == 2
 
 
 def test_an_unnamed_similarity_must_be_passed_again(core_embedder, tmp_path):

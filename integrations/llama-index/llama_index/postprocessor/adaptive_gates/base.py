@@ -12,7 +12,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
-from adaptive_gates import UncertaintyReranker
+from adaptive_gates import InvalidQuestionError, UncertaintyReranker
 
 from .settings import fast_reranker, paper_reranker, reranker_from_settings, reranker_settings
 
@@ -116,7 +116,10 @@ class SeaKRRerank(BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if query_bundle is None or not query_bundle.query_str.strip():
-            raise ValueError("SeaKRRerank needs the query: pass query_bundle or query_str to postprocess_nodes")
+            raise InvalidQuestionError(
+                "SeaKRRerank needs the query's text, which U is measured for: pass a non-empty"
+                f" query_bundle or query_str to postprocess_nodes (got {query_bundle!r})"
+            )
         if not nodes:
             return []
         top_n = len(nodes) if self.top_n is None else self.top_n

@@ -148,7 +148,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             output: str | Exception = self._condense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return condensed(message, output)
+        return condensed(message, output, history)
 
     async def _astandalone(self, history: list[ChatMessage], message: str) -> Standalone:
         if self._history_window is not None:
@@ -157,7 +157,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
             output: str | Exception = await self._acondense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return condensed(message, output)
+        return condensed(message, output, history)
 
     # ----------------------------------------------------------------- chat
     def _turn(self, asked: Standalone, response: RESPONSE_TYPE, text: str) -> AgentChatResponse:

@@ -203,14 +203,14 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
             output: str | Exception = self._condense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return condensed(message, output)
+        return condensed(message, output, history)
 
     async def _acondensed(self, history: list[ChatMessage], message: str) -> Standalone:
         try:
             output: str | Exception = await self._acondense_question(history, message)
         except Exception as exc:  # a failing condenser must not end the turn
             output = exc
-        return condensed(message, output)
+        return condensed(message, output, history)
 
     def _planned(
         self, asked: Standalone, decision: GateDecision, payload: dict[str, Any], history: list[ChatMessage]

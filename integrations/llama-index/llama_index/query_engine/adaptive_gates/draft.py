@@ -19,7 +19,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import QueryBundle
 from llama_index.core.settings import Settings
-from llama_index.selectors.adaptive_gates.gating import route_of
+from llama_index.selectors.adaptive_gates.gating import asked_question, route_of
 from llama_index.selectors.adaptive_gates.handoff import keep_decisions, take_decision
 
 from adaptive_gates import GateDecision
@@ -85,7 +85,7 @@ class DraftQueryEngine(BaseQueryEngine):
         return {"answerer": self._answerer} if isinstance(self._answerer, BaseQueryEngine) else {}
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        decision = take_decision(query_bundle.query_str)
+        decision = take_decision(asked_question(query_bundle.query_str))
         if decision is not None and route_of(decision) == DRAFT:
             return _answered(Response(decision.draft_answer), decision, DRAFT)
         if isinstance(self._answerer, BaseQueryEngine):
@@ -95,7 +95,7 @@ class DraftQueryEngine(BaseQueryEngine):
         return _answered(response, decision, DIRECT)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        decision = take_decision(query_bundle.query_str)
+        decision = take_decision(asked_question(query_bundle.query_str))
         if decision is not None and route_of(decision) == DRAFT:
             return _answered(Response(decision.draft_answer), decision, DRAFT)
         if isinstance(self._answerer, BaseQueryEngine):

@@ -3,13 +3,24 @@
 Both chat engines condense a follow-up with the conversation into a standalone
 question, which their gate judges; the conversation and the follow-up fill the
 condensing prompt through the core's delimiting scheme (``condense_inputs``). A
-condensing LLM that fails or says nothing must not end the turn: the message itself is
-asked, and why is kept with the answer.
+condensing LLM that fails, says nothing or says something that is no rewording of the
+conversation must not end the turn, nor steer the gate: the message itself is asked,
+and why is kept with the answer.
+
+The sanity rule (``implausible``): a condensed question is a rewording of the
+conversation, so it is refused when it repeats a run of ``REPEATED_RUN`` words (a
+generation caught in a loop: "What a great question! What a great"), or when it has
+content words (words that are not function words: names, nouns, verbs, numbers) and
+none of them occurs in the message or the chat history (chatter such as "Sure, happy
+to help!", or a question about something else). One shared word is enough, so a
+condenser may name what the conversation only pointed at ("When did he die?" after
+"Who wrote Hamlet?" becomes "When did William Shakespeare die?").
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -17,6 +28,7 @@ from typing import Any, TypedDict
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from adaptive_gates.prompts import quote_question, quote_turns
+from adaptive_gates.seakr.queries import is_content_word
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +38,11 @@ QUESTION_KEY = "standalone_question"
 #: Key of a chat response's ``metadata``, present when condensing failed: why (the
 #: follow-up itself was asked instead).
 CONDENSE_ERROR_KEY = "condense_error"
+
+
+#: A condensed question repeating a run of this many words is a loop, not a question.
+REPEATED_RUN = 3
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -53,14 +70,35 @@ def condense_inputs(history: Sequence[ChatMessage], message: str) -> CondenseInp
     )
 
 
-def condensed(message: str, output: str | Exception) -> Standalone:
+def condensed(message: str, output: str | Exception, history: Sequence[ChatMessage]) -> Standalone:
     """The condensing step's result (``output``: its text or what it raised), or the
-    message itself when it gave none."""
-    if isinstance(output, str) and output.strip():
-        return Standalone(output.strip())
-    reason = f"{type(output).__name__}: {output}" if isinstance(output, Exception) else f"no text ({output!r})"
+    message itself when it gave none or an ``implausible`` one given ``history``."""
+    if isinstance(output, Exception):
+        reason = f"{type(output).__name__}: {output}"
+    elif not output.strip():
+        reason = f"no text ({output!r})"
+    else:
+        refused = implausible(output.strip(), [message, *(m.content or "" for m in history)])
+        if refused is None:
+            return Standalone(output.strip())
+        reason = f"the condensed question {output.strip()!r} {refused}"
     logger.warning("condensing the follow-up failed (%s); asking the message itself", reason)
     return Standalone(message, reason)
+
+
+def implausible(question: str, conversation: Sequence[str]) -> str | None:
+    """Why ``question`` is no rewording of ``conversation`` (the message and the chat
+    history's texts) by the module's rule, or ``None`` when it passes."""
+    words = _WORD.findall(question.lower())
+    runs = [" ".join(words[i : i + REPEATED_RUN]) for i in range(len(words) - REPEATED_RUN + 1)]
+    looped = next((run for i, run in enumerate(runs) if run in runs[:i]), None)
+    if looped is not None:
+        return f"repeats {looped!r}"
+    content = [word for word in words if is_content_word(word)]
+    said = set(_WORD.findall(" ".join(conversation).lower()))
+    if content and said.isdisjoint(content):
+        return f"shares none of its content words ({', '.join(content)}) with the conversation"
+    return None
 
 
 def turn_metadata(asked: Standalone, answered: Mapping[str, Any] | None) -> dict[str, Any]:

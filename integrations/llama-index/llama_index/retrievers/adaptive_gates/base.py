@@ -48,6 +48,11 @@ class GatedRetriever(BaseRetriever):
     - the ``QueryBundle`` asked carries it (``bundle_decision(query_bundle)``);
     - it is fired as a ``GateDecisionEvent`` inside the retrieval's span.
 
+    A ``QueryBundle`` with no text but an ``embedding`` is decided from the embedding by
+    a gate that decides from vectors (SKR-kNN, SKR-cls, Thrust; the embedding must come
+    from the gate's own encoder) and then retrieved for by it; any other gate refuses it
+    (``InvalidQuestionError``), as every gate refuses a query with neither.
+
     A gate that retrieved to decide (a draft-check gate) is not followed by a second
     retrieval: a retrieving decision with passages returns them as nodes
     (``decision_nodes``: ``TextNode`` objects with ``id`` and ``title`` metadata) and
@@ -97,7 +102,7 @@ class GatedRetriever(BaseRetriever):
         return GatedNodes(nodes, _taken(query_bundle))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        decision, payload = decide(self._gate, query_bundle.query_str, dispatcher)
+        decision, payload = decide(self._gate, query_bundle.query_str, dispatcher, query_bundle.embedding)
         setattr(query_bundle, BUNDLE_ATTRIBUTE, decision)
         if not decision.retrieve:
             return []
@@ -105,7 +110,7 @@ class GatedRetriever(BaseRetriever):
         return _marked(self._retriever.retrieve(query_bundle) if checked is None else checked, payload)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        decision, payload = await adecide(self._gate, query_bundle.query_str, dispatcher)
+        decision, payload = await adecide(self._gate, query_bundle.query_str, dispatcher, query_bundle.embedding)
         setattr(query_bundle, BUNDLE_ATTRIBUTE, decision)
         if not decision.retrieve:
             return []

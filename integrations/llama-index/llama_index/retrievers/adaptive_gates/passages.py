@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.selectors.adaptive_gates.gating import asked_question
 from llama_index.selectors.adaptive_gates.handoff import keep_decisions, take_decision
 from llama_index.selectors.adaptive_gates.passages import decision_nodes
 
@@ -73,7 +74,9 @@ class GatePassagesRetriever(BaseRetriever):
 
 
 def _checked(query_bundle: QueryBundle) -> list[NodeWithScore] | None:
-    decision = take_decision(query_bundle.query_str)
+    if query_bundle.embedding is not None and not query_bundle.query_str.strip():
+        return None  # a query given as its embedding: no decision is kept under a text
+    decision = take_decision(asked_question(query_bundle.query_str))
     return None if decision is None else decision_nodes(decision)
 
 

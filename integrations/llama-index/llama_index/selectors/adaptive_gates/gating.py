@@ -8,18 +8,24 @@ then the gate's fallback (retrieve unless it was built with ``fallback_retrieve=
 with the exception recorded as its ``error``. Only a backend that cannot serve the
 gate at all (``BackendMisconfiguredError``: e.g. no log-probabilities for the log-prob
 gate) is raised: a fallback on every query would hide the setting to fix.
+
+An empty query is refused before the gate runs (``InvalidQuestionError``): its fallback
+would retrieve, and a retriever given no text fails inside the vector store. A query
+given only as its embedding (an embedding-only ``QueryBundle``) is decided from that
+embedding by a gate that can (``DecidesFromVectors``: SKR-kNN, SKR-cls, Thrust) and
+refused for any other gate.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
-from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision
-from adaptive_gates.extend import DIRECT, DRAFT, AnswerRoute, Feedback
+from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision, InvalidQuestionError
+from adaptive_gates.extend import DIRECT, DRAFT, VECTOR_QUESTION, AnswerRoute, DecidesFromVectors, Feedback
 
 from .events import fire_decision, forwarding_unless_scoped
 from .reason import decision_of
@@ -31,6 +37,22 @@ class Decided(NamedTuple):
 
     decision: GateDecision
     payload: dict[str, Any]
+
+
+def asked_question(query_str: str) -> str:
+    """``query_str``, the question a gate judges, when it holds any text.
+
+    Raises:
+        InvalidQuestionError: ``query_str`` is empty or whitespace. A gate's fallback on
+            it would retrieve, and a retriever has no text to search by (LlamaIndex's
+            vector stores then fail on a missing query embedding).
+    """
+    if not query_str.strip():
+        raise InvalidQuestionError(
+            f"the query is empty (query_str={query_str!r}): a gate judges the question's text and a"
+            " retriever searches by it; pass the question (QueryBundle(query_str=...) or a non-empty str)"
+        )
+    return query_str
 
 
 def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecision:
@@ -66,20 +88,48 @@ def _taking(gate: Gate, question: str, on: Dispatcher) -> Iterator[_Taken]:
             taken.decision = raised_decision(gate, question, exc)
 
 
-def decide(gate: Gate, question: str, on: Dispatcher) -> Decided:
+def by_embedding(gate: Gate, question: str, embedding: Sequence[float] | None) -> DecidesFromVectors | None:
+    """``gate``, when it is to decide from ``embedding``: the query has no text but an
+    embedding, and the gate decides from vectors. ``None``: it judges ``question``.
+
+    Raises:
+        InvalidQuestionError: the query has no text, and no embedding the gate can read.
+    """
+    if question.strip():
+        return None
+    if embedding is None:
+        asked_question(question)
+    if not isinstance(gate, DecidesFromVectors):
+        raise InvalidQuestionError(
+            f"the query has no text, only an embedding, and the {gate.name} gate judges the question's"
+            " text (the SKR-kNN, SKR-cls and Thrust gates decide from an embedding); pass the question"
+        )
+    return gate
+
+
+def decide(gate: Gate, question: str, on: Dispatcher, embedding: Sequence[float] | None = None) -> Decided:
     """``gate``'s decision on ``question``, fired as a ``GateDecisionEvent`` on ``on``
     from the caller's span (after a ``GateLLMCallEvent`` per request the gate sent its
-    LLM)."""
-    with _taking(gate, question, on) as taken:
-        taken.decision = gate.decide(question)
-    return _fired(question, taken.decision, on)
+    LLM). An empty ``question`` is decided from the query's ``embedding`` (see
+    ``by_embedding``), or raises ``InvalidQuestionError``."""
+    vector_gate = by_embedding(gate, question, embedding)
+    asked = question if vector_gate is None else VECTOR_QUESTION
+    with _taking(gate, asked, on) as taken:
+        taken.decision = gate.decide(question) if vector_gate is None else vector_gate.decide_vector(embedding or [])
+    return _fired(asked, taken.decision, on)
 
 
-async def adecide(gate: Gate, question: str, on: Dispatcher) -> Decided:
-    """``decide`` awaited: the gate's ``adecide`` (worker thread or native async)."""
-    with _taking(gate, question, on) as taken:
-        taken.decision = await gate.adecide(question)
-    return _fired(question, taken.decision, on)
+async def adecide(gate: Gate, question: str, on: Dispatcher, embedding: Sequence[float] | None = None) -> Decided:
+    """``decide`` awaited: the gate's ``adecide`` / ``adecide_vector`` (worker thread or
+    native async)."""
+    vector_gate = by_embedding(gate, question, embedding)
+    asked = question if vector_gate is None else VECTOR_QUESTION
+    with _taking(gate, asked, on) as taken:
+        if vector_gate is None:
+            taken.decision = await gate.adecide(question)
+        else:
+            taken.decision = await vector_gate.adecide_vector(embedding or [])
+    return _fired(asked, taken.decision, on)
 
 
 def route_of(decision: GateDecision, reuse_draft: bool = True) -> AnswerRoute:

@@ -26,8 +26,9 @@ DEFAULT_ROUTES: Mapping[str, int] = {DIRECT: 0, RETRIEVE: 1}
 class GateSelector(BaseSelector):
     """Any core gate as the selector of a ``RouterQueryEngine`` or ``RouterRetriever``.
 
-    The gate judges the query's ``query_str``; the selector picks the choice its
-    decision routes to. By default there are two choices, in this order::
+    The gate judges the query's ``query_str`` (a query given only as its ``embedding``:
+    see ``gating.by_embedding``); the selector picks the choice its decision routes to.
+    By default there are two choices, in this order::
 
         RouterQueryEngine(
             selector=GateSelector(gate),
@@ -115,11 +116,11 @@ class GateSelector(BaseSelector):
     # ----------------------------------------------------------------- selection
     def _select(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        return self._selection(decide(self._gate, query.query_str, dispatcher), targets)
+        return self._selection(decide(self._gate, query.query_str, dispatcher, query.embedding), targets)
 
     async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        return self._selection(await adecide(self._gate, query.query_str, dispatcher), targets)
+        return self._selection(await adecide(self._gate, query.query_str, dispatcher, query.embedding), targets)
 
     def _selection(self, decided: Decided, targets: Mapping[str, int]) -> SelectorResult:
         route = route_of(decided.decision)

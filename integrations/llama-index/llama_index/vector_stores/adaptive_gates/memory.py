@@ -14,14 +14,16 @@ persists itself: a saved gate keeps the ids of its nodes and re-attaches to it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from adaptive_gates.extend import LABEL_KEY, StoreBackedMemory, l2_normalise
+from adaptive_gates.extend import LABEL_KEY, Similarity, StoreBackedMemory, l2_normalise
+
+from .pinned import refuse_unmet_pin
 
 __all__ = ["LABEL_KEY", "VectorStoreMemory"]
 
@@ -47,6 +49,11 @@ class VectorStoreMemory(StoreBackedMemory):
     the gate's fallback decision, naming it. ``entries`` needs the stored vectors, which
     only a ``SimpleVectorStore`` lets one read.
 
+    A store whose package pins a dependency the installed one does not meet is refused
+    here (``BackendMisconfiguredError`` naming both versions): LlamaIndex's
+    ``MilvusVectorStore`` needs pymilvus<3, and over the pymilvus 3 the core installs it
+    fails after a Milvus restart.
+
     Saving: ``gate.save(path)`` writes the gate and the memory's node ids, labels and
     questions, not the store, which persists itself (``store.persist(file)``). After a
     restart, ``SKRKnnGate.load(path, memory=VectorStoreMemory.attach(store))`` with the
@@ -58,6 +65,10 @@ class VectorStoreMemory(StoreBackedMemory):
     store_type: ClassVar[type] = BasePydanticVectorStore
     store_description: ClassVar[str] = "a LlamaIndex BasePydanticVectorStore"
     store: BasePydanticVectorStore
+
+    def __init__(self, store: Any, dimension: int, *, similarity: Similarity = "cosine") -> None:
+        refuse_unmet_pin(store)  # a store that would fail after a restart fails now, saying why
+        super().__init__(store, dimension, similarity=similarity)
 
     def _put(self, vectors: np.ndarray, labels: np.ndarray, questions: Sequence[str]) -> list[str]:
         """Store the questions as nodes with their labels and embeddings."""
