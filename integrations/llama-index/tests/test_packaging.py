@@ -15,6 +15,7 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.llms.llm import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
@@ -27,6 +28,8 @@ KINDS = (
     "postprocessor",
     "retrievers",
     "workflows",
+    "tools",
+    "packs",
 )
 #: The LlamaIndex component bases LlamaHub lists classes of.
 COMPONENTS = (
@@ -38,6 +41,7 @@ COMPONENTS = (
     BaseEmbedding,
     BaseRetriever,
     Workflow,
+    BaseTool,
 )
 
 
@@ -59,11 +63,18 @@ def test_the_llamahub_metadata_names_exported_classes_and_every_component():
     assert listed <= set(exported), f"listed but not exported: {sorted(listed - set(exported))}"
     components = {name for name, cls in exported.items() if issubclass(cls, COMPONENTS)}
     assert components <= listed, f"components missing from class_authors: {sorted(components - listed)}"
-    assert {"GateSelector", "SeaKRRerank", "AdaptiveQueryEngine", "AdaptiveGatesLLM"} <= components
+    assert {
+        "GateSelector",
+        "SeaKRRerank",
+        "AdaptiveQueryEngine",
+        "AdaptiveGatesLLM",
+        "GatedRetrieverTool",
+    } <= components
+    assert "AdaptiveRAGPack" in listed  # a pack has no component base: listed by name
 
 
 def test_every_kind_is_listed_with_its_classes():
-    """Each of the eight namespaces is in ``[tool.llamahub.kinds]`` with exactly its
+    """Each of the namespaces is in ``[tool.llamahub.kinds]`` with exactly its
     exported components, and those are the classes ``class_authors`` names."""
     llamahub = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["llamahub"]
     kinds = llamahub["kinds"]
