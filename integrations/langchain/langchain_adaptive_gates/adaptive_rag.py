@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
@@ -18,6 +18,10 @@ from langchain_core.prompts import BasePromptTemplate, ChatPromptTemplate, Messa
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.base import coerce_to_runnable
+
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12: the
+# graph's input and output schemas are built from these
+from typing_extensions import TypedDict
 
 from adaptive_gates import Gate
 
