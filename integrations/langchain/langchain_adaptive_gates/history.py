@@ -8,6 +8,7 @@ it is a question about Shakespeare, and the gate should judge that one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -15,7 +16,12 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
+
 from adaptive_gates.extend import standalone_question
+
+from .messages import MessageLike
 
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (
@@ -23,6 +29,13 @@ CONDENSE_INSTRUCTION = (
     "question to be a standalone question that can be understood without the chat "
     "history. Do NOT answer it; reply with the standalone question only."
 )
+
+
+class CondenseInput(TypedDict):
+    """The condenser's input: the turns before the follow-up, and the follow-up."""
+
+    chat_history: list[MessageLike]
+    question: str
 
 
 def condense_question_chain(llm: BaseChatModel) -> Runnable:
@@ -35,7 +48,9 @@ def condense_question_chain(llm: BaseChatModel) -> Runnable:
             ("human", "Follow-up question: {question}\nStandalone question:"),
         ]
     )
-    return (prompt | llm | StrOutputParser()).with_config(run_name="condense_question")
+    chain: Runnable[Any, str] = (prompt | llm | StrOutputParser()).with_config(run_name="condense_question")
+    # the history in any form the prompt reads as messages (its own schema takes LangChain's typed dicts only)
+    return chain.with_types(input_type=CondenseInput)
 
 
 def standalone_from_history(question: str, history: Sequence[BaseMessage], window: int) -> str:

@@ -161,6 +161,10 @@ class RoleMessage(TypedDict):
 #: a ``(role, content)`` pair, or a string (a human turn).
 MessageLike = Message | RoleMessage | tuple[str, str] | str
 
+#: What a chat model reads (LangChain's ``LanguageModelInput``), as a type whose
+#: validation refuses a value of another form with a ``ValidationError``.
+ModelInput = str | list[MessageLike] | StringPromptValue | ChatPromptValue
+
 
 @functools.cache
 def input_type(input_key: str, history_key: str) -> Any:
@@ -180,7 +184,7 @@ def input_type(input_key: str, history_key: str) -> Any:
     ]
     history = Annotated[list[MessageLike], Field(description="The turns before the question.")]
     keyed = [_keyed_input(key, question, history_key, history) for key in dict.fromkeys((input_key, INPUT_KEY_ALIAS))]
-    return str | conversation | Message | StringPromptValue | ChatPromptValue | functools.reduce(operator.or_, keyed)
+    return ModelInput | conversation | Message | functools.reduce(operator.or_, keyed)
 
 
 def _keyed_input(key: str, question: Any, history_key: str, history: Any) -> Any:
