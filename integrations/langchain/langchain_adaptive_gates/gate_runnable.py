@@ -16,13 +16,14 @@ from langchain_core.runnables import (
     RunnableSerializable,
 )
 from langchain_core.runnables.utils import get_unique_config_specs
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import notify_decisions
 
 from . import steps
 from .control import RequestControl, control_specs
+from .decision_schema import decision_json_model
 from .history import standalone_from_history
 from .llm_events import LLM_CALL_EVENT
 from .messages import UnreadableInputError, conversation_of, input_type
@@ -109,6 +110,11 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         """A question (``str``), a message list, or a dict with the question under
         ``input_key`` (and optionally the history under ``history_key``)."""
         return input_type(self.input_key, self.history_key)
+
+    def get_output_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+        """The decision as JSON carries it (``GateDecision.to_dict``: a forced or
+        fallback decision's ``score`` and ``threshold`` are ``null``)."""
+        return decision_json_model()
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:

@@ -100,10 +100,15 @@ def test_the_input_schema_follows_input_key(knn_gate):
     assert gate.InputType != GateRunnable(knn_gate).InputType
 
 
-def test_the_output_schema_is_the_decisions(gate):
+def test_the_output_schema_is_the_decisions_as_json_carries_them(gate):
     assert gate.OutputType is GateDecision
-    schema = gate.get_output_schema().model_json_schema()
-    decision = schema["$defs"]["GateDecision"]
+    forced = gate.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}).to_dict()
+    assert forced["score"] is None  # JSON has no NaN
+    for decision in (forced, gate.invoke(KNOWN_Q).to_dict()):
+        assert gate.get_output_schema().model_validate(decision).model_dump() == decision
+    assert gate.get_output_jsonschema()["properties"]["score"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
+    assert math.isnan(gate.get_output_schema().model_validate(GateDecision.forced(KNOWN_Q, "skr-knn", "never")).score)
+    decision = gate.get_output_jsonschema()
     fields = [
         "retrieve",
         "score",
@@ -122,7 +127,7 @@ def test_the_output_schema_is_the_decisions(gate):
     assert decision["required"] == ["retrieve", "score", "threshold", "gate"]
     assert decision["properties"]["retrieve"]["type"] == "boolean"
     assert "error: why a fallback decision was taken" in decision["description"]
-    assert gate.get_output_schema().model_validate(gate.invoke(UNKNOWN_Q)).root.retrieve is True
+    assert gate.get_output_schema().model_validate(gate.invoke(UNKNOWN_Q)).retrieve is True
 
 
 # ----------------------------------------------------------------- one bad-input rule
