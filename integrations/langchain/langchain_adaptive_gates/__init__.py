@@ -7,8 +7,9 @@
   retrieved to decide, answered over in the retrieve branch with no second retrieval.
 - ``SeaKRCompressor``: SeaKR's uncertainty re-ranker as a document compressor.
 - ``AnswerSelector``: SeaKR's reasoning selector over candidate answers.
-- ``create_adaptive_rag_graph`` / ``AdaptiveRAGState``: a prebuilt adaptive-RAG LangGraph
-  graph (gate, retrieval, optional document grading, answer); needs the ``langgraph`` extra.
+- ``create_adaptive_rag_graph`` / ``AdaptiveRAGState`` / ``AdaptiveRAGInput``: a prebuilt
+  adaptive-RAG LangGraph graph (gate, retrieval, optional document grading, answer); needs
+  the ``langgraph`` extra. ``GateContext``: the gate control in a LangGraph run's context.
 - ``SeaKRChain``: SeaKR's whole pipeline (step-wise retrieval, re-ranking, answer
   selection) as a runnable over any LangChain retriever.
 - ``VectorStoreMemory``: the SKR memory in any LangChain ``VectorStore``.
@@ -42,6 +43,7 @@ from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
 from .graph import STATE_DECISION_KEY, gate_node, route_on_decision
+from .graph_runtime import GateContext
 from .history import condense_question_chain
 from .llm_events import LLM_CALL_EVENT, llm_call_payload
 from .passages import GatePassagesRetriever, LangChainRetriever, decision_documents, hit_documents
@@ -54,12 +56,12 @@ from .tools import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, GatedRetriever
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
 if TYPE_CHECKING:
-    from .adaptive_rag import AdaptiveRAGState, create_adaptive_rag_graph
+    from .adaptive_rag import AdaptiveRAGInput, AdaptiveRAGState, create_adaptive_rag_graph
 
 __version__ = "0.1.0"
 
 #: Names that need langgraph (the ``langgraph`` extra), imported on first use.
-_GRAPH_NAMES = ("AdaptiveRAGState", "create_adaptive_rag_graph")
+_GRAPH_NAMES = ("AdaptiveRAGInput", "AdaptiveRAGState", "create_adaptive_rag_graph")
 
 
 def __getattr__(name: str) -> Any:
@@ -95,9 +97,11 @@ __all__ = [
     "UNCERTAINTY_KEY",
     "AdaptiveGatesChatModel",
     "AdaptiveGatesEmbeddings",
+    "AdaptiveRAGInput",
     "AdaptiveRAGState",
     "AnswerSelector",
     "EvaluatorFeedback",
+    "GateContext",
     "GateFeedback",
     "GatePassagesRetriever",
     "GateRunnable",

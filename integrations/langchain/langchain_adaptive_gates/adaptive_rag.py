@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
@@ -19,15 +19,21 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.base import coerce_to_runnable
 
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12: the
+# graph's input and output schemas are built from these
+from typing_extensions import TypedDict
+
 from adaptive_gates import Gate
 
-from .gate_runnable import GateRunnable
+from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import Grader, arelevant, as_grader, relevant
 from .graph import STATE_DECISION_KEY, route_on_decision
-from .messages import split_conversation
+from .graph_runtime import GateContext, with_run_context, write_decision
+from .messages import MessageLike, split_conversation
 from .passages import decision_documents
 
 try:
+    from langgraph.channels import EphemeralValue
     from langgraph.graph import END, START, StateGraph, add_messages
     from langgraph.graph.state import CompiledStateGraph
 except ImportError as exc:  # the optional extra
@@ -72,6 +78,24 @@ class AdaptiveRAGState(TypedDict, total=False):
     answer: str
 
 
+class AdaptiveRAGInput(TypedDict, total=False):
+    """What a turn gives the graph: ``messages`` (a conversation ending with the human
+    turn to answer, in any form LangChain reads as messages), else ``input`` (the
+    question, as ``create_retrieval_chain`` names it), else ``question``. ``input``
+    holds for its turn only, so with a checkpointer a later turn's ``question`` is
+    not shadowed by it."""
+
+    messages: Annotated[list[MessageLike], add_messages]
+    question: str
+    input: Annotated[str, EphemeralValue]
+
+
+class _GateNodeState(AdaptiveRAGState, total=False):
+    """What the gate node reads: the state and the turn's ``input``."""
+
+    input: Annotated[str, EphemeralValue]
+
+
 def create_adaptive_rag_graph(
     gate: Gate | GateRunnable,
     retriever: BaseRetriever | Runnable[str, list[Document]],
@@ -82,17 +106,22 @@ def create_adaptive_rag_graph(
     direct_prompt: BasePromptTemplate = DIRECT_PROMPT,
     checkpointer: Any = None,
     name: str = "adaptive_rag",
-) -> CompiledStateGraph[AdaptiveRAGState, Any, AdaptiveRAGState, AdaptiveRAGState]:
+) -> CompiledStateGraph[AdaptiveRAGState, GateContext, AdaptiveRAGInput, AdaptiveRAGState]:
     """A compiled LangGraph graph over ``AdaptiveRAGState``::
 
         START -> gate -> retrieve -> [grade] -> answer -> END
                       -> answer (direct)               -> END
                       -> draft (the gate already answered) -> END
 
+    A turn gives ``messages``, ``input`` or ``question`` (``AdaptiveRAGInput``).
     ``gate`` decides on the question (a ``GateRunnable`` keeps its history and
     per-request options); the config reaches it, so ``configurable`` control (e.g.
     ``{"gate_retrieval": "always"}``) and the decision's custom event work in the
-    graph. ``retriever`` is any LangChain retriever (or runnable from the question to
+    graph. The same control may come in the run's LangGraph context
+    (``app.invoke(x, context={"gate_retrieval": "always"})``; ``GateContext`` is the
+    graph's context schema), its keys winning over ``configurable``'s. The decision is
+    also written to the custom stream (``stream_mode="custom"``) as
+    ``{DECISION_EVENT: decision dict}``. ``retriever`` is any LangChain retriever (or runnable from the question to
     documents); a failing one is recorded in ``retrieval_error`` and the question is
     answered directly. A gate that retrieved to decide (a draft-check gate) hands the
     ``retrieve`` node the passages it checked (``decision_documents``: documents with
@@ -119,8 +148,9 @@ def create_adaptive_rag_graph(
             raise ValueError(f"the answer prompt must use the variables {sorted(missing)}")
     nodes = _Nodes(gate_runnable, retriever, prompt | coerce_to_runnable(llm), direct_prompt | coerce_to_runnable(llm))
 
-    graph = StateGraph(AdaptiveRAGState)
-    graph.add_node("gate", RunnableLambda(nodes.gate, afunc=nodes.agate, name="gate"))
+    graph = StateGraph(AdaptiveRAGState, context_schema=GateContext, input_schema=AdaptiveRAGInput)
+    gate_node = RunnableLambda(nodes.gate, afunc=nodes.agate, name="gate")
+    graph.add_node("gate", gate_node, input_schema=_GateNodeState)
     graph.add_node("retrieve", RunnableLambda(nodes.retrieve, afunc=nodes.aretrieve, name="retrieve"))
     graph.add_node("answer", RunnableLambda(nodes.answer, afunc=nodes.aanswer, name="answer"))
     graph.add_node("draft", nodes.draft)
@@ -156,13 +186,13 @@ class _Nodes:
         self.direct = direct
 
     # ---------------------------------------------------------------- gate
-    def gate(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+    def gate(self, state: _GateNodeState, config: RunnableConfig) -> dict[str, Any]:
         judged, question = _judged(state)
-        return _decided(question, self.gate_runnable.invoke(judged, config).to_dict())
+        return _decided(question, self.gate_runnable.invoke(judged, with_run_context(config)).to_dict())
 
-    async def agate(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
+    async def agate(self, state: _GateNodeState, config: RunnableConfig) -> dict[str, Any]:
         judged, question = _judged(state)
-        return _decided(question, (await self.gate_runnable.ainvoke(judged, config)).to_dict())
+        return _decided(question, (await self.gate_runnable.ainvoke(judged, with_run_context(config))).to_dict())
 
     # ---------------------------------------------------------------- retrieve
     def retrieve(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
@@ -212,14 +242,18 @@ def _in_conversation(state: Mapping[str, Any]) -> bool:
     return bool(messages) and messages[-1].type == "human"
 
 
-def _judged(state: AdaptiveRAGState) -> tuple[Any, str]:
-    """What the gate judges (the conversation, or the question) and the question."""
+def _judged(state: _GateNodeState) -> tuple[Any, str]:
+    """What the gate judges (the conversation, or the question) and the question: the
+    turn's ``input`` before a ``question``, which may be an earlier turn's."""
     if _in_conversation(state):
         messages = state["messages"]
         return messages, split_conversation(messages)[0]
-    if "question" not in state:
-        raise ValueError("the graph's input needs a 'question' or 'messages' ending with a human turn")
-    return state["question"], state["question"]
+    question = state.get("input")
+    if question is None:
+        if "question" not in state:
+            raise ValueError("the graph's input needs 'messages' ending with a human turn, an 'input' or a 'question'")
+        question = state["question"]
+    return question, question
 
 
 def _history(state: AdaptiveRAGState) -> list[BaseMessage]:
@@ -228,6 +262,7 @@ def _history(state: AdaptiveRAGState) -> list[BaseMessage]:
 
 
 def _decided(question: str, decision: dict[str, Any]) -> dict[str, Any]:
+    write_decision(DECISION_EVENT, decision)
     # A turn starts clean: with a checkpointer the last turn's documents are still held.
     return {"question": question, STATE_DECISION_KEY: decision, "documents": [], "retrieval_error": None}
 

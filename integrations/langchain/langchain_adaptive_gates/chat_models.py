@@ -23,7 +23,7 @@ from adaptive_gates.models import (
     stream_chat,
 )
 
-from .messages import to_core_messages
+from .messages import ModelInput, to_core_messages
 
 
 class AdaptiveGatesChatModel(BaseChatModel):
@@ -105,6 +105,12 @@ class AdaptiveGatesChatModel(BaseChatModel):
     def model_name(self) -> str:
         """The backend's model id."""
         return self.backend.model_id
+
+    @property
+    def InputType(self) -> Any:
+        """What ``invoke`` reads (``messages.ModelInput``); its schema refuses another
+        form with a ``ValidationError``."""
+        return ModelInput
 
     @property
     def _llm_type(self) -> str:

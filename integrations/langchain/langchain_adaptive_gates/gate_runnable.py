@@ -16,24 +16,24 @@ from langchain_core.runnables import (
     RunnableSerializable,
 )
 from langchain_core.runnables.utils import get_unique_config_specs
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import notify_decisions
 
 from . import steps
 from .control import RequestControl, control_specs
+from .decision_schema import decision_json_model
+from .event_names import DECISION_EVENT as DECISION_EVENT  # where the package has always exported it
+from .event_names import GateEventsInNames
 from .history import standalone_from_history
 from .llm_events import LLM_CALL_EVENT
 from .messages import UnreadableInputError, conversation_of, input_type
 
 logger = logging.getLogger(__name__)
 
-#: Name of the custom event every decision is dispatched as (data: the decision as a dict).
-DECISION_EVENT = "adaptive_gates_decision"
 
-
-class GateRunnable(RunnableSerializable[Any, GateDecision]):
+class GateRunnable(GateEventsInNames, RunnableSerializable[Any, GateDecision]):
     """Any core gate as a runnable from a question to its ``GateDecision``.
 
     The input may be the question (a string), a message list (the last human turn is
@@ -51,7 +51,8 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
     paths await the core's ``adecide_batch`` (natively async for chat-backed gates),
     so no model work blocks the event loop. Every decision is dispatched as the custom
     event ``DECISION_EVENT`` with the decision as a dict, so ``astream_events`` and
-    tracers see it; before it, each request the gate sent its chat model is dispatched
+    tracers see it (``astream_events(include_names=[its name])`` too, see
+    ``event_names``); before it, each request the gate sent its chat model is dispatched
     as ``LLM_CALL_EVENT`` (see ``llm_events``) to the run of the question it asked
     about.
 
@@ -109,6 +110,11 @@ class GateRunnable(RunnableSerializable[Any, GateDecision]):
         """A question (``str``), a message list, or a dict with the question under
         ``input_key`` (and optionally the history under ``history_key``)."""
         return input_type(self.input_key, self.history_key)
+
+    def get_output_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+        """The decision as JSON carries it (``GateDecision.to_dict``: a forced or
+        fallback decision's ``score`` and ``threshold`` are ``null``)."""
+        return decision_json_model()
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:

@@ -16,7 +16,8 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DRAFT, RETRIEVE
 
-from .gate_runnable import GateRunnable
+from .gate_runnable import DECISION_EVENT, GateRunnable
+from .graph_runtime import with_run_context, write_decision
 
 #: State key the node writes the decision to (as a dict).
 STATE_DECISION_KEY = "gate_decision"
@@ -28,19 +29,30 @@ def gate_node(
     """A graph node deciding on ``state[input_key]`` (a question or a message list, e.g.
     ``"messages"``) and writing the decision dict under ``decision_key``; it runs on the
     event loop under ``ainvoke``/``astream``. The config reaches the gate, so
-    per-request control and the decision's custom event work inside the graph. A state
-    without ``input_key`` gets the gate's recorded fallback decision, its error naming
-    the keys the state has (as ``GateRunnable`` treats a dict without its key)."""
+    per-request control and the decision's custom event work inside the graph; so does
+    the gate control in the run's LangGraph ``context`` (``GateContext``), and the
+    decision is also written to the custom stream as ``{DECISION_EVENT: decision}``
+    (see ``graph_runtime``). A state without ``input_key`` is read as ``GateRunnable``
+    reads a dict without its key: its ``"input"`` is the question, and without one it
+    gets the gate's recorded fallback decision, its error naming the keys the state has."""
     runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate, input_key=input_key)
 
-    # A state without the key is judged whole: the gate runnable records what it lacks.
+    # A state without the key is judged whole: the gate runnable reads its "input" or
+    # records what it lacks.
     def node(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: runnable.invoke(state.get(input_key, state), config).to_dict()}
+        return _decided(runnable.invoke(state.get(input_key, state), with_run_context(config)), decision_key)
 
     async def anode(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {decision_key: (await runnable.ainvoke(state.get(input_key, state), config)).to_dict()}
+        return _decided(await runnable.ainvoke(state.get(input_key, state), with_run_context(config)), decision_key)
 
     return RunnableLambda(node, afunc=anode, name="gate")
+
+
+def _decided(decision: GateDecision, decision_key: str) -> dict[str, Any]:
+    """The node's state update, the decision also written to the graph's custom stream."""
+    data = decision.to_dict()
+    write_decision(DECISION_EVENT, data)
+    return {decision_key: data}
 
 
 def route_on_decision(

@@ -11,13 +11,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableLambda
 
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
+
 from adaptive_gates.extend import standalone_question
 from adaptive_gates.prompts import quote_question, quote_turns
+
+from .messages import MessageLike
 
 #: LangChain's classic condense-question instruction.
 CONDENSE_INSTRUCTION = (
@@ -37,20 +42,31 @@ CONDENSE_PROMPT = ChatPromptTemplate.from_messages(
 )
 
 
+class CondenseInput(TypedDict):
+    """The condenser's input: the turns before the follow-up, and the follow-up."""
+
+    chat_history: list[MessageLike]
+    question: str
+
+
 def condense_question_chain(llm: BaseChatModel) -> Runnable:
     """A runnable that turns ``{"chat_history": [messages], "question": str}`` into a
     standalone question (a string), with LangChain's condense-question instruction; the
     history is written as one quoted line per turn and the follow-up quoted
     (``condense_inputs``), so no turn can close its line or forge another's."""
     render = RunnableLambda(condense_inputs)
-    return (render | CONDENSE_PROMPT | llm | StrOutputParser()).with_config(run_name="condense_question")
+    chain: Runnable[Any, str] = (render | CONDENSE_PROMPT | llm | StrOutputParser()).with_config(
+        run_name="condense_question"
+    )
+    return chain.with_types(input_type=CondenseInput)
 
 
 def condense_inputs(inputs: dict[str, Any]) -> dict[str, str]:
-    """``CONDENSE_PROMPT``'s variables from ``{"chat_history": [messages], "question": str}``:
-    each message a ``type: "text"`` line (``adaptive_gates.prompts.quote_turns``), the
-    question quoted (``adaptive_gates.prompts.quote_question``)."""
-    history: Sequence[BaseMessage] = inputs["chat_history"]
+    """``CONDENSE_PROMPT``'s variables from ``{"chat_history": [messages], "question": str}``
+    (the messages in any form LangChain reads as messages): each message a
+    ``type: "text"`` line (``adaptive_gates.prompts.quote_turns``), the question quoted
+    (``adaptive_gates.prompts.quote_question``)."""
+    history: Sequence[BaseMessage] = convert_to_messages(inputs["chat_history"])
     return {
         "chat_history": quote_turns((m.type, m.text) for m in history),
         "question": quote_question(inputs["question"]),

@@ -32,6 +32,7 @@ from adaptive_gates import Gate, GateDecision
 from . import steps
 from .answers import DraftAnswer, WithDecision, decision_output_fields, draft_for, draft_route
 from .branch_types import common_output_type, input_source
+from .event_names import GateEventsInNames
 from .gate_runnable import GateRunnable
 from .passages import ROUTE_DECISION_KEY, GatePassagesRetriever
 from .routes import DIRECT, DRAFT, RETRIEVE, Choose, RouteChoice, ScoreBands, check_routes, checked_route
@@ -50,7 +51,7 @@ ROUTE_METADATA_KEY = "gate_route"
 Branch = Runnable | Callable[..., Any]
 
 
-class GatedRouter(RunnableLambda):
+class GatedRouter(GateEventsInNames, RunnableLambda):
     """Decides with ``gate``, then runs the route ``choose(decision)`` names.
 
     Every route receives the router's input unchanged (a question string, a dict, a

@@ -16,7 +16,12 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
+
 from adaptive_gates.extend import Hit
+
+from .messages import INPUT_KEY_ALIAS, question_key
 
 #: The documents one answer's searches returned, by hit id (each answer sets its own).
 _FOUND: contextvars.ContextVar[dict[str, Document] | None] = contextvars.ContextVar("seakr_found", default=None)
@@ -64,7 +69,8 @@ class SeaKRChain(Runnable[Any, dict[str, Any]]):
     """SeaKR's pipeline (``adaptive_gates.SeaKRPipeline``) as a runnable over a LangChain
     retriever.
 
-    Input: a question (a string, or a dict with it under ``"question"``). Output: a
+    Input: a question (a string, or a dict with it under ``"question"``, else under
+    ``"input"``; ``InputType`` describes both). Output: a
     dict with ``answer`` (the text), ``documents`` (the LangChain documents read, in
     order) and ``trace`` (the core's ``SeaKRResult`` as a dict: every step's
     uncertainty, query, re-ranked candidates and the selected route).
@@ -90,6 +96,11 @@ class SeaKRChain(Runnable[Any, dict[str, Any]]):
 
     def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
         return super().get_name(suffix, name=name or "seakr")
+
+    @property
+    def InputType(self) -> Any:
+        """The question, or a dict with it under ``"question"`` or ``"input"``."""
+        return str | SeaKRQuestion | SeaKRInput
 
     def calibrate(self, questions: Sequence[str], target_rate: float | None = None, **kwargs: Any) -> Self:
         """Set δ as ``SeaKRPipeline.calibrate`` does (e.g. for a ``target_rate`` of
@@ -120,9 +131,24 @@ class SeaKRChain(Runnable[Any, dict[str, Any]]):
         return {"answer": result.answer, "documents": [found[i] for i in result.documents], "trace": result.to_dict()}
 
 
+class SeaKRQuestion(TypedDict):
+    """A dict with the question under ``"question"``."""
+
+    question: str
+
+
+class SeaKRInput(TypedDict):
+    """A dict with the question under ``"input"``."""
+
+    input: str
+
+
 def _question(value: Any) -> Any:
     if isinstance(value, Mapping):
-        if "question" not in value:
-            raise ValueError(f"the input dict has no 'question' key (keys: {sorted(map(str, value))})")
-        return value["question"]
+        key = question_key(value, "question")
+        if key is None:
+            raise ValueError(
+                f"the input dict has no 'question' or {INPUT_KEY_ALIAS!r} key (keys: {sorted(map(str, value))})"
+            )
+        return value[key]
     return value

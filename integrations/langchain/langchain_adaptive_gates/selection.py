@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, InstanceOf, PrivateAttr
+
+# pydantic reads a TypedDict from typing_extensions only, before Python 3.12
+from typing_extensions import TypedDict
 
 from adaptive_gates import AnswerCandidate, ReasoningSelector, Selection
+
+
+class CandidateDict(TypedDict):
+    """An ``AnswerCandidate`` as a dict (no other keys)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]  # pydantic's way for a TypedDict
+
+    answer: str | None
+    prompt: NotRequired[str | None]
+    uncertainty: NotRequired[float | None]
+    name: NotRequired[str]
 
 
 class AnswerSelector(RunnableSerializable[Sequence[Any], Selection]):
@@ -31,6 +45,11 @@ class AnswerSelector(RunnableSerializable[Sequence[Any], Selection]):
     selector: Any = Field(default=None, exclude=True)
 
     _selector: ReasoningSelector | None = PrivateAttr(default=None)
+
+    @property
+    def InputType(self) -> Any:
+        """A list of ``AnswerCandidate`` (the instances themselves) or ``CandidateDict``."""
+        return list[InstanceOf[AnswerCandidate] | CandidateDict]
 
     @property
     def reasoning_selector(self) -> ReasoningSelector:

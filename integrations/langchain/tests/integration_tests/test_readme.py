@@ -1,9 +1,11 @@
-"""Every ``python`` block of the package README runs, in order, in one namespace: the
-README reads as one session, each block using what the blocks before it built.
+"""Every ``python`` block of the package README runs as pasted, in order, in one
+namespace: the README reads as one session, each block using what the blocks before it
+built.
 
 The blocks run against the embedded models and, where the README calls an API model,
-against the core suite's OpenAI-compatible test server (``base_url`` and ``model`` are
-that server's; the README says to put a real server's there)."""
+against the core suite's OpenAI-compatible test server, named as the README says a
+user names theirs: by the ``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` environment
+variables."""
 
 from __future__ import annotations
 
@@ -31,9 +33,26 @@ def _short_replies(namespace: dict) -> None:
         namespace["llm"].max_tokens = MAX_TOKENS
 
 
-def test_every_readme_block_runs_in_order(openai_server):
-    namespace = {"__name__": "readme", "base_url": openai_server.base_url, "model": openai_server.model_id}
-    assert run_readme(README, namespace, after_block=_short_replies) >= 12
+@pytest.fixture
+def api_server_in_the_environment(openai_server, monkeypatch):
+    """The test server as the README's API-model block finds a user's."""
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_MODEL", openai_server.model_id)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return openai_server
+
+
+def test_every_readme_block_runs_in_order(api_server_in_the_environment):
+    assert run_readme(README, {"__name__": "readme"}, after_block=_short_replies) >= 12
+
+
+def test_the_api_model_block_runs_alone(api_server_in_the_environment):
+    """The block that calls an API model needs nothing an earlier block built."""
+    (line, code), *others = [(line, code) for line, code in readme_blocks(README) if "ChatOpenAI(" in code]
+    assert not others
+    namespace = {"__name__": "readme"}
+    exec(compile(code, f"{README.name}:{line}", "exec"), namespace)
+    assert namespace["decision"].gate == "verbalized" and api_server_in_the_environment.requests >= 1
 
 
 def test_the_top_level_readme_langchain_block_runs_as_pasted():

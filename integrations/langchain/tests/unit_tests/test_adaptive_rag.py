@@ -212,7 +212,7 @@ def test_bad_input_and_prompts_get_clear_errors(passage_store, knn_gate, llm):
     with pytest.raises(TypeError, match="grade_documents"):
         create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents="yes")
     app = create_adaptive_rag_graph(knn_gate, retriever, llm)
-    with pytest.raises(ValueError, match="'question' or 'messages'"):
+    with pytest.raises(ValueError, match="'messages' ending with a human turn, an 'input' or a 'question'"):
         app.invoke({"documents": []})
 
 
@@ -245,3 +245,25 @@ def test_without_langgraph_the_graph_names_the_extra_and_the_package_still_impor
     monkeypatch.delattr(langchain_adaptive_gates, "adaptive_rag")
     with pytest.raises(ImportError, match=r"pip install 'langchain-adaptive-gates\[langgraph\]'"):
         langchain_adaptive_gates.create_adaptive_rag_graph  # noqa: B018
+
+
+def test_a_turns_input_is_its_question_and_the_run_context_controls_the_gate(passage_store, knn_gate, llm, question):
+    app = create_adaptive_rag_graph(
+        knn_gate, passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm, checkpointer=InMemorySaver()
+    )
+    thread = {"configurable": {"thread_id": "by-input"}}
+    first = app.invoke({"input": question}, thread, context={"gate_retrieval": "always"})
+    assert first["question"] == question and first["gate_decision"]["details"] == {"forced": "always"}
+    assert len(first["documents"]) == 1 and "input" not in first
+    # the next turn's question is not shadowed by the last turn's input, nor its input by the last question
+    assert app.invoke({"question": KNOWN_Q}, thread)["gate_decision"]["question"] == KNOWN_Q
+    third = app.invoke({"input": question}, thread, context={"gate_retrieval": "never"})
+    assert third["question"] == question and third["gate_decision"]["retrieve"] is False and third["documents"] == []
+
+
+def test_the_decision_streams_in_custom_mode_beside_the_answers_tokens(passage_store, knn_gate, llm):
+    app = create_adaptive_rag_graph(knn_gate, passage_store("in-memory").as_retriever(), llm)
+    items = list(app.stream({"question": KNOWN_Q}, stream_mode=["custom", "messages"]))
+    custom = [payload for mode, payload in items if mode == "custom"]
+    assert len(custom) == 1 and custom[0][DECISION_EVENT]["question"] == KNOWN_Q
+    assert custom[0][DECISION_EVENT]["retrieve"] is False and any(mode == "messages" for mode, _ in items)

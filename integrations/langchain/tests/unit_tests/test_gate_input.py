@@ -9,11 +9,13 @@ import math
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
+from pydantic import ValidationError
 
 from adaptive_gates import DecisionListener, GateDecision, SKRKnnGate
 from langchain_adaptive_gates import DECISION_EVENT, GateRunnable
 
 from ..conftest import KNOWN, UNKNOWN
+from ..input_forms import NOT_INPUTS, question_forms
 
 KNOWN_Q = "Who wrote Macbeth?"
 UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
@@ -21,7 +23,9 @@ UNKNOWN_Q = "What was the population of Nauru in the 2021 census?"
 #: Inputs with no question the gate can judge, and what the fallback's error says.
 BAD_INPUTS = [
     pytest.param(
-        {"query": KNOWN_Q}, "invalid input: the input dict has no 'question' key (keys: ['query'])", id="no-key"
+        {"query": KNOWN_Q},
+        "invalid input: the input dict has no 'question' or 'input' key (keys: ['query'])",
+        id="no-key",
     ),
     pytest.param(
         [SystemMessage("Be brief."), AIMessage("Hello.")],
@@ -54,18 +58,38 @@ def _is_fallback_saying(decision, error, gate):
 
 
 # ----------------------------------------------------------------- schemas
-def test_the_input_schema_describes_the_three_forms(gate):
-    schema = gate.get_input_schema().model_json_schema()
+def test_the_input_schema_describes_every_form(gate):
+    schema = gate.get_input_jsonschema()
     kinds = schema["anyOf"]
     assert kinds[0] == {"type": "string"}
-    assert kinds[1]["type"] == "array" and {"$ref": "#/$defs/HumanMessage"} in kinds[1]["items"]["oneOf"]
-    keyed = schema["$defs"][kinds[2]["$ref"].rsplit("/", 1)[1]]
+    item = kinds[1]["items"]["anyOf"]
+    assert kinds[1]["type"] == "array" and {"$ref": "#/$defs/HumanMessage"} in item[0]["oneOf"]
+    assert item[1] == {"$ref": "#/$defs/RoleMessage"} and item[2]["prefixItems"] == [{"type": "string"}] * 2
+    assert {"$ref": "#/$defs/ChatPromptValue"} in kinds and {"$ref": "#/$defs/StringPromptValue"} in kinds
+    keyed = schema["$defs"]["GateInputDict"]
     assert keyed["required"] == ["question"] and sorted(keyed["properties"]) == ["chat_history", "question"]
     assert "last human turn" in keyed["properties"]["question"]["description"]
-    # the schema accepts what the gate reads
-    model = gate.get_input_schema()
-    for value in (KNOWN_Q, [{"type": "human", "content": KNOWN_Q}], {"question": KNOWN_Q, "chat_history": []}):
-        model.model_validate(value)
+    assert schema["$defs"]["GateInputDictByInput"]["required"] == ["input"]
+
+
+@pytest.mark.parametrize("form", list(question_forms(KNOWN_Q)))
+def test_every_form_the_gate_reads_validates_and_is_decided_alike(gate, form):
+    value = question_forms(UNKNOWN_Q)[form]
+    gate.get_input_schema().model_validate(value)
+    decision = gate.invoke(value)
+    assert decision.error is None and decision.question.endswith(UNKNOWN_Q) and decision.retrieve is True
+
+
+@pytest.mark.parametrize("value", NOT_INPUTS.values(), ids=list(NOT_INPUTS))
+def test_a_value_in_no_form_is_a_validation_error(gate, value):
+    with pytest.raises(ValidationError):
+        gate.get_input_schema().model_validate(value)
+
+
+def test_input_is_the_question_only_without_the_runnables_key(gate):
+    assert gate.invoke({"input": UNKNOWN_Q}).retrieve is True
+    both = gate.invoke({"question": KNOWN_Q, "input": UNKNOWN_Q})
+    assert both.question == KNOWN_Q and both.retrieve is False
 
 
 def test_the_input_schema_follows_input_key(knn_gate):
@@ -76,10 +100,15 @@ def test_the_input_schema_follows_input_key(knn_gate):
     assert gate.InputType != GateRunnable(knn_gate).InputType
 
 
-def test_the_output_schema_is_the_decisions(gate):
+def test_the_output_schema_is_the_decisions_as_json_carries_them(gate):
     assert gate.OutputType is GateDecision
-    schema = gate.get_output_schema().model_json_schema()
-    decision = schema["$defs"]["GateDecision"]
+    forced = gate.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}).to_dict()
+    assert forced["score"] is None  # JSON has no NaN
+    for decision in (forced, gate.invoke(KNOWN_Q).to_dict()):
+        assert gate.get_output_schema().model_validate(decision).model_dump() == decision
+    assert gate.get_output_jsonschema()["properties"]["score"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
+    assert math.isnan(gate.get_output_schema().model_validate(GateDecision.forced(KNOWN_Q, "skr-knn", "never")).score)
+    decision = gate.get_output_jsonschema()
     fields = [
         "retrieve",
         "score",
@@ -98,7 +127,7 @@ def test_the_output_schema_is_the_decisions(gate):
     assert decision["required"] == ["retrieve", "score", "threshold", "gate"]
     assert decision["properties"]["retrieve"]["type"] == "boolean"
     assert "error: why a fallback decision was taken" in decision["description"]
-    assert gate.get_output_schema().model_validate(gate.invoke(UNKNOWN_Q)).root.retrieve is True
+    assert gate.get_output_schema().model_validate(gate.invoke(UNKNOWN_Q)).retrieve is True
 
 
 # ----------------------------------------------------------------- one bad-input rule
@@ -147,7 +176,7 @@ def test_the_fallback_is_a_decision_event(gate):
 
     custom = [e for e in asyncio.run(events()) if e["event"] == "on_custom_event"]
     assert [e["name"] for e in custom] == [DECISION_EVENT]
-    assert custom[0]["data"]["retrieve"] is True and "no 'question' key" in custom[0]["data"]["error"]
+    assert custom[0]["data"]["retrieve"] is True and "no 'question' or 'input' key" in custom[0]["data"]["error"]
 
 
 def test_history_does_not_stand_in_for_an_empty_question(knn_gate):
@@ -171,4 +200,4 @@ def test_input_key_names_the_dicts_question(knn_gate):
     assert gate.invoke({"query": UNKNOWN_Q}).retrieve is True
     assert gate.invoke({"query": KNOWN_Q, "chat_history": [("human", "Hi")]}).retrieve is False
     missing = gate.invoke({"question": KNOWN_Q})
-    assert missing.is_fallback and "no 'query' key (keys: ['question'])" in missing.error
+    assert missing.is_fallback and "no 'query' or 'input' key (keys: ['question'])" in missing.error

@@ -60,7 +60,7 @@ def test_decision_is_a_custom_event(gate):
 
 def test_bad_input_is_that_inputs_fallback_only(gate):
     out = gate.batch([{"query": KNOWN_Q}, KNOWN_Q])
-    assert out[0].is_fallback and out[0].retrieve is True and "no 'question' key" in out[0].error
+    assert out[0].is_fallback and out[0].retrieve is True and "no 'question' or 'input' key" in out[0].error
     assert out[1].retrieve is False and not out[1].is_fallback
     empty = gate.invoke("   ")
     assert empty.is_fallback and empty.retrieve is True and "invalid question" in empty.error

@@ -2,13 +2,14 @@
 
 import asyncio
 import operator
+from dataclasses import dataclass
 from typing import Annotated, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 
 from adaptive_gates import VerbalizedGate
-from langchain_adaptive_gates import LangChainChatModel, gate_node, route_on_decision
+from langchain_adaptive_gates import DECISION_EVENT, LangChainChatModel, gate_node, route_on_decision
 
 from .chat_doubles import scripted
 
@@ -74,10 +75,68 @@ def test_a_state_without_the_question_gets_the_recorded_fallback(knn_gate):
     for state in (app.invoke({"path": []}), asyncio.run(app.ainvoke({"path": []}))):
         decision = state["gate_decision"]
         assert state["path"] == ["retrieve"] and decision["retrieve"] is True
-        assert "no 'question' key" in decision["error"] and "path" in decision["error"]
+        assert "no 'question' or 'input' key" in decision["error"] and "path" in decision["error"]
 
 
 def test_the_gate_node_reads_the_key_it_is_given(knn_gate):
     node = gate_node(knn_gate, input_key="query")
     assert node.invoke({"query": KNOWN_Q})["gate_decision"]["question"] == KNOWN_Q
     assert asyncio.run(node.ainvoke({"query": UNKNOWN_Q}))["gate_decision"]["retrieve"] is True
+
+
+class InputState(State, total=False):
+    input: str
+
+
+def test_the_gate_node_reads_input_where_the_state_has_no_question(knn_gate):
+    graph = StateGraph(InputState)
+    graph.add_node("gate", gate_node(knn_gate))
+    graph.add_edge(START, "gate")
+    graph.add_edge("gate", END)
+    decision = graph.compile().invoke({"input": UNKNOWN_Q})["gate_decision"]
+    assert decision["question"] == UNKNOWN_Q and decision["retrieve"] is True and decision["error"] is None
+
+
+@dataclass
+class AppContext:
+    """A graph's own context schema: a field of its own beside the gate's keys."""
+
+    user: str = "anyone"
+    gate_retrieval: str | None = None
+
+
+def test_the_run_context_controls_the_gate_and_wins_over_configurable(knn_gate):
+    graph = StateGraph(State, context_schema=AppContext)
+    graph.add_node("gate", gate_node(knn_gate))
+    graph.add_edge(START, "gate")
+    graph.add_edge("gate", END)
+    app = graph.compile()
+    forced = app.invoke({"question": KNOWN_Q}, context=AppContext(gate_retrieval="always"))["gate_decision"]
+    assert forced["retrieve"] is True and forced["details"] == {"forced": "always"}
+    both = app.invoke(
+        {"question": UNKNOWN_Q}, {"configurable": {"gate_retrieval": "always"}}, context={"gate_retrieval": "never"}
+    )
+    assert both["gate_decision"]["retrieve"] is False
+    assert app.invoke({"question": KNOWN_Q}, context=AppContext())["gate_decision"]["retrieve"] is False
+    mapping = _graph(knn_gate)
+    assert mapping.invoke({"question": KNOWN_Q, "path": []}, context={"gate_retrieval": "always"})["path"] == [
+        "retrieve"
+    ]
+    with pytest.raises(ValueError, match="unknown configurable key 'gate_retreival'"):
+        mapping.invoke({"question": KNOWN_Q, "path": []}, context={"gate_retreival": "always"})
+
+
+def test_the_decision_is_in_the_custom_stream_and_once_in_the_events(knn_gate):
+    app = _graph(knn_gate)
+    chunks = list(app.stream({"question": UNKNOWN_Q, "path": []}, stream_mode="custom"))
+    assert [list(c) for c in chunks] == [[DECISION_EVENT]] and chunks[0][DECISION_EVENT]["question"] == UNKNOWN_Q
+
+    async def events():
+        return [e async for e in app.astream_events({"question": UNKNOWN_Q, "path": []}, version="v2")]
+
+    decisions = [e for e in asyncio.run(events()) if DECISION_EVENT in (e["name"], *_keys(e["data"].get("chunk")))]
+    assert [(e["event"], e["data"]["question"]) for e in decisions] == [("on_custom_event", UNKNOWN_Q)]
+
+
+def _keys(chunk):
+    return list(chunk) if isinstance(chunk, dict) else []

@@ -39,7 +39,7 @@ def test_dict_takes_input_key_and_history():
 @pytest.mark.parametrize(
     "value, says",
     [
-        ({"query": "x"}, r"the input dict has no 'question' key \(keys: \['query'\]\)"),
+        ({"query": "x"}, r"the input dict has no 'question' or 'input' key \(keys: \['query'\]\)"),
         ([AIMessage("Hello."), SystemMessage("Be brief.")], r"no human message .*\['ai', 'system'\]"),
         ([42], "the input list is not a message list: Unsupported message type"),
         ([("narrator", "x")], "the input list is not a message list: Unexpected message type: 'narrator'"),

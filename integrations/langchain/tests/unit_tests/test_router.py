@@ -196,7 +196,7 @@ def test_the_routers_gate_reads_the_key_it_is_given_and_records_a_missing_one(kn
     assert known["gate_decision"]["question"] == KNOWN_Q
     missing = asyncio.run(router.ainvoke({"question": KNOWN_Q}))
     assert missing["route"] == "retrieve" and missing["answer"] == "rag: " + str({"question": KNOWN_Q})
-    assert "no 'query' key" in missing["gate_decision"]["error"]
+    assert "no 'query' or 'input' key" in missing["gate_decision"]["error"]
 
 
 class _CountingExecutor(ThreadPoolExecutor):

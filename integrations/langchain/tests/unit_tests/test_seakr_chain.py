@@ -92,7 +92,7 @@ def test_async_batch_answers_each_input_and_refuses_bad_ones(chain):
     assert answered["trace"]["question"] == question and answered["trace"]["steps"][0]["retrieve"] is True
     assert len(answered["documents"]) == 1 and answered["answer"] == answered["trace"]["answer"]
     assert isinstance(empty, ValueError) and "question" in str(empty)
-    assert isinstance(keyless, ValueError) and "no 'question' key" in str(keyless)
+    assert isinstance(keyless, ValueError) and "no 'question' or 'input' key" in str(keyless)
 
 
 def test_a_failing_retriever_is_recorded_and_the_question_still_answered(core_embedder, uncertainty):
