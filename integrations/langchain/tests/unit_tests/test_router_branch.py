@@ -10,7 +10,7 @@ from langchain_core.load import dumps, loads
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableLambda
 
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import GateLoadError, SKRKnnGate
 from langchain_adaptive_gates import (
     IMPORT_MAPPINGS,
     GatedRouter,
@@ -88,6 +88,8 @@ def test_dumps_and_loads_give_the_router_back_with_its_gate_read_from_its_direct
         ("multi_step", f"deep: {KNOWN_Q}"),
         ("direct", f"direct: {UNKNOWN_Q}"),
     ]
+    with pytest.raises(GateLoadError, match=f"{path.parent / 'moved'}: not a saved gate directory"):
+        _load(text.replace(str(path), str(path.parent / "moved")))
 
 
 def test_what_langchain_cannot_write_is_refused_when_loaded(knn_gate, saved):
