@@ -236,7 +236,8 @@ class GatedRouter(RunnableSerializable[Any, Any]):
             None, input, name=config.get("run_name") or self.get_name(), run_id=config.pop("run_id", None)
         )
         child = _child_config(config, run.get_child())
-        token = var_child_runnable_config.set(child)  # what the gate's models run, they run under the router
+        # Runnables called without a config (a gate's chat model) run under the router.
+        token = var_child_runnable_config.set(child)
         try:
             route, route_config = self._route(self.gate.invoke(input, child), child)
             output = route.invoke(input, route_config)
