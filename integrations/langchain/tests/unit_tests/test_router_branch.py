@@ -3,23 +3,27 @@ its gate as the directory it was saved in, and drawn by ``get_graph`` as one
 conditional node with an edge per named route. Over a real SKR-kNN gate (embedded
 MiniLM), saved to and loaded from a real directory."""
 
+import asyncio
 import json
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.load import dumps, loads
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableLambda
 
-from adaptive_gates import GateLoadError, SKRKnnGate
+from adaptive_gates import GateLoadError, SKRKnnGate, VerbalizedGate
 from langchain_adaptive_gates import (
     IMPORT_MAPPINGS,
     GatedRouter,
+    LangChainChatModel,
     SavedGateRunnable,
     ScoreBands,
     gated_router,
 )
 
 from ..conftest import KNOWN, UNKNOWN
+from .chat_doubles import scripted
 from .test_router import KNOWN_Q, UNKNOWN_Q
 
 pytestmark = pytest.mark.filterwarnings("ignore:The function `loads` is in beta")
@@ -140,3 +144,35 @@ def test_the_graph_is_one_conditional_node_with_an_edge_per_named_route(knn_gate
         ("gated_router", "retrieve", "retrieve", True),
     ]
     assert "Lambda" not in {node.name for node in chain.get_graph().nodes.values()}
+
+
+class _Parents(BaseCallbackHandler):
+    """Each chain and chat-model run's name and its parent's name."""
+
+    def __init__(self):
+        self.runs = {}
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        self.runs[run_id] = (kwargs.get("name"), parent_run_id)
+
+    def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
+        self.runs[run_id] = ("chat model", parent_run_id)
+
+    def tree(self):
+        return sorted((name, self.runs.get(parent, (None,))[0]) for name, parent in self.runs.values())
+
+
+def test_the_gates_chat_model_runs_under_the_router_blocking_or_awaited():
+    """A gate's model is called without a config: its run still sits under the router's."""
+    gate = VerbalizedGate(LangChainChatModel(scripted(*["Paris. certain"] * 2)), judge=False, top_logprobs=0)
+    router = gated_router(gate, direct=RunnableLambda(lambda q: "d"), retrieval=RunnableLambda(lambda q: "r"))
+    expected = [
+        ("chat model", "gated_router"),
+        ("draft_branch", "gated_router"),
+        ("gate:verbalized", "gated_router"),
+        ("gated_router", None),
+    ]
+    blocking, awaited = _Parents(), _Parents()
+    assert router.invoke("What is the capital of France?", {"callbacks": [blocking]}) == "Paris"
+    assert asyncio.run(router.ainvoke("What is the capital of France?", {"callbacks": [awaited]})) == "Paris"
+    assert blocking.tree() == awaited.tree() == expected
