@@ -1,7 +1,8 @@
 """LangChain integration of adaptive-gates: decide per question whether to retrieve.
 
 - ``gated_router`` / ``GateRunnable``: a gate choosing between a direct and a RAG chain,
-  or among named routes (``ScoreBands``).
+  or among named routes (``ScoreBands``); LangChain serialises the router with its gate
+  by its saved directory (``SavedGateRunnable``; ``IMPORT_MAPPINGS`` for ``loads``).
 - ``GatedRetriever``: a retriever that returns nothing when the model knows.
 - ``GatePassagesRetriever`` / ``decision_documents``: the passages a draft-check gate
   retrieved to decide, answered over in the retrieve branch with no second retrieval.
@@ -50,8 +51,10 @@ from .passages import GatePassagesRetriever, LangChainRetriever, decision_docume
 from .retrievers import DOCUMENT_DECISION_KEY, GatedDocuments, GatedRetriever
 from .router import METADATA_KEY, ROUTE_METADATA_KEY, TAG_PREFIX, GatedRouter, gated_router
 from .routes import RouteChoice, ScoreBands
+from .saved_gate import SavedGateRunnable
 from .seakr_chain import RetrieverSearch, SeaKRChain
 from .selection import AnswerSelector
+from .serialization import import_mappings
 from .tools import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, GatedRetrieverInput, create_gated_retriever_tool
 from .vectorstore_memory import LABEL_KEY, VectorStoreMemory
 
@@ -59,6 +62,10 @@ if TYPE_CHECKING:
     from .adaptive_rag import AdaptiveRAGInput, AdaptiveRAGState, create_adaptive_rag_graph
 
 __version__ = "0.1.0"
+
+#: The package's serialisable classes, for ``langchain_core.load.loads(...,
+#: valid_namespaces=["langchain_adaptive_gates"], additional_import_mappings=IMPORT_MAPPINGS)``.
+IMPORT_MAPPINGS = import_mappings(GatedRouter, SavedGateRunnable, ScoreBands)
 
 #: Names that need langgraph (the ``langgraph`` extra), imported on first use.
 _GRAPH_NAMES = ("AdaptiveRAGInput", "AdaptiveRAGState", "create_adaptive_rag_graph")
@@ -84,6 +91,7 @@ __all__ = [
     "GATE_KEY",
     "GRADE_ERROR_KEY",
     "GRADE_PROMPT",
+    "IMPORT_MAPPINGS",
     "LABEL_KEY",
     "LLM_CALL_EVENT",
     "METADATA_KEY",
@@ -116,6 +124,7 @@ __all__ = [
     "RequestControl",
     "RetrieverSearch",
     "RouteChoice",
+    "SavedGateRunnable",
     "ScoreBands",
     "SeaKRChain",
     "SeaKRCompressor",

@@ -1,11 +1,12 @@
 """``GatedRouter``: a gate choosing, per input, the route that answers it.
 
-It is LangChain's recommended routing form, a runnable that returns the runnable to
-run: a ``RunnableLambda`` whose function decides and returns the chosen route, which
-LangChain then runs on the same input. So every mode works as LangChain's own
+It is a LangChain branch, as ``RunnableBranch`` is: one run that decides (the gate's
+run under it) and then runs the chosen route under it, so a call makes three runs:
+the router's, the gate's and the chosen route's. Every mode works as LangChain's own
 (``invoke``, ``ainvoke``, ``stream``, ``astream``, ``astream_events``) and the chosen
-route streams; ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call. A
-call makes three runs: the router's, the gate's and the chosen route's.
+route streams; ``batch``/``abatch`` decide all inputs in one ``decide_batch`` call.
+LangChain serialises it (``dumps``/``loads``, its gate by the directory it was saved
+in) and draws it (``get_graph``) as one conditional node with an edge per route.
 
 A gate that retrieves to decide (a draft-check gate) passes its passages on: the
 decision is in the chosen route's run metadata, where a ``GatePassagesRetriever`` in
@@ -15,17 +16,25 @@ checked and retrieves nothing again.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.load.serializable import SerializedConstructor, SerializedNotImplemented
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from langchain_core.runnables.base import coerce_to_runnable
-from langchain_core.runnables.config import get_executor_for_config
-from langchain_core.runnables.utils import gather_with_concurrency
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    get_executor_for_config,
+    var_child_runnable_config,
+)
+from langchain_core.runnables.graph import Graph, Node
+from langchain_core.runnables.utils import ConfigurableFieldSpec, gather_with_concurrency, get_unique_config_specs
 from langchain_core.utils.pydantic import TypeBaseModel, create_model_v2
-from pydantic import BaseModel
+from pydantic import ConfigDict, PrivateAttr
 
 from adaptive_gates import Gate, GateDecision
 
@@ -36,6 +45,8 @@ from .event_names import GateEventsInNames
 from .gate_runnable import GateRunnable
 from .passages import ROUTE_DECISION_KEY, GatePassagesRetriever
 from .routes import DIRECT, DRAFT, RETRIEVE, Choose, RouteChoice, ScoreBands, check_routes, checked_route
+from .saved_gate import SavedGateRunnable
+from .serialization import NAMESPACE
 
 #: Tag on the chosen route's run: ``adaptive-gates:<route>`` (``…:retrieve``, ``…:direct``,
 #: ``…:draft`` or a named route), beside ``adaptive-gates:gate:<gate name>``.
@@ -51,7 +62,7 @@ ROUTE_METADATA_KEY = "gate_route"
 Branch = Runnable | Callable[..., Any]
 
 
-class GatedRouter(GateEventsInNames, RunnableLambda):
+class GatedRouter(GateEventsInNames, RunnableSerializable[Any, Any]):
     """Decides with ``gate``, then runs the route ``choose(decision)`` names.
 
     Every route receives the router's input unchanged (a question string, a dict, a
@@ -69,8 +80,22 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
     routes'. With ``include_decision`` the output is ``{ANSWER_KEY: answer,
     DECISION_KEY: decision dict, ROUTE_KEY: route name}`` (see ``answers``).
 
-    Its function and every route it builds have async twins, so ``ainvoke`` keeps the
-    router's own work on the event loop (a thread hop costs more than the work).
+    The async paths keep the router's own work on the event loop (a thread hop costs
+    more than the work).
+
+    LangChain serialises it (``is_lc_serializable()``, ``to_json()``,
+    ``langchain_core.load.dumps``): its JSON holds the gate as the directory it was
+    saved in (a ``SavedGateRunnable``: ``gated_router("path/to/gate", ...)``), the
+    routes as LangChain writes them, the ``ScoreBands`` and the options. Loading it
+    (``loads(..., valid_namespaces=["langchain_adaptive_gates"],
+    additional_import_mappings=IMPORT_MAPPINGS)``) loads the gate from that directory
+    again. What LangChain cannot write (a gate given as an object, a plain function
+    as a route, ``choose`` or ``draft``) is written as not implemented, as LangChain
+    writes such parts of any chain, and ``loads`` refuses it.
+
+    ``get_graph()`` draws it as LangChain draws a branch: the input, one node for the
+    router, a conditional edge to each route named by the route (``"draft"`` too when
+    drafts are answered), and the output.
 
     A gate that retrieves to decide (``Gate.retrieves_first``: a draft-check gate)
     serves its draft through the ``DRAFT`` route when it does not retrieve, and keeps
@@ -81,6 +106,18 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
     would retrieve a second time.
     """
 
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    gate: GateRunnable
+    routes: dict[str, Runnable]
+    choose: Any
+    draft: Any = None
+    include_decision: bool = False
+
+    _answer_type: Any = PrivateAttr()
+    _route_names: list[str] = PrivateAttr()
+    _given: dict[str, Any] = PrivateAttr()  # choose= and draft= as given, for the JSON
+
     def __init__(
         self,
         gate: GateRunnable,
@@ -90,7 +127,6 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
         draft: DraftAnswer | Literal["auto"] | None = "auto",
         include_decision: bool = False,
     ) -> None:
-        super().__init__(self._decide_route, afunc=self._adecide_route, name="gated_router")
         if not isinstance(gate, GateRunnable):
             raise TypeError(f"gate must be a GateRunnable (gated_router takes a bare Gate), got {type(gate).__name__}")
         if not routes:
@@ -100,29 +136,69 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
                 raise ValueError(f"route names must be non-empty strings, got {name!r}")
         if draft is not None and DRAFT in routes:
             raise ValueError(f"{DRAFT!r} is the route of the gate's draft answers (draft=); name the route otherwise")
-        self.gate = gate
-        self.routes = {name: _coerce(branch, name) for name, branch in routes.items()}
-        self.answer_type = common_output_type(list(self.routes.values()))
+        coerced = {name: _coerce(branch, name) for name, branch in routes.items()}
+        answer_type = common_output_type(list(coerced.values()))
         if draft is not None and draft != "auto" and not callable(draft):
             raise TypeError(f"draft must be 'auto', None or a function of the decision, got {draft!r}")
-        self.draft = draft_for(self.answer_type) if draft == "auto" else draft
+        answer_draft = draft_for(answer_type) if draft == "auto" else draft
+        given_choose = choose
         if choose is None or isinstance(choose, ScoreBands):
-            choose = RouteChoice(choose, drafts=self.draft is not None)
+            choose = RouteChoice(choose, drafts=answer_draft is not None)
         elif not callable(choose):
             raise TypeError(f"choose must be ScoreBands or a function of the decision, got {type(choose).__name__}")
-        check_routes(choose, self._route_names)
-        self.choose = choose
-        self.include_decision = include_decision
+        route_names = [*coerced, *([DRAFT] if answer_draft is not None else [])]
+        check_routes(choose, route_names)
+        super().__init__(  # type: ignore[call-arg]  # the fields of this model
+            gate=gate,
+            routes=coerced,
+            choose=choose,
+            draft=answer_draft,
+            include_decision=include_decision,
+            name="gated_router",
+        )
+        self._answer_type = answer_type
+        self._route_names = route_names
+        self._given = {"choose": given_choose, "draft": draft}
         _warn_if_retrieving_twice(gate, self.routes.get(RETRIEVE))
 
     def __repr__(self) -> str:
         return f"GatedRouter(gate={self.gate.get_name()!r}, routes={self._route_names}, choose={self.choose!r})"
 
+    # ----------------------------------------------------------------- serialising
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return NAMESPACE
+
+    def to_json(self) -> SerializedConstructor | SerializedNotImplemented:
+        """The constructor's arguments: the gate, the routes, and the options not left
+        at their defaults, as given (a ``ScoreBands`` as its bands)."""
+        kwargs: dict[str, Any] = {"gate": self.gate, "routes": dict(self.routes)}
+        if self._given["choose"] is not None:
+            kwargs["choose"] = self._given["choose"]
+        if self._given["draft"] != "auto":
+            kwargs["draft"] = self._given["draft"]
+        if self.include_decision:
+            kwargs["include_decision"] = True
+        return SerializedConstructor(lc=1, type="constructor", id=self.lc_id(), kwargs=kwargs)
+
     # ----------------------------------------------------------------- types
-    @functools.cached_property
+    @property
+    def answer_type(self) -> Any:
+        """The routes' common output type."""
+        return self._answer_type
+
+    @property
     def deps(self) -> list[Runnable]:
-        """The gate and the routes (LangChain's graph and ``config_specs`` read them)."""
+        """The gate and the routes."""
         return [self.gate, *self.routes.values()]
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        return get_unique_config_specs(spec for dep in self.deps for spec in dep.config_specs)
 
     @property
     def InputType(self) -> Any:
@@ -133,35 +209,101 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
 
     @property
     def OutputType(self) -> Any:
-        return dict[str, Any] if self.include_decision else self.answer_type
+        return dict[str, Any] if self.include_decision else self._answer_type
 
-    def get_output_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
+    def get_output_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
         if not self.include_decision:
             return super().get_output_schema(config)
-        return create_model_v2(self.get_name("Output"), field_definitions=decision_output_fields(self.answer_type))
+        return create_model_v2(self.get_name("Output"), field_definitions=decision_output_fields(self._answer_type))
+
+    def get_graph(self, config: RunnableConfig | None = None) -> Graph:
+        """The input, the router, a conditional edge named by each route to its node
+        (named by the route too), and the output."""
+        graph = Graph()
+        source = graph.add_node(self.get_input_schema(config))
+        router = graph.add_node(self)
+        sink = graph.add_node(self.get_output_schema(config))
+        graph.add_edge(source, router)
+        for name in self._route_names:
+            node = _renamed(graph, graph.add_node(self.routes.get(name)), name)  # the draft route has no runnable
+            graph.add_edge(router, node, data=name, conditional=True)
+            graph.add_edge(node, sink)
+        return graph
 
     # ----------------------------------------------------------------- routing
-    def _decide_route(self, input: Any, config: RunnableConfig) -> Runnable:
-        return self._route_for(self.gate.invoke(input, config))
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        run = get_callback_manager_for_config(config).on_chain_start(
+            None, input, name=config.get("run_name") or self.get_name(), run_id=config.pop("run_id", None)
+        )
+        child = _child_config(config, run.get_child())
+        # Runnables called without a config (a gate's chat model) run under the router.
+        token = var_child_runnable_config.set(child)
+        try:
+            route, route_config = self._route(self.gate.invoke(input, child), child)
+            output = route.invoke(input, route_config)
+        except BaseException as exc:
+            run.on_chain_error(exc)
+            raise
+        finally:
+            var_child_runnable_config.reset(token)
+        run.on_chain_end(output)
+        return output
 
-    async def _adecide_route(self, input: Any, config: RunnableConfig) -> Runnable:
-        return self._route_for(await self.gate.ainvoke(input, config))
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        run = await get_async_callback_manager_for_config(config).on_chain_start(
+            None, input, name=config.get("run_name") or self.get_name(), run_id=config.pop("run_id", None)
+        )
+        child = _child_config(config, run.get_child())
+        token = var_child_runnable_config.set(child)
+        try:
+            route, route_config = self._route(await self.gate.ainvoke(input, child), child)
+            output = await route.ainvoke(input, route_config)
+        except BaseException as exc:
+            await run.on_chain_error(exc)
+            raise
+        finally:
+            var_child_runnable_config.reset(token)
+        await run.on_chain_end(output)
+        return output
 
-    def _route_for(self, decision: GateDecision) -> Runnable:
-        """The route ``decision`` takes, its run named, tagged and with the decision."""
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        # LangChain passes the config to a transformer whose parameter is named ``config``.
+        route = self._stream_route
+        yield from self._transform_stream_with_config(iter([input]), route, config)  # type: ignore[arg-type]
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        route = self._astream_route
+        async for chunk in self._atransform_stream_with_config(_one(input), route, config):  # type: ignore[arg-type]
+            yield chunk
+
+    def _stream_route(self, inputs: Iterator[Any], config: RunnableConfig) -> Iterator[Any]:
+        """The chosen route's stream (``inputs`` is the one input ``stream`` was given)."""
+        [value] = inputs
+        route, route_config = self._route(self.gate.invoke(value, config), config)
+        yield from route.stream(value, route_config)
+
+    async def _astream_route(self, inputs: AsyncIterator[Any], config: RunnableConfig) -> AsyncIterator[Any]:
+        """``_stream_route`` on the event loop."""
+        [value] = [x async for x in inputs]
+        route, route_config = self._route(await self.gate.ainvoke(value, config), config)
+        async for chunk in route.astream(value, route_config):
+            yield chunk
+
+    def _route(self, decision: GateDecision, config: RunnableConfig) -> tuple[Runnable, RunnableConfig]:
+        """The route ``decision`` takes, with the config naming, tagging its run and
+        putting the decision in its metadata."""
         name = checked_route(self.choose(decision), self._route_names)
         route = draft_route(self.draft, decision) if name == DRAFT and self.draft is not None else self.routes[name]
         decided = decision.to_dict()
-        route = route.with_config(
-            run_name=f"{name}_branch",
-            tags=[TAG_PREFIX + name, f"{TAG_PREFIX}gate:{decision.gate}"],
-            metadata={METADATA_KEY: decided, ROUTE_METADATA_KEY: name},
-        )
-        return WithDecision(route, decided, name) if self.include_decision else route
-
-    @functools.cached_property
-    def _route_names(self) -> list[str]:
-        return [*self.routes, *([DRAFT] if self.draft is not None else [])]
+        route_config: RunnableConfig = {
+            **config,
+            "run_name": f"{name}_branch",
+            "tags": [*config.get("tags", ()), TAG_PREFIX + name, f"{TAG_PREFIX}gate:{decision.gate}"],
+            "metadata": {**config.get("metadata", {}), METADATA_KEY: decided, ROUTE_METADATA_KEY: name},
+        }
+        return (WithDecision(route, decided, name) if self.include_decision else route), route_config
 
     # ----------------------------------------------------------------- batches
     def batch(
@@ -172,8 +314,15 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        run = functools.partial(self._route_all, return_exceptions=return_exceptions)
-        return self._batch_with_config(run, list(inputs), config, return_exceptions=return_exceptions, run_type="chain")
+        def route_all(inputs: list[Any], config: list[RunnableConfig]) -> list[Any]:
+            return self._route_all(inputs, config, return_exceptions=return_exceptions)
+
+        return self._batch_with_config(
+            route_all,  # type: ignore[arg-type]  # its annotation names the run-manager forms only
+            list(inputs),
+            config,
+            return_exceptions=return_exceptions,
+        )
 
     async def abatch(
         self,
@@ -183,9 +332,14 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        run = functools.partial(self._aroute_all, return_exceptions=return_exceptions)
+        async def route_all(inputs: list[Any], config: list[RunnableConfig]) -> list[Any]:
+            return await self._aroute_all(inputs, config, return_exceptions=return_exceptions)
+
         return await self._abatch_with_config(
-            run, list(inputs), config, return_exceptions=return_exceptions, run_type="chain"
+            route_all,  # type: ignore[arg-type]  # its annotation names the run-manager forms only
+            list(inputs),
+            config,
+            return_exceptions=return_exceptions,
         )
 
     def _route_all(self, inputs: list[Any], config: list[RunnableConfig], *, return_exceptions: bool) -> list[Any]:
@@ -215,15 +369,18 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
         """Each input's answer from the route its decision chose, written once for both
         paths (``steps``): a failed decision is its input's answer, and so is a failing
         route's (or choice's) exception under ``return_exceptions``."""
-        return [self._answer(x, d, c, return_exceptions) for x, d, c in zip(inputs, decisions, config)]
+        return [
+            self._answer(x, d, c, return_exceptions=return_exceptions) for x, d, c in zip(inputs, decisions, config)
+        ]
 
     def _answer(
-        self, value: Any, decision: GateDecision | Exception, config: RunnableConfig, return_exceptions: bool
+        self, value: Any, decision: GateDecision | Exception, config: RunnableConfig, *, return_exceptions: bool
     ) -> steps.Steps[Any]:
         if isinstance(decision, Exception):
             return decision
         try:
-            return (yield steps.Invoke(self._route_for(decision), value, config))
+            route, route_config = self._route(decision, config)
+            return (yield steps.Invoke(route, value, route_config))
         except Exception as exc:
             if return_exceptions:
                 return exc
@@ -231,7 +388,7 @@ class GatedRouter(GateEventsInNames, RunnableLambda):
 
 
 def gated_router(
-    gate: Gate | GateRunnable,
+    gate: Gate | GateRunnable | str | Path,
     *,
     direct: Branch | None = None,
     retrieval: Branch | None = None,
@@ -260,10 +417,15 @@ def gated_router(
     ``ROUTE_METADATA_KEY``) and tags (``TAG_PREFIX`` + route). Per-request control
     comes from ``configurable``. ``gate_options`` go to ``GateRunnable`` when a bare
     gate is given.
+
+    ``gate`` may be the directory a gate was saved in (``Gate.save``): the gate is
+    loaded from it (``SavedGateRunnable``), and the router's LangChain JSON
+    (``langchain_core.load.dumps``) refers to that directory, so ``loads`` gives the
+    router back.
     """
     if gate_options and isinstance(gate, GateRunnable):
         raise ValueError("gate options apply to a bare gate; configure the GateRunnable itself")
-    gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate, **gate_options)
+    gate_runnable = _gate_runnable(gate, gate_options)
     return GatedRouter(
         gate_runnable,
         _routes(direct, retrieval, routes),
@@ -282,6 +444,16 @@ def _routes(direct: Branch | None, retrieval: Branch | None, routes: Mapping[str
     if direct is None or retrieval is None:
         raise ValueError("give both direct= and retrieval= (or routes= with named routes)")
     return {DIRECT: direct, RETRIEVE: retrieval}
+
+
+def _gate_runnable(gate: Gate | GateRunnable | str | Path, options: dict[str, Any]) -> GateRunnable:
+    """The router's gate runnable: the one given, or one over the gate given or saved
+    in the directory given."""
+    if isinstance(gate, GateRunnable):
+        return gate
+    if isinstance(gate, (str, Path)):
+        return SavedGateRunnable(gate, **options)
+    return GateRunnable(gate, **options)
 
 
 def _warn_if_retrieving_twice(gate: GateRunnable, route: Runnable | None) -> None:
@@ -314,3 +486,23 @@ def _coerce(branch: Branch, name: str) -> Runnable:
     under the route's name."""
     runnable = coerce_to_runnable(branch)
     return runnable if isinstance(branch, Runnable) else runnable.with_config(run_name=name)
+
+
+def _child_config(config: RunnableConfig, callbacks: Any) -> RunnableConfig:
+    """``config`` for a run under the router's (``patch_config(config, callbacks=...)``
+    on a config already ensured): its callbacks, no run name of its own."""
+    child = config.copy()
+    child["callbacks"] = callbacks
+    child.pop("run_name", None)
+    return child
+
+
+def _renamed(graph: Graph, node: Node, name: str) -> Node:
+    """``node`` of ``graph`` drawn as ``name`` (its id stays unique when graphs merge)."""
+    graph.nodes[node.id] = renamed = node.copy(name=name)
+    return renamed
+
+
+async def _one(value: Any) -> AsyncIterator[Any]:
+    """``value`` as an async stream of one chunk."""
+    yield value

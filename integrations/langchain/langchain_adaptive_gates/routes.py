@@ -16,14 +16,18 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from langchain_core.load.serializable import Serializable
+
 from adaptive_gates import GateDecision
 from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
+
+from .serialization import NAMESPACE
 
 #: A choice of route: the name of the route ``decision`` takes.
 Choose = Callable[[GateDecision], str]
 
 
-class ScoreBands:
+class ScoreBands(Serializable):
     """Routes by the need score: each band holds the scores up to and including its
     edge, above the last edge is ``above``.
 
@@ -32,8 +36,12 @@ class ScoreBands:
     one to ``multi_step``. Edges are inclusive as a gate's threshold is (it retrieves
     above it), so ``ScoreBands([(t, "direct")], above="retrieve")`` decides as the
     gate does at threshold ``t``. The bands read the score alone: a per-request
-    threshold moves the gate's verdict, not the bands.
+    threshold moves the gate's verdict, not the bands. LangChain serialises them (a
+    router's JSON keeps its bands).
     """
+
+    bands: list[tuple[float, str]]
+    above: str
 
     def __init__(self, bands: Sequence[tuple[float, str]], *, above: str) -> None:
         if not bands:
@@ -44,8 +52,25 @@ class ScoreBands:
         names = [name for _, name in bands] + [above]
         if not all(isinstance(name, str) and name for name in names):
             raise ValueError(f"route names must be non-empty strings, got {names}")
-        self.edges = edges
-        self.names = names
+        super().__init__(bands=list(zip(edges, names[:-1])), above=above)
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return NAMESPACE
+
+    @property
+    def edges(self) -> list[float]:
+        """The band edges, increasing."""
+        return [edge for edge, _ in self.bands]
+
+    @property
+    def names(self) -> list[str]:
+        """Each band's route, then ``above``."""
+        return [name for _, name in self.bands] + [self.above]
 
     @property
     def routes(self) -> list[str]:
@@ -57,8 +82,7 @@ class ScoreBands:
         return self.names[bisect.bisect_left(self.edges, score)]
 
     def __repr__(self) -> str:
-        bands = list(zip(self.edges, self.names))
-        return f"ScoreBands({bands}, above={self.names[-1]!r})"
+        return f"ScoreBands({self.bands}, above={self.above!r})"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ import math
 
 import pytest
 from langchain_core.exceptions import ModelConnectionError, ModelTimeoutError
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.runnables import RunnableLambda
 
-from adaptive_gates import BackendUnavailableError, SKRPromptGate
+from adaptive_gates import BackendError, BackendUnavailableError, SKRPromptGate
 from langchain_adaptive_gates import LangChainChatModel
 
 from .chat_doubles import UnreachableChatModel, scripted
@@ -51,3 +53,16 @@ def test_malformed_messages_are_the_callers_mistake():
     with pytest.raises(ValueError, match="stop strings"):
         chat.chat([{"role": "user", "content": "Hi"}], stop=[""])
     assert chat.chat([{"role": "user", "content": "Hi"}]).text == "42"  # nothing was asked before
+
+
+def test_a_runnable_not_returning_a_message_is_refused():
+    with pytest.raises(TypeError, match="must return a message, and RunnableSequence returns <class 'str'>"):
+        LangChainChatModel(scripted("42") | StrOutputParser())
+    with pytest.raises(TypeError, match="a LangChain chat model or a runnable wrapping one, got str"):
+        LangChainChatModel("gpt-4o")
+
+
+def test_a_reply_that_is_not_a_message_is_a_backend_error():
+    chat = LangChainChatModel(RunnableLambda(lambda messages: str(messages[-1].content)), pass_options=False)
+    with pytest.raises(BackendError, match="replied with a str, not a message"):
+        chat.chat([{"role": "user", "content": "Hi"}])

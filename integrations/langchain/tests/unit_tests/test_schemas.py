@@ -22,6 +22,7 @@ from langchain_adaptive_gates import (
     GatedRetriever,
     GatePassagesRetriever,
     GateRunnable,
+    SavedGateRunnable,
     SeaKRChain,
     condense_question_chain,
     create_adaptive_rag_graph,
@@ -51,6 +52,11 @@ def _conversations() -> list[Any]:
 #: name -> (build(parts), the inputs it reads, values in no form it reads)
 CASES: dict[str, tuple[Any, list[Any], list[Any]]] = {
     "GateRunnable": (lambda p: GateRunnable(p["gate"]), list(question_forms(Q).values()), list(NOT_INPUTS.values())),
+    "SavedGateRunnable": (
+        lambda p: SavedGateRunnable(p["saved"]),
+        list(question_forms(Q).values()),
+        list(NOT_INPUTS.values()),
+    ),
     "GatedRouter": (
         lambda p: gated_router(p["gate"], direct=p["llm"], retrieval=p["llm"]),
         _pick(*MODEL_FORMS),
@@ -104,10 +110,11 @@ def _exported_runnables() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def parts(knn_gate, passage_store):
+def parts(knn_gate, passage_store, tmp_path_factory):
     # the chat model loads its weights on first use: building and describing need none
     return {
         "gate": knn_gate,
+        "saved": knn_gate.save(tmp_path_factory.mktemp("schemas") / "gate"),
         "retriever": passage_store("in-memory").as_retriever(search_kwargs={"k": 1}),
         "llm": AdaptiveGatesChatModel(max_tokens=4),
     }
