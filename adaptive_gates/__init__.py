@@ -23,7 +23,7 @@ from .errors import (
     NotFittedError,
     StoreContentError,
 )
-from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError, judged_feedback
+from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
     BM25DifficultyGate,
     BudgetedGate,
@@ -137,7 +137,6 @@ __all__ = [
     "contains_answer",
     "eigen_score",
     "exact_match",
-    "judged_feedback",
     "label_outcomes",
     "listening",
     "load_corpus",

@@ -11,6 +11,8 @@ named here is kept as stable as the root's API.
 
 from __future__ import annotations
 
+from .agent_tool import not_needed_reply
+from .atomic_file import write_text_whole
 from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
 from .driving import adrive, drive
 from .feedback import Feedback
@@ -20,8 +22,10 @@ from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisio
 from .memory.memories import l2_normalise
 from .memory.store_backed import LABEL_KEY, Similarity, StoreBackedMemory
 from .models.generation import first_stop
-from .prompts import QA
+from .persistence.saved_format import read_json_file
+from .prompts import QA, quote_question, quote_turns
 from .retrieval.base import Hit
+from .seakr.queries import is_content_word
 from .selfknowledge import KNOWN, UNKNOWN
 
 __all__ = [
@@ -47,9 +51,15 @@ __all__ = [
     "check_retrieval_mode",
     "drive",
     "first_stop",
+    "is_content_word",
     "l2_normalise",
     "listening",
+    "not_needed_reply",
     "notify_decisions",
+    "quote_question",
+    "quote_turns",
+    "read_json_file",
     "refers_back",
     "standalone_question",
+    "write_text_whole",
 ]

@@ -46,10 +46,6 @@ from .metrics import normalize_answer
 from .selfknowledge import KNOWN, UNKNOWN
 from .validation import check_question
 
-if TYPE_CHECKING:
-    from .decision import GateDecision
-    from .gates.base import Gate
-
 _T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
@@ -287,25 +283,3 @@ class LearnsFromFeedback:
         """Take back what ``_learn`` learnt from ``entry``; a gate that learns at once
         overrides this."""
         self.feedback_.withdraw(entry)
-
-
-def judged_feedback(
-    gate: Gate, decision: GateDecision, correct: bool, draft_correct: bool | None = None
-) -> list[Feedback]:
-    """Teach ``gate`` from the verdicts of a judge (an evaluator, a person) on what its
-    ``decision`` served: the answer (``record_decision_feedback``) and, when the answer
-    was made with retrieval and the answer without it (``decision.answer_without_retrieval``,
-    or one the caller asked for) was judged too, that one as an answer without
-    retrieval. A right one then teaches that retrieval was not needed (a known label);
-    a wrong one that it was (unknown), or nothing when both were wrong (the module's
-    rule). Returns the observations logged, the answer's first.
-
-    Raises:
-        ValueError: the decision does not carry the question it judged.
-        FeedbackNotSupportedError: the gate does not learn from feedback.
-    """
-    taught = [gate.record_decision_feedback(decision, correct)]
-    if decision.retrieve and draft_correct is not None:
-        assert decision.question is not None  # checked by record_decision_feedback
-        taught.append(gate.record_feedback(decision.question, retrieved=False, correct=draft_correct))
-    return taught

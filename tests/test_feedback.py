@@ -22,7 +22,6 @@ from adaptive_gates import (
     SKRClassifierGate,
     SKRKnnGate,
     VerbalizedGate,
-    judged_feedback,
     load_gate,
 )
 from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
@@ -310,13 +309,15 @@ def test_an_approximate_memory_takes_a_question_back(outcome_records, cached_emb
 
 def test_judged_verdicts_teach_the_served_answer_then_the_answer_without_retrieval(knn) -> None:
     retrieved = next(d for d in knn.decide_batch(MOON + WIMBLEDON) if d.retrieve)
-    taught = judged_feedback(knn, retrieved, correct=True, draft_correct=True)
+    taught = knn.record_judged_feedback(retrieved, correct=True, draft_correct=True)
     assert [(f.question, f.retrieved, f.correct, f.label) for f in taught] == [
         (retrieved.question, True, True, None),
         (retrieved.question, False, True, KNOWN),  # retrieval was not needed
     ]
     direct = next(d for d in knn.decide_batch(UNRELATED + MOON) if not d.retrieve)
-    assert len(judged_feedback(knn, direct, correct=False, draft_correct=True)) == 1  # served without: one verdict
+    assert (
+        len(knn.record_judged_feedback(direct, correct=False, draft_correct=True)) == 1
+    )  # served without: one verdict
 
 
 def test_a_gate_that_cannot_learn_says_so() -> None:

@@ -190,7 +190,9 @@ def test_a_verdict_cut_off_by_an_outage_adds_one_copy_when_sent_again(tmp_path, 
         with pytest.raises(BackendUnavailableError):
             gate.record_feedback(trained, retrieved=False, correct=False)
         server.start()
-        assert len(gate.feedback_) == 0 and _copies(gate.memory_, trained) == [0]
+        # not learnt: no log entry and no copy of its own (cut at the add, the stored copy
+        # may already carry the verdict, which the verdict sent again sets anyway)
+        assert len(gate.feedback_) == 0 and len(_copies(gate.memory_, trained)) == 1
         gate.record_feedback(trained, retrieved=False, correct=False)
         assert _copies(gate.memory_, trained) == [1, 1] and len(gate.feedback_) == 1
 

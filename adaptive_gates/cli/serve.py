@@ -224,8 +224,10 @@ def run(args: argparse.Namespace) -> int:
     from ..serve.app import create_app
     from ..serve.server import AnnouncingServer
 
+    # before any work: a bad key file or an open address without keys ends here, then
+    # what would fail only after the loading
+    keys = api_keys(args)
     check_before_loading(args)
-    keys = api_keys(args)  # before any work: a bad key file or an open address ends here
     started = time.perf_counter()
     service = build_service(args)
     corpus = f"{len(service.retriever)} passages" if isinstance(service.retriever, Sized) else "the corpus"

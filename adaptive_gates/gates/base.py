@@ -398,6 +398,28 @@ class Gate(ABC):
             raise ValueError("the decision does not carry the question it judged, so it cannot teach the gate")
         return self.record_feedback(decision.question, decision.retrieve, correct)
 
+    def record_judged_feedback(
+        self, decision: GateDecision, correct: bool, draft_correct: bool | None = None
+    ) -> list[Feedback]:
+        """Learn from a judge's verdicts (an evaluator's, a person's) on what ``decision``
+        served: the answer (``record_decision_feedback``) and, when the answer was made
+        with retrieval and the answer without it (the decision's
+        ``answer_without_retrieval``, or one the caller asked for) was judged too, that
+        one as an answer without retrieval. A right one then teaches that retrieval was
+        not needed (a known label); a wrong one that it was (unknown), or nothing when
+        both were wrong (``adaptive_gates.feedback``'s rule). Returns the observations
+        logged, the answer's first.
+
+        Raises:
+            ValueError: the decision does not carry the question it judged.
+            FeedbackNotSupportedError: this gate does not learn from feedback.
+        """
+        taught = [self.record_decision_feedback(decision, correct)]
+        if decision.retrieve and draft_correct is not None:
+            assert decision.question is not None  # checked by record_decision_feedback
+            taught.append(self.record_feedback(decision.question, retrieved=False, correct=draft_correct))
+        return taught
+
     # ----------------------------------------------------------------- fitted state
     def _check_fitted(self) -> None:
         if not self.is_fitted:

@@ -41,16 +41,22 @@ _WHY = {
     "(see Retry-After)",
     "504": "the upstream LLM gave no answer in time",
 }
-#: The data of one server-sent event of a streamed completion: a chunk, or the end.
+#: One server-sent event of a streamed completion, as clients read it (its fields): the
+#: ``data`` is a ``chat.completion.chunk`` object as JSON, or ``[DONE]`` at the end.
+_CHUNK = {
+    "type": "object",
+    "required": ["id", "object", "created", "model", "choices"],
+    "properties": {"object": {"const": "chat.completion.chunk"}, "choices": {"type": "array"}},
+}
 _STREAM_EVENT = {
-    "anyOf": [
-        {
-            "type": "object",
-            "required": ["id", "object", "created", "model", "choices"],
-            "properties": {"object": {"const": "chat.completion.chunk"}, "choices": {"type": "array"}},
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "string",
+            "anyOf": [{"const": "[DONE]"}, {"contentMediaType": "application/json", "contentSchema": _CHUNK}],
         },
-        {"const": "[DONE]"},
-    ]
+    },
 }
 #: Refusals every route may meet (the Host check and, with keys, the key check).
 _ANY_ROUTE = ("400", "401", "403", "429")

@@ -3,7 +3,7 @@
 ``EvaluatorFeedback`` runs an evaluator (``langchain_classic.evaluation``'s
 ``load_evaluator("qa" | "exact_match" | "labeled_criteria" | ...)``, any object with
 ``evaluate_strings``/``aevaluate_strings``) on an answer a gate's decision chose, and
-teaches the gate its verdict (``adaptive_gates.judged_feedback``). An answer made with
+teaches the gate its verdict (``Gate.record_judged_feedback``). An answer made with
 retrieval says nothing of whether retrieval was needed; the answer the LLM gives
 without it does: the one the gate already made (``answer_without_retrieval`` of an
 answer-first gate's decision), or, with ``draft_llm``, one asked for. Judged right, it
@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 
-from adaptive_gates import Gate, GateDecision, judged_feedback
+from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import Feedback
 
 #: What a verdict is read from: an evaluator's result dict.
@@ -114,7 +114,7 @@ class EvaluatorFeedback:
         if correct is None:
             raise ValueError(f"the evaluator gave no verdict on the answer ({dict(result)!r}); nothing is taught")
         draft_correct = None if draft is None else self.verdict(draft)
-        return JudgedAnswer(result, draft, judged_feedback(self.gate, decision, correct, draft_correct))
+        return JudgedAnswer(result, draft, self.gate.record_judged_feedback(decision, correct, draft_correct))
 
     def _strings(self, decision: GateDecision, answer: str | BaseMessage, reference: str | None) -> dict[str, Any]:
         text = answer.text if isinstance(answer, BaseMessage) else answer

@@ -19,8 +19,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 # pydantic reads a TypedDict from typing_extensions only, before Python 3.12
 from typing_extensions import TypedDict
 
-from adaptive_gates.extend import standalone_question
-from adaptive_gates.prompts import quote_question, quote_turns
+from adaptive_gates.extend import quote_question, quote_turns, standalone_question
 
 from .messages import MessageLike
 

@@ -46,7 +46,7 @@ from .gate_runnable import GateRunnable
 from .passages import ROUTE_DECISION_KEY, GatePassagesRetriever
 from .routes import DIRECT, DRAFT, RETRIEVE, Choose, RouteChoice, ScoreBands, check_routes, checked_route
 from .saved_gate import SavedGateRunnable
-from .serialization import NAMESPACE
+from .serialization import InPackageNamespace
 
 #: Tag on the chosen route's run: ``adaptive-gates:<route>`` (``…:retrieve``, ``…:direct``,
 #: ``…:draft`` or a named route), beside ``adaptive-gates:gate:<gate name>``.
@@ -62,7 +62,7 @@ ROUTE_METADATA_KEY = "gate_route"
 Branch = Runnable | Callable[..., Any]
 
 
-class GatedRouter(GateEventsInNames, RunnableSerializable[Any, Any]):
+class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[Any, Any]):
     """Decides with ``gate``, then runs the route ``choose(decision)`` names.
 
     Every route receives the router's input unchanged (a question string, a dict, a
@@ -165,14 +165,6 @@ class GatedRouter(GateEventsInNames, RunnableSerializable[Any, Any]):
         return f"GatedRouter(gate={self.gate.get_name()!r}, routes={self._route_names}, choose={self.choose!r})"
 
     # ----------------------------------------------------------------- serialising
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        return NAMESPACE
-
     def to_json(self) -> SerializedConstructor | SerializedNotImplemented:
         """The constructor's arguments: the gate, the routes, and the options not left
         at their defaults, as given (a ``ScoreBands`` as its bands)."""

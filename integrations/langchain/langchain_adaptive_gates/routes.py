@@ -21,13 +21,13 @@ from langchain_core.load.serializable import Serializable
 from adaptive_gates import GateDecision
 from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
 
-from .serialization import NAMESPACE
+from .serialization import InPackageNamespace
 
 #: A choice of route: the name of the route ``decision`` takes.
 Choose = Callable[[GateDecision], str]
 
 
-class ScoreBands(Serializable):
+class ScoreBands(InPackageNamespace, Serializable):
     """Routes by the need score: each band holds the scores up to and including its
     edge, above the last edge is ``above``.
 
@@ -53,14 +53,6 @@ class ScoreBands(Serializable):
         if not all(isinstance(name, str) and name for name in names):
             raise ValueError(f"route names must be non-empty strings, got {names}")
         super().__init__(bands=list(zip(edges, names[:-1])), above=above)
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        return NAMESPACE
 
     @property
     def edges(self) -> list[float]:

@@ -16,14 +16,14 @@ from langchain_core.load.serializable import SerializedConstructor, SerializedNo
 from adaptive_gates import Gate, load_gate
 
 from .gate_runnable import GateRunnable
-from .serialization import NAMESPACE
+from .serialization import InPackageNamespace
 
 #: The runnable's options its JSON keeps (beside the path); the gate's alternatives
 #: and condenser are objects, and LangChain writes them as it writes any object.
 _OPTIONS = ("input_key", "history_key", "history_window", "alternatives", "condense")
 
 
-class SavedGateRunnable(GateRunnable):
+class SavedGateRunnable(InPackageNamespace, GateRunnable):
     """``GateRunnable`` over the gate saved in ``path``, loaded with ``load_gate``.
 
     Its JSON is ``{"path": ..., options}``: the directory as given (a relative one is
@@ -43,14 +43,6 @@ class SavedGateRunnable(GateRunnable):
     def __init__(self, path: str | Path, *, gate: Gate | None = None, **options: Any) -> None:
         loaded = load_gate(path) if gate is None else gate
         super().__init__(loaded, path=str(path), **options)
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        return NAMESPACE
 
     def to_json(self) -> SerializedConstructor | SerializedNotImplemented:
         defaults = type(self).model_fields

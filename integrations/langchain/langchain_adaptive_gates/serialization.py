@@ -18,3 +18,16 @@ NAMESPACE = ["langchain_adaptive_gates"]
 def import_mappings(*classes: type[Serializable]) -> dict[tuple[str, ...], tuple[str, ...]]:
     """Each class's ``lc_id`` mapped to itself: ``loads`` then allows and imports it."""
     return {tuple(cls.lc_id()): tuple(cls.lc_id()) for cls in classes}
+
+
+class InPackageNamespace:
+    """The ``Serializable`` hooks every serialisable class of the package shares: it is
+    serialisable, under ``NAMESPACE``. Listed before the LangChain base class."""
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return NAMESPACE

@@ -20,7 +20,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from adaptive_gates import Gate
-from adaptive_gates.agent_tool import not_needed_reply
+from adaptive_gates.extend import not_needed_reply
 
 from .gate_runnable import GateRunnable
 from .retrievers import GatedDocuments, GatedRetriever

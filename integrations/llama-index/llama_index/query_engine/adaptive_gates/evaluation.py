@@ -2,7 +2,7 @@
 
 ``EvaluatorFeedback`` runs an evaluator (``CorrectnessEvaluator``, ``RelevancyEvaluator``,
 ``SemanticSimilarityEvaluator``, ... any ``BaseEvaluator``) on a response of a gated
-engine and teaches the gate its verdict (``adaptive_gates.judged_feedback``). An answer
+engine and teaches the gate its verdict (``Gate.record_judged_feedback``). An answer
 made with retrieval says nothing of whether retrieval was needed; the answer the LLM
 gives without it does: the one the gate already made (``answer_without_retrieval`` of an
 answer-first gate's decision), or, with ``draft_llm``, one asked for. Judged right, it
@@ -19,7 +19,7 @@ from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 from llama_index.core.llms import LLM
 from llama_index.selectors.adaptive_gates.gating import decision_of
 
-from adaptive_gates import Feedback, Gate, GateDecision, judged_feedback
+from adaptive_gates import Feedback, Gate, GateDecision
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class EvaluatorFeedback:
             raise ValueError(f"the evaluator gave no verdict on the answer ({answer.feedback!r}); nothing is taught")
         draft = await self._judge_draft(query, decision, **evaluate_kwargs) if decision.retrieve else None
         draft_correct = None if draft is None else draft.passing
-        return JudgedResponse(answer, draft, judged_feedback(self.gate, decision, answer.passing, draft_correct))
+        return JudgedResponse(answer, draft, self.gate.record_judged_feedback(decision, answer.passing, draft_correct))
 
     async def _judge_draft(self, query: str, decision: GateDecision, **evaluate_kwargs: Any) -> EvaluationResult | None:
         """The evaluator's result on the answer without retrieval (``None``: none to judge)."""

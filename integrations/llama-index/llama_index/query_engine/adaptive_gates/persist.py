@@ -20,8 +20,7 @@ from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 
 from adaptive_gates import Gate, GateLoadError, load_gate
-from adaptive_gates.atomic_file import write_text_whole
-from adaptive_gates.persistence.saved_format import read_json_file
+from adaptive_gates.extend import read_json_file, write_text_whole
 
 from .base import AdaptiveQueryEngine
 

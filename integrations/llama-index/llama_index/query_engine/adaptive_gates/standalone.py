@@ -27,8 +27,7 @@ from typing import Any, TypedDict
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from adaptive_gates.prompts import quote_question, quote_turns
-from adaptive_gates.seakr.queries import is_content_word
+from adaptive_gates.extend import is_content_word, quote_question, quote_turns
 
 logger = logging.getLogger(__name__)
 

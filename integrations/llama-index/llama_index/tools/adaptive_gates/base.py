@@ -21,7 +21,7 @@ from llama_index.core.tools.types import ToolMetadata, ToolOutput
 from llama_index.retrievers.adaptive_gates import GatedNodes, GatedRetriever
 
 from adaptive_gates import Gate
-from adaptive_gates.agent_tool import not_needed_reply
+from adaptive_gates.extend import not_needed_reply
 
 DEFAULT_NAME = "gated_retriever"
 DEFAULT_DESCRIPTION = (
