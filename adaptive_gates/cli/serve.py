@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     # what would fail only after the loading
     keys = api_keys(args)
     check_before_loading(args)
+    say_who_may_ask(keys, args.host)
     started = time.perf_counter()
     service = build_service(args)
     corpus = f"{len(service.retriever)} passages" if isinstance(service.retriever, Sized) else "the corpus"
@@ -305,18 +306,22 @@ def api_keys(args: argparse.Namespace) -> KeyRing:
         keys = KeyRing.from_sources(args.api_key, args.api_key_file)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if keys:
-        logger.info("%d API key(s): every route but the page and /healthz needs one", len(keys))
-    elif _is_loopback(args.host):
-        logger.warning("no API key: serving %s only, where anyone on this machine may ask and teach", args.host)
-    elif args.allow_network_without_keys:
-        logger.warning("no API key on %s: anyone who reaches it may ask and teach the gate", args.host)
-    else:
+    if not keys and not _is_loopback(args.host) and not args.allow_network_without_keys:
         raise UsageError(
             f"--host {args.host} is reachable from other machines: give API keys (--api-key, --api-key-file or "
             f"${KEY_VARIABLE}), or say --allow-network-without-keys"
         )
     return keys
+
+
+def say_who_may_ask(keys: KeyRing, host: str) -> None:
+    """Log who can reach the server, once every check has passed."""
+    if keys:
+        logger.info("%d API key(s): every route but the page and /healthz needs one", len(keys))
+    elif _is_loopback(host):
+        logger.warning("no API key: serving %s only, where anyone on this machine may ask and teach", host)
+    else:
+        logger.warning("no API key on %s: anyone who reaches it may ask and teach the gate", host)
 
 
 def allowed_hosts(args: argparse.Namespace) -> list[str] | None:
