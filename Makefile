@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo lint test test-fast test-without-shared-data page-screenshot bench clean
+.PHONY: install browser demo lint test test-fast slow-tests test-without-shared-data page-screenshot bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -76,22 +76,34 @@ browser:
 WORKERS ?= 2
 PYTEST = $(ONE_THREAD) $(abspath $(PY)) -m pytest -q -n $(WORKERS) --dist loadscope --durations=30 \
 	$(if $(MARKS),-m "$(MARKS)") $(PYTEST_ARGS)
-define run_suites
-	@status=0; \
+define suites
+	status=0; \
 	$(PYTEST) tests integrations/langchain/tests || status=1; \
-	(cd integrations/llama-index && $(PYTEST) tests) || status=1; \
-	exit $$status
+	(cd integrations/llama-index && $(PYTEST) tests) || status=1
 endef
+run_suites = @$(suites); exit $$status
 
-# The whole suite, as CI runs it (tests/README.md says what is slow and why).
+# The whole suite, as CI runs it (tests/README.md says what is slow and why). The lint
+# runs beside the first suite, on the core its start leaves idle; its output follows
+# the suites'.
 test: browser $(STAMP)
-	$(MAKE) --no-print-directory lint
-	$(run_suites)
+	@lint_log=$$(mktemp); $(MAKE) --no-print-directory lint > $$lint_log 2>&1 & lint=$$!; \
+	$(suites); \
+	echo "make lint:"; wait $$lint || status=1; cat $$lint_log; rm -f $$lint_log; \
+	exit $$status
 
-# Everything but the browser, Milvus and live-server tests: the developer's loop.
-test-fast: MARKS = not browser and not milvus and not live_server
+# The developer's loop: everything but the browser, Milvus and live-server tests and the
+# tests that took the most CPU when last measured (tests/slow_tests.txt).
+test-fast: MARKS = not browser and not milvus and not live_server and not slow
 test-fast: $(STAMP)
 	$(run_suites)
+
+# Measure every test's CPU time over the whole suite and write tests/slow_tests.txt anew.
+slow-tests: export ADAPTIVE_GATES_RECORD_CPU = $(abspath $(VENV))/cpu-seconds.jsonl
+slow-tests: browser $(STAMP)
+	rm -f $(ADAPTIVE_GATES_RECORD_CPU)
+	$(run_suites)
+	$(PY) tests/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU)
 
 # The tests whose data differs without ../shared/data (marked shared_data), run without
 # it: what CI repeats after `make test`, as on a user's clone. The others' inputs are the

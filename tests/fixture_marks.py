@@ -2,8 +2,9 @@
 (directly or through another fixture) carries the fixture's marks, so selecting by mark
 (``-m``) never misses a test because its author forgot the mark.
 
-The conftests import ``pytest_collection_modifyitems`` by name; it also puts the
-slowest test modules first (``scheduling``).
+The conftests import ``pytest_collection_modifyitems`` by name; it also marks the
+measured slow tests ``slow`` (``slow_tests``) and puts the slowest test modules first
+(``scheduling``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from scheduling import slowest_first
+from slow_tests import mark_slow
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: The declared fixtures (their functions, not their names: a test's parameter or
@@ -45,7 +47,8 @@ def _marks_of_fixtures(item: pytest.Item) -> set[str]:
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by mark
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_slow(config, items)
     for item in items:
         for mark in _marks_of_fixtures(item):
             if item.get_closest_marker(mark) is None:

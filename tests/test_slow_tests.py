@@ -1,0 +1,72 @@
+"""The ``slow`` mark from measured CPU time (``slow_tests.py``), shown on a small suite
+run by pytest-xdist in its own process: a recording run measures each test, the list is
+written from it, and ``-m "not slow"`` then leaves out the listed test only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from slow_tests import SLOW_CPU_SECONDS, write_slow_list
+
+TESTS = Path(__file__).resolve().parent
+PASSED = re.compile(r"PASSED tests/test_work\.py::(\w+)")
+SUITE = f"""
+import time
+
+
+def test_busy():
+    end = time.process_time() + {SLOW_CPU_SECONDS + 0.5}
+    while time.process_time() < end:
+        pass
+
+
+def test_quick():
+    pass
+"""
+
+
+def _pytest(suite: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-n", "2", "-p", "no:cacheprovider", *args, "tests"],
+        cwd=suite,
+        env={**os.environ, "PYTHONPATH": str(TESTS), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_a_recorded_run_lists_the_busy_test_and_the_fast_loop_leaves_it_out(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: measured slow\n")
+    (tmp_path / "tests").mkdir()
+    listed = tmp_path / "slow_tests.txt"
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "from pathlib import Path\n\n"
+        "import slow_tests\n"
+        "from fixture_marks import pytest_collection_modifyitems  # noqa: F401\n"
+        "from slow_tests import pytest_runtest_logreport, pytest_runtest_logstart  # noqa: F401\n"
+        "from slow_tests import pytest_runtest_makereport  # noqa: F401\n\n"
+        f"slow_tests.SLOW_LIST = Path({str(listed)!r})\n"
+    )
+    (tmp_path / "tests" / "test_work.py").write_text(SUITE)
+    records = tmp_path / "cpu.jsonl"
+
+    recorded = _pytest(tmp_path, env={"ADAPTIVE_GATES_RECORD_CPU": str(records)})
+    assert sorted(PASSED.findall(recorded.stdout)) == ["test_busy", "test_quick"]
+    measured = {json.loads(line)["test"]: json.loads(line)["cpu_seconds"] for line in records.read_text().splitlines()}
+    busy, quick = (f"{(tmp_path / 'tests' / 'test_work.py').resolve().as_posix()}::test_{n}" for n in ("busy", "quick"))
+    assert set(measured) == {busy, quick}
+    assert measured[busy] >= SLOW_CPU_SECONDS + 0.5 > 0.5 > measured[quick]
+
+    write_slow_list(records, listed)
+    assert [line.rsplit(" ", 1)[0] for line in listed.read_text().splitlines() if not line.startswith("#")] == [busy]
+
+    fast = _pytest(tmp_path, "-m", "not slow", env={})
+    assert PASSED.findall(fast.stdout) == ["test_quick"], fast.stdout
