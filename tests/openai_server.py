@@ -134,7 +134,7 @@ class ChatCompletionsServer:
 
     @property
     def holding(self) -> bool:
-        """Whether a streamed reply has sent its first piece and waits to send the rest
+        """Whether a streamed reply sends its first piece and holds the rest until released
         (``HOLD_AFTER_FIRST_PIECE``)."""
         return self._holding.is_set()
 
@@ -299,8 +299,9 @@ class ChatCompletionsServer:
     def _held_after_first(self, events: Generator[bytes, None, None], release: threading.Event) -> Iterator[bytes]:
         """``events``' first event, then the rest once ``release`` is set."""
         with contextlib.closing(events):  # a client that leaves stops the generation
-            yield next(events)
-            self._holding.set()
+            first = next(events)
+            self._holding.set()  # before the first is sent: a client that reads it finds it set
+            yield first
             release.wait()
             self._holding.clear()
             yield from events
