@@ -27,8 +27,10 @@ upstream; (b) via serve (the question as the user message). The two run side by 
 back to back in an order rotated from level to level and round to round (the replay in
 ``--rounds`` rounds). Reported: req/s, p50/p90 latency, serve - direct p50, the
 retrieval rate, and the gate's share: mean ``decision.latency_ms`` (and retrieval ms)
-from serve's decision records over the mean serve latency. One streaming row per
-upstream (1 client): time to the first token.
+from serve's decision records over the mean serve latency. Streamed (1 client,
+``--streamed`` questions, per route): the time to the first token through serve against
+serve's own prompt streamed straight to the upstream (``first_tokens``). The machine's
+load average is noted at the start and the end.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/serve_throughput.py [--data DIR] [--requests 400] [--llm-requests 16]
 
@@ -61,7 +63,7 @@ import numpy as np
 from _common import REPO, add_data_argument, markdown_table, percentiles, write_results
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.answering import build_prompt
-from adaptive_gates.data import CorpusRecord, iter_jsonl, write_jsonl
+from adaptive_gates.data import CorpusRecord, Hit, iter_jsonl, write_jsonl
 from adaptive_gates.datasets import adarague_outcomes, packaged_corpus
 from adaptive_gates.models import default_embedder
 from adaptive_gates.serve.health import wait_until_healthy
@@ -197,8 +199,10 @@ class Target:
     def headers(self) -> dict[str, str]:
         return {} if self.key is None else {"Authorization": f"Bearer {self.key}"}
 
-    def body(self, question: str, stream: bool = False) -> dict[str, Any]:
-        content = build_prompt(question) if self.direct else question
+    def body(self, question: str, stream: bool = False, prompt: str | None = None) -> dict[str, Any]:
+        """The chat request for ``question``: as serve takes it, or straight to the upstream
+        with the answer prompt (``prompt``, else the passage-less one)."""
+        content = (prompt or build_prompt(question)) if self.direct else question
         return {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
@@ -235,24 +239,90 @@ async def load(client: httpx.AsyncClient, target: Target, questions: Sequence[st
     return run
 
 
-async def first_tokens(client: httpx.AsyncClient, target: Target, questions: Sequence[str]) -> dict[str, Any]:
-    """One client streaming one request a question: seconds to the first token and to
-    the end."""
-    first, whole = [], []
-    for question in questions:
-        started = time.perf_counter()
-        seen = None
-        body = target.body(question, stream=True)
-        url = f"{target.url}/v1/chat/completions"
-        async with client.stream("POST", url, json=body, headers=target.headers) as response:
-            async for line in response.aiter_lines():
-                if seen is None and line.startswith("data: {"):
-                    delta = json.loads(line[6:])["choices"][0]["delta"]
-                    if delta.get("content"):
-                        seen = time.perf_counter() - started
-        first.append(seen if seen is not None else time.perf_counter() - started)
-        whole.append(time.perf_counter() - started)
-    return {"first_token": percentiles(first), "whole": percentiles(whole)}
+#: The streamed paths: through serve; serve's own prompt straight to the upstream; and,
+#: for a retrieved question, the passage-less direct prompt (what the LLM would read
+#: without retrieval).
+STREAM_PATHS = ("serve", "direct", "direct_without_passages")
+
+
+@dataclass
+class Streamed:
+    """One streamed request: seconds to the first token and to the end, and serve's
+    decision record (from the last chunk; ``None`` straight from the upstream)."""
+
+    first_s: float
+    whole_s: float
+    record: dict[str, Any] | None
+
+
+async def stream_once(client: httpx.AsyncClient, target: Target, body: dict[str, Any]) -> Streamed:
+    """``body`` streamed to ``target``, timed to its first content and to its end."""
+    started = time.perf_counter()
+    first, record = None, None
+    async with client.stream("POST", f"{target.url}/v1/chat/completions", json=body, headers=target.headers) as r:
+        if r.status_code != 200:
+            raise SystemExit(f"{target.url} answered {r.status_code}: {(await r.aread())[:500]!r}")
+        async for line in r.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            payload = json.loads(line[6:])
+            record = payload.get("adaptive_gates", record)
+            if first is None and payload["choices"] and payload["choices"][0]["delta"].get("content"):
+                first = time.perf_counter() - started
+    whole = time.perf_counter() - started
+    return Streamed(whole if first is None else first, whole, record)
+
+
+def served_prompt(question: str, record: dict[str, Any]) -> str:
+    """The user message serve sent its upstream for ``question`` (``service.prepare``):
+    the answer prompt with the passages its record lists."""
+    hits = [Hit(p["id"], p["text"], p["score"] or 0.0, p["title"]) for p in record["passages"]]
+    return build_prompt(question, [h.as_passage() for h in hits])
+
+
+async def first_tokens(
+    client: httpx.AsyncClient, targets: dict[str, Target], questions: Sequence[str]
+) -> dict[str, Any]:
+    """One client streaming: per question, serve's route and prompt from one request
+    through serve (untimed), then, in an order rotated from question to question, the
+    question through serve, serve's prompt straight to the upstream, and for a retrieved
+    question the passage-less prompt straight to it. By route: time to the first token
+    and to the end per path, and serve's gate and retrieval milliseconds."""
+    serve, direct = targets["serve"], targets["direct"]
+    routes: dict[str, dict[str, list[Streamed]]] = {}
+    for i, question in enumerate(questions):
+        asked = (await stream_once(client, serve, serve.body(question, stream=True))).record
+        assert asked is not None, "serve's last chunk carries its decision record"
+        bodies = {
+            "serve": serve.body(question, stream=True),
+            "direct": direct.body(question, stream=True, prompt=served_prompt(question, asked)),
+        }
+        if asked["route"] == "retrieve":
+            bodies["direct_without_passages"] = direct.body(question, stream=True)
+        paths = list(bodies)
+        shift = i % len(paths)
+        timed = routes.setdefault(asked["route"], {path: [] for path in STREAM_PATHS})
+        for path in paths[shift:] + paths[:shift]:
+            timed[path].append(await stream_once(client, serve if path == "serve" else direct, bodies[path]))
+    out: dict[str, Any] = {}
+    for route, timed in routes.items():
+        records = [t.record for t in timed["serve"] if t.record is not None]
+        out[route] = {
+            **{
+                path: {
+                    "first_token": percentiles([t.first_s for t in runs]),
+                    "whole": percentiles([t.whole_s for t in runs]),
+                }
+                for path, runs in timed.items()
+                if runs
+            },
+            "gate_mean_ms": float(np.mean([r["latency_ms"]["gate"] for r in records])),
+            "retrieval_mean_ms": float(np.mean([r["latency_ms"]["retrieval"] for r in records])),
+        }
+        serve_p50, direct_p50 = (out[route][p]["first_token"]["median_ms"] for p in ("serve", "direct"))
+        out[route]["serve_over_direct"] = serve_p50 / direct_p50
+        out[route]["serve_minus_direct_ms"] = serve_p50 - direct_p50
+    return out
 
 
 async def measure(
@@ -281,7 +351,7 @@ async def measure(
             logger.warning(
                 "%d clients: %s", clients, {p: f"{r.requests / r.wall_s:.2f} req/s" for p, r in runs.items()}
             )
-        out["streaming"] = {path: await first_tokens(client, t, questions[:streamed]) for path, t in targets.items()}
+        out["streaming"] = await first_tokens(client, targets, questions[:streamed])
     return out
 
 
@@ -331,6 +401,50 @@ def by_route(level: dict[str, Any]) -> str:
     return " / ".join(f"{routes[r]['median_ms']:.1f}" if r in routes else "n/a" for r in ("direct", "retrieve"))
 
 
+def _load(averages: Sequence[float]) -> str:
+    return " / ".join(f"{a:.2f}" for a in averages)
+
+
+STREAM_HEADER = [
+    "upstream",
+    "route",
+    "questions",
+    "first token p50 ms: direct / serve",
+    "p90 ms: direct / serve",
+    "serve / direct",
+    "serve − direct ms",
+    "gate + retrieval ms (mean)",
+    "whole answer p50 ms: direct / serve",
+    "first token p50 ms, direct without passages",
+]
+
+
+def streaming_rows(upstream: str, streaming: dict[str, Any]) -> list[list[Any]]:
+    """The first-token rows of one upstream, one a route."""
+    rows = []
+    for route in ("direct", "retrieve"):
+        if route not in streaming:
+            continue
+        s = streaming[route]
+        direct, serve = s["direct"], s["serve"]
+        bare = s.get("direct_without_passages")
+        rows.append(
+            [
+                upstream,
+                route,
+                serve["first_token"]["n"],
+                f"{direct['first_token']['median_ms']:.1f} / {serve['first_token']['median_ms']:.1f}",
+                f"{direct['first_token']['p90_ms']:.1f} / {serve['first_token']['p90_ms']:.1f}",
+                f"{s['serve_over_direct']:.2f}x",
+                f"{s['serve_minus_direct_ms']:+.1f}",
+                f"{s['gate_mean_ms'] + s['retrieval_mean_ms']:.1f}",
+                f"{direct['whole']['median_ms']:.1f} / {serve['whole']['median_ms']:.1f}",
+                "(the same prompt)" if bare is None else f"{bare['first_token']['median_ms']:.1f}",
+            ]
+        )
+    return rows
+
+
 def report(result: dict[str, Any]) -> str:
     """The results as markdown."""
     rows, stream_rows = [], []
@@ -357,18 +471,7 @@ def report(result: dict[str, Any]) -> str:
                         f"{s['retrieval_share']:.1%}" if serve_only else "",
                     ]
                 )
-        for path, st in measured["streaming"].items():
-            first, whole = st["first_token"], st["whole"]
-            stream_rows.append(
-                [
-                    upstream,
-                    path,
-                    first["n"],
-                    f"{first['median_ms']:.1f}",
-                    f"{first['p90_ms']:.1f}",
-                    f"{whole['median_ms']:.1f}",
-                ]
-            )
+        stream_rows += streaming_rows(upstream, measured["streaming"])
     checks = [
         f"{upstream} with {clients} client(s): {s['same_answer_as_direct']}/{s['direct_routed_questions']}"
         for upstream, measured in result["upstreams"].items()
@@ -404,7 +507,8 @@ def report(result: dict[str, Any]) -> str:
             "direct-route request (`build_prompt(question)`) straight to the upstream; `serve` goes through "
             "`adaptive-gates serve` in its own process. Clients send non-streaming requests back to back from one "
             f"load-generator process; both paths measured side by side, order rotated. {s['cpus']} CPUs shared with "
-            f"other jobs, every process on one torch thread; Python {s['python']}.",
+            f"other jobs, every process on one torch thread; Python {s['python']}. Load average (1/5/15 min) at the "
+            f"start {_load(s['load_average']['start'])}, at the end {_load(s['load_average']['end'])}.",
             "",
             markdown_table(header, rows),
             "",
@@ -423,11 +527,17 @@ def report(result: dict[str, Any]) -> str:
             + "; ".join(checks)
             + ".",
             "",
-            "## Streaming (1 client, time to the first token)",
+            "## Streaming (1 client): time to the first token, through serve and direct",
             "",
-            markdown_table(
-                ["upstream", "path", "requests", "first token p50 ms", "p90 ms", "whole answer p50 ms"], stream_rows
-            ),
+            markdown_table(STREAM_HEADER, stream_rows),
+            "",
+            "`direct` streams straight to the upstream the very prompt serve sent it for the question (for a "
+            f"retrieved one, with its {s['k']} passages): serve / direct is what serve adds before the first token, "
+            "its gate and retrieval included. The last column is the passage-less prompt straight to the upstream: "
+            "on a retrieved question, what the LLM would take to its first token without the passages it reads. "
+            "Each question is first asked through serve once, untimed, for its route and prompt (so the gate finds "
+            "its vector in serve's memo); then the paths stream it in an order rotated from question to question. "
+            "The replay upstream sends each answer as one piece, so its first token is its whole answer.",
         ]
     )
 
@@ -447,12 +557,18 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=64, help="held-out questions cycled through")
     parser.add_argument("--passages", type=int, default=500, help="corpus passages (serve embeds them at start)")
     parser.add_argument("--max-tokens", type=int, default=16, help="answer length")
-    parser.add_argument("--streamed", type=int, default=4, help="streamed requests per path and upstream")
+    parser.add_argument(
+        "--streamed", type=int, default=12, help="questions streamed per upstream (both routes among them)"
+    )
     args = parser.parse_args()
-    if min(args.requests, args.llm_requests, *args.clients, args.rounds, args.questions, args.passages) < 1:
-        parser.error("--requests, --llm-requests, --clients, --rounds, --questions and --passages must be >= 1")
+    counts = [args.requests, args.llm_requests, *args.clients, args.rounds, args.questions, args.passages]
+    if min(*counts, args.streamed) < 1:
+        parser.error(
+            "--requests, --llm-requests, --clients, --rounds, --questions, --passages and --streamed must be >= 1"
+        )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     batch, k = 8, 3
+    load_at_start = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="serve-throughput-") as tmp:
         work = Path(tmp)
@@ -516,6 +632,7 @@ def main() -> None:
             "rounds": args.rounds,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "load_average": {"start": load_at_start, "end": os.getloadavg()},
             "replay": "the replay upstream replays the answers SmolLM2 gave for the same prompts; no LLM runs",
         },
         "upstreams": {

@@ -22,6 +22,7 @@ integration suites share them (their conftests import the fixtures by name).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import json
@@ -30,7 +31,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -77,6 +78,10 @@ class Fault(enum.Enum):
     #: user message as its first argument, until a tool's result is in the conversation;
     #: then the model answers the question from that result (``tool_turn``).
     CALLS_TOOLS = "calls_tools"
+    #: A streamed reply whose first piece is sent at once and the rest only once released
+    #: (``release``, ``reset``, ``close``): what reaches a client while the server holds
+    #: the rest came through without waiting for it.
+    HOLD_AFTER_FIRST_PIECE = "hold_after_first_piece"
 
 
 class RequestError(Exception):
@@ -92,7 +97,8 @@ class ChatCompletionsServer:
     while handler threads run).
 
     Replies held back (``SLOW``, ``HANG``) are released, as HTTP 503, by ``reset`` and
-    ``close``, so a test never leaves a request waiting into the next one.
+    ``close``, so a test never leaves a request waiting into the next one; a stream held
+    after its first piece (``HOLD_AFTER_FIRST_PIECE``) goes on when released.
     """
 
     def __init__(self, chat_model: LocalChatModel, *, slow_seconds: float = 2.0) -> None:
@@ -104,6 +110,7 @@ class ChatCompletionsServer:
         self._model_lists = 0
         self._lock = threading.Lock()
         self._release = threading.Event()
+        self._holding = threading.Event()
         self._httpd = _JoiningHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
 
@@ -125,6 +132,18 @@ class ChatCompletionsServer:
         with self._lock:
             return self._model_lists
 
+    @property
+    def holding(self) -> bool:
+        """Whether a streamed reply sends its first piece and holds the rest until released
+        (``HOLD_AFTER_FIRST_PIECE``)."""
+        return self._holding.is_set()
+
+    def release(self) -> None:
+        """Let every reply held back go on (or, for ``SLOW`` and ``HANG``, end)."""
+        with self._lock:
+            self._release.set()
+            self._release = threading.Event()
+
     def set_fault(self, fault: Fault) -> None:
         """Answer later requests in ``fault`` mode."""
         with self._lock:
@@ -138,6 +157,7 @@ class ChatCompletionsServer:
             self._model_lists = 0
             self._release.set()
             self._release = threading.Event()
+            self._holding.clear()
 
     def start(self) -> ChatCompletionsServer:
         self._thread.start()
@@ -183,7 +203,10 @@ class ChatCompletionsServer:
             if options.pop("stream"):
                 if fault is Fault.SLOW:
                     release.wait(self.slow_seconds)
-                return HTTPStatus.OK, self._events(self.chat_model.stream(options.pop("messages"), **options))
+                events = self._events(self.chat_model.stream(options.pop("messages"), **options))
+                if fault is Fault.HOLD_AFTER_FIRST_PIECE:
+                    events = self._held_after_first(events, release)
+                return HTTPStatus.OK, events
             reply = self.chat_model.chat(options.pop("messages"), **options)
         except RequestError as exc:
             return _error(exc.status, str(exc))
@@ -273,7 +296,17 @@ class ChatCompletionsServer:
         }
         return HTTPStatus.OK, iter([b"data: " + _json(chunk) + b"\n\n", b"data: [DONE]\n\n"])
 
-    def _events(self, pieces: Iterator[ChatChunk]) -> Iterator[bytes]:
+    def _held_after_first(self, events: Generator[bytes, None, None], release: threading.Event) -> Iterator[bytes]:
+        """``events``' first event, then the rest once ``release`` is set."""
+        with contextlib.closing(events):  # a client that leaves stops the generation
+            first = next(events)
+            self._holding.set()  # before the first is sent: a client that reads it finds it set
+            yield first
+            release.wait()
+            self._holding.clear()
+            yield from events
+
+    def _events(self, pieces: Iterator[ChatChunk]) -> Generator[bytes, None, None]:
         """The streamed reply as OpenAI's ``chat.completion.chunk`` events, then ``[DONE]``."""
         head = {"id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion.chunk", "model": self.model_id}
         for piece in pieces:

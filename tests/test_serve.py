@@ -295,6 +295,30 @@ def test_an_upstream_streams_through_the_server(knn_gate, retriever, openai_serv
     assert openai_server.requests == 2
 
 
+def test_the_first_token_reaches_the_client_while_the_upstream_holds_the_rest(
+    knn_gate, retriever, openai_server, routes
+):
+    # The upstream sends its first piece and holds the rest until the test releases it:
+    # a server that waited for more before sending the first piece would send nothing.
+    with _served_through(knn_gate, retriever, openai_server, timeout=30) as served:
+        for route, question in routes.items():
+            openai_server.set_fault(Fault.HOLD_AFTER_FIRST_PIECE)
+            body = {"messages": [{"role": "user", "content": question}], "max_tokens": 8, "stream": True}
+            url = f"{served.url}/v1/chat/completions"
+            with httpx.stream("POST", url, json=body, timeout=120) as response:
+                events = (json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {"))
+                first = next((e for e in events if "error" in e or e["choices"][0]["delta"].get("content")), None)
+                assert first is not None and "error" not in first, f"no token came ({response.status_code}): {first}"
+                assert openai_server.holding  # the rest is still in the upstream
+                openai_server.release()
+                rest = list(events)
+                decision = json.loads(response.headers["x-adaptive-gates-decision"])
+            assert decision["route"] == route
+            pieces = [e["choices"][0]["delta"].get("content") for e in rest if e.get("choices")]
+            assert [p for p in pieces if p]  # the rest followed once released
+            assert rest[-1]["adaptive_gates"]["route"] == route and rest[-1]["choices"][0]["finish_reason"]
+
+
 @pytest.mark.parametrize(("fault", "status"), [(Fault.ERROR_500, 502), (Fault.HANG, 504), (Fault.MALFORMED_JSON, 502)])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_failing_upstream_gets_a_bounded_clear_error_and_the_server_goes_on(
