@@ -53,7 +53,6 @@ def sample_with_states(
     stop: Sequence[str] | None = None,
     formatted: bool = False,
     first_sample: int = 0,
-    enough: Callable[[list[ProbedSample]], bool] | None = None,
 ) -> list[ProbedSample]:
     """``k`` sampled continuations of one prompt, each with the output of sub-module
     ``module_path`` at an EOS that closes it: SeaKR's probe (SPEC §4.1). EOS replaces
@@ -72,11 +71,6 @@ def sample_with_states(
     numbering (up to float rounding of the batched forward), and a sample does not
     depend on which others share its batch. Reproducible for a ``seed``, but not the
     same draws as ``lm.sample``.
-
-    ``enough``, when given, is shown the first samples in order each time more of them
-    have finished (samples 0 … j, not the first to finish, which would favour short
-    answers); when it returns True the samples still being drawn are dropped and only
-    those are returned.
     """
     torch = require("torch")
 
@@ -95,15 +89,8 @@ def sample_with_states(
         cache, logits = _prefill(lm, ids, k)
         states = torch.empty(0)  # the probed outputs of the latest step: none before the first
         rows = list(range(k))  # the draft index of each batch row
-        leading = 0  # how many drafts, from the first, are finished
         while True:
             keep, feed = _next_tokens(drafts, rows, logits, states, draw, ends)
-            finished = next((i for i, d in enumerate(drafts) if d.state.size == 0), k)
-            if enough is not None and finished > leading:
-                leading = finished
-                done = [d.result(ids.shape[1], ends) for d in drafts[:leading]]
-                if enough(done):
-                    return done
             if not keep:
                 break
             if len(keep) < len(rows):

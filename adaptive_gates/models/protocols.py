@@ -7,7 +7,7 @@ LangChain or LlamaIndex adapter) can stand behind a gate.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -92,13 +92,10 @@ class ProbingLM(Protocol):
         stop: Sequence[str] | None = None,
         formatted: bool = False,
         first_sample: int = 0,
-        enough: Callable[[list[ProbedSample]], bool] | None = None,
     ) -> list[ProbedSample]:
         """``k`` seeded samples, each with the output of ``module_path`` at its closing EOS;
         they are samples ``first_sample`` … ``first_sample + k - 1`` of the seed's numbered
-        draws, so ``k`` drawn at once equal the same samples drawn in parts. ``enough`` is
-        shown the first samples in order as they finish; when it returns True the
-        unfinished ones are dropped."""
+        draws, so ``k`` drawn at once equal the same samples drawn in parts."""
         ...
 
     def prefix_cache(self, size: int = 4) -> AbstractContextManager[None]:

@@ -143,14 +143,14 @@ class SelfAwareUncertainty:
         alpha: the ridge α added to Σ before the log-determinant.
         log_base: ``"e"`` (SeaKR) or ``"10"`` (INSIDE).
         variant: ``"seakr"`` (Gram matrix Z J Zᵀ) or ``"inside"`` (``torch.cov``).
-        early_stop: ``None`` (the paper: always k samples), or the fewest samples that
-            may end the sampling: once the first m ≥ ``early_stop`` samples have all
-            finished, none is empty, and all give the same answer after answer
-            normalisation (``metrics.normalize_answer``), the others are not drawn and U
-            is computed as if every further sample repeated them (their states cycled to
-            k rows), so it stays on the scale of k samples that the threshold was
-            calibrated on. Samples that disagree never stop early: they cost and score
-            exactly as without the option.
+        early_stop: ``None`` (the paper: always k samples in one batch), or m in 2..k:
+            draw the first m samples; when none is empty and all give the same answer
+            after answer normalisation (``metrics.normalize_answer``), stop, and compute
+            U as if every further sample repeated them (their states cycled to k rows),
+            on the scale of k samples that a threshold was calibrated on. Otherwise draw
+            the other k − m (the prompt's states kept by the prefix cache): every sample
+            draws from its own seeded stream, so U is then the one without the option
+            (up to float rounding), at the price of a second, smaller decoding loop.
         cap_to_greedy: when ``estimate`` is given the greedy answer's length in tokens
             (the gate's pseudo-generation), samples stop there too (an EOS closes a
             capped sample, as at ``max_new_tokens``). ``False``: the paper's cap only.
@@ -221,6 +221,13 @@ class SelfAwareUncertainty:
         }
         return cls(lm, **{**settings, **overrides})
 
+    @classmethod
+    def fast(cls, lm: ProbingLM | None = None, **overrides: Any) -> SelfAwareUncertainty:
+        """SeaKR's settings with both time savers on: ``early_stop=5`` and
+        ``cap_to_greedy=True`` (see ``benchmarks/results/seakr_cost.md`` for what they
+        cost and change); any setting can be overridden."""
+        return cls(lm, **{"early_stop": 5, "cap_to_greedy": True, **overrides})
+
     @property
     def lm(self) -> ProbingLM:
         """The probed model (the embedded default unless one was given)."""
@@ -282,19 +289,29 @@ class SelfAwareUncertainty:
             _check_int(greedy_tokens, "greedy_tokens", 1)
             if self.cap_to_greedy:
                 max_new_tokens = min(max_new_tokens, greedy_tokens)
-        probes = self.lm.sample_with_states(
-            prompt,
-            self.k,
-            module_path=self.module_path,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            max_new_tokens=max_new_tokens,
-            seed=self.seed,
-            stop=stop,
-            formatted=formatted,
-            enough=None if self.early_stop is None else self._agreeing,
-        )
+
+        def draw(first: int, count: int) -> list[ProbedSample]:
+            return self.lm.sample_with_states(
+                prompt,
+                count,
+                module_path=self.module_path,
+                temperature=self.temperature,
+                top_k=self.top_k,
+                top_p=self.top_p,
+                max_new_tokens=max_new_tokens,
+                seed=self.seed,
+                stop=stop,
+                formatted=formatted,
+                first_sample=first,
+            )
+
+        if self.early_stop is None:
+            probes = draw(0, self.k)
+        else:  # the prefix cache keeps the prompt's states for the second draw
+            with self.lm.prefix_cache(1):
+                probes = draw(0, self.early_stop)
+                if not _agreeing(probes):
+                    probes += draw(self.early_stop, self.k - self.early_stop)
         usable = [p for p in probes if p.generation.text.strip()]
         if not usable:
             logger.info("no usable sample among %d: U is undefined", len(probes))
@@ -307,11 +324,6 @@ class SelfAwareUncertainty:
         texts = tuple(p.generation.text for p in usable)
         return UncertaintyEstimate(u, len(usable), *_ablation_signals(usable), texts, stopped_early)
 
-    def _agreeing(self, first: list[ProbedSample]) -> bool:
-        """``early_stop``'s rule: enough first samples, none empty, one normalised answer."""
-        answers = {normalize_answer(p.generation.text) for p in first}
-        return len(first) >= (self.early_stop or self.k) and "" not in answers and len(answers) == 1
-
     def estimate_batch(
         self, prompts: Sequence[str], *, stop: Sequence[str] | None = None, formatted: bool = False
     ) -> list[UncertaintyEstimate]:
@@ -323,6 +335,12 @@ class SelfAwareUncertainty:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"
+
+
+def _agreeing(samples: Sequence[ProbedSample]) -> bool:
+    """``early_stop``'s rule: no sample is empty and all give one normalised answer."""
+    answers = {normalize_answer(p.generation.text) for p in samples}
+    return "" not in answers and len(answers) == 1
 
 
 def _ablation_signals(samples: Sequence[ProbedSample]) -> tuple[float, float, float]:
