@@ -302,7 +302,9 @@ class SelfAwareUncertainty:
                 seed=self.seed,
                 stop=stop,
                 formatted=formatted,
-                first_sample=first,
+                # Only the second draw of early_stop numbers its samples on: a probing LM
+                # written before first_sample existed still serves the paper's settings.
+                **({"first_sample": first} if first else {}),
             )
 
         if self.early_stop is None:
