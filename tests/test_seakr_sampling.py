@@ -51,6 +51,9 @@ def test_early_stop_ends_agreeing_samples_only(lm: LocalCausalLM) -> None:
     faithful = SelfAwareUncertainty(lm, **settings).estimate(UNKNOWN, stop=STOP)
     assert not hot.stopped_early and hot.n_samples == faithful.n_samples == 8
     assert hot.samples == faithful.samples and hot.value == pytest.approx(faithful.value, abs=1e-3)
+    # early_stop = k: one draw of all k, as without the option.
+    whole = SelfAwareUncertainty(lm, **settings, early_stop=8).estimate(UNKNOWN, stop=STOP)
+    assert whole.samples == faithful.samples and not whole.stopped_early
 
 
 def test_samples_are_capped_at_the_greedy_step(lm: LocalCausalLM) -> None:

@@ -312,7 +312,7 @@ class SelfAwareUncertainty:
         else:  # the prefix cache keeps the prompt's states for the second draw
             with self.lm.prefix_cache(1):
                 probes = draw(0, self.early_stop)
-                if not _agreeing(probes):
+                if len(probes) < self.k and not _agreeing(probes):
                     probes += draw(self.early_stop, self.k - self.early_stop)
         usable = [p for p in probes if p.generation.text.strip()]
         if not usable:
