@@ -1,21 +1,22 @@
-"""What SeaKR's uncertainty U (k=20) costs next to one greedy answer, on real NQ questions.
+"""What SeaKR's uncertainty U (k=20) costs next to one greedy answer, on real NQ questions,
+with and without the estimator's time savers, and whether they change its decisions.
 
 For each question (the project's plain-QA answer prompt, stop "\\n") and each token
-budget, four ways are timed side by side, their order rotated question by question:
+budget, four calls are timed side by side, their order rotated question by question:
 
-- **greedy**: one ``lm.generate`` of the same prompt with the same ``max_new_tokens``;
-- **greedy, same length**: one greedy generation of the same prompt forced to as many new
-  tokens as U's longest sample (EOS and stop strings ignored): the cost of one answer as
-  long as U's decoding loop runs, the like-for-like base of "20 samples cost k x one";
-- **U**: ``SelfAwareUncertainty(k=20).estimate`` (one decoding loop: shared prefill,
-  finished samples read at their EOS and dropped from the batch);
-- **sample + pass**: ``lm.sample(k=20)`` (one batched ``generate``) followed by one
-  right-padded forward pass over prompt + samples with a hook, the textbook form;
-- **naive**: 20 single-sample ``lm.sample`` calls and 20 single forward passes.
+- **greedy**: one ``lm.generate`` of the same prompt and budget, as it stops;
+- **U paper**: ``SelfAwareUncertainty(k=20)``, the paper's settings (one decoding loop:
+  shared prefill, k rows per step, finished samples read at their EOS and dropped);
+- **U capped**: the same with ``cap_to_greedy=True``, given the greedy answer's length
+  (as the gate's pseudo-step gives it);
+- **U fast**: ``SelfAwareUncertainty.fast`` (capped, and ``early_stop=5``: the first 5
+  samples are drawn alone and, when they agree, the other 15 are not).
 
-Budgets: 100 new tokens (SPEC §4.1) and 24 (the project answerer's greedy budget).
+Decisions: on the timed questions, each setting's threshold is the median of its own U
+(a gate calibrated for a 50 % retrieval rate on them); the report counts the questions
+whose decision differs from the paper setting's, and the rank correlation of the U's.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seakr_cost.py [--questions PATH] [--n 5]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seakr_cost.py [--questions PATH] [--n 10]
 
 Writes benchmarks/results/seakr_cost.{md,json}.
 """
@@ -25,118 +26,86 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from _common import DEFAULT_DATA, markdown_table, write_results
 from adaptive_gates.answering import build_prompt
 from adaptive_gates.models import LocalCausalLM, default_llm
-from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty, eigen_score
+from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
 K = 20
 BUDGETS = (100, 24)
 STOP = ["\n"]
-METHODS = ("greedy", "greedy, same length", "U", "sample + pass", "naive")
+METHODS = ("greedy", "U paper", "U capped", "U fast")
+VARIANTS = METHODS[1:]
 
 
-def closed_states(lm: LocalCausalLM, prompt: str, generations: list, module_path: str) -> np.ndarray:
-    """States at the closing EOS of each sample from one right-padded forward pass
-    over prompt + sample (EOS replacing a stop token, appended after the length cap)."""
-    import torch
-
-    prompt_ids = lm.tokenizer(lm.format_prompt(prompt)).input_ids
-    eos = lm.eos_token_id
-    rows = []
-    for g in generations:
-        ids = list(g.token_ids)
-        if g.finish_reason == "stop":
-            ids[-1] = eos
-        elif g.finish_reason == "length":
-            ids.append(eos)
-        rows.append(prompt_ids + ids)
-    width = max(map(len, rows))
-    ids = torch.tensor([r + [eos] * (width - len(r)) for r in rows])
-    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    with lm.capture(module_path) as out, torch.inference_mode():
-        lm.model.base_model(input_ids=ids, attention_mask=mask)  # no LM head: only the state is read
-    return np.stack([out[0][i, len(r) - 1].numpy() for i, r in enumerate(rows)])
-
-
-def u_of(states: np.ndarray, generations: list) -> float:
-    usable = [i for i, g in enumerate(generations) if g.text.strip()]
-    return eigen_score(states[usable]) if usable else float("nan")
+def estimators(lm: LocalCausalLM, budget: int) -> dict[str, SelfAwareUncertainty]:
+    return {
+        "U paper": SelfAwareUncertainty(lm, k=K, max_new_tokens=budget),
+        "U capped": SelfAwareUncertainty(lm, k=K, max_new_tokens=budget, cap_to_greedy=True),
+        "U fast": SelfAwareUncertainty.fast(lm, k=K, max_new_tokens=budget),
+    }
 
 
 def measure(lm: LocalCausalLM, question: str, budget: int, order: list[str]) -> dict[str, Any]:
-    """Seconds of each method on one question (in ``order``), plus what drives them."""
+    """Seconds of each call on one question (in ``order``), U of each setting, and lengths."""
     prompt = build_prompt(question)
-    estimator = SelfAwareUncertainty(lm, k=K, max_new_tokens=budget)
-    path = estimator.module_path
-    # U's own draws, untimed (seeded: the timed call draws the same): their lengths drive its cost.
-    probes = lm.sample_with_states(prompt, K, module_path=path, max_new_tokens=budget, stop=STOP)
-    lengths = [len(p.generation.token_ids) for p in probes]
-    info: dict[str, Any] = {"U_sample_tokens_mean": float(np.mean(lengths)), "U_sample_tokens_max": max(lengths)}
+    greedy_tokens = len(lm.generate(prompt, max_new_tokens=budget, stop=STOP)[0].token_ids)  # untimed: deterministic
+    info: dict[str, Any] = {"greedy_tokens": greedy_tokens, "U": {}, "n_samples": {}, "stopped_early": {}}
 
-    def greedy() -> None:
-        info["greedy_tokens"] = len(lm.generate(prompt, max_new_tokens=budget, stop=STOP)[0].token_ids)
+    def uncertainty(name: str, estimator: SelfAwareUncertainty) -> Callable[[], None]:
+        def call() -> None:
+            estimate = estimator.estimate(prompt, stop=STOP, greedy_tokens=greedy_tokens)
+            info["U"][name] = estimate.value
+            info["n_samples"][name] = estimate.n_samples
+            info["stopped_early"][name] = estimate.stopped_early
 
-    def greedy_same_length() -> None:
-        import torch
-
-        enc = lm.tokenizer(lm.format_prompt(prompt), return_tensors="pt")
-        with torch.inference_mode():
-            lm.model.generate(
-                **enc,
-                do_sample=False,
-                min_new_tokens=max(lengths),
-                max_new_tokens=max(lengths),
-                pad_token_id=lm.tokenizer.pad_token_id,
-                return_dict_in_generate=True,
-                output_logits=True,
-            )
-
-    def uncertainty() -> None:
-        info["U"] = estimator.estimate(prompt, stop=STOP).value
-
-    def sample_and_pass() -> None:
-        gens = lm.sample(prompt, K, max_new_tokens=budget, stop=STOP)
-        info["U_sample_pass"] = u_of(closed_states(lm, prompt, gens, path), gens)
-
-    def naive() -> None:
-        gens = [lm.sample(prompt, 1, max_new_tokens=budget, stop=STOP, seed=s)[0] for s in range(K)]
-        states = np.concatenate([closed_states(lm, prompt, [g], path) for g in gens])
-        info["U_naive"] = u_of(states, gens)
+        return call
 
     calls: dict[str, Callable[[], None]] = {
-        "greedy": greedy,
-        "greedy, same length": greedy_same_length,
-        "U": uncertainty,
-        "sample + pass": sample_and_pass,
-        "naive": naive,
+        "greedy": lambda: lm.generate(prompt, max_new_tokens=budget, stop=STOP),
+        **{name: uncertainty(name, e) for name, e in estimators(lm, budget).items()},
     }
     seconds = {}
     for name in order:
         start = time.perf_counter()
         calls[name]()
         seconds[name] = time.perf_counter() - start
-    return {"question": question, "budget": budget, "seconds": seconds, **info}
+    return {"budget": budget, "seconds": seconds, **info}
+
+
+def decisions(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per setting: decisions that differ from the paper's at each one's median threshold,
+    and the rank correlation of its U with the paper's."""
+    paper = np.array([r["U"]["U paper"] for r in rows])
+    retrieve_paper = paper > np.median(paper)
+    out = {}
+    for name in VARIANTS[1:]:
+        u = np.array([r["U"][name] for r in rows])
+        out[name] = {
+            "decisions_changed": int(np.sum((u > np.median(u)) != retrieve_paper)),
+            "spearman_with_paper": float(spearmanr(paper, u).statistic),
+            "stopped_early": int(sum(r["stopped_early"][name] for r in rows)),
+        }
+    return out
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median seconds per method and median per-question ratios."""
+    """Median seconds per call, median per-question ratios to greedy, and the decisions."""
     sec = {m: np.array([r["seconds"][m] for r in rows]) for m in METHODS}
     return {
         "median_seconds": {m: float(np.median(v)) for m, v in sec.items()},
-        "median_ratio_U_over_greedy": float(np.median(sec["U"] / sec["greedy"])),
-        "median_ratio_U_over_greedy_same_length": float(np.median(sec["U"] / sec["greedy, same length"])),
-        "median_ratio_sample_pass_over_U": float(np.median(sec["sample + pass"] / sec["U"])),
-        "median_ratio_naive_over_U": float(np.median(sec["naive"] / sec["U"])),
+        "median_ratio_to_greedy": {m: float(np.median(sec[m] / sec["greedy"])) for m in VARIANTS},
         "median_greedy_tokens": float(np.median([r["greedy_tokens"] for r in rows])),
-        "median_U_sample_tokens_max": float(np.median([r["U_sample_tokens_max"] for r in rows])),
+        "decisions": decisions(rows),
     }
 
 
@@ -144,7 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = DEFAULT_DATA / "nq_open_dev.jsonl"
     parser.add_argument("--questions", type=Path, default=default, help=f"QA JSONL (default: {default})")
-    parser.add_argument("--n", type=int, default=5, help="questions to time (default: 5)")
+    parser.add_argument("--n", type=int, default=10, help="questions to time (default: 10)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -157,63 +126,66 @@ def main() -> None:
     lm = default_llm()
     lm.generate(build_prompt(questions[0]), max_new_tokens=4)  # load and warm up
 
+    load_before = os.getloadavg()
     results: dict[str, Any] = {"k": K, "stop": STOP, "threads": args.threads, "budgets": {}}
     for budget in BUDGETS:
         rows = []
         for i, question in enumerate(questions):
             order = list(METHODS[i % len(METHODS) :] + METHODS[: i % len(METHODS)])
             # Results name questions by id: the data set's text stays out of them.
-            rows.append({**measure(lm, question, budget, order), "question": records[i]["id"]})
+            rows.append({"question": records[i]["id"], **measure(lm, question, budget, order)})
             print(
                 f"budget {budget}, question {i}: " + ", ".join(f"{m} {s:.2f}s" for m, s in rows[-1]["seconds"].items()),
                 flush=True,
             )
         results["budgets"][str(budget)] = {"summary": summarise(rows), "questions": rows}
+    results["load_average_1_5_15"] = {"before": load_before, "after": os.getloadavg()}
 
-    table = []
+    table, changes, per_question = [], [], []
     for budget, block in results["budgets"].items():
         s = block["summary"]
         table.append(
             [
                 budget,
                 *(s["median_seconds"][m] for m in METHODS),
-                s["median_ratio_U_over_greedy"],
-                s["median_ratio_U_over_greedy_same_length"],
-                s["median_ratio_sample_pass_over_U"],
-                s["median_ratio_naive_over_U"],
+                *(s["median_ratio_to_greedy"][m] for m in VARIANTS),
                 s["median_greedy_tokens"],
-                s["median_U_sample_tokens_max"],
             ]
         )
-    per_question = [
-        [
-            r["budget"],
-            r["question"],
-            r["greedy_tokens"],
-            r["U_sample_tokens_max"],
-            *(r["seconds"][m] for m in METHODS),
-            r["seconds"]["U"] / r["seconds"]["greedy"],
-            r["seconds"]["U"] / r["seconds"]["greedy, same length"],
-        ]
-        for block in results["budgets"].values()
-        for r in block["questions"]
-    ]
+        for name, d in s["decisions"].items():
+            changes.append([budget, name, d["decisions_changed"], d["spearman_with_paper"], d["stopped_early"]])
+        for r in block["questions"]:
+            per_question.append(
+                [
+                    budget,
+                    r["question"],
+                    r["greedy_tokens"],
+                    *(r["seconds"][m] for m in METHODS),
+                    *(r["U"][m] for m in VARIANTS),
+                    r["n_samples"]["U fast"],
+                ]
+            )
+    load = results["load_average_1_5_15"]
     markdown = "\n\n".join(
         [
             f"# Cost of SeaKR's U (k={K}) on {len(questions)} NQ questions ({args.threads} torch thread)",
-            "Median seconds per question; ratios are medians of the per-question ratios.",
+            "Median seconds per question; ratios are medians of the per-question ratios to the greedy "
+            f"answer as it stops. Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load['before'])}; "
+            f"after: {', '.join(f'{x:.2f}' for x in load['after'])} (2 cores, shared).",
             markdown_table(
                 [
                     "max_new_tokens",
                     *(f"{m} s" for m in METHODS),
-                    "U / greedy",
-                    "U / greedy same length",
-                    "(sample + pass) / U",
-                    "naive / U",
+                    *(f"{m} / greedy" for m in VARIANTS),
                     "greedy tokens",
-                    "U's longest sample tokens",
                 ],
                 table,
+            ),
+            "## Decisions against the paper setting",
+            f"Each setting's threshold is the median of its own U over the {len(questions)} questions.",
+            markdown_table(
+                ["max_new_tokens", "setting", "decisions changed", "rank correlation with U paper", "stopped early"],
+                changes,
             ),
             "## Per question",
             markdown_table(
@@ -221,10 +193,9 @@ def main() -> None:
                     "max_new_tokens",
                     "question",
                     "greedy tokens",
-                    "U's longest sample",
                     *(f"{m} s" for m in METHODS),
-                    "U / greedy",
-                    "U / greedy same length",
+                    *VARIANTS,
+                    "U fast samples",
                 ],
                 per_question,
             ),

@@ -52,6 +52,7 @@ def sample_with_states(
     seed: int = 0,
     stop: Sequence[str] | None = None,
     formatted: bool = False,
+    first_sample: int = 0,
 ) -> list[ProbedSample]:
     """``k`` sampled continuations of one prompt, each with the output of sub-module
     ``module_path`` at an EOS that closes it: SeaKR's probe (SPEC §4.1). EOS replaces
@@ -64,7 +65,12 @@ def sample_with_states(
     sample is fed its EOS in the next step, where its state is read, and then leaves
     the batch. So no step is spent on finished rows and no second pass over prompt +
     samples is needed (on CPU that pass cost as much as the sampling itself).
-    Reproducible for a ``seed``, but not the same draws as ``lm.sample``.
+    Each sample draws from its own random stream, seeded by ``(seed, i)`` for sample
+    ``i``, and the samples returned are ``first_sample`` … ``first_sample + k - 1``: so
+    k samples drawn in one call equal those drawn in several calls that continue the
+    numbering (up to float rounding of the batched forward), and a sample does not
+    depend on which others share its batch. Reproducible for a ``seed``, but not the
+    same draws as ``lm.sample``.
     """
     torch = require("torch")
 
@@ -73,7 +79,9 @@ def sample_with_states(
     text = lm._prepare(prompt, formatted)[0]
     check_sampling(k, temperature, top_k, top_p, max_new_tokens)
     stops = check_stops(stop)
-    draw = _Sampler(temperature, top_k, top_p, seed, lm.device)
+    if isinstance(first_sample, bool) or not isinstance(first_sample, int) or first_sample < 0:
+        raise ValueError(f"first_sample must be an int >= 0, got {first_sample!r}")
+    draw = _Sampler(temperature, top_k, top_p, lm.device, [(seed, first_sample + i) for i in range(k)])
     ends = _Ends(lm._eos_ids(), lm.eos_token_id, stops, max_new_tokens, lm._decode)
     drafts = [_Draft() for _ in range(k)]
     with lm.capture(module_path) as captured, torch.inference_mode():
@@ -122,7 +130,7 @@ def _next_tokens(
     others draw from ``logits`` (or, after the length cap, are given EOS). Returns the
     rows that stay and the token each is fed next."""
     sampling = [i for i, r in enumerate(rows) if drafts[r].mode == "sample"]
-    drawn = dict(zip(sampling, draw(logits[sampling]) if sampling else []))
+    drawn = dict(zip(sampling, draw(logits[sampling], [rows[i] for i in sampling]) if sampling else []))
     keep, feed = [], []
     for i, r in enumerate(rows):
         draft = drafts[r]
@@ -174,9 +182,13 @@ class _Ends:
 class _Sampler:
     """Draws one token per row like ``generate(do_sample=True, ...)``: temperature, then
     top-k, then top-p. The top-k candidates are gathered first, so the top-p sort and the
-    draw run over ``top_k`` values instead of the whole vocabulary (same distribution)."""
+    draw run over ``top_k`` values instead of the whole vocabulary (same distribution).
+    Each sample has its own generator, seeded by its ``(seed, index)`` pair, so a draw
+    does not depend on which other samples share the batch."""
 
-    def __init__(self, temperature: float, top_k: int, top_p: float, seed: int, device: str) -> None:
+    def __init__(
+        self, temperature: float, top_k: int, top_p: float, device: str, streams: list[tuple[int, int]]
+    ) -> None:
         torch = require("torch")
         processors = require("transformers.generation.logits_process")
 
@@ -186,11 +198,12 @@ class _Sampler:
             self.warp.append(processors.TemperatureLogitsWarper(temperature))
         if top_p < 1.0:
             self.warp.append(processors.TopPLogitsWarper(top_p))
-        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.generators = [torch.Generator(device=device).manual_seed(_stream_seed(*s)) for s in streams]
 
-    def __call__(self, logits: torch.Tensor) -> list[tuple[int, float, float]]:
-        """``(token, logprob, energy)`` per row of raw logits: the drawn token, its
-        log-probability under the raw distribution and ``-logsumexp`` of the logits."""
+    def __call__(self, logits: torch.Tensor, samples: list[int]) -> list[tuple[int, float, float]]:
+        """``(token, logprob, energy)`` per row of raw logits (row i belongs to sample
+        ``samples[i]``): the drawn token, its log-probability under the raw distribution
+        and ``-logsumexp`` of the logits."""
         torch = require("torch")
 
         if self.top_k and self.top_k < logits.shape[-1]:
@@ -198,11 +211,18 @@ class _Sampler:
         else:
             candidates, index = logits, None
         probs = torch.softmax(self.warp(None, candidates), dim=-1)
-        picks = torch.multinomial(probs, 1, generator=self.generator)
+        picks = torch.cat(
+            [torch.multinomial(row[None], 1, generator=self.generators[i]) for row, i in zip(probs, samples)]
+        )
         tokens = picks if index is None else index.gather(1, picks)
         norm = torch.logsumexp(logits, dim=-1)
         logprobs = logits.gather(1, tokens).squeeze(1) - norm
         return list(zip(tokens.squeeze(1).tolist(), logprobs.tolist(), (-norm).tolist()))
+
+
+def _stream_seed(seed: int, index: int) -> int:
+    """A generator seed for sample ``index`` under ``seed``, well spread over 64 bits."""
+    return int(np.random.SeedSequence([seed % 2**64, index]).generate_state(1, np.uint64)[0])
 
 
 class _Draft:

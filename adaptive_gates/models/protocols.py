@@ -91,8 +91,11 @@ class ProbingLM(Protocol):
         seed: int = 0,
         stop: Sequence[str] | None = None,
         formatted: bool = False,
+        first_sample: int = 0,
     ) -> list[ProbedSample]:
-        """``k`` seeded samples, each with the output of ``module_path`` at its closing EOS."""
+        """``k`` seeded samples, each with the output of ``module_path`` at its closing EOS;
+        they are samples ``first_sample`` … ``first_sample + k - 1`` of the seed's numbered
+        draws, so ``k`` drawn at once equal the same samples drawn in parts."""
         ...
 
     def prefix_cache(self, size: int = 4) -> AbstractContextManager[None]:

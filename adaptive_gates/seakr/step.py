@@ -59,7 +59,8 @@ def pseudo_step(
     formatted: bool = False,
 ) -> PseudoStep:
     """Pseudo-generate the next step of ``prompt`` greedily with ``lm`` and, unless it is
-    empty, estimate U of ``prompt`` (samples cut by the same ``stop`` strings).
+    empty, estimate U of ``prompt`` (samples cut by the same ``stop`` strings, and at the
+    step's length when the estimator's ``cap_to_greedy`` is on).
 
     ``formatted``: ``prompt`` is the full model input, not a chat user message.
     """
@@ -67,4 +68,5 @@ def pseudo_step(
     generation = lm.generate(prompt, max_new_tokens=max_new_tokens, stop=stops, formatted=formatted)[0]
     if not generation.text.strip():
         return PseudoStep(generation, None)
-    return PseudoStep(generation, uncertainty.estimate(prompt, stop=stops, formatted=formatted))
+    estimate = uncertainty.estimate(prompt, stop=stops, formatted=formatted, greedy_tokens=len(generation.token_ids))
+    return PseudoStep(generation, estimate)

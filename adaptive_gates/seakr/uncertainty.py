@@ -15,7 +15,10 @@ own code read it at the last generated token.
 Our additions: the samples and their EOS states come from one decoding loop
 (``LocalCausalLM.sample_with_states``) instead of a sampling call plus a second forward
 pass, and each estimate carries the paper's cheap ablation signals (perplexity,
-length-normalised entropy, energy) computed from the same samples.
+length-normalised entropy, energy) computed from the same samples. Two options trade
+faithfulness for time (both off by default, as in the paper): ``early_stop`` ends the
+sampling once the first samples all give the same answer, and ``cap_to_greedy`` cuts
+samples at the length of the greedy answer whose uncertainty is wanted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..metrics import normalize_answer
 from ..models.protocols import check_probing_lm
 from ..validation import check_sampling
 
@@ -59,6 +63,9 @@ class UncertaintyEstimate:
         energy: mean over samples of the per-token energy ``-logsumexp(logits)``
             (temperature 1); lower = the model put more mass on its choices.
         samples: the usable samples' texts.
+        stopped_early: True when ``early_stop`` ended the sampling before k samples: U
+            is then that of k samples repeating the ones drawn (see
+            ``SelfAwareUncertainty``).
 
     Log-probabilities and logits are the model's raw next-token distribution (no
     temperature, top-k or top-p) at each generated token, the closing EOS or
@@ -71,6 +78,7 @@ class UncertaintyEstimate:
     entropy: float
     energy: float
     samples: tuple[str, ...]
+    stopped_early: bool = False
 
     @property
     def defined(self) -> bool:
@@ -135,6 +143,17 @@ class SelfAwareUncertainty:
         alpha: the ridge α added to Σ before the log-determinant.
         log_base: ``"e"`` (SeaKR) or ``"10"`` (INSIDE).
         variant: ``"seakr"`` (Gram matrix Z J Zᵀ) or ``"inside"`` (``torch.cov``).
+        early_stop: ``None`` (the paper: always k samples in one batch), or m in 2..k:
+            draw the first m samples; when none is empty and all give the same answer
+            after answer normalisation (``metrics.normalize_answer``), stop, and compute
+            U as if every further sample repeated them (their states cycled to k rows),
+            on the scale of k samples that a threshold was calibrated on. Otherwise draw
+            the other k − m (the prompt's states kept by the prefix cache): every sample
+            draws from its own seeded stream, so U is then the one without the option
+            (up to float rounding), at the price of a second, smaller decoding loop.
+        cap_to_greedy: when ``estimate`` is given the greedy answer's length in tokens
+            (the gate's pseudo-generation), samples stop there too (an EOS closes a
+            capped sample, as at ``max_new_tokens``). ``False``: the paper's cap only.
 
     ``estimate`` draws the samples with ``stop`` strings (use the same as the greedy
     call whose uncertainty is wanted) and returns an ``UncertaintyEstimate``.
@@ -155,6 +174,8 @@ class SelfAwareUncertainty:
         alpha: float = 1e-3,
         log_base: LogBase = "e",
         variant: Variant = "seakr",
+        early_stop: int | None = None,
+        cap_to_greedy: bool = False,
     ) -> None:
         check_sampling(k, temperature, top_k, top_p, max_new_tokens)
         _check_int(seed, "seed", None)
@@ -164,6 +185,12 @@ class SelfAwareUncertainty:
         _check_choice(site, _SITES, "site")
         _check_choice(log_base, _LOG_BASES, "log_base")
         _check_choice(variant, _VARIANTS, "variant")
+        if early_stop is not None:
+            _check_int(early_stop, "early_stop", 2)
+            if early_stop > k:
+                raise ValueError(f"early_stop must be <= k ({k}) or None, got {early_stop}")
+        if not isinstance(cap_to_greedy, bool):
+            raise ValueError(f"cap_to_greedy must be a bool, got {cap_to_greedy!r}")
         if lm is not None:
             check_probing_lm(lm, "SelfAwareUncertainty")
         self._lm = lm
@@ -178,6 +205,8 @@ class SelfAwareUncertainty:
         self.alpha = float(alpha)
         self.log_base = log_base
         self.variant = variant
+        self.early_stop = early_stop
+        self.cap_to_greedy = cap_to_greedy
 
     @classmethod
     def inside(cls, lm: ProbingLM | None = None, **overrides: Any) -> SelfAwareUncertainty:
@@ -191,6 +220,13 @@ class SelfAwareUncertainty:
             "temperature": 0.5,
         }
         return cls(lm, **{**settings, **overrides})
+
+    @classmethod
+    def fast(cls, lm: ProbingLM | None = None, **overrides: Any) -> SelfAwareUncertainty:
+        """SeaKR's settings with both time savers on: ``early_stop=5`` and
+        ``cap_to_greedy=True`` (see ``benchmarks/results/seakr_cost.md`` for what they
+        cost and change); any setting can be overridden."""
+        return cls(lm, **{"early_stop": 5, "cap_to_greedy": True, **overrides})
 
     @property
     def lm(self) -> ProbingLM:
@@ -231,32 +267,64 @@ class SelfAwareUncertainty:
             "alpha": self.alpha,
             "log_base": self.log_base,
             "variant": self.variant,
+            "early_stop": self.early_stop,
+            "cap_to_greedy": self.cap_to_greedy,
         }
 
     def estimate(
-        self, prompt: str, *, stop: Sequence[str] | None = None, formatted: bool = False
+        self,
+        prompt: str,
+        *,
+        stop: Sequence[str] | None = None,
+        formatted: bool = False,
+        greedy_tokens: int | None = None,
     ) -> UncertaintyEstimate:
         """U of the model for ``prompt`` (a user message, or the full model input when
         ``formatted``); samples are cut at ``stop`` strings. Samples with empty (or
-        whitespace-only) text are dropped; with none left U is undefined (NaN)."""
-        probes = self.lm.sample_with_states(
-            prompt,
-            self.k,
-            module_path=self.module_path,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            seed=self.seed,
-            stop=stop,
-            formatted=formatted,
-        )
+        whitespace-only) text are dropped; with none left U is undefined (NaN).
+        ``greedy_tokens``: the length of the greedy answer to ``prompt``, the samples'
+        cap when ``cap_to_greedy`` is on."""
+        max_new_tokens = self.max_new_tokens
+        if greedy_tokens is not None:
+            _check_int(greedy_tokens, "greedy_tokens", 1)
+            if self.cap_to_greedy:
+                max_new_tokens = min(max_new_tokens, greedy_tokens)
+
+        def draw(first: int, count: int) -> list[ProbedSample]:
+            return self.lm.sample_with_states(
+                prompt,
+                count,
+                module_path=self.module_path,
+                temperature=self.temperature,
+                top_k=self.top_k,
+                top_p=self.top_p,
+                max_new_tokens=max_new_tokens,
+                seed=self.seed,
+                stop=stop,
+                formatted=formatted,
+                # Only the second draw of early_stop numbers its samples on: a probing LM
+                # written before first_sample existed still serves the paper's settings.
+                **({"first_sample": first} if first else {}),
+            )
+
+        if self.early_stop is None:
+            probes = draw(0, self.k)
+        else:  # the prefix cache keeps the prompt's states for the second draw
+            with self.lm.prefix_cache(1):
+                probes = draw(0, self.early_stop)
+                if len(probes) < self.k and not _agreeing(probes):
+                    probes += draw(self.early_stop, self.k - self.early_stop)
         usable = [p for p in probes if p.generation.text.strip()]
         if not usable:
             logger.info("no usable sample among %d: U is undefined", len(probes))
             return UNDEFINED
-        u = eigen_score(np.stack([p.state for p in usable]), self.alpha, variant=self.variant, log_base=self.log_base)
-        return UncertaintyEstimate(u, len(usable), *_ablation_signals(usable), tuple(p.generation.text for p in usable))
+        stopped_early = len(probes) < self.k
+        states = np.stack([p.state for p in usable])
+        if stopped_early:  # as if the remaining samples repeated those drawn: the scale of k samples
+            states = states[np.arange(self.k) % len(usable)]
+        u = eigen_score(states, self.alpha, variant=self.variant, log_base=self.log_base)
+        texts = tuple(p.generation.text for p in usable)
+        return UncertaintyEstimate(u, len(usable), *_ablation_signals(usable), texts, stopped_early)
 
     def estimate_batch(
         self, prompts: Sequence[str], *, stop: Sequence[str] | None = None, formatted: bool = False
@@ -269,6 +337,12 @@ class SelfAwareUncertainty:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"
+
+
+def _agreeing(samples: Sequence[ProbedSample]) -> bool:
+    """``early_stop``'s rule: no sample is empty and all give one normalised answer."""
+    answers = {normalize_answer(p.generation.text) for p in samples}
+    return "" not in answers and len(answers) == 1
 
 
 def _ablation_signals(samples: Sequence[ProbedSample]) -> tuple[float, float, float]:
