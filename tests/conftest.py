@@ -39,7 +39,7 @@ from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared t
     pytest_runtest_teardown,
     reads_shared_data,
 )
-from slow_tests import pytest_runtest_logreport, pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
+from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
 
 
 def pytest_report_header(config) -> str:

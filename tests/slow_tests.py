@@ -71,28 +71,21 @@ def pytest_runtest_logstart(nodeid: str) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """On a recording run, the teardown report carries the test's CPU seconds, setup to
-    teardown (xdist passes a report's user properties on to the controller)."""
+    """On a recording run, once a test is torn down, the process that ran it (an xdist
+    worker, or pytest itself) appends its CPU seconds, setup to teardown."""
     report = yield
-    if call.when == "teardown" and item.nodeid in _began:
-        seconds = cpu_seconds() - _began.pop(item.nodeid)
-        report.user_properties.append(("cpu_seconds", (repo_test_id(item.config.rootpath, item.nodeid), seconds)))
-    return report
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Where the reports end (the controller, or a run without workers): append the record."""
     record = os.environ.get(RECORD_ENV)
-    measured = dict(report.user_properties).get("cpu_seconds")
-    if record and measured is not None and "PYTEST_XDIST_WORKER" not in os.environ:
-        test, seconds = measured
-        with open(record, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"test": test, "cpu_seconds": round(seconds, 2)}) + "\n")
+    if record and call.when == "teardown" and item.nodeid in _began:
+        seconds = cpu_seconds() - _began.pop(item.nodeid)
+        line = json.dumps({"test": repo_test_id(item.config.rootpath, item.nodeid), "cpu_seconds": round(seconds, 2)})
+        with open(record, "a", encoding="utf-8") as out:  # one short append a test: whole lines
+            out.write(line + "\n")
+    return report
 
 
 def write_slow_list(records: Path, out: Path = SLOW_LIST) -> None:
     """The list (``slow_tests.txt``) from a recording run's file: the tests at or past
-    the threshold. A test recorded twice (a hook seen by two suites' conftests) counts once."""
+    the threshold."""
     measured: dict[str, float] = {}
     for line in records.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)

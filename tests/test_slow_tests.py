@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slow_tests import SLOW_CPU_SECONDS, write_slow_list
+from slow_tests import RECORD_ENV, SLOW_CPU_SECONDS, write_slow_list
 
 TESTS = Path(__file__).resolve().parent
 PASSED = re.compile(r"PASSED tests/test_work\.py::(\w+)")
@@ -34,7 +34,8 @@ def _pytest(suite: Path, *args: str, env: dict[str, str]) -> subprocess.Complete
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-n", "2", "-p", "no:cacheprovider", *args, "tests"],
         cwd=suite,
-        env={**os.environ, "PYTHONPATH": str(TESTS), **env},
+        # this suite's own recording run (if any) is not the small suite's
+        env={**{k: v for k, v in os.environ.items() if k != RECORD_ENV}, "PYTHONPATH": str(TESTS), **env},
         capture_output=True,
         text=True,
         timeout=300,
@@ -51,14 +52,13 @@ def test_a_recorded_run_lists_the_busy_test_and_the_fast_loop_leaves_it_out(tmp_
         "from pathlib import Path\n\n"
         "import slow_tests\n"
         "from fixture_marks import pytest_collection_modifyitems  # noqa: F401\n"
-        "from slow_tests import pytest_runtest_logreport, pytest_runtest_logstart  # noqa: F401\n"
-        "from slow_tests import pytest_runtest_makereport  # noqa: F401\n\n"
+        "from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: F401\n\n"
         f"slow_tests.SLOW_LIST = Path({str(listed)!r})\n"
     )
     (tmp_path / "tests" / "test_work.py").write_text(SUITE)
     records = tmp_path / "cpu.jsonl"
 
-    recorded = _pytest(tmp_path, env={"ADAPTIVE_GATES_RECORD_CPU": str(records)})
+    recorded = _pytest(tmp_path, env={RECORD_ENV: str(records)})
     assert sorted(PASSED.findall(recorded.stdout)) == ["test_busy", "test_quick"]
     measured = {json.loads(line)["test"]: json.loads(line)["cpu_seconds"] for line in records.read_text().splitlines()}
     busy, quick = (f"{(tmp_path / 'tests' / 'test_work.py').resolve().as_posix()}::test_{n}" for n in ("busy", "quick"))

@@ -23,7 +23,7 @@ from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared t
     pytest_runtest_setup,
     pytest_runtest_teardown,
 )
-from slow_tests import pytest_runtest_logreport, pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
+from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
 #: questions about figures that change or that no model carries; and follow-ups whose
