@@ -161,17 +161,23 @@ def _export(folder: Path, model_file: Path) -> None:
         )
     example = tokenizer(["a first example", "a second, somewhat longer example"], padding=True, return_tensors="pt")
     batch, tokens = torch.export.Dim("batch"), torch.export.Dim("tokens", max=4096)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # the exporter's notes on its own internals
-        program = torch.onnx.export(
-            _last_hidden_state_module()(transformer),
-            tuple(example[name] for name in names),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            dynamic_shapes={name: {0: batch, 1: tokens} for name in names},
-            dynamo=True,
-            verbose=False,
-        )
+    exporter_log = logging.getLogger("torch.onnx")
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)  # its notes on optional operator libraries it skips
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's notes on its own internals
+            program = torch.onnx.export(
+                _last_hidden_state_module()(transformer),
+                tuple(example[name] for name in names),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_shapes={name: {0: batch, 1: tokens} for name in names},
+                dynamo=True,
+                verbose=False,
+            )
+    finally:
+        exporter_log.setLevel(level)
     program.save(str(model_file))
 
 
