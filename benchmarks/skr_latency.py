@@ -231,8 +231,8 @@ def backend_comparison(data: Path) -> dict[str, Any]:
     asked = list(dict.fromkeys(r.question for r in load_qa(data / "nq_open_dev.jsonl")))[:BACKEND_QUESTIONS]
     torch_gate = SKRKnnGate(torch_embedder, k=K).fit_outcomes(memory)
     with tempfile.TemporaryDirectory() as folder:
-        torch_gate.save(folder)
-        onnx_gate = SKRKnnGate.load(folder, embedder=onnx_embedder)
+        torch_gate.save(Path(folder) / "gate")
+        onnx_gate = SKRKnnGate.load(Path(folder) / "gate", embedder=onnx_embedder)
     calls: dict[str, Callable[[str], Any]] = {
         "gate.decide, torch embedding": torch_gate.decide,
         "gate.decide, ONNX embedding": onnx_gate.decide,
