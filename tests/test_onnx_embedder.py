@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +161,18 @@ def test_unsupported_pipelines_are_refused_by_name(tmp_path: Path) -> None:
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnsupportedFolder, match=r"1_Pooling/config.json: supported is exactly one of"):
         read_pipeline(tmp_path / "model")
+
+
+def test_two_processes_exporting_at_once_leave_one_whole_export(tmp_path: Path) -> None:
+    script = (
+        "from adaptive_gates.models import OnnxEmbedder\n"
+        "embedder = OnnxEmbedder()\n"
+        "print(embedder.backend, embedder.embed(['who wrote hamlet']).shape)\n"
+    )
+    env = {**os.environ, "ADAPTIVE_GATES_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    runs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) for _ in "ab"]
+    outputs = [run.communicate(timeout=600)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    assert outputs == ["onnx (1, 384)\n"] * 2
+    (exported,) = tmp_path.iterdir()  # one export, no temporary folder left behind
+    assert exported.name.startswith("onnx-") and cache_problem(exported) is None
