@@ -17,7 +17,14 @@ of the memory.
    live by MiniLM, at batch sizes 1, 16, 64 and 256, interleaved batch by batch
    with the embedder alone, so the gate's own share is visible.
 
-Both run with ``--threads`` torch and faiss threads (default 1). First, a thread
+3. Embedding backends: ``SKRKnnGate`` (k=10) fitted on AdaRAGUE NQ's 500 outcome
+   records with the torch embedder (``default_embedder("torch")``), saved, and loaded
+   again with the ONNX one (``default_embedder("onnx")``); ``decide`` on 500 NQ-open
+   dev questions through each, and each embedder alone, interleaved call by call:
+   the decision's median including the embedding, the embedding's share of it, how
+   many decisions are identical and the least cosine between the two embeddings.
+
+All run with ``--threads`` torch, onnxruntime and faiss threads (default 1). First, a thread
 check times single-question embedding and faiss search with 1 thread and with
 the machine's default, interleaved: on a shared machine whose cores are busy,
 multi-threaded torch and faiss stall on descheduled threads.
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +55,7 @@ from adaptive_gates import SKRKnnGate, load_outcomes, load_qa
 from adaptive_gates.memory.memories import l2_normalise
 from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.models.onnx_embedder import OnnxEmbedder
 from adaptive_gates.models.protocols import Embedder
 
 MEMORY_SIZE = 100_000
@@ -60,6 +69,7 @@ UNKNOWN_SHARE = 0.25
 EXTRA_FILES = ("nq_open_dev.jsonl", "hotpotqa_dev_qa_only.jsonl", "skr_temporal_train.jsonl", "truthfulqa.jsonl")
 THREAD_CHECK_QUESTIONS = 100
 BATCH_PASSES = 5
+BACKEND_QUESTIONS = 500
 SEED = 0
 
 
@@ -212,6 +222,64 @@ def throughput(gate: SKRKnnGate, embedder: CachedEmbedder, questions: list[str],
     return rows
 
 
+def backend_comparison(data: Path) -> dict[str, Any]:
+    """Torch vs ONNX embedding behind one saved gate, interleaved call by call (section 3)."""
+    torch_embedder, onnx_embedder = default_embedder("torch"), default_embedder("onnx")
+    if not isinstance(onnx_embedder, OnnxEmbedder) or onnx_embedder.backend != "onnx":
+        raise RuntimeError("the ONNX embedder fell back to torch; see the logged warning")
+    memory = load_outcomes(adarague_path(data, "nq"))
+    asked = list(dict.fromkeys(r.question for r in load_qa(data / "nq_open_dev.jsonl")))[:BACKEND_QUESTIONS]
+    torch_gate = SKRKnnGate(torch_embedder, k=K).fit_outcomes(memory)
+    with tempfile.TemporaryDirectory() as folder:
+        torch_gate.save(Path(folder) / "gate")
+        onnx_gate = SKRKnnGate.load(Path(folder) / "gate", embedder=onnx_embedder)
+    calls: dict[str, Callable[[str], Any]] = {
+        "gate.decide, torch embedding": torch_gate.decide,
+        "gate.decide, ONNX embedding": onnx_gate.decide,
+        "embed alone, torch": lambda q: torch_embedder.embed([q]),
+        "embed alone, ONNX": lambda q: onnx_embedder.embed([q]),
+    }
+    for question in asked[:20]:  # warm-up
+        for fn in calls.values():
+            fn(question)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for i, question in enumerate(tqdm(asked, desc="torch vs ONNX")):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate the order
+            times[name].append(timed(lambda: calls[name](question)))
+    same = sum(a.retrieve == b.retrieve for a, b in zip(torch_gate.decide_batch(asked), onnx_gate.decide_batch(asked)))
+    cosines = (torch_embedder.embed(asked) * onnx_embedder.embed(asked)).sum(axis=1)
+    timing = {name: summary(ms) for name, ms in times.items()}
+    shares = {
+        backend: timing[f"embed alone, {backend}"]["median_ms"]
+        / timing[f"gate.decide, {backend} embedding"]["median_ms"]
+        for backend in ("torch", "ONNX")
+    }
+    return {
+        "memory": f"AdaRAGUE NQ train outcome records ({len(memory)})",
+        "questions": len(asked),
+        "timing": timing,
+        "embedding_share": shares,
+        "identical_decisions": int(same),
+        "min_cosine": float(cosines.min()),
+    }
+
+
+def render_backends(backends: dict[str, Any]) -> str:
+    rows = [[name, r["median_ms"], r["p90_ms"], r["calls"]] for name, r in backends["timing"].items()]
+    table = markdown_table(["single question", "median ms", "p90 ms", "calls"], rows)
+    shares = ", ".join(f"{name} {100 * share:.0f}%" for name, share in backends["embedding_share"].items())
+    n = backends["questions"]
+    return (
+        f"## Embedding backends: torch vs ONNX ({n} NQ-open dev questions, memory: {backends['memory']}, "
+        "gate fitted and saved with torch, loaded with ONNX; interleaved call by call)\n\n"
+        + table
+        + f"\n\nThe embedding's share of the decision (medians): {shares}. "
+        f"Identical decisions: {backends['identical_decisions']}/{n}. "
+        f"Least cosine between the two embeddings: {backends['min_cosine']:.7f}."
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     env = results["environment"]
     threads = markdown_table(
@@ -245,7 +313,8 @@ def render(results: dict[str, Any]) -> str:
         [
             f"# SKRKnnGate (k={K}) latency with a {results['memory_size']:,}-question memory",
             f"Memory: {results['real_in_memory']:,} real questions + perturbed copies; encoder {results['encoder']}. "
-            f"Machine: {env['cpus']} CPUs, load average {env['load_average']:.2f} at start, "
+            f"Machine: {env['cpus']} CPUs, load average {env['load_average']:.2f} at start "
+            f"({env['load_average_end']:.2f} at the end; the machine is shared), "
             f"default threads: faiss {env['faiss_threads']}, torch {env['torch_threads']}; "
             f"the measurements below the thread check use {env['threads_used']}. "
             f"faiss {env['faiss_version']}, distance_compute_blas_threshold {env['faiss_blas_threshold']:,}.",
@@ -254,6 +323,7 @@ def render(results: dict[str, Any]) -> str:
             + latency,
             f"## Throughput with live MiniLM embedding ({THROUGHPUT_QUESTIONS:,} held-out questions, "
             f"median of {results['repeats']} passes)\n\n" + rates,
+            render_backends(results["backends"]),
         ]
     )
 
@@ -264,6 +334,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="throughput passes over the questions (default: 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads (default: 1)")
     args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # onnxruntime's threads follow it (fixed per session)
     logging.basicConfig(level=logging.WARNING)
     environment = {
         "cpus": os.cpu_count(),
@@ -306,7 +377,9 @@ def main() -> None:
         "thread_check": checked,
         "latency": decision_latency(gate, index, queries, vectors[:QUERIES]),
         "throughput": throughput(gate, embedder, live, args.repeats),
+        "backends": backend_comparison(args.data),
     }
+    environment["load_average_end"] = os.getloadavg()[0]
     markdown = render(results)
     print(markdown)
     for path in write_results("skr_latency", markdown, results):

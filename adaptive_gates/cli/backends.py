@@ -125,9 +125,9 @@ def _sentence_embedder(args: argparse.Namespace) -> Embedder | None:
     """The sentence-transformers model of ``--embedder``, if given."""
     if not args.embedder:
         return None
-    from ..models.embedder import SentenceEmbedder
+    from ..models.defaults import sentence_embedder
 
-    return SentenceEmbedder(args.embedder)
+    return sentence_embedder(args.embedder)
 
 
 def _chat_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,12 +19,13 @@ from .chat import (
 )
 from .chat_batch import achat_each, chat_each, chat_many
 from .chat_stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
-from .defaults import default_embedder, default_llm
+from .defaults import EmbedderBackend, default_embedder, default_llm, sentence_embedder
 from .embedded import cache_dir, embedded_minilm_dir, embedded_smollm2_gguf
 from .embedder import SentenceEmbedder
 from .generation import Generation
 from .local_chat import LocalChatModel, chat_model_or_default
 from .local_lm import LocalCausalLM, layer_module_path
+from .onnx_embedder import OnnxEmbedder
 from .openai_chat import OpenAIChatModel
 from .protocols import Embedder, ProbingLM
 from .token_stream import TokenStream
@@ -37,9 +38,11 @@ __all__ = [
     "ChatOptions",
     "ChatReply",
     "Embedder",
+    "EmbedderBackend",
     "Generation",
     "LocalCausalLM",
     "LocalChatModel",
+    "OnnxEmbedder",
     "OpenAIChatModel",
     "ProbingLM",
     "ResolvedChatOptions",
@@ -61,6 +64,7 @@ __all__ = [
     "embedded_minilm_dir",
     "embedded_smollm2_gguf",
     "layer_module_path",
+    "sentence_embedder",
     "stream_chat",
     "with_achat",
 ]

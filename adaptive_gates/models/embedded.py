@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def load_embedded_smollm2() -> tuple[Any, Any]:
             return tokenizer, model
         except Exception as exc:  # any failure means the copy is unusable: rebuild it
             log.warning("dequantized cache %s is unusable (%s); rebuilding it", target, exc)
-            _discard(target)
+            discard_dir(target)
 
     require("gguf")  # transformers reads the GGUF file with it
     gguf = embedded_smollm2_gguf()
@@ -103,32 +104,36 @@ def load_embedded_smollm2() -> tuple[Any, Any]:
         del model.config.quantization_config
     log.info("dequantized SmolLM2 in %.1f s", time.perf_counter() - start)
     try:
-        _save_atomically(target, tokenizer, model)
+        publish_dir(target, lambda tmp: _save_pretrained(tmp, tokenizer, model), "the dequantized SmolLM2")
     except OSError as exc:
         log.warning("could not write the dequantized cache %s (%s); continuing without it", target, exc)
     return tokenizer, model
 
 
-def _save_atomically(target: Path, tokenizer: Any, model: Any) -> None:
-    """Write into a sibling temp dir, then rename it into place, so no process ever
-    sees a half-written cache. If another process won the race, keep its copy."""
+def _save_pretrained(folder: Path, tokenizer: Any, model: Any) -> None:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def publish_dir(target: Path, write: Callable[[Path], None], what: str) -> None:
+    """Have ``write`` fill a sibling temp dir, then rename it into place, so no process
+    ever sees a half-written cache. If another process won the race, keep its copy."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        write(tmp)
         try:
             os.replace(tmp, target)
-            log.info("cached the dequantized SmolLM2 at %s", target)
+            log.info("cached %s at %s", what, target)
         except OSError:
             if not target.exists():
                 raise
-            log.info("another process cached SmolLM2 at %s first; keeping its copy", target)
+            log.info("another process cached %s at %s first; keeping its copy", what, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _discard(path: Path) -> None:
+def discard_dir(path: Path) -> None:
     """Move a corrupt cache out of the way (atomically), then delete it."""
     trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.trash-", dir=path.parent))
     try:

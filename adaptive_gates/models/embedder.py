@@ -12,12 +12,10 @@ import numpy as np
 
 from ..errors import BackendError
 from . import embedded
+from .embedding_input import checked_embeddings, shows_progress, texts_to_embed
 from .optional import require
 
 log = logging.getLogger(__name__)
-
-#: Inputs longer than this get a tqdm progress bar; smaller ones are fast and stay quiet.
-PROGRESS_MIN_TEXTS = 1000
 
 
 class SentenceEmbedder:
@@ -64,12 +62,7 @@ class SentenceEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``(len(texts), dimension)``, L2-normalised when ``normalize=True``."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a single string")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"text {i} must be a str, got {type(text).__name__}")
+        texts = texts_to_embed(texts)
         model = self._ensure_loaded()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -80,16 +73,11 @@ class SentenceEmbedder:
                     batch_size=self.batch_size,
                     normalize_embeddings=self.normalize,
                     convert_to_numpy=True,
-                    show_progress_bar=len(texts) > PROGRESS_MIN_TEXTS,
+                    show_progress_bar=shows_progress(len(texts)),
                 )
         except Exception as exc:
             raise BackendError(f"{self.model_id} failed to embed {len(texts)} texts: {exc}") from exc
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(texts), self.dimension):
-            raise BackendError(f"{self.model_id} returned shape {vectors.shape} for {len(texts)} texts")
-        if not np.isfinite(vectors).all():
-            raise BackendError(f"{self.model_id} returned NaN or inf embeddings")
-        return vectors
+        return checked_embeddings(vectors, len(texts), self.dimension, self.model_id)
 
     def _ensure_loaded(self) -> Any:
         if self._model is None:

@@ -7,7 +7,7 @@ import asyncio
 
 from langchain_core.embeddings import Embeddings
 
-from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
+from adaptive_gates.models import AdaptedEmbedder, Embedder, sentence_embedder
 
 
 class AdaptiveGatesEmbeddings(Embeddings):
@@ -21,7 +21,7 @@ class AdaptiveGatesEmbeddings(Embeddings):
     def __init__(self, embedder: Embedder | None = None) -> None:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(f"embedder must implement the core's Embedder protocol, got {type(embedder).__name__}")
-        self.embedder = embedder if embedder is not None else SentenceEmbedder()
+        self.embedder = embedder if embedder is not None else sentence_embedder()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """One vector per text."""

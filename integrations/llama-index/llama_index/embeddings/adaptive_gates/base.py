@@ -9,7 +9,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, PrivateAttr
 
-from adaptive_gates.models import AdaptedEmbedder, Embedder, SentenceEmbedder
+from adaptive_gates.models import AdaptedEmbedder, Embedder, sentence_embedder
 
 
 class AdaptiveGatesEmbedding(BaseEmbedding):
@@ -44,7 +44,7 @@ class AdaptiveGatesEmbedding(BaseEmbedding):
     def encoder(self) -> Embedder:
         """The core embedder (the embedded MiniLM when none was given)."""
         if self._encoder is None:
-            self._encoder = self.embedder if self.embedder is not None else SentenceEmbedder()
+            self._encoder = self.embedder if self.embedder is not None else sentence_embedder()
         return self._encoder
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
