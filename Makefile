@@ -98,12 +98,16 @@ test-fast: MARKS = not browser and not milvus and not live_server and not slow
 test-fast: $(STAMP)
 	$(run_suites)
 
-# Measure every test's CPU time over the whole suite and write tests/slow_tests.txt anew.
+# Measure every test's CPU time over the whole suite and write tests/slow_tests.txt anew;
+# then measure the fast loop's tests and add those that now pay a setup a slow test paid.
 slow-tests: export ADAPTIVE_GATES_RECORD_CPU = $(abspath $(VENV))/cpu-seconds.jsonl
 slow-tests: browser $(STAMP)
 	rm -f $(ADAPTIVE_GATES_RECORD_CPU)
 	$(run_suites)
 	$(PY) tests/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU)
+	rm -f $(ADAPTIVE_GATES_RECORD_CPU)
+	$(MAKE) --no-print-directory test-fast
+	$(PY) tests/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU) --add
 
 # The tests whose data differs without ../shared/data (marked shared_data), run without
 # it: what CI repeats after `make test`, as on a user's clone. The others' inputs are the

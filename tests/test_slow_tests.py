@@ -70,3 +70,18 @@ def test_a_recorded_run_lists_the_busy_test_and_the_fast_loop_leaves_it_out(tmp_
 
     fast = _pytest(tmp_path, "-m", "not slow", env={})
     assert PASSED.findall(fast.stdout) == ["test_quick"], fast.stdout
+
+
+def test_a_second_run_adds_to_the_list_and_keeps_what_it_did_not_measure(tmp_path):
+    listed, records = tmp_path / "slow_tests.txt", tmp_path / "cpu.jsonl"
+    records.write_text('{"test": "t.py::a", "cpu_seconds": 9.0}\n{"test": "t.py::b", "cpu_seconds": 0.1}\n')
+    write_slow_list(records, listed)
+    # b now pays the setup a paid; a is not measured again (left out as slow)
+    records.write_text('{"test": "t.py::b", "cpu_seconds": 8.0}\n{"test": "t.py::c", "cpu_seconds": 0.2}\n')
+    write_slow_list(records, listed, add=True)
+    assert [line for line in listed.read_text().splitlines() if not line.startswith("#")] == [
+        "t.py::a 9.0",
+        "t.py::b 8.0",
+    ]
+    write_slow_list(records, listed)  # without add, the list is the new run's alone
+    assert [line for line in listed.read_text().splitlines() if not line.startswith("#")] == ["t.py::b 8.0"]
