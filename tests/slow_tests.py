@@ -5,8 +5,9 @@
 whose CPU time, its own process's and that of the processes it started and waited for,
 was at least ``SLOW_CPU_SECONDS`` in a whole run. CPU time, not wall time: a loaded
 machine makes a test slower by the clock, not by what it computes. ``make slow-tests``
-measures every suite and writes the list again; a new test is not slow until then, so
-the fast loop grows rather than misses a test it should have run.
+measures every suite and writes the list again, then measures the fast loop's tests
+and adds those that now pay a setup a listed test paid; a new test is not slow until
+then, so the fast loop grows rather than misses a test it should have run.
 """
 
 from __future__ import annotations
@@ -46,17 +47,18 @@ def repo_test_id(rootpath: Path, nodeid: str) -> str:
     return f"{(file.relative_to(REPO) if file.is_relative_to(REPO) else file).as_posix()}::{name}"
 
 
-def listed_slow_tests() -> frozenset[str]:
-    """The tests the list names (none without a list)."""
-    if not SLOW_LIST.exists():
-        return frozenset()
-    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines()
-    return frozenset(line.rsplit(" ", 1)[0] for line in lines if line and not line.startswith("#"))
+def read_slow_list(path: Path) -> dict[str, float]:
+    """Each test a list names, with its CPU seconds (none without a list)."""
+    if not path.exists():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    entries = (line.rsplit(" ", 1) for line in lines if line[:1] not in ("", "#"))
+    return {test: float(seconds) for test, seconds in entries}
 
 
 def mark_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add the ``slow`` mark to the listed tests (before ``-m`` deselects by mark)."""
-    slow = listed_slow_tests()
+    slow = read_slow_list(SLOW_LIST)
     for item in items:
         if repo_test_id(config.rootpath, item.nodeid) in slow:
             item.add_marker("slow")
@@ -88,12 +90,7 @@ def write_slow_list(records: Path, out: Path = SLOW_LIST, *, add: bool = False) 
     the threshold. With ``add``, the tests listed before stay: a second run of only the
     tests not yet listed charges a module's costly setup, paid in the first run by a
     test now left out, to the test that now pays it."""
-    measured: dict[str, float] = {}
-    if add and out.exists():
-        for line in out.read_text(encoding="utf-8").splitlines():
-            if line and not line.startswith("#"):
-                test, seconds = line.rsplit(" ", 1)
-                measured[test] = float(seconds)
+    measured = read_slow_list(out) if add else {}
     for line in records.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
         if entry["cpu_seconds"] >= SLOW_CPU_SECONDS or entry["test"] not in measured:
