@@ -2,12 +2,14 @@
 
 The server runs as its own process (``adaptive-gates serve``) over an SKR-kNN gate
 fitted on real outcome records, a corpus of real Wikipedia paragraphs and the embedded
-SmolLM2; Debian's chromium drives the page as a user would. The gate decides, not the
+SmolLM2 (the tests of another gate or upstream serve what the command builds from this
+process); Debian's chromium drives the page as a user would. The gate decides, not the
 135M model, so the questions are chosen by what the fitted gate does with them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -63,6 +65,19 @@ def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_f
     titles = frozenset(obj["title"] for _, obj in iter_jsonl(served_corpus))
     with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--k", str(PASSAGES)) as server:
         yield Served(server.url, gate, direct, retrieve, titles)
+
+
+@contextlib.contextmanager
+def _command_in_process(*args: str | Path) -> Iterator[ServedApp]:
+    """The service ``adaptive-gates serve ARGS`` builds, served from this process: it
+    shares the models the test loaded (a test about the page, not the process)."""
+    from adaptive_gates.cli.command import build_parser
+    from adaptive_gates.cli.serve import build_service
+    from adaptive_gates.serve.app import create_app
+
+    parsed = build_parser().parse_args(["serve", *map(str, args)])
+    with ServedApp(create_app(build_service(parsed))) as app:
+        yield app
 
 
 #: Records, at every change of the page, the state, text and route of the last answer.
@@ -212,7 +227,7 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
     page = browser_page
     nothing_listens = f"http://127.0.0.1:{free_port()}/v1"
     upstream = ["--upstream-base-url", nothing_listens, "--upstream-model", "absent", "--upstream-timeout", "5"]
-    with ServeProcess("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
+    with _command_in_process("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
         question = "who wrote <b>moby dick</b>?"
@@ -247,7 +262,8 @@ def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_f
             break
     assert drafted and fallback, f"among the first 8 questions: drafted {drafted}, fallback {fallback}"
     page = browser_page
-    with ServeProcess("--gate", gate.save(tmp_path / "verbalized"), "--corpus", served_corpus, "--no-save") as server:
+    verbalized = gate.save(tmp_path / "verbalized")
+    with _command_in_process("--gate", verbalized, "--corpus", served_corpus, "--no-save") as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="verbalized").wait_for()
         page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))
