@@ -320,8 +320,10 @@ def test_deciding_from_many_threads_while_feedback_is_added(milvus_uri, embedder
 
 
 def test_milvus_retriever_finds_what_dense_finds_and_reuses_its_index(
-    milvus_uri, embedder, wiki_paragraphs, wiki_anchor, asked, collection, caplog
+    milvus_uri, cached_embedder, wiki_paragraphs, wiki_anchor, asked, collection, caplog
 ):
+    # the memo gives Milvus the vectors faiss was given: each passage is embedded once
+    embedder = cached_embedder
     records = wiki_paragraphs[:40]
     queries = [wiki_anchor.question, wiki_anchor.keywords, *asked[:4]]
     dense = DenseRetriever.from_records(records, embedder)
