@@ -1,37 +1,40 @@
 """examples/llamaindex_workflow.py runs offline, at a small size, and prints each
-question's streamed workflow events and the answer of the route they took."""
+question's streamed workflow events and the answer of the route they took. Its runs
+with either gate share one process (``run_scripts``), so torch and the models load once."""
 
 from __future__ import annotations
 
 import os
 import re
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_workflow.py"
-SMALL = ["--n", "2", "--passages", "10", "--max-tokens", "6", "--n-fit", "200"]
+SMALL = ["--n", "2", "--passages", "10", "--max-tokens", "4", "--n-fit", "200"]
 ROUTE_OF = {"RetrieveEvent": "retrieve", "AnswerDirectlyEvent": "direct", "DraftAnswerEvent": "draft"}
 ROUTED = re.compile(r"^(RetrieveEvent|AnswerDirectlyEvent|DraftAnswerEvent): score \S+  threshold \S+  \((\S+)\)$")
 
 
-def _run(*flags: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"), os.environ.get("PYTHONPATH")])
-        ),
-    }
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), *flags], env=env, capture_output=True, text=True, timeout=900, check=False
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory) -> dict[str, str]:
+    """What the example printed with each gate, the SKR-kNN one on two questions and the
+    verbalized one on one, run as ``python examples/llamaindex_workflow.py`` runs."""
+    folder = tmp_path_factory.mktemp("workflow")
+    runs = [
+        (EXAMPLE.name, SMALL, folder / "skr-knn.txt"),
+        (EXAMPLE.name, [*SMALL, "--n", "1", "--gate", "verbalized"], folder / "verbalized.txt"),
+    ]
+    path = os.pathsep.join(
+        filter(None, [str(ROOT), str(ROOT / "integrations" / "llama-index"), os.environ.get("PYTHONPATH")])
     )
+    knn, verbalized = run_scripts(EXAMPLE.parent, runs, env={"PYTHONPATH": path})
+    return {"skr-knn": knn, "verbalized": verbalized}
 
 
 def _check(out: str, gate: str, asked: int) -> None:
@@ -54,18 +57,15 @@ def _check(out: str, gate: str, asked: int) -> None:
     assert summary.startswith(f"{counts} of {asked} questions")
 
 
-def test_the_workflow_example_with_the_knn_gate():
-    done = _run(*SMALL)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "index: 10 BoolQ passages in a VectorStoreIndex (MiniLM); LLM: SmolLM2" in done.stdout
-    assert re.search(r"gate: SKR-kNN \(k=10\) on 200 AdaRAGUE NQ outcomes: \d+ known \+ \d+ unknown", done.stdout)
-    _check(done.stdout, "skr-knn", 2)
+def test_the_workflow_example_with_the_knn_gate(printed):
+    out = printed["skr-knn"]
+    assert "index: 10 BoolQ passages in a VectorStoreIndex (MiniLM); LLM: SmolLM2" in out
+    assert re.search(r"gate: SKR-kNN \(k=10\) on 200 AdaRAGUE NQ outcomes: \d+ known \+ \d+ unknown", out)
+    _check(out, "skr-knn", 2)
 
 
-def test_the_workflow_example_with_the_verbalized_gate():
-    done = _run(*SMALL, "--n", "1", "--gate", "verbalized")
-    assert done.returncode == 0, done.stderr[-3000:]
-    _check(done.stdout, "verbalized", 1)
+def test_the_workflow_example_with_the_verbalized_gate(printed):
+    _check(printed["verbalized"], "verbalized", 1)
 
 
 def test_a_bad_size_is_refused(monkeypatch, capsys):

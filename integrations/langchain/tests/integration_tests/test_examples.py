@@ -4,43 +4,15 @@ BoolQ, and print what they promise."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
+
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \(skr-knn\)$", re.M)
-
-
-#: One interpreter runs the example scripts in turn, each as ``python examples/<script> <args>``
-#: would (as ``__main__``, its folder first on the path), its output to its own file: torch
-#: and the models load once instead of once per run.
-_RUN_SCRIPTS = """
-import contextlib, json, runpy, sys
-folder, runs = sys.argv[1], json.loads(sys.argv[2])
-sys.path.insert(0, folder)
-for script, args, out in runs:
-    sys.argv = [script, *args]
-    with open(out, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
-        runpy.run_path(f"{folder}/{script}", run_name="__main__")
-"""
-
-
-def _run(runs: list[tuple[str, list[str], Path]]) -> list[str]:
-    """What each ``(script, args, output file)`` printed, the scripts run in order in one process."""
-    result = subprocess.run(
-        [sys.executable, "-c", _RUN_SCRIPTS, str(EXAMPLES), json.dumps([(s, a, str(o)) for s, a, o in runs])],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [out.read_text(encoding="utf-8") for _, _, out in runs]
 
 
 def _blocks(out: str) -> list[str]:
@@ -60,14 +32,14 @@ def collected(tmp_path_factory) -> tuple[Path, str, str, str]:
     folder = tmp_path_factory.mktemp("examples")
     outcomes, script = folder / "outcomes.jsonl", folder / "turns.txt"
     script.write_text("\n".join(TURNS) + "\n\n")
-    router = ["--n", "3", "--n-fit", "10"]
-    chatbot = ["--script", str(script), "--outcomes", str(outcomes), "--window", "2", "--max-tokens", "8"]
+    router = ["--n", "3", "--n-fit", "10", "--max-tokens", "4"]
+    chatbot = ["--script", str(script), "--outcomes", str(outcomes), "--window", "2", "--max-tokens", "4"]
     runs = [
         ("langchain_router.py", [*router, "--save-outcomes", str(outcomes)], folder / "router.txt"),
         ("langchain_router.py", [*router, "--outcomes", str(outcomes)], folder / "router-again.txt"),
         ("chatbot.py", chatbot, folder / "chatbot.txt"),
     ]
-    return outcomes, *_run(runs)
+    return outcomes, *run_scripts(EXAMPLES, runs)
 
 
 def test_router_example_prints_each_decision_and_the_calls_saved(collected):

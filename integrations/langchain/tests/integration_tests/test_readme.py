@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from readme_blocks import readme_blocks, run_readme  # the core suite's (pythonpath in pyproject.toml)
+from readme_blocks import readme_blocks, reply_cap, run_readme  # the core suite's (pythonpath in pyproject.toml)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CORE_README = Path(__file__).resolve().parents[4] / "README.md"
@@ -23,14 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 #: The reply cap of the README's chat model (``llm``, 16 tokens as written) in this test: the
 #: blocks check what routes, streams and is recorded, not the answers' words.
-MAX_TOKENS = 8
-
-
-def _short_replies(namespace: dict) -> None:
-    """Caps the replies of the README's ``llm`` once a block has built it (the chains built
-    on it share the one object)."""
-    if "llm" in namespace and namespace["llm"].max_tokens > MAX_TOKENS:
-        namespace["llm"].max_tokens = MAX_TOKENS
+MAX_TOKENS = 4
 
 
 @pytest.fixture
@@ -43,7 +36,7 @@ def api_server_in_the_environment(openai_server, monkeypatch):
 
 
 def test_every_readme_block_runs_in_order(api_server_in_the_environment):
-    assert run_readme(README, {"__name__": "readme"}, after_block=_short_replies) >= 12
+    assert run_readme(README, {"__name__": "readme"}, after_block=reply_cap(MAX_TOKENS)) >= 12
 
 
 def test_the_api_model_block_runs_alone(api_server_in_the_environment):
