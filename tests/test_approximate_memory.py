@@ -1,6 +1,7 @@
 """FaissMemory at scale: exact while small, an approximate faiss index (HNSW, IVF) past a
 size, agreeing with the exact search on real questions, growing online, saved and
-checked like the rest of a gate."""
+checked like the rest of a gate. MiniLM sits behind the session's memo
+(``cached_embedder``): the gates compared fit on the same real questions, embedded once."""
 
 import json
 import threading
@@ -105,12 +106,13 @@ def test_ivf_is_retrained_once_grown_by_the_factor(real_vectors):
 
 
 @pytest.mark.parametrize("settings", [dict(index="hnsw"), dict(index="ivf", nprobe=4)], ids=["hnsw", "ivf"])
-def test_gate_decides_as_exact_on_held_out_real_questions(outcome_records, embedder, settings):
+def test_gate_decides_as_exact_on_held_out_real_questions(outcome_records, cached_embedder, settings):
     """Approximate from the first row (the IVF index probing half of its lists, so it
     does not scan everything): the same decisions on at least 95% of held-out questions."""
     train, probes = _split(outcome_records)
-    exact = SKRKnnGate(embedder, memory=ExactMemory).fit_outcomes(train)
-    approximate = SKRKnnGate(embedder, memory=FaissMemory.configured(switch_at=0, **settings)).fit_outcomes(train)
+    exact = SKRKnnGate(cached_embedder, memory=ExactMemory).fit_outcomes(train)
+    configured = FaissMemory.configured(switch_at=0, **settings)
+    approximate = SKRKnnGate(cached_embedder, memory=configured).fit_outcomes(train)
     assert approximate.memory_.structure == settings["index"]
     by_exact, by_approximate = exact.decide_batch(probes), approximate.decide_batch(probes)
     same = np.mean([a.retrieve == b.retrieve for a, b in zip(by_exact, by_approximate)])
@@ -118,11 +120,11 @@ def test_gate_decides_as_exact_on_held_out_real_questions(outcome_records, embed
     assert 0 < sum(d.retrieve for d in by_exact) < len(probes)  # both outcomes occur
 
 
-def test_below_the_switch_auto_decides_exactly_as_exact(outcome_records, embedder):
+def test_below_the_switch_auto_decides_exactly_as_exact(outcome_records, cached_embedder):
     train, probes = _split(outcome_records)
-    by_default = SKRKnnGate(embedder).fit_outcomes(train)
+    by_default = SKRKnnGate(cached_embedder).fit_outcomes(train)
     assert by_default.memory_.structure == "exact" and by_default.memory_.settings.index == "auto"
-    by_numpy = SKRKnnGate(embedder, memory=ExactMemory).fit_outcomes(train)
+    by_numpy = SKRKnnGate(cached_embedder, memory=ExactMemory).fit_outcomes(train)
     a, b = by_default.decide_batch(probes), by_numpy.decide_batch(probes)
     assert [d.retrieve for d in a] == [d.retrieve for d in b]
     assert [[n["question"] for n in d.details["neighbours"]] for d in a] == [
@@ -169,12 +171,12 @@ def test_adds_crossing_the_switch_while_others_search(real_vectors):
 
 
 @pytest.mark.parametrize("index", ["hnsw", "ivf"])
-def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedder, tmp_path, index):
+def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, cached_embedder, tmp_path, index):
     knowledge = label_outcomes(outcome_records)
     cut = 2 * len(knowledge.questions) // 3
     # switched well before the fit's size, whichever outcome records the suite has
     memory = FaissMemory.configured(index=index, switch_at=cut // 2, ef_search=40, nprobe=3)
-    gate = SKRKnnGate(embedder, memory=memory).fit(knowledge.questions[:cut], knowledge.labels[:cut])
+    gate = SKRKnnGate(cached_embedder, memory=memory).fit(knowledge.questions[:cut], knowledge.labels[:cut])
     assert gate.memory_.structure == index
     gate.save(tmp_path / "g")
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == [
@@ -185,8 +187,8 @@ def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedde
     ]
     probes = [r.question for r in outcome_records[-40:]]
     for loaded in (
-        SKRKnnGate.load(tmp_path / "g", embedder=embedder, memory=memory),
-        load_gate(tmp_path / "g", embedder=embedder),
+        SKRKnnGate.load(tmp_path / "g", embedder=cached_embedder, memory=memory),
+        load_gate(tmp_path / "g", embedder=cached_embedder),
     ):
         assert loaded.memory_.structure == index and loaded.memory_.settings == gate.memory_.settings
         assert [d.details for d in loaded.decide_batch(probes)] == [d.details for d in gate.decide_batch(probes)]
@@ -198,21 +200,21 @@ def test_approximate_gate_round_trips_and_keeps_growing(outcome_records, embedde
 
 
 @pytest.fixture
-def saved_hnsw_gate(outcome_records, embedder, tmp_path):
+def saved_hnsw_gate(outcome_records, cached_embedder, tmp_path):
     switch_at = len(label_outcomes(outcome_records).questions) // 2
-    gate = SKRKnnGate(embedder, memory=FaissMemory.configured(switch_at=switch_at)).fit_outcomes(outcome_records)
+    gate = SKRKnnGate(cached_embedder, memory=FaissMemory.configured(switch_at=switch_at)).fit_outcomes(outcome_records)
     assert gate.memory_.structure == "hnsw"
     gate.save(tmp_path / "g")
     return gate, tmp_path / "g"
 
 
-def test_tampered_index_file_is_refused(saved_hnsw_gate, embedder):
+def test_tampered_index_file_is_refused(saved_hnsw_gate, cached_embedder):
     _, path = saved_hnsw_gate
     raw = bytearray((path / "memory.faiss").read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     (path / "memory.faiss").write_bytes(bytes(raw))
     with pytest.raises(GateLoadError, match=r"'memory\.faiss' does not match its checksum"):
-        load_gate(path, embedder=embedder)
+        load_gate(path, embedder=cached_embedder)
 
 
 def _rewrite(path, edit_state, index=None):
@@ -227,16 +229,16 @@ def _rewrite(path, edit_state, index=None):
     (path / "config.json").write_text(json.dumps(with_checksums(config)))
 
 
-def test_an_index_that_does_not_fit_its_state_is_refused(saved_hnsw_gate, embedder):
+def test_an_index_that_does_not_fit_its_state_is_refused(saved_hnsw_gate, cached_embedder):
     gate, path = saved_hnsw_gate
     flat = faiss.IndexFlatL2(gate.memory_.dimension)  # Euclidean: not cosine
     flat.add(gate.memory_.entries()[0])
     _rewrite(path, lambda state: None, flat)
     with pytest.raises(GateLoadError, match=r"does not fit the memory's state.*inner product"):
-        load_gate(path, embedder=embedder)
+        load_gate(path, embedder=cached_embedder)
 
 
-def test_a_state_naming_another_index_is_refused(saved_hnsw_gate, embedder):
+def test_a_state_naming_another_index_is_refused(saved_hnsw_gate, cached_embedder):
     _, path = saved_hnsw_gate
 
     def to_ivf(state):
@@ -244,10 +246,10 @@ def test_a_state_naming_another_index_is_refused(saved_hnsw_gate, embedder):
 
     _rewrite(path, to_ivf)
     with pytest.raises(GateLoadError, match="the index is 'hnsw' but the settings use 'ivf'"):
-        load_gate(path, embedder=embedder)
+        load_gate(path, embedder=cached_embedder)
 
 
-def test_invalid_saved_settings_are_refused(saved_hnsw_gate, embedder):
+def test_invalid_saved_settings_are_refused(saved_hnsw_gate, cached_embedder):
     _, path = saved_hnsw_gate
 
     def bad(state):
@@ -255,15 +257,15 @@ def test_invalid_saved_settings_are_refused(saved_hnsw_gate, embedder):
 
     _rewrite(path, bad)
     with pytest.raises(GateLoadError, match=r"'state\.index\.settings' is invalid.*ef_search"):
-        load_gate(path, embedder=embedder)
+        load_gate(path, embedder=cached_embedder)
 
 
-def test_an_exact_memory_saved_before_index_settings_still_loads(outcome_records, embedder, tmp_path):
+def test_an_exact_memory_saved_before_index_settings_still_loads(outcome_records, cached_embedder, tmp_path):
     """Saves before the index settings were recorded hold an exact index."""
-    gate = SKRKnnGate(embedder).fit_outcomes(outcome_records)
+    gate = SKRKnnGate(cached_embedder).fit_outcomes(outcome_records)
     gate.save(tmp_path / "g")
     _rewrite(tmp_path / "g", lambda state: state.pop("index"))
-    loaded = load_gate(tmp_path / "g", embedder=embedder)
+    loaded = load_gate(tmp_path / "g", embedder=cached_embedder)
     assert loaded.memory_.structure == "exact" and loaded.memory_.settings.index == "auto"
     probes = [r.question for r in outcome_records[:20]]
     assert [d.details for d in loaded.decide_batch(probes)] == [d.details for d in gate.decide_batch(probes)]

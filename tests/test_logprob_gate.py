@@ -123,7 +123,8 @@ def test_a_confident_decision_carries_the_answerers_own_answer(live, chat):
 
 def test_calibration_to_a_target_rate_and_save_load(chat, tmp_path):
     questions = [r.question for r in packaged_qa("nq-open")[:8]]
-    gate = LogprobGate(chat, signal="mean-entropy")
+    # the answers' length proves nothing here: a short cap keeps the sixteen answers cheap
+    gate = LogprobGate(chat, signal="mean-entropy", max_tokens=8)
     with pytest.warns(CalibrationWarning):
         gate.calibrate(questions, target_rate=0.5)
     decisions = gate.decide_batch(questions)
@@ -152,12 +153,13 @@ def test_bad_arguments_are_refused():
 
 # ----------------------------------------------------------------------- OpenAI server
 def test_through_the_openai_server_blocking_and_awaited(openai_server, openai_base_url):
-    remote = LogprobGate(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url))
+    # eight tokens hold the confident answer ("The capital of Japan is Tokyo.")
+    remote = LogprobGate(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url), max_tokens=8)
     questions = [CONFIDENT[0], UNSURE[0]]
     blocking = remote.decide_batch(questions)
     awaited = asyncio.run(remote.adecide_batch(questions))
     assert openai_server.requests == 4  # one request (the answer) per question and call
-    local = LogprobGate(LocalChatModel(batch_size=1)).score(questions)  # the server answers one at a time
+    local = LogprobGate(LocalChatModel(batch_size=1), max_tokens=8).score(questions)  # the server answers one at a time
     for decisions in (blocking, awaited):
         assert all(d.error is None for d in decisions)
         np.testing.assert_allclose([d.score for d in decisions], local, atol=1e-4)
@@ -189,9 +191,10 @@ def test_a_reply_no_model_gives_is_the_fallback_not_a_confident_answer(openai_se
 # ----------------------------------------------------------------------- offline
 @pytest.fixture(scope="module")
 def recorded(chat, tmp_path_factory) -> Path:
-    """Outcome records of 30 packaged BoolQ questions with SmolLM2's own answers, and
-    the no-retrieval answer's log-probabilities (top 5) as the answerer's prompt gave them."""
-    rows = packaged_qa("boolq")[:30]
+    """Outcome records of 25 packaged BoolQ questions with SmolLM2's own answers, and
+    the no-retrieval answer's log-probabilities (top 5) as the answerer's prompt gave them:
+    20 to fit on (as many as a calibration takes without a warning), 5 to score."""
+    rows = packaged_qa("boolq")[:25]
     instruction = "Answer the question with yes or no."
     options = dict(max_tokens=1, top_logprobs=5, stop=list(ANSWER_STOP))
     bare = chat.chat_batch([user(build_prompt(r.question, None, instruction)) for r in rows], **options)
@@ -232,7 +235,7 @@ def test_offline_eval_scores_the_recorded_logprobs_without_an_llm(recorded, tmp_
     ]
     assert main(argv) == 0
     report = json.loads(out.read_text())
-    assert report["gate"] == "logprob" and report["n"] == 10 and report["n_train"] == 20
+    assert report["gate"] == "logprob" and report["n"] == 5 and report["n_train"] == 20
     test = load_outcomes(recorded / "test.jsonl")
     expected = [1 - math.exp(min(t.logprob for t in r.logprobs_no_retrieval)) for r in test]
     np.testing.assert_allclose(LogprobGate(signal="min-prob").score_records(test), expected)
@@ -312,4 +315,4 @@ def test_the_console_script_evaluates_offline(recorded, tmp_path):
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("logprob: n=10") and json.loads(out.read_text())["gate"] == "logprob"
+    assert done.stdout.startswith("logprob: n=5") and json.loads(out.read_text())["gate"] == "logprob"

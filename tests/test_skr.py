@@ -130,10 +130,10 @@ def test_real_neighbours_are_evidence(embedder):
     assert d.gate == "skr-knn" and d.latency_ms > 0 and d.error is None
 
 
-def test_real_data_gate_beats_nothing_worse_than_chance_bounds(outcome_records, embedder):
+def test_real_data_gate_beats_nothing_worse_than_chance_bounds(outcome_records, cached_embedder):
     """Fit on 80% of the real outcomes and check the score is a real, finite ranking."""
     cut = len(outcome_records) * 4 // 5
-    gate = SKRKnnGate(embedder, k=10, weighting="similarity").fit_outcomes(outcome_records[:cut])
+    gate = SKRKnnGate(cached_embedder, k=10, weighting="similarity").fit_outcomes(outcome_records[:cut])
     scores = gate.score([r.question for r in outcome_records[cut:]])
     assert scores.shape == (len(outcome_records) - cut,) and np.all((scores >= 0) & (scores <= 1))
     assert len(np.unique(scores)) > len(scores) / 5  # graded, not a handful of values

@@ -32,10 +32,29 @@ def test_quick():
 
 def _pytest(suite: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-n", "2", "-p", "no:cacheprovider", *args, "tests"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "xdist.plugin",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            "tests",
+        ],
         cwd=suite,
-        # this suite's own recording run (if any) is not the small suite's
-        env={**{k: v for k, v in os.environ.items() if k != RECORD_ENV}, "PYTHONPATH": str(TESTS), **env},
+        # this suite's own recording run (if any) is not the small suite's; of the pytest
+        # plugins installed, it loads xdist alone (the others import for seconds in each process)
+        env={
+            **{k: v for k, v in os.environ.items() if k != RECORD_ENV},
+            "PYTHONPATH": str(TESTS),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=300,

@@ -81,18 +81,25 @@ def representer(args: argparse.Namespace) -> CachedEmbedder:
     from ..models.cached_embedder import CachedEmbedder
     from ..representers import LMHiddenStateRepresenter
 
-    inner: Embedder
     if args.representer == "embedder":
         if args.layer is not None or args.pooling is not None:
             raise UsageError("--layer and --pooling go with --representer lm")
-        inner = _sentence_embedder(args) or _default_embedder()
-    else:
-        if args.embedder:
-            raise UsageError("--embedder goes with --representer embedder for this gate")
-        inner = LMHiddenStateRepresenter(
-            layer=-1 if args.layer is None else args.layer, pooling=args.pooling or "last_token"
-        )
-    return CachedEmbedder(inner)
+        return memoised_embedder(args)
+    if args.embedder:
+        raise UsageError("--embedder goes with --representer embedder for this gate")
+    return CachedEmbedder(
+        LMHiddenStateRepresenter(layer=-1 if args.layer is None else args.layer, pooling=args.pooling or "last_token")
+    )
+
+
+def memoised_embedder(args: argparse.Namespace) -> CachedEmbedder:
+    """The sentence-transformers model of ``--embedder`` (default: the embedded MiniLM)
+    behind a memo for the command: cross-fitting, calibration and a gate's members
+    embed each question once, not once per fold."""
+    from ..models.cached_embedder import CachedEmbedder
+    from ..models.defaults import sentence_embedder
+
+    return CachedEmbedder(sentence_embedder(args.embedder) if args.embedder else _default_embedder())
 
 
 def corpus_retriever(kind: str, corpus: Path) -> Retriever:
@@ -119,15 +126,6 @@ def _default_embedder() -> Embedder:
     from ..models.defaults import default_embedder
 
     return default_embedder()
-
-
-def _sentence_embedder(args: argparse.Namespace) -> Embedder | None:
-    """The sentence-transformers model of ``--embedder``, if given."""
-    if not args.embedder:
-        return None
-    from ..models.defaults import sentence_embedder
-
-    return sentence_embedder(args.embedder)
 
 
 def _chat_arguments(parser: argparse.ArgumentParser) -> None:
@@ -198,7 +196,7 @@ BACKEND_KINDS: tuple[BackendKind, ...] = (
         "uses no embedder",
         ("--embedder",),
         _embedder_arguments,
-        _sentence_embedder,
+        memoised_embedder,
         from_server=lambda served: served.embedder,
     ),
 )

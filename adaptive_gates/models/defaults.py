@@ -11,6 +11,7 @@ from typing import Literal
 
 from .embedded import MINILM_ID, SMOLLM2_ID
 from .embedder import SentenceEmbedder
+from .embedding_input import DEFAULT_BATCH_SIZE
 from .local_lm import LocalCausalLM
 from .onnx_embedder import OnnxEmbedder
 
@@ -36,7 +37,7 @@ def default_llm() -> LocalCausalLM:
 
 
 def sentence_embedder(
-    model: str | None = None, *, backend: EmbedderBackend = "auto", batch_size: int = 64
+    model: str | None = None, *, backend: EmbedderBackend = "auto", batch_size: int = DEFAULT_BATCH_SIZE
 ) -> OnnxEmbedder | SentenceEmbedder:
     """A new embedder on a sentence-transformers model (``None``: the embedded
     all-MiniLM-L6-v2): an ``OnnxEmbedder`` for ``backend="onnx"``, or for ``"auto"``

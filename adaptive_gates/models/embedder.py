@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import BackendError
 from . import embedded
-from .embedding_input import checked_embeddings, shows_progress, texts_to_embed
+from .embedding_input import DEFAULT_BATCH_SIZE, checked_embeddings, shows_progress, texts_to_embed
 from .optional import require
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class SentenceEmbedder:
         model: str | None = None,
         *,
         device: str = "cpu",
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         normalize: bool = True,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:

@@ -9,6 +9,11 @@ import numpy as np
 
 from ..errors import BackendError
 
+#: Texts per forward pass of either backend. On one CPU core MiniLM embeds questions
+#: about a quarter faster in batches of 16 than of 64: a small batch's activations
+#: stay in the cache.
+DEFAULT_BATCH_SIZE = 16
+
 #: Inputs longer than this get a tqdm progress bar; smaller ones are fast and stay quiet.
 PROGRESS_MIN_TEXTS = 1000
 

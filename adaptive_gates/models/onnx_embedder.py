@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import BackendError, MissingExtraError
 from . import embedded
 from .embedder import SentenceEmbedder
-from .embedding_input import checked_embeddings, shows_progress, texts_to_embed
+from .embedding_input import DEFAULT_BATCH_SIZE, checked_embeddings, shows_progress, texts_to_embed
 from .onnx_export import cached_export, onnx_pipeline
 from .onnx_runner import OnnxPipeline, intra_op_threads
 from .optional import require
@@ -46,7 +46,7 @@ class OnnxEmbedder:
         self,
         model: str | None = None,
         *,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         normalize: bool = True,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -9,7 +9,9 @@ It is then written under ``cache_dir()/onnx-<key>/``: ``model.onnx`` and a
 (names, sizes, modification times) and the exporter's package versions, so another
 model or another exporter gets its own export. Later processes load the cached file
 after checking its size and digest; a cache that fails that is discarded and
-exported again.
+exported again. Processes that find no export at once export it once: each holds a
+lock beside the export's folder while it checks the cache, so the others wait and
+load the export the first one wrote.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
+from ..persistence.directory_swap import exclusive_lock
 from .embedded import cache_dir, discard_dir, publish_dir
 from .onnx_runner import INPUT_NAMES, OnnxPipeline, max_length, open_session
 from .optional import require
@@ -73,17 +76,19 @@ def cached_export(folder: Path) -> Path:
     for pipelines this package does not run."""
     read_pipeline(folder)  # refuse unsupported folders before any work
     target = cache_dir() / f"onnx-{export_key(folder)[:32]}"
-    if target.exists():
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(target):  # a process exporting it meanwhile: wait, then load its export
+        if target.exists():
+            problem = cache_problem(target)
+            if problem is None:
+                log.info("loading the ONNX export of %s from %s", folder, target)
+                return target / _MODEL_FILE
+            log.warning("cached ONNX export %s is unusable (%s); exporting again", target, problem)
+            discard_dir(target)
+        publish_dir(target, lambda tmp: _export_checked(folder, tmp), f"the ONNX export of {folder}")
         problem = cache_problem(target)
-        if problem is None:
-            log.info("loading the ONNX export of %s from %s", folder, target)
-            return target / _MODEL_FILE
-        log.warning("cached ONNX export %s is unusable (%s); exporting again", target, problem)
-        discard_dir(target)
-    publish_dir(target, lambda tmp: _export_checked(folder, tmp), f"the ONNX export of {folder}")
-    problem = cache_problem(target)
-    if problem is not None:
-        raise BackendError(f"the ONNX export at {target} is unusable right after writing it: {problem}")
+        if problem is not None:
+            raise BackendError(f"the ONNX export at {target} is unusable right after writing it: {problem}")
     return target / _MODEL_FILE
 
 

@@ -49,7 +49,7 @@ def replace_directory(path: Path, fill: Callable[[Path], None], check_target: Ca
     ``check_target(path)`` (which raises to refuse the target); then remove the hidden
     leftovers of earlier saves."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _save_lock(path):
+    with exclusive_lock(path):
         _recover(path)
         check_target(path)  # under the lock: no other save is swapping ``path``
         for leftover in _hidden_folders(path, "tmp") + _hidden_folders(path, "old"):
@@ -148,9 +148,9 @@ def _open_lock(lock_path: Path) -> int:
 
 
 @contextlib.contextmanager
-def _save_lock(path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of ``path`` (``.<name>.lock`` next to it), removed
-    again on release."""
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (``.<name>.lock`` next to it, in a folder
+    that exists), removed again on release: one process at a time inside."""
     lock_path = _lock_path(path)
     fd = _acquire(lock_path, fcntl.LOCK_EX)
     try:
@@ -219,7 +219,7 @@ def recover_interrupted_save(path: str | Path) -> None:
     if path.exists() or path.is_symlink() or not _hidden_folders(path, "old"):
         return
     try:
-        with _save_lock(path):
+        with exclusive_lock(path):
             _recover(path)
     except FileExistsError as exc:  # something planted at the lock's name
         raise GateLoadError(str(exc)) from None

@@ -20,6 +20,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CONFIDENT = "What is the capital of Japan?"
 UNSURE = "Who won the 1937 Tasmanian chess championship?"
+#: The gate's draft cap: eight tokens hold the confident answer ("The capital of Japan is Tokyo.").
+DRAFT_TOKENS = 8
 
 
 def router(gate, index, llm) -> RouterQueryEngine:
@@ -33,7 +35,7 @@ def router(gate, index, llm) -> RouterQueryEngine:
 
 
 def test_the_router_answers_confident_questions_directly_and_retrieves_for_unsure_ones(index, llm):
-    engine = router(LogprobGate(LlamaIndexChatModel(llm)), index, llm)
+    engine = router(LogprobGate(LlamaIndexChatModel(llm), max_tokens=DRAFT_TOKENS), index, llm)
     confident = engine.query(CONFIDENT)
     decision = decision_of(confident)
     assert confident.metadata["selector_result"].ind == 0 and not confident.source_nodes
@@ -45,7 +47,7 @@ def test_the_router_answers_confident_questions_directly_and_retrieves_for_unsur
 
 
 def test_an_llm_asked_for_no_logprobs_fails_the_query(index, llm):
-    engine = router(LogprobGate(LlamaIndexChatModel(llm, request_logprobs=False)), index, llm)
+    engine = router(LogprobGate(LlamaIndexChatModel(llm, request_logprobs=False), max_tokens=DRAFT_TOKENS), index, llm)
     with pytest.raises(LogprobsUnavailableError, match="returned no token log-probabilities"):
         engine.query(CONFIDENT)
     with pytest.raises(LogprobsUnavailableError):
