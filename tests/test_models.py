@@ -21,6 +21,7 @@ from adaptive_gates.models import (
     default_embedder,
     default_llm,
     layer_module_path,
+    local_lm,
 )
 
 FRANCE = "What is the capital of France?"
@@ -89,6 +90,20 @@ def test_stop_string_cuts_text_and_length_cap(lm: LocalCausalLM) -> None:
     assert "," not in stopped.text and stopped.text
     assert "," in lm.tokenizer.decode(stopped.token_ids)  # the stopping token is kept
     assert free.text.startswith(stopped.text + ",")
+
+
+def test_each_stop_list_is_honoured_while_their_criteria_are_kept(lm: LocalCausalLM, monkeypatch) -> None:
+    # Stop criteria are built once per stop list and kept (a few): a kept one must never
+    # answer for another list, and the oldest goes when the bound is reached.
+    monkeypatch.setattr(local_lm, "_KEPT_STOP_CRITERIA", 2)
+    prompt = "Name three colors, separated by commas."
+    (comma,) = lm.generate(prompt, max_new_tokens=12, stop=[","])
+    (space,) = lm.generate(prompt, max_new_tokens=12, stop=[" "])
+    (comma_again,) = lm.generate(prompt, max_new_tokens=12, stop=[","])
+    assert "," not in comma.text and " " not in space.text
+    assert comma.text != space.text and comma_again.token_ids == comma.token_ids
+    lm.generate(prompt, max_new_tokens=1, stop=["."])
+    assert list(lm._stop_criteria) == [(",",), (".",)]
 
 
 def test_batched_generation_equals_one_by_one(lm: LocalCausalLM) -> None:

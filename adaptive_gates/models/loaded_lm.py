@@ -74,6 +74,7 @@ class LoadedCausalLM:
         self._prefixes = PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
         self._counting_lock = threading.Lock()
         self._counting_tokenizer: Any = None
+        self._stop_criteria: dict[tuple[str, ...], Any] = {}
 
     # ----------------------------------------------------------------- loading
     @property
