@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ class LoadedCausalLM:
         self._prefixes = PromptPrefixes(prefix_cache_size) if prefix_cache_size else None
         self._counting_lock = threading.Lock()
         self._counting_tokenizer: Any = None
+        self._stop_criteria: OrderedDict[tuple[str, ...], Any] = OrderedDict()
 
     # ----------------------------------------------------------------- loading
     @property
