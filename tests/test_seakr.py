@@ -217,7 +217,8 @@ def test_gate_needs_a_threshold_before_deciding(lm: LocalCausalLM) -> None:
 
 def test_gate_calibrates_saves_and_loads(lm: LocalCausalLM, tmp_path) -> None:
     questions = [KNOWN, UNKNOWN, "What is 2 + 2?", "how many seasons of the bastard executioner are there"]
-    gate = SeaKRGate(lm, uncertainty={"k": 6, "max_new_tokens": 12}).calibrate(questions, target_rate=0.5)
+    # 8 tokens a sample: KNOWN has the lowest U under seeds 0-3 as with longer samples
+    gate = SeaKRGate(lm, uncertainty={"k": 6, "max_new_tokens": 8}).calibrate(questions, target_rate=0.5)
     assert gate.calibration_.realised_rate == 0.5
     gate.save(tmp_path / "seakr")
     loaded = load_gate(tmp_path / "seakr", lm=lm)
