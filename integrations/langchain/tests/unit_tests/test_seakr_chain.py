@@ -28,6 +28,9 @@ SETTINGS = dict(
     step_tokens=24,
     answer_tokens=32,
 )
+#: For the tests that check what happened to each input, not the answers' text: short
+#: steps and answers, two demonstrations.
+OUTCOME_ONLY = dict(step_tokens=8, answer_tokens=8, demos=DEFAULT_DEMOS[:2])
 #: About the Barq's passage; both routes answer it, so their uncertainties decide.
 QUESTION = "Is Barq's root beer a Pepsi product?"
 
@@ -91,8 +94,7 @@ def test_seakr_retrieves_reranks_and_selects_over_a_langchain_retriever(chain, b
 
 
 def test_async_batch_answers_each_input_and_refuses_bad_ones(passage_store, uncertainty):
-    # What is checked is each input's outcome, not the answer's text: short steps and answers.
-    chain = _chain(passage_store, uncertainty, step_tokens=8, answer_tokens=8)
+    chain = _chain(passage_store, uncertainty, **OUTCOME_ONLY)
     question = "Who created Barq's root beer?"
     answered, empty, keyless = asyncio.run(
         chain.abatch([{"question": question}, "  ", {"query": question}], return_exceptions=True)
@@ -106,7 +108,7 @@ def test_async_batch_answers_each_input_and_refuses_bad_ones(passage_store, unce
 def test_a_failing_retriever_is_recorded_and_the_question_still_answered(core_embedder, uncertainty):
     # a real store whose index was built for 8-d vectors: faiss refuses the 384-d query
     store = faiss_store(AdaptiveGatesEmbeddings(core_embedder), 8)
-    out = SeaKRChain(store.as_retriever(), uncertainty=uncertainty, **{**SETTINGS, "answer_tokens": 8}).invoke(
+    out = SeaKRChain(store.as_retriever(), uncertainty=uncertainty, **{**SETTINGS, **OUTCOME_ONLY}).invoke(
         "Who wrote Hamlet?"
     )
     step = out["trace"]["steps"][0]
