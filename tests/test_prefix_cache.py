@@ -1,7 +1,8 @@
 """The prompt-prefix KV cache of ``LocalCausalLM`` on the real embedded SmolLM2.
 
-The prompts are the SeaKR pipeline's: a ~490-token demo block, then the question (with
-a step, or a snippet). With the cache on, every output must be what the same calls give
+The prompts are the SeaKR pipeline's with two of its demonstrations: a ~120-token demo
+block, then the question (with a step, or a snippet); the cache works on token ids, so
+a longer block would show nothing more. With the cache on, every output must be what the same calls give
 without it: the same tokens and texts, log-probabilities, energies and probed states
 equal up to float rounding (the cached prefix is computed in a separate forward pass).
 """
@@ -20,15 +21,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 SNIPPET = "First for Women is a woman's magazine published by Bauer Media Group in the USA. It was started in 1989."
-GATE = build_prompt(QUESTION)
-READ = build_prompt(QUESTION, ["Arthur's Magazine was started in 1844."], [SNIPPET])
+DEMOS = DEFAULT_DEMOS[:2]
+GATE = build_prompt(QUESTION, demos=DEMOS)
+READ = build_prompt(QUESTION, ["Arthur's Magazine was started in 1844."], [SNIPPET], demos=DEMOS)
 TOLERANCE = 1e-4
 
 
 def calls(lm: LocalCausalLM) -> list:
     """The pipeline's calls on two prompts: a greedy step (it ends at a stop), its U
     samples, plain samples. A few sampled tokens show the cache extended as well as
-    more would: each costs about 0.2 s for three samples over a 550-token prompt."""
+    more would."""
     out = []
     for prompt in (GATE, READ):
         out.append(lm.generate(prompt, max_new_tokens=16, stop=list(STEP_STOPS), formatted=True)[0])
@@ -77,7 +79,7 @@ def test_cache_is_off_by_default_and_sizes_are_checked(lm: LocalCausalLM) -> Non
 
 
 def test_prefix_ends_where_the_tokenizations_agree(lm: LocalCausalLM) -> None:
-    demo = "\n\n".join(d.render() for d in DEFAULT_DEMOS) + "\n\n"
+    demo = "\n\n".join(d.render() for d in DEMOS) + "\n\n"
     gate, read, alone = ids(lm, GATE), ids(lm, READ), ids(lm, demo)
     # The demo block's final blank line is one token alone but two inside a prompt, so a
     # prefix registered as text would not match; matching token ids finds the true boundary.
@@ -148,5 +150,5 @@ def test_reranker_prompt_of_the_chosen_snippet_is_the_step_prompt() -> None:
     from adaptive_gates.prompts import fill
 
     reasoning = " Arthur's Magazine was started in 1844."
-    rerank = fill(snippet_template(), snippet=SNIPPET, question=QUESTION, reasoning=reasoning)
+    rerank = fill(snippet_template(DEMOS), snippet=SNIPPET, question=QUESTION, reasoning=reasoning)
     assert rerank == READ

@@ -217,7 +217,8 @@ def test_gate_needs_a_threshold_before_deciding(lm: LocalCausalLM) -> None:
 
 def test_gate_calibrates_saves_and_loads(lm: LocalCausalLM, tmp_path) -> None:
     questions = [KNOWN, UNKNOWN, "What is 2 + 2?", "how many seasons of the bastard executioner are there"]
-    gate = SeaKRGate(lm, uncertainty={"k": 6, "max_new_tokens": 12}).calibrate(questions, target_rate=0.5)
+    # 8 tokens a sample: KNOWN has the lowest U under seeds 0-3 as with longer samples
+    gate = SeaKRGate(lm, uncertainty={"k": 6, "max_new_tokens": 8}).calibrate(questions, target_rate=0.5)
     assert gate.calibration_.realised_rate == 0.5
     gate.save(tmp_path / "seakr")
     loaded = load_gate(tmp_path / "seakr", lm=lm)
@@ -391,10 +392,10 @@ def test_live_eval_of_the_seakr_gate(qa_records, corpus_path, tmp_path) -> None:
     from adaptive_gates.cli import main
     from adaptive_gates.data import write_jsonl
 
-    rows = [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in qa_records[:6]]
+    rows = [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in qa_records[:4]]
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
-    write_jsonl(train, rows[:4])
-    write_jsonl(test, rows[4:])
+    write_jsonl(train, rows[:2])  # two questions split at the target rate as many would
+    write_jsonl(test, rows[2:])
     out = tmp_path / "seakr.json"
     code = main(
         [

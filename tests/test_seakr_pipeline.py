@@ -62,11 +62,12 @@ def retriever(corpus) -> BM25Retriever:
 def uncertainty(lm):
     from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 
-    return SelfAwareUncertainty(lm, k=3, max_new_tokens=8)
+    return SelfAwareUncertainty(lm, k=3, max_new_tokens=4)
 
 
 def make(retriever, uncertainty, **options) -> SeaKRPipeline:
-    settings = dict(demos=DEMOS, step_tokens=32, answer_tokens=32)
+    # Short steps and answers: the traces' rules hold whatever their length.
+    settings = dict(demos=DEMOS, step_tokens=16, answer_tokens=24)
     return SeaKRPipeline(retriever, uncertainty=uncertainty, **{**settings, **options})
 
 
@@ -332,8 +333,10 @@ def test_multihop_refuses_to_run_without_delta(retriever, questions, tmp_path) -
 
 
 def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, questions) -> None:
-    questions = [row["question"] for row in questions]
-    pipe = make(retriever, uncertainty, max_steps=1, rerank=False, select=False).calibrate(questions, 0.5)
+    questions = [row["question"] for row in questions[:2]]  # two split at 0.5 as many would
+    # The greedy step need only be non-empty: U is of the context, whatever the step's length.
+    pipe = make(retriever, uncertainty, max_steps=1, step_tokens=8, rerank=False, select=False)
+    pipe.calibrate(questions, 0.5)
     cal = pipe.calibration_
     assert (cal.method, cal.n, cal.target_rate) == ("rate", len(questions), 0.5) and pipe.threshold == cal.threshold
     # δ splits the U of the questions' first-step contexts (computed here directly) at the target.
@@ -349,16 +352,16 @@ def test_calibration_by_target_rate_on_real_questions(retriever, uncertainty, qu
 
 # ------------------------------------------------------- one-shot modes, runs
 def test_simple_mode_reranks_one_retrieval(retriever, uncertainty, questions) -> None:
-    pipe = make(retriever, uncertainty, mode="simple")
+    pipe = make(retriever, uncertainty, mode="simple", n_candidates=2)  # the fewest re-ranking can order
     question = questions[1]["question"]
     result = pipe.answer(question)
     (step,) = result.steps
     assert result.retrieval_calls == 1 and step.query == question and result.stop_reason == "single"
-    assert [c.id for c in step.candidates] == [h.id for h in retriever.search(question, 3)]
+    assert [c.id for c in step.candidates] == [h.id for h in retriever.search(question, 2)]
     assert result.documents == [step.chosen]
     finite = [c.uncertainty for c in step.candidates if not math.isnan(c.uncertainty)]
     assert step.chosen_uncertainty == min(finite)
-    chosen = next(h for h in retriever.search(question, 3) if h.id == step.chosen)
+    chosen = next(h for h in retriever.search(question, 2) if h.id == step.chosen)
     # the step's own answer, else the one forced with "So the answer is" after the snippet
     assert result.loop_answer == extract_seakr_answer(step.text)
     assert result.answer and result.answer == pipe.unselected_answer(
@@ -373,7 +376,8 @@ class _BrokenRetriever:
 
 
 def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, questions, tmp_path) -> None:
-    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval").answer(questions[0]["question"])
+    short = dict(answer_tokens=8, step_tokens=8)  # what is checked is the trace and the rows, not the answer's text
+    broken = make(_BrokenRetriever(), uncertainty, mode="single-retrieval", **short).answer(questions[0]["question"])
     assert "index unavailable" in broken.steps[0].error and broken.documents == []
 
     records = [QARecord("good", questions[2]["question"], questions[2]["answers"]), QARecord("bad", "   ", ["x"])]
@@ -386,8 +390,7 @@ def test_failures_are_recorded_and_runs_resume(retriever, uncertainty, questions
         progress=False,
         mode="single-retrieval",
         demos=DEMOS,
-        answer_tokens=8,  # what is checked is the trace and the rows reused, not the answer's text
-        step_tokens=8,
+        **short,
     )
     good, bad = report["results"]
     assert report["n"] == 2 and report["errors"] == 1 and report["retrieval_calls"] == 1
@@ -447,18 +450,26 @@ def test_cli_seakr_writes_scores_and_traces(cli_files, tmp_path, capsys) -> None
             "no-retrieval",
             "--json",
             str(out),
+            "--answer-tokens",
+            "16",  # a chain of thought's length proves nothing here
+            "--step-tokens",
+            "8",
         ]
     )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["n"] == 1 and report["mode"] == "no-retrieval" and report["retrieval_calls"] == 0
+    assert (report["settings"]["answer_tokens"], report["settings"]["step_tokens"]) == (16, 8)
     assert {"em", "f1", "results", "settings"} <= report.keys()
     assert report["settings"]["threshold"] is None and report["calibration"] is None  # δ is not used
     assert report["results"][0]["trace"]["steps"][0]["text"]
     assert "seakr no-retrieval: n=1" in capsys.readouterr().out
 
 
-CLI_SMALL = ["--limit", "1", "--samples", "4", "--max-steps", "1", "--no-rerank", "--no-select"]
+CLI_SMALL = [
+    *("--limit", "1", "--samples", "4", "--sample-tokens", "8", "--step-tokens", "8"),
+    *("--max-steps", "1", "--no-rerank", "--no-select"),
+]
 
 
 def test_cli_seakr_multihop_with_a_threshold(cli_files, tmp_path, capsys) -> None:
@@ -484,6 +495,7 @@ def test_cli_seakr_multihop_with_a_threshold(cli_files, tmp_path, capsys) -> Non
     report = json.loads(out.read_text())
     assert report["mode"] == "multihop" and report["settings"]["threshold"] == -1000
     assert report["calibration"] is None and report["uncertainty"]["k"] == 4
+    assert report["uncertainty"]["max_new_tokens"] == 8 and report["settings"]["step_tokens"] == 8
     (row,) = report["results"]
     assert row["error"] is None
     first = row["trace"]["steps"][0]

@@ -22,9 +22,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_samples_drawn_one_by_one_equal_the_batch(lm: LocalCausalLM) -> None:
     path = layer_module_path(lm.num_layers // 2)
-    together = lm.sample_with_states(UNKNOWN, 4, module_path=path, max_new_tokens=8, stop=STOP, seed=3)
+    # A few tokens tell the draws apart as well as many would.
+    together = lm.sample_with_states(UNKNOWN, 4, module_path=path, max_new_tokens=4, stop=STOP, seed=3)
     apart = [
-        lm.sample_with_states(UNKNOWN, 1, module_path=path, max_new_tokens=8, stop=STOP, seed=3, first_sample=i)[0]
+        lm.sample_with_states(UNKNOWN, 1, module_path=path, max_new_tokens=4, stop=STOP, seed=3, first_sample=i)[0]
         for i in range(4)
     ]
     assert [p.generation.token_ids for p in apart] == [p.generation.token_ids for p in together]
@@ -61,11 +62,11 @@ def test_samples_are_capped_at_the_greedy_step(lm: LocalCausalLM) -> None:
     step = pseudo_step(lm, capped, UNKNOWN, stop=STOP, max_new_tokens=3)
     assert len(step.generation.token_ids) == 3  # the greedy step hit its 3-token budget
     short = SelfAwareUncertainty(lm, k=6, max_new_tokens=3).estimate(UNKNOWN, stop=STOP)
-    long = SelfAwareUncertainty(lm, k=6, max_new_tokens=16).estimate(UNKNOWN, stop=STOP)
+    long = SelfAwareUncertainty(lm, k=6, max_new_tokens=8).estimate(UNKNOWN, stop=STOP)
     assert step.estimate is not None and step.estimate.samples == short.samples != long.samples
     assert step.estimate.value == pytest.approx(short.value, abs=1e-6)
     # Without the option the greedy length is ignored.
-    assert SelfAwareUncertainty(lm, k=6, max_new_tokens=16).estimate(UNKNOWN, stop=STOP, greedy_tokens=3) == long
+    assert SelfAwareUncertainty(lm, k=6, max_new_tokens=8).estimate(UNKNOWN, stop=STOP, greedy_tokens=3) == long
 
 
 def test_the_options_are_checked_and_saved_with_the_gate(lm: LocalCausalLM, tmp_path) -> None:

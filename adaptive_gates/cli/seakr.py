@@ -4,6 +4,7 @@ of a corpus, reported as EM/F1 with per-question traces."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from typing import Any
 
@@ -14,7 +15,8 @@ from .files import input_file, output_file, report_file, write_report
 
 def add_parser(sub: Any) -> None:
     """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
-    from ..seakr.pipeline import MODES, RATIONALE_FORMS
+    from ..seakr.pipeline import MODES, RATIONALE_FORMS, SeaKRPipeline
+    from ..seakr.uncertainty import SelfAwareUncertainty
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
     sk.add_argument("--test", required=True, type=input_file, help="QA records (JSONL)")
@@ -42,6 +44,14 @@ def add_parser(sub: Any) -> None:
         "--train", type=input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ"
     )
     sk.add_argument("--samples", type=positive_int, default=20, help="k samples per uncertainty estimate")
+    # Token budgets: the defaults are SeaKR's; smaller ones answer sooner.
+    for flag, owner, name, what in (
+        ("--sample-tokens", SelfAwareUncertainty, "max_new_tokens", "per sample of an uncertainty estimate"),
+        ("--step-tokens", SeaKRPipeline, "step_tokens", "per reasoning step"),
+        ("--answer-tokens", SeaKRPipeline, "answer_tokens", "per full chain of thought"),
+    ):
+        default = inspect.signature(owner).parameters[name].default
+        sk.add_argument(flag, type=positive_int, default=default, help=f"new tokens at most {what} (default {default})")
     sk.add_argument("--max-steps", type=positive_int, default=7)
     sk.add_argument("--max-docs", type=positive_int, default=5)
     sk.add_argument("--checkpoint", type=output_file, help="JSONL of finished questions: appended, and reused on rerun")
@@ -66,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         records,
         BM25Retriever.from_jsonl(args.corpus),
         lm=lm,
-        uncertainty=SelfAwareUncertainty(lm, k=args.samples),
+        uncertainty=SelfAwareUncertainty(lm, k=args.samples, max_new_tokens=args.sample_tokens),
         threshold=args.threshold,
         target_rate=args.target_rate,
         calibration_questions=calibration,
@@ -76,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         rationale=args.rationale,
         max_steps=args.max_steps,
         max_docs=args.max_docs,
+        step_tokens=args.step_tokens,
+        answer_tokens=args.answer_tokens,
         checkpoint=args.checkpoint,
     )
     write_report("--json", args.json, json.dumps(report, indent=2, allow_nan=False))

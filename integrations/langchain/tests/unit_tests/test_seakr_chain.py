@@ -28,6 +28,9 @@ SETTINGS = dict(
     step_tokens=24,
     answer_tokens=32,
 )
+#: For the tests that check what happened to each input, not the answers' text: short
+#: steps and answers, two demonstrations.
+OUTCOME_ONLY = dict(step_tokens=8, answer_tokens=8, demos=DEFAULT_DEMOS[:2])
 #: About the Barq's passage; both routes answer it, so their uncertainties decide.
 QUESTION = "Is Barq's root beer a Pepsi product?"
 
@@ -55,10 +58,14 @@ def uncertainty():
     return SelfAwareUncertainty(k=3, max_new_tokens=8, seed=2)
 
 
+def _chain(passage_store, uncertainty, **overrides) -> SeaKRChain:
+    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 3})
+    return SeaKRChain(retriever, uncertainty=uncertainty, **{**SETTINGS, **overrides})
+
+
 @pytest.fixture
 def chain(passage_store, uncertainty):
-    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 3})
-    return SeaKRChain(retriever, uncertainty=uncertainty, **SETTINGS)
+    return _chain(passage_store, uncertainty)
 
 
 def test_seakr_retrieves_reranks_and_selects_over_a_langchain_retriever(chain, boolq):
@@ -86,7 +93,8 @@ def test_seakr_retrieves_reranks_and_selects_over_a_langchain_retriever(chain, b
     assert out["answer"] == routes[trace["chosen_route"]]["answer"] == trace["answer"]
 
 
-def test_async_batch_answers_each_input_and_refuses_bad_ones(chain):
+def test_async_batch_answers_each_input_and_refuses_bad_ones(passage_store, uncertainty):
+    chain = _chain(passage_store, uncertainty, **OUTCOME_ONLY)
     question = "Who created Barq's root beer?"
     answered, empty, keyless = asyncio.run(
         chain.abatch([{"question": question}, "  ", {"query": question}], return_exceptions=True)
@@ -100,7 +108,7 @@ def test_async_batch_answers_each_input_and_refuses_bad_ones(chain):
 def test_a_failing_retriever_is_recorded_and_the_question_still_answered(core_embedder, uncertainty):
     # a real store whose index was built for 8-d vectors: faiss refuses the 384-d query
     store = faiss_store(AdaptiveGatesEmbeddings(core_embedder), 8)
-    out = SeaKRChain(store.as_retriever(), uncertainty=uncertainty, **{**SETTINGS, "answer_tokens": 8}).invoke(
+    out = SeaKRChain(store.as_retriever(), uncertainty=uncertainty, **{**SETTINGS, **OUTCOME_ONLY}).invoke(
         "Who wrote Hamlet?"
     )
     step = out["trace"]["steps"][0]
