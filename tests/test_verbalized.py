@@ -270,6 +270,8 @@ def test_live_report_carries_design_fields_and_alignment(nq, corpus_path, tmp_pa
             str(corpus_path),
             "--limit",
             "2",
+            "--k",
+            "1",  # one passage to answer over shows the report as well as several
             "--json",
             str(out),
             "--plot",
