@@ -48,7 +48,7 @@ def direct_engine(llm):
 
 def retrieval_engine(index, llm):
     return QueryEngineTool.from_defaults(
-        index.as_query_engine(llm=llm, similarity_top_k=2),
+        index.as_query_engine(llm=llm, similarity_top_k=1),  # one paragraph to read: the prompt's cost
         name="wiki",
         description="Answers from Wikipedia paragraphs.",
     )
