@@ -52,7 +52,7 @@ def _taught_by_a_wrong_direct_answer(gate, record, response) -> None:
 
 
 def test_the_query_engine_learns_from_a_judged_response(gate, index, brief_llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=2)
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
     response = engine.query(ASKED)
     assert response.metadata[ROUTE_KEY] == "direct"
     _taught_by_a_wrong_direct_answer(gate, engine.record_feedback, response)
@@ -66,7 +66,7 @@ async def test_the_selector_learns_from_a_judged_router_response(gate, index, br
             EmptyIndex().as_query_engine(llm=brief_llm), name="llm", description="The LLM alone."
         ),
         QueryEngineTool.from_defaults(
-            index.as_query_engine(llm=brief_llm, similarity_top_k=2), name="wiki", description="Wikipedia paragraphs."
+            index.as_query_engine(llm=brief_llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
         ),
     ]
     router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=brief_llm)
@@ -76,7 +76,7 @@ async def test_the_selector_learns_from_a_judged_router_response(gate, index, br
 
 
 def test_the_chat_engine_learns_from_a_judged_turn(gate, index, brief_llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=2)
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
     chat = AdaptiveChatEngine.from_defaults(engine, llm=brief_llm, history_window=0)
     reply = chat.chat(ASKED)
     _taught_by_a_wrong_direct_answer(gate, chat.record_feedback, reply)
