@@ -99,17 +99,19 @@ def test_achat_of_a_hung_server_is_unavailable_after_the_same_bounded_retries(op
 
 @pytest.mark.parametrize("strategy", ["vanilla", "challenge"])
 def test_adecide_batch_gives_the_decisions_of_decide_batch(openai_server, openai_base_url, questions, strategy) -> None:
-    gate = VerbalizedGate(remote(openai_server), strategy=strategy, max_tokens=12, max_workers=2)
-    blocking = gate.decide_batch(questions[:3])
+    # Two questions on two workers: each round's requests in flight together, every
+    # round compared; test_requests_in_flight_are_bounded_by_max_workers shows the bound.
+    gate = VerbalizedGate(remote(openai_server), strategy=strategy, max_tokens=6, max_workers=2)
+    blocking = gate.decide_batch(questions[:2])
     sent = openai_server.requests
-    awaited = asyncio.run(gate.adecide_batch(questions[:3]))
+    awaited = asyncio.run(gate.adecide_batch(questions[:2]))
     same_decisions(awaited, blocking)
     # Every round was asked again, each request once.
     assert openai_server.requests == 2 * sent == 2 * sum(d.llm_calls for d in blocking)
 
 
 def test_skr_prompt_and_the_embedded_model_give_the_same_decisions_awaited(questions) -> None:
-    for gate in (SKRPromptGate(LocalChatModel(), max_tokens=4), VerbalizedGate(LocalChatModel(), max_tokens=10)):
+    for gate in (SKRPromptGate(LocalChatModel(), max_tokens=4), VerbalizedGate(LocalChatModel(), max_tokens=6)):
         same_decisions(asyncio.run(gate.adecide_batch(questions[:2])), gate.decide_batch(questions[:2]))
 
 

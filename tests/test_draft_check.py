@@ -131,7 +131,8 @@ def test_a_saved_gate_loads_to_the_same_scores_and_refuses_other_features(
 def test_scoring_through_another_kind_of_retriever_warns(fitted, records, paragraphs, cached_embedder, caplog):
     from adaptive_gates.retrieval import DenseRetriever
 
-    dense = DenseRetriever.from_records(paragraphs[:200], cached_embedder)
+    # a few paragraphs make a retriever of another kind as well as many (each is embedded)
+    dense = DenseRetriever.from_records(paragraphs[:20], cached_embedder)
     with caplog.at_level("WARNING"):
         _with_retriever(fitted, dense, fitted_with="BM25Retriever").score_records(records[TRAIN : TRAIN + 2])
     assert "fitted with a BM25Retriever and now checks drafts through a DenseRetriever" in caplog.text

@@ -80,8 +80,8 @@ def test_settled_length_holds_back_what_may_still_change():
 
 def test_greedy_pieces_join_into_the_reply_of_chat(chat, questions):
     for messages in [COLORS, *questions]:
-        reply = chat.chat(messages, max_tokens=16, top_logprobs=2)
-        pieces = list(chat.stream(messages, max_tokens=16, top_logprobs=2))
+        reply = chat.chat(messages, max_tokens=8, top_logprobs=2)
+        pieces = list(chat.stream(messages, max_tokens=8, top_logprobs=2))
         assert len(pieces) > 2 and joined(pieces) == reply.text
         assert all(p.reply is None for p in pieces[:-1])
         assert pieces[-1].reply == reply  # finish reason, usage and log-probs at the end

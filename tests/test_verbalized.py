@@ -76,7 +76,9 @@ def check_stated_certainty(decision) -> None:
 
 
 def test_vanilla_decisions_on_real_questions(nq) -> None:
-    gate = VerbalizedGate()
+    # Six tokens take these questions down the same branches as the default 32: one
+    # reply states its certainty, the others go on to the judgement prompt.
+    gate = VerbalizedGate(max_tokens=6)
     decisions = gate.decide_batch([r.question for r in nq])
     for decision in decisions:
         check_decision(decision, "verbalized")
@@ -115,7 +117,7 @@ def test_the_question_never_decides_the_parse() -> None:
 def test_draft_answers_are_reused_without_a_second_call(nq, corpus_path) -> None:
     # SmolLM2 rarely states a certainty even when judging; weighing the two words at the
     # judgement's first token leaves fewer of its questions unscored.
-    gate = VerbalizedGate(unparseable="first-token")
+    gate = VerbalizedGate(unparseable="first-token", max_tokens=12)
     # A threshold at the top score: every scored question is answered directly from its draft.
     gate.calibrate_scores(np.linspace(0.0, 1.0, 101), target_rate=0.0)
     # The answerer's own answers (every question's with one passage, the undrafted ones'
@@ -268,6 +270,8 @@ def test_live_report_carries_design_fields_and_alignment(nq, corpus_path, tmp_pa
             str(corpus_path),
             "--limit",
             "2",
+            "--k",
+            "1",  # one passage to answer over shows the report as well as several
             "--json",
             str(out),
             "--plot",

@@ -82,6 +82,14 @@ def streaming_llm() -> AdaptiveGatesLLM:
     return AdaptiveGatesLLM(max_tokens=6)
 
 
+@pytest.fixture(scope="session")
+def brief_llm(streaming_llm) -> AdaptiveGatesLLM:
+    """Replies of a few tokens, for the tests that check which way a query went and what
+    reached the model rather than what it answered: each new token is one more pass of
+    SmolLM2."""
+    return streaming_llm
+
+
 @pytest.fixture(scope="session", autouse=True)
 def embedded_settings(llm, embed_model):
     """LlamaIndex's global defaults are the embedded models for every test."""

@@ -48,6 +48,7 @@ def history_lines(history: list[ChatMessage]) -> str:
 
 @pytest.fixture(scope="module")
 def engine(index, knn_gate, llm) -> AdaptiveQueryEngine:
+    """The engine whose LLM condenses too: its replies are long enough for a question."""
     return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2)
 
 
@@ -61,9 +62,9 @@ def _turns(chat: BaseChatEngine) -> list[tuple[MessageRole, str]]:
     return [(m.role, m.content) for m in chat.chat_history]
 
 
-def test_the_gate_judges_the_condensed_follow_up(engine, recorder):
+def test_the_gate_judges_the_condensed_follow_up(brief, recorder):
     condense_llm, condenser = scripted_condenser(ChatReply(f" {KNOWN[3]}\n"))  # "When did William Shakespeare die?"
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     assert isinstance(chat, BaseChatEngine)
     first = chat.chat(FIRST)
     assert condenser.calls == [], "a first message needs no condensing"
@@ -88,9 +89,9 @@ def test_the_gate_judges_the_condensed_follow_up(engine, recorder):
     assert chat.chat_history == []
 
 
-async def test_achat_retrieves_for_a_condensed_question_that_needs_it(engine):
+async def test_achat_retrieves_for_a_condensed_question_that_needs_it(brief):
     condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))  # the Tuvalu census question
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     await chat.achat(FIRST)
     reply = await chat.achat("And what about its population?")
     decision = reply.metadata[METADATA_KEY]
@@ -100,9 +101,9 @@ async def test_achat_retrieves_for_a_condensed_question_that_needs_it(engine):
     assert len(chat.chat_history) == 4
 
 
-def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(engine):
+def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(brief):
     condense_llm, condenser = scripted_condenser(ChatReply(KNOWN[3]))
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=condense_llm)
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     history = [
         ChatMessage(role=MessageRole.USER, content=FIRST),
         ChatMessage(role=MessageRole.ASSISTANT, content=FORGED_REPLY),

@@ -52,13 +52,13 @@ def _user(text: str) -> ChatMessage:
     return ChatMessage(role=MessageRole.USER, content=text)
 
 
-def test_a_known_question_is_answered_without_context_or_retrieval(index, knn_gate, llm, recorder, spans):
-    chat = _chat(index, knn_gate, llm)
+def test_a_known_question_is_answered_without_context_or_retrieval(index, knn_gate, brief_llm, recorder, spans):
+    chat = _chat(index, knn_gate, brief_llm)
     reply = chat.chat(KNOWN_Q)
     assert reply.metadata[ROUTE_KEY] == "direct" and reply.metadata[QUESTION_KEY] == KNOWN_Q
     assert reply.metadata[METADATA_KEY]["retrieve"] is False and reply.source_nodes == []
     assert recorder.of(RetrievalStartEvent) == []
-    assert reply.response == llm.chat([_user(KNOWN_Q)]).message.content
+    assert reply.response == brief_llm.chat([_user(KNOWN_Q)]).message.content
     (event,) = recorder.of(GateDecisionEvent)
     assert event.decision == reply.metadata[METADATA_KEY] and decision_of(reply).question == KNOWN_Q
     assert event.span_id.startswith("AdaptiveContextChatEngine.chat-")
@@ -68,11 +68,11 @@ def test_a_known_question_is_answered_without_context_or_retrieval(index, knn_ga
     ]
 
 
-async def test_a_question_that_needs_context_is_answered_as_condense_plus_context_does(index, knn_gate, llm):
-    chat = _chat(index, knn_gate, llm)
+async def test_a_question_that_needs_context_is_answered_as_condense_plus_context_does(index, knn_gate, brief_llm):
+    chat = _chat(index, knn_gate, brief_llm)
     reply = await chat.achat(UNKNOWN_Q)
     assert reply.metadata[ROUTE_KEY] == "retrieve" and reply.metadata[METADATA_KEY]["retrieve"] is True
-    plain = CondensePlusContextChatEngine.from_defaults(index.as_retriever(similarity_top_k=2), llm=llm)
+    plain = CondensePlusContextChatEngine.from_defaults(index.as_retriever(similarity_top_k=2), llm=brief_llm)
     expected = plain.chat(UNKNOWN_Q)
     assert reply.response == expected.response
     assert _ids(reply.source_nodes) == _ids(expected.source_nodes) and len(reply.source_nodes) == 2
@@ -130,31 +130,31 @@ def test_the_gate_judges_the_condensed_follow_up(index, knn_gate, llm, recorder)
     assert first.response.strip() and second.response.strip() and len(chat.chat_history) == 4
 
 
-async def test_a_confident_draft_is_the_answer_without_another_llm_call(index, llm, recorder):
+async def test_a_confident_draft_is_the_answer_without_another_llm_call(index, brief_llm, recorder):
     gate = VerbalizedGate(ScriptedChat(ChatReply("Paris, certain.")))
-    streamed = _chat(index, gate, llm).stream_chat("What is the capital of France?")
+    streamed = _chat(index, gate, brief_llm).stream_chat("What is the capital of France?")
     assert list(streamed.response_gen) == ["Paris"] and streamed.metadata[ROUTE_KEY] == "draft"
-    reply = await _chat(index, gate, llm).achat("What is the capital of France?")
+    reply = await _chat(index, gate, brief_llm).achat("What is the capital of France?")
     assert reply.response == reply.metadata[METADATA_KEY]["draft_answer"] == "Paris"
     assert reply.metadata[ROUTE_KEY] == "draft" and streamed.source_nodes == reply.source_nodes == []
     assert recorder.of(LLMChatStartEvent) == [] and recorder.of(RetrievalStartEvent) == []
 
 
-def test_a_system_prompt_leads_direct_answers(index, knn_gate, llm):
+def test_a_system_prompt_leads_direct_answers(index, knn_gate, brief_llm):
     system = "Answer in one short sentence."
-    reply = _chat(index, knn_gate, llm, system_prompt=system).chat(KNOWN_Q)
-    expected = llm.chat([ChatMessage(role=MessageRole.SYSTEM, content=system), _user(KNOWN_Q)])
+    reply = _chat(index, knn_gate, brief_llm, system_prompt=system).chat(KNOWN_Q)
+    expected = brief_llm.chat([ChatMessage(role=MessageRole.SYSTEM, content=system), _user(KNOWN_Q)])
     assert reply.metadata[ROUTE_KEY] == "direct" and reply.response == expected.message.content
 
 
-def test_refuses_what_is_not_a_gate(index, llm):
+def test_refuses_what_is_not_a_gate(index, brief_llm):
     with pytest.raises(TypeError, match="gate must be an adaptive_gates Gate"):
-        AdaptiveContextChatEngine.from_index(index, "skr-knn", llm=llm)
+        AdaptiveContextChatEngine.from_index(index, "skr-knn", llm=brief_llm)
 
 
-def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(index, knn_gate, llm, recorder):
+def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(index, knn_gate, brief_llm, recorder):
     history = [_user(KNOWN_Q), ChatMessage(role=MessageRole.ASSISTANT, content=FORGED_REPLY)]
-    _chat(index, knn_gate, llm).chat("When did he die?", chat_history=history)
+    _chat(index, knn_gate, brief_llm).chat("When did he die?", chat_history=history)
     prompt = recorder.of(LLMCompletionStartEvent)[0].prompt
     turns = quote_turns([("user", KNOWN_Q), ("assistant", FORGED_REPLY)])
     question = quote_question("When did he die?")

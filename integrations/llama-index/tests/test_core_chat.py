@@ -94,9 +94,9 @@ def test_replies_carry_the_llms_token_logprobs(adapted):
 
 def test_stop_strings_cut_the_reply(adapted):
     messages = [{"role": "user", "content": "Describe Paris in one sentence."}]
-    whole = adapted.chat(messages, max_tokens=24, top_logprobs=1)
+    whole = adapted.chat(messages, max_tokens=12, top_logprobs=1)
     stop = whole.text.split()[2]  # a word within the reply, whatever it says
-    cut = adapted.chat(messages, max_tokens=24, top_logprobs=1, stop=[stop, "never in the reply"])
+    cut = adapted.chat(messages, max_tokens=12, top_logprobs=1, stop=[stop, "never in the reply"])
     assert cut.text == whole.text[: whole.text.index(stop)] and cut.finish_reason == "stop"
     assert len("".join(t.token for t in cut.tokens)) >= len(cut.text) and len(cut.tokens) < len(whole.tokens)
     with pytest.raises(ValueError, match="stop strings"):
@@ -124,7 +124,7 @@ def test_logprob_lists_convert_chosen_first_alternatives_best_first():
 
 
 def test_verbalized_gate_on_the_adapted_llm_decides_as_on_the_core_model(adapted, recorder):
-    options = {"unparseable": "first-token"}
+    options = {"unparseable": "first-token", "max_tokens": 12}  # replies as short as the questions need
     with forwarding_llm_calls():
         decisions = VerbalizedGate(adapted, **options).decide_batch(VERBALIZED_QUESTIONS)
     expected = VerbalizedGate(LocalChatModel(), **options).decide_batch(VERBALIZED_QUESTIONS)
@@ -150,7 +150,7 @@ def test_verbalized_gate_on_the_adapted_llm_decides_as_on_the_core_model(adapted
 
 def test_verbalized_gate_without_logprobs_reads_the_words_alone():
     blind = LlamaIndexChatModel(AdaptiveGatesLLM(), request_logprobs=False)
-    for decision in VerbalizedGate(blind, unparseable="first-token").decide_batch(VERBALIZED_QUESTIONS):
+    for decision in VerbalizedGate(blind, unparseable="first-token", max_tokens=12).decide_batch(VERBALIZED_QUESTIONS):
         assert decision.details["p_uncertain"] is None and "reply" in decision.details
         # Without alternatives the first token cannot weigh the words: either a stated
         # word decides (score 0 or 1) or the recorded fallback does.
@@ -176,8 +176,8 @@ async def test_async_decisions_match_the_blocking_ones(adapted):
     assert awaited.score == pytest.approx(blocking.score, abs=1e-6)
 
 
-async def test_an_llm_without_options_or_async_path(llm, loop_ticks):
-    strict = StrictLLM(inner=llm)
+async def test_an_llm_without_options_or_async_path(brief_llm, loop_ticks):
+    strict = StrictLLM(inner=brief_llm)
     messages = [{"role": "user", "content": "Who wrote Hamlet?"}]
     with pytest.raises(BackendError, match=r"strict-smollm2 failed: TypeError.*pass_options=False"):
         LlamaIndexChatModel(strict).chat(messages)

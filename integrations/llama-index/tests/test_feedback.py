@@ -51,31 +51,33 @@ def _taught_by_a_wrong_direct_answer(gate, record, response) -> None:
     assert [f.question for f in gate.feedback_.entries()] == [ASKED]
 
 
-def test_the_query_engine_learns_from_a_judged_response(gate, index, llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=2)
+def test_the_query_engine_learns_from_a_judged_response(gate, index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
     response = engine.query(ASKED)
     assert response.metadata[ROUTE_KEY] == "direct"
     _taught_by_a_wrong_direct_answer(gate, engine.record_feedback, response)
     assert engine.query(PARAPHRASE).metadata[ROUTE_KEY] == "retrieve"
 
 
-async def test_the_selector_learns_from_a_judged_router_response(gate, index, llm):
+async def test_the_selector_learns_from_a_judged_router_response(gate, index, brief_llm):
     selector = GateSelector(gate)
     tools = [
-        QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
         QueryEngineTool.from_defaults(
-            index.as_query_engine(llm=llm, similarity_top_k=2), name="wiki", description="Wikipedia paragraphs."
+            EmptyIndex().as_query_engine(llm=brief_llm), name="llm", description="The LLM alone."
+        ),
+        QueryEngineTool.from_defaults(
+            index.as_query_engine(llm=brief_llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
         ),
     ]
-    router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm)
+    router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=brief_llm)
     response = await router.aquery(ASKED)
     assert response.metadata["selector_result"].ind == 0
     _taught_by_a_wrong_direct_answer(gate, selector.record_feedback, response)
 
 
-def test_the_chat_engine_learns_from_a_judged_turn(gate, index, llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=2)
-    chat = AdaptiveChatEngine.from_defaults(engine, llm=llm, history_window=0)
+def test_the_chat_engine_learns_from_a_judged_turn(gate, index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
+    chat = AdaptiveChatEngine.from_defaults(engine, llm=brief_llm, history_window=0)
     reply = chat.chat(ASKED)
     _taught_by_a_wrong_direct_answer(gate, chat.record_feedback, reply)
 
@@ -127,16 +129,16 @@ def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_emb
     assert len(gate.feedback_) == len(entries) == 3 * len(judged)
 
 
-def test_a_response_without_a_decision_is_refused(gate, index, llm):
-    plain = index.as_query_engine(llm=llm, similarity_top_k=1).query(UNKNOWN[0])
+def test_a_response_without_a_decision_is_refused(gate, index, brief_llm):
+    plain = index.as_query_engine(llm=brief_llm, similarity_top_k=1).query(UNKNOWN[0])
     for response in (plain, Response("Shakespeare.")):
         with pytest.raises(ValueError, match="carries no gate decision"):
             response_feedback(gate, response, correct=True)
     assert len(gate.feedback_) == 0
 
 
-def test_a_gate_that_does_not_learn_says_so(index, llm):
-    engine = AdaptiveQueryEngine.from_index(index, PopularityGate(), llm=llm, similarity_top_k=1)
+def test_a_gate_that_does_not_learn_says_so(index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(index, PopularityGate(), llm=brief_llm, similarity_top_k=1)
     response = engine.query(ASKED)
     with pytest.raises(FeedbackNotSupportedError, match="does not learn from feedback"):
         engine.record_feedback(response, correct=True)

@@ -48,7 +48,7 @@ def direct_engine(llm):
 
 def retrieval_engine(index, llm):
     return QueryEngineTool.from_defaults(
-        index.as_query_engine(llm=llm, similarity_top_k=2),
+        index.as_query_engine(llm=llm, similarity_top_k=1),  # one paragraph to read: the prompt's cost
         name="wiki",
         description="Answers from Wikipedia paragraphs.",
     )
@@ -61,12 +61,13 @@ def router(gate, index, llm, **selector_options) -> RouterQueryEngine:
 
 
 def assert_answered(response, *, retrieved: bool) -> None:
+    """The chosen engine answered (in a few tokens: the tests follow the route, not the words)."""
     assert str(response).strip(), "the chosen engine gave no answer"
     assert bool(response.source_nodes) == retrieved
 
 
-def test_the_router_answers_known_questions_directly_and_retrieves_for_unknown_ones(knn_gate, index, llm):
-    engine = router(knn_gate, index, llm)
+def test_the_router_answers_known_questions_directly_and_retrieves_for_unknown_ones(knn_gate, index, brief_llm):
+    engine = router(knn_gate, index, brief_llm)
 
     known = engine.query(KNOWN_Q)
     assert known.metadata["selector_result"].ind == 0
@@ -83,8 +84,8 @@ def test_the_router_answers_known_questions_directly_and_retrieves_for_unknown_o
     assert unknown.metadata["selector_result"].reason.startswith("retrieve: skr-knn scored")
 
 
-async def test_async_queries_route_the_same_way(knn_gate, index, llm):
-    engine = router(knn_gate, index, llm)
+async def test_async_queries_route_the_same_way(knn_gate, index, brief_llm):
+    engine = router(knn_gate, index, brief_llm)
     known, unknown = await engine.aquery(KNOWN_Q), await engine.aquery(UNKNOWN_Q)
     assert [known.metadata["selector_result"].ind, unknown.metadata["selector_result"].ind] == [0, 1]
     assert_answered(known, retrieved=False)
@@ -113,11 +114,13 @@ def test_the_router_retriever_returns_nodes_only_when_the_gate_retrieves(knn_gat
     ]
 
 
-def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, llm, observed):
+def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, brief_llm, observed):
     events, spans = observed
     selector = GateSelector(knn_gate)
     engine = RouterQueryEngine(
-        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+        selector=selector,
+        query_engine_tools=[direct_engine(brief_llm), retrieval_engine(index, brief_llm)],
+        llm=brief_llm,
     )
     response = engine.query(UNKNOWN_Q)
     (event,) = events.of(GateDecisionEvent)
@@ -126,11 +129,13 @@ def test_each_decision_is_an_event_inside_the_selectors_span(knn_gate, index, ll
     assert event.span_id.startswith("GateSelector._select-")
 
 
-def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observed(index, llm, observed):
+def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observed(index, brief_llm, observed):
     events, spans = observed
-    selector = GateSelector(VerbalizedGate(llm.backend, max_tokens=24))
+    selector = GateSelector(VerbalizedGate(brief_llm.backend, max_tokens=6))
     engine = RouterQueryEngine(
-        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+        selector=selector,
+        query_engine_tools=[direct_engine(brief_llm), retrieval_engine(index, brief_llm)],
+        llm=brief_llm,
     )
     response = asyncio.run(engine.aquery("What is the capital of France?"))
     decision = decision_of(response)
@@ -146,28 +151,28 @@ def test_a_verbalized_gate_on_the_embedded_llm_routes_with_its_llm_calls_observe
     assert spans.owners[made.span_id] is selector
 
 
-async def test_deciding_asynchronously_leaves_the_event_loop_free(llm, loop_ticks):
-    gate = VerbalizedGate(llm.backend, max_tokens=24)
+async def test_deciding_asynchronously_leaves_the_event_loop_free(brief_llm, loop_ticks):
+    gate = VerbalizedGate(brief_llm.backend, max_tokens=6)
     async with loop_ticks:
         result = await GateSelector(gate).aselect(["direct", "retrieve"], "Who painted the Mona Lisa?")
     assert decision_of(result).gate == "verbalized"
     assert loop_ticks.count > 0, "the event loop was blocked while the gate decided"
 
 
-def test_more_than_two_choices_follow_the_routes_by_name(knn_gate, index, llm):
+def test_more_than_two_choices_follow_the_routes_by_name(knn_gate, index, brief_llm):
     summary = QueryEngineTool.from_defaults(
-        EmptyIndex().as_query_engine(llm=llm), name="summary", description="Summaries (never chosen by the gate)."
+        EmptyIndex().as_query_engine(llm=brief_llm), name="summary", description="Summaries (never chosen by the gate)."
     )
-    tools = [summary, retrieval_engine(index, llm), direct_engine(llm)]
+    tools = [summary, retrieval_engine(index, brief_llm), direct_engine(brief_llm)]
     selector = GateSelector(knn_gate, routes={"retrieve": "wiki", "direct": "Answers from the LLM alone."})
-    engine = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm)
+    engine = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=brief_llm)
     assert engine.query(KNOWN_Q).metadata["selector_result"].ind == 2  # by description
     assert engine.query(UNKNOWN_Q).metadata["selector_result"].ind == 1  # by name
     direct = "Answers from the LLM alone."
     assert selector.routes == {"retrieve": "wiki", "direct": direct, "draft": direct}
 
 
-def test_a_drafted_answer_takes_the_draft_route(index, llm):
+def test_a_drafted_answer_takes_the_draft_route(index, brief_llm):
     gate = VerbalizedGate(ScriptedChat(ChatReply("Paris, certain.")))
     choices = ["direct", "retrieve", "reuse the draft"]
     selector = GateSelector(gate, routes={"direct": 0, "retrieve": 1, "draft": 2})
@@ -187,10 +192,10 @@ def test_only_a_usable_draft_takes_the_draft_route(draft, route):
     assert route_of(decision, reuse_draft=False) == "direct"
 
 
-def test_a_failing_llm_ends_in_the_recorded_fallback_and_the_query_still_answers(index, llm, observed):
+def test_a_failing_llm_ends_in_the_recorded_fallback_and_the_query_still_answers(index, brief_llm, observed):
     events, _ = observed
     gate = VerbalizedGate(ScriptedChat(BackendError("model server returned 503")))
-    response = router(gate, index, llm).query(UNKNOWN_Q)
+    response = router(gate, index, brief_llm).query(UNKNOWN_Q)
     assert_answered(response, retrieved=True)
     decision = decision_of(response)
     assert decision.is_fallback and decision.retrieve and math.isnan(decision.score)
@@ -201,9 +206,9 @@ def test_a_failing_llm_ends_in_the_recorded_fallback_and_the_query_still_answers
     assert events.of(GateDecisionEvent)[0].decision["error"] == decision.error
 
 
-async def test_a_gate_that_raises_is_treated_as_its_fallback(core_embedder, index, llm):
+async def test_a_gate_that_raises_is_treated_as_its_fallback(core_embedder, index, brief_llm):
     unfitted = SKRKnnGate(core_embedder, k=1)  # decide() raises NotFittedError
-    response = await router(unfitted, index, llm).aquery(UNKNOWN_Q)
+    response = await router(unfitted, index, brief_llm).aquery(UNKNOWN_Q)
     assert_answered(response, retrieved=True)
     decision = decision_of(response)
     assert decision.retrieve and "NotFittedError" in decision.error and decision.question == UNKNOWN_Q
@@ -258,18 +263,20 @@ def test_the_decision_reads_back_from_any_form_of_the_selection(knn_gate):
         decision_of('retrieve: x\ngate decision: {"retrieve": true}')
 
 
-def test_the_selector_has_no_prompts(knn_gate, index, llm):
+def test_the_selector_has_no_prompts(knn_gate, index, brief_llm):
     selector = GateSelector(knn_gate)
     assert selector.get_prompts() == {}
-    prompts = router(knn_gate, index, llm).get_prompts()
+    prompts = router(knn_gate, index, brief_llm).get_prompts()
     assert not any(key.startswith("selector:") for key in prompts)
 
 
-def test_from_defaults_routes_by_the_popularity_gate_with_no_llm_asked(knn_gate, index, llm, recorder):
+def test_from_defaults_routes_by_the_popularity_gate_with_no_llm_asked(knn_gate, index, brief_llm, recorder):
     selector = GateSelector.from_defaults()
     assert isinstance(selector.gate, PopularityGate) and selector.routes == {"direct": 0, "retrieve": 1, "draft": 0}
     engine = RouterQueryEngine(
-        selector=selector, query_engine_tools=[direct_engine(llm), retrieval_engine(index, llm)], llm=llm
+        selector=selector,
+        query_engine_tools=[direct_engine(brief_llm), retrieval_engine(index, brief_llm)],
+        llm=brief_llm,
     )
     known, rare = engine.query("Who wrote Hamlet?"), engine.query(UNKNOWN_Q)
     assert [known.metadata["selector_result"].ind, rare.metadata["selector_result"].ind] == [0, 1]
@@ -280,10 +287,10 @@ def test_from_defaults_routes_by_the_popularity_gate_with_no_llm_asked(knn_gate,
     assert chosen.gate is knn_gate and chosen.select(["retrieve", "direct"], UNKNOWN_Q).ind == 0
 
 
-def test_the_router_still_needs_an_llm_for_its_summarizer(index, llm, monkeypatch):
+def test_the_router_still_needs_an_llm_for_its_summarizer(index, brief_llm, monkeypatch):
     monkeypatch.setattr(Settings, "_llm", None)  # no global LLM: LlamaIndex falls back to OpenAI
-    tools = [direct_engine(llm), retrieval_engine(index, llm)]
+    tools = [direct_engine(brief_llm), retrieval_engine(index, brief_llm)]
     with pytest.raises(ValueError, match="OpenAI"):
         RouterQueryEngine(selector=GateSelector.from_defaults(), query_engine_tools=tools)
-    engine = RouterQueryEngine(selector=GateSelector.from_defaults(), query_engine_tools=tools, llm=llm)
+    engine = RouterQueryEngine(selector=GateSelector.from_defaults(), query_engine_tools=tools, llm=brief_llm)
     assert engine.query("Who wrote Hamlet?").metadata["selector_result"].ind == 0

@@ -35,8 +35,11 @@ from langchain_adaptive_gates import (
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-#: Records the gate is fitted on; the questions asked come after them.
-TRAIN = 240
+#: Records the gate is fitted on; the questions asked come after them. Each request
+#: below forces its route with a threshold, so a small fit shows the doors as well.
+TRAIN = 80
+#: New tokens of each draft and answer: the tests follow the passages, not the words.
+TOKENS = 4
 #: A per-request threshold every need score is above (the blend's scores are ranks in
 #: [0, 1]), and one none is above: the scored decision retrieves, or serves its draft.
 RETRIEVE = {"configurable": {"gate_threshold": -1.0}}
@@ -82,8 +85,8 @@ def tfidf(records) -> TFIDFRetriever:
 
 @pytest.fixture(scope="module")
 def gate(records, tfidf, core_embedder) -> DraftCheckGate:
-    chat = LangChainChatModel(AdaptiveGatesChatModel(max_tokens=8))
-    gate = DraftCheckGate(chat, LangChainRetriever(tfidf), core_embedder, embedding_dims=8, max_tokens=8)
+    chat = LangChainChatModel(AdaptiveGatesChatModel(max_tokens=TOKENS))
+    gate = DraftCheckGate(chat, LangChainRetriever(tfidf), core_embedder, embedding_dims=8, max_tokens=TOKENS)
     return gate.fit_outcomes(records[:TRAIN])
 
 
@@ -105,7 +108,7 @@ def prompts() -> Prompts:
 @pytest.fixture
 def answerer(prompts) -> AdaptiveGatesChatModel:
     """The model answering the branches (not the gate's), its prompts kept."""
-    return AdaptiveGatesChatModel(max_tokens=8, callbacks=[prompts])
+    return AdaptiveGatesChatModel(max_tokens=TOKENS, callbacks=[prompts])
 
 
 @pytest.fixture
