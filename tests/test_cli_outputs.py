@@ -7,13 +7,11 @@ answered or written; a write that fails at the end anyway is reported the same w
 from __future__ import annotations
 
 import os
-import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -244,9 +242,13 @@ def test_probes_leave_files_and_folders_as_they_were(tmp_path):
         check_writable(existing / "r.json")
 
 
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    """The console script run on ``argv`` in a process of its own."""
-    return subprocess.run([str(SCRIPT), *argv], env=_script_env(), capture_output=True, text=True, **kwargs)
+def _run(argv: list[str], file_size_limit: int | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
+    """The console script run on ``argv`` in a process of its own (whose files may grow
+    to ``file_size_limit`` bytes, if given)."""
+    command = [str(SCRIPT), *argv]
+    if file_size_limit is not None:
+        command = _with_file_size_limit(file_size_limit, command)
+    return subprocess.run(command, env=_script_env(), capture_output=True, text=True, **kwargs)
 
 
 @pytest.fixture
@@ -343,16 +345,17 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path,
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == contents  # nothing written
 
 
-def _file_size_limit(limit: int) -> Callable[[], None]:
-    """For ``preexec_fn``: files the process writes may grow to ``limit`` bytes. A write
-    past it fails with EFBIG ("File too large"), as on a full disk, once SIGXFSZ (which
-    would kill the process) is ignored."""
-
-    def limit_file_size() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return limit_file_size
+def _with_file_size_limit(limit: int, argv: list[str]) -> list[str]:
+    """``argv`` run in a process whose files may grow to ``limit`` bytes: a write past it
+    fails with EFBIG ("File too large"), as on a full disk, once SIGXFSZ (which would
+    kill the process) is ignored. A small Python sets both and execs the command, which
+    keeps them; setting them between fork and exec (``preexec_fn``) aborts the child when
+    the test's process has loaded gRPC (the Milvus tests do), whose fork handler fails."""
+    setup = (
+        "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", setup, *argv]
 
 
 @pytest.mark.parametrize(
@@ -368,7 +371,7 @@ def test_a_write_that_fails_at_the_end_leaves_the_old_file(tmp_path, outputs, fl
     for path in old.values():
         path.write_bytes(b"the run before\n")
     argv = ["eval", "--gate", "popularity", "--train", NQ, "--test", NQ]
-    failed = _run([*argv, *(o.format(tmp=tmp_path) for o in outputs)], preexec_fn=_file_size_limit(limit))
+    failed = _run([*argv, *(o.format(tmp=tmp_path) for o in outputs)], file_size_limit=limit)
     assert failed.returncode == 2, failed.stderr
     assert _error_line(failed.stderr) == f"{PREFIX}{flag} {old[flag]}: cannot write (File too large)"
     assert old[flag].read_bytes() == b"the run before\n"
