@@ -21,6 +21,7 @@ from adaptive_gates.models import OnnxEmbedder, SentenceEmbedder, default_embedd
 from adaptive_gates.models.embedded import embedded_minilm_dir
 from adaptive_gates.models.onnx_export import MIN_COSINE, cache_problem, cached_export, check_export
 from adaptive_gates.models.st_folder import UnsupportedFolder, read_pipeline
+from immutable import immutable
 
 EXPORT_LOG = "adaptive_gates.models.onnx_export"
 
@@ -92,6 +93,37 @@ def test_second_construction_loads_the_cached_export(
     assert any(m.startswith("loading the ONNX export") for m in messages)
     assert not any(m.startswith("exported") for m in messages)
     assert model_file.stat().st_mtime_ns == written
+
+
+def test_an_export_in_a_cache_no_one_can_write_is_loaded_without_its_lock(
+    fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lock beside an export cannot be made in a read-only cache; an export there is
+    still loaded (nothing can change it meanwhile), and nothing is written."""
+    (exported,) = fresh_cache.glob("onnx-*")
+    root = tmp_path / "cache"
+    shutil.copytree(exported, root / exported.name)
+    monkeypatch.setenv("ADAPTIVE_GATES_CACHE", str(root))
+    with immutable(root), caplog.at_level(logging.INFO):
+        embedder = OnnxEmbedder()
+        assert embedder.backend == "onnx"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("loading the ONNX export") and "without a lock" in m for m in messages)
+    assert not any("runs on torch" in m for m in messages)
+    assert sorted(p.name for p in root.iterdir()) == [exported.name]
+
+
+def test_an_empty_cache_no_one_can_write_runs_on_torch_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    monkeypatch.setenv("ADAPTIVE_GATES_CACHE", str(root))
+    with immutable(root), caplog.at_level(logging.WARNING):
+        assert OnnxEmbedder().backend == "torch"
+    (warning,) = [r.getMessage() for r in caplog.records if "runs on torch" in r.getMessage()]
+    assert "no export can be written: nothing is cached there" in warning
+    assert list(root.iterdir()) == []
 
 
 def test_a_changed_byte_in_the_cached_export_is_detected(fresh_cache: Path, tmp_path: Path) -> None:

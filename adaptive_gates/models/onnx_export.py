@@ -11,11 +11,13 @@ model or another exporter gets its own export. Later processes load the cached f
 after checking its size and digest; a cache that fails that is discarded and
 exported again. Processes that find no export at once export it once: each holds a
 lock beside the export's folder while it checks the cache, so the others wait and
-load the export the first one wrote.
+load the export the first one wrote. In a cache this process cannot write, where no
+lock can be made, an export already there is loaded without one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -77,7 +79,13 @@ def cached_export(folder: Path) -> Path:
     read_pipeline(folder)  # refuse unsupported folders before any work
     target = cache_dir() / f"onnx-{export_key(folder)[:32]}"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(target):  # a process exporting it meanwhile: wait, then load its export
+    with contextlib.ExitStack() as locked:
+        try:  # a process exporting it meanwhile: wait, then load its export
+            locked.enter_context(exclusive_lock(target))
+        except FileExistsError:  # something planted at the lock's name
+            raise
+        except OSError as exc:  # a cache this process cannot write: nothing can be exported into it either
+            return _unlocked_export(target, exc)
         if target.exists():
             problem = cache_problem(target)
             if problem is None:
@@ -89,6 +97,16 @@ def cached_export(folder: Path) -> Path:
         problem = cache_problem(target)
         if problem is not None:
             raise BackendError(f"the ONNX export at {target} is unusable right after writing it: {problem}")
+    return target / _MODEL_FILE
+
+
+def _unlocked_export(target: Path, lock_error: OSError) -> Path:
+    """The export already in ``target``, read without the lock, which could not be made
+    (``lock_error``): in a cache no one can write, no export can change under the read."""
+    problem = cache_problem(target) if target.exists() else "nothing is cached there"
+    if problem is not None:
+        raise BackendError(f"no lock beside {target} ({lock_error}), so no export can be written: {problem}")
+    log.info("loading the ONNX export from %s without a lock (%s)", target, lock_error)
     return target / _MODEL_FILE
 
 
