@@ -21,6 +21,7 @@ import pytest
 from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRKnnGate, load_gate
 from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.persistence.saved_format import with_checksums
+from immutable import immutable
 from saved_layouts import flatten_members
 
 
@@ -445,12 +446,9 @@ def test_a_gate_moved_aside_in_a_read_only_folder_is_named(outcomes, tmp_path):
     aside = folder / ".g.old.interrupted"
     aside.mkdir()
     os.replace(path, aside / "g")  # as a save killed between its renames leaves it
-    subprocess.run(["chattr", "+i", str(folder)], check=True)
-    try:
-        with pytest.raises(GateLoadError, match=rf"left the gate that was there in {aside / 'g'}.*move it to {path}"):
-            load_gate(path)
-    finally:
-        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    moved = rf"left the gate that was there in {aside / 'g'}.*move it to {path}"
+    with immutable(folder), pytest.raises(GateLoadError, match=moved):
+        load_gate(path)
     assert load_gate(path).rule == "min"  # writable again: recovered
 
 
