@@ -101,7 +101,8 @@ def test_achat_of_a_hung_server_is_unavailable_after_the_same_bounded_retries(op
 def test_adecide_batch_gives_the_decisions_of_decide_batch(openai_server, openai_base_url, questions, strategy) -> None:
     # Two questions on two workers: each round's requests in flight together, every
     # round compared; test_requests_in_flight_are_bounded_by_max_workers shows the bound.
-    gate = VerbalizedGate(remote(openai_server), strategy=strategy, max_tokens=6, max_workers=2)
+    # Four tokens a challenge or judgement reply: the rounds are what is compared, not their length.
+    gate = VerbalizedGate(remote(openai_server), strategy=strategy, max_tokens=6, follow_up_tokens=4, max_workers=2)
     blocking = gate.decide_batch(questions[:2])
     sent = openai_server.requests
     awaited = asyncio.run(gate.adecide_batch(questions[:2]))
@@ -111,7 +112,8 @@ def test_adecide_batch_gives_the_decisions_of_decide_batch(openai_server, openai
 
 
 def test_skr_prompt_and_the_embedded_model_give_the_same_decisions_awaited(questions) -> None:
-    for gate in (SKRPromptGate(LocalChatModel(), max_tokens=4), VerbalizedGate(LocalChatModel(), max_tokens=6)):
+    verbalized = VerbalizedGate(LocalChatModel(), max_tokens=6, follow_up_tokens=4)
+    for gate in (SKRPromptGate(LocalChatModel(), max_tokens=4), verbalized):
         same_decisions(asyncio.run(gate.adecide_batch(questions[:2])), gate.decide_batch(questions[:2]))
 
 

@@ -89,11 +89,11 @@ def test_greedy_pieces_join_into_the_reply_of_chat(chat, questions):
 
 
 def test_a_stop_string_is_never_handed_out(chat):
-    free, stop = a_stop_across_tokens(chat, SKY, 20)
-    reply = chat.chat(SKY, max_tokens=20, stop=[stop])
+    free, stop = a_stop_across_tokens(chat, SKY, 8)
+    reply = chat.chat(SKY, max_tokens=8, stop=[stop])
     assert reply.finish_reason == "stop" and reply.text == free[: free.index(stop)]
     seen = ""
-    for piece in chat.stream(SKY, max_tokens=20, stop=[stop]):
+    for piece in chat.stream(SKY, max_tokens=8, stop=[stop]):
         seen += piece.text
         assert reply.text.startswith(seen)  # no piece runs into the stop string
     assert seen == reply.text
@@ -107,8 +107,8 @@ def test_the_end_of_turn_token_is_not_text(chat):
 
 def test_a_sampled_stream_is_the_sampled_reply(chat):
     sampled = LocalChatModel(chat.lm, seed=3)
-    reply = sampled.chat(COLORS, max_tokens=16, temperature=0.9)
-    pieces = list(sampled.stream(COLORS, max_tokens=16, temperature=0.9))
+    reply = sampled.chat(COLORS, max_tokens=8, temperature=0.9)
+    pieces = list(sampled.stream(COLORS, max_tokens=8, temperature=0.9))
     assert joined(pieces) == reply.text and pieces[-1].reply == reply
 
 
@@ -146,10 +146,10 @@ def test_the_token_stream_holds_the_generation_once_read(lm):
 
 def test_astream_is_the_reply_of_chat_and_leaves_the_loop_free(chat, questions):
     messages = questions[0]
-    reply = chat.chat(messages, max_tokens=16)
+    reply = chat.chat(messages, max_tokens=8)
 
     async def streamed():
-        return [p async for p in chat.astream(messages, max_tokens=16)]
+        return [p async for p in chat.astream(messages, max_tokens=8)]
 
     pieces, ticks = run_beside_a_ticker(streamed())
     assert len(pieces) > 2 and joined(pieces) == reply.text and pieces[-1].reply == reply
@@ -186,11 +186,11 @@ def test_an_async_stream_closed_or_cancelled_early_frees_the_model(chat):
 def test_a_chat_model_that_cannot_stream_gives_its_reply_as_one_piece(chat):
     plain = ThreadedAsyncChat(chat)  # chat and achat only
     assert isinstance(chat, StreamingChatModel) and not isinstance(plain, StreamingChatModel)
-    reply = chat.chat(COLORS, max_tokens=12)
-    assert list(stream_chat(plain, COLORS, max_tokens=12)) == [ChatChunk(reply.text, reply)]
+    reply = chat.chat(COLORS, max_tokens=6)
+    assert list(stream_chat(plain, COLORS, max_tokens=6)) == [ChatChunk(reply.text, reply)]
 
     async def collect(model):
-        return [p async for p in astream_chat(model, COLORS, max_tokens=12)]
+        return [p async for p in astream_chat(model, COLORS, max_tokens=6)]
 
     assert asyncio.run(collect(plain)) == [ChatChunk(reply.text, reply)]
     streamed = asyncio.run(collect(chat))

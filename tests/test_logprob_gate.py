@@ -180,7 +180,8 @@ MISBEHAVIOUR_ERRORS = {
 @pytest.mark.parametrize("fault", list(MISBEHAVIOUR_ERRORS))
 def test_a_reply_no_model_gives_is_the_fallback_not_a_confident_answer(openai_server, openai_base_url, fault):
     openai_server.set_fault(fault)
-    gate = LogprobGate(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url), max_tokens=8)
+    # Two tokens: each fault spoils the reply from its first token on.
+    gate = LogprobGate(OpenAIChatModel(openai_server.model_id, base_url=openai_base_url), max_tokens=2)
     question = CONFIDENT[0]  # answered with certainty by the model itself
     for decision in (gate.decide(question), asyncio.run(gate.adecide(question))):
         assert decision.is_fallback and decision.retrieve and decision.draft_answer is None
@@ -193,13 +194,15 @@ def test_a_reply_no_model_gives_is_the_fallback_not_a_confident_answer(openai_se
 def recorded(chat, tmp_path_factory) -> Path:
     """Outcome records of 25 packaged BoolQ questions with SmolLM2's own answers, and
     the no-retrieval answer's log-probabilities (top 5) as the answerer's prompt gave them:
-    20 to fit on (as many as a calibration takes without a warning), 5 to score."""
+    20 to fit on (as many as a calibration takes without a warning), 5 to score. The
+    answers with a passage are read from its first 100 characters: the log-prob gate never
+    looks at them, and every prompt token costs a prefill."""
     rows = packaged_qa("boolq")[:25]
     instruction = "Answer the question with yes or no."
     options = dict(max_tokens=1, top_logprobs=5, stop=list(ANSWER_STOP))
     bare = chat.chat_batch([user(build_prompt(r.question, None, instruction)) for r in rows], **options)
     grounded = chat.chat_batch(
-        [user(build_prompt(r.question, [r.context], instruction, max_passage_chars=200)) for r in rows], **options
+        [user(build_prompt(r.question, [r.context], instruction, max_passage_chars=100)) for r in rows], **options
     )
     records = [
         OutcomeRecord(

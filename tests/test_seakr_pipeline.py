@@ -297,7 +297,8 @@ def test_a_query_searched_before_ends_the_loop(retriever, uncertainty, questions
     # Whether a whole run repeats a query depends on what the model writes; the rule does
     # not: the same question and steps give the same greedy pseudo-step, hence the same
     # query, and a query searched before ends the loop without searching again.
-    pipe = make(retriever, uncertainty, threshold=-math.inf, rerank=False, select=False)
+    # Eight-token steps: a query is built from whatever the step holds.
+    pipe = make(retriever, uncertainty, threshold=-math.inf, rerank=False, select=False, step_tokens=8)
     question = questions[0]["question"]
     searched: set[str] = set()
     first = Step(index=0)
@@ -454,12 +455,15 @@ def test_cli_seakr_writes_scores_and_traces(cli_files, tmp_path, capsys) -> None
             "16",  # a chain of thought's length proves nothing here
             "--step-tokens",
             "8",
+            "--demos",
+            "2",  # a prompt of two demonstrations shows the run as well as one of all ten
         ]
     )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["n"] == 1 and report["mode"] == "no-retrieval" and report["retrieval_calls"] == 0
     assert (report["settings"]["answer_tokens"], report["settings"]["step_tokens"]) == (16, 8)
+    assert report["settings"]["demos"] == 2
     assert {"em", "f1", "results", "settings"} <= report.keys()
     assert report["settings"]["threshold"] is None and report["calibration"] is None  # δ is not used
     assert report["results"][0]["trace"]["steps"][0]["text"]
@@ -468,7 +472,7 @@ def test_cli_seakr_writes_scores_and_traces(cli_files, tmp_path, capsys) -> None
 
 CLI_SMALL = [
     *("--limit", "1", "--samples", "4", "--sample-tokens", "8", "--step-tokens", "8"),
-    *("--max-steps", "1", "--no-rerank", "--no-select"),
+    *("--max-steps", "1", "--no-rerank", "--no-select", "--demos", "2"),
 ]
 
 
@@ -547,6 +551,7 @@ def test_cli_seakr_multihop_calibrated_on_train_questions(cli_files, questions, 
         (["--target-rate", "1.5", "--train", "t.jsonl"], "--target-rate: must be a number strictly between 0 and 1"),
         (["--mode", "simple", "--threshold", "3"], "--mode multihop only"),
         (["--threshold", "3", "--limit", "0"], "--limit: must be a positive integer"),
+        (["--threshold", "3", "--demos", "11"], "--demos: must be at most 10 (the demonstrations there are)"),
     ],
 )
 def test_cli_seakr_refuses_a_missing_or_doubled_delta_before_any_work(tmp_path, capsys, flags, message) -> None:

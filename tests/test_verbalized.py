@@ -93,6 +93,18 @@ def test_vanilla_decisions_on_real_questions(nq) -> None:
         assert details["answer"] == parse_certainty(details["reply"]).answer
 
 
+def test_follow_up_turns_keep_to_their_own_budget(nq) -> None:
+    """A judgement reply is cut at ``follow_up_tokens``, whatever the first turn's cap."""
+    gate = VerbalizedGate(max_tokens=6, follow_up_tokens=1)
+    assert gate.get_params()["follow_up_tokens"] == 1
+    decision = gate.decide(nq[0].question)  # six tokens state no certainty: it is judged
+    assert decision.llm_calls == 2
+    tokenizer = gate.chat_model.lm.tokenizer
+    assert len(tokenizer(decision.details["judgement_reply"], add_special_tokens=False).input_ids) <= 1
+    with pytest.raises(ValueError, match="follow_up_tokens"):
+        VerbalizedGate(follow_up_tokens=0)
+
+
 def test_challenge_takes_certainty_from_the_second_turn(nq) -> None:
     decision = VerbalizedGate(strategy="challenge").decide(nq[0].question)
     details = decision.details

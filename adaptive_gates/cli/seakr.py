@@ -16,6 +16,7 @@ from .files import input_file, output_file, report_file, write_report
 def add_parser(sub: Any) -> None:
     """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
     from ..seakr.pipeline import MODES, RATIONALE_FORMS, SeaKRPipeline
+    from ..seakr.prompts import DEFAULT_DEMOS
     from ..seakr.uncertainty import SelfAwareUncertainty
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
@@ -43,6 +44,13 @@ def add_parser(sub: Any) -> None:
     sk.add_argument(
         "--train", type=input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ"
     )
+    sk.add_argument(
+        "--demos",
+        type=demo_count,
+        default=len(DEFAULT_DEMOS),
+        help=f"the first N of the {len(DEFAULT_DEMOS)} few-shot demonstrations in every prompt "
+        f"(default {len(DEFAULT_DEMOS)}; fewer make shorter prompts, read sooner)",
+    )
     sk.add_argument("--samples", type=positive_int, default=20, help="k samples per uncertainty estimate")
     # Token budgets: the defaults are SeaKR's; smaller ones answer sooner.
     for flag, owner, name, what in (
@@ -65,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from ..models.defaults import default_llm
     from ..models.local_lm import LocalCausalLM
     from ..retrieval import BM25Retriever
+    from ..seakr.prompts import DEFAULT_DEMOS
     from ..seakr.runner import run_pipeline
     from ..seakr.uncertainty import SelfAwareUncertainty
 
@@ -81,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         target_rate=args.target_rate,
         calibration_questions=calibration,
         mode=args.mode,
+        demos=DEFAULT_DEMOS[: args.demos],
         rerank=not args.no_rerank,
         select=not args.no_select,
         rationale=args.rationale,
@@ -106,6 +116,18 @@ def run(args: argparse.Namespace) -> int:
         + f" | {args.json}"
     )
     return 0
+
+
+def demo_count(text: str) -> int:
+    """How many of the default demonstrations to use: at least one, at most all of them."""
+    from ..seakr.prompts import DEFAULT_DEMOS
+
+    value = positive_int(text)
+    if value > len(DEFAULT_DEMOS):
+        raise argparse.ArgumentTypeError(
+            f"must be at most {len(DEFAULT_DEMOS)} (the demonstrations there are), got {text!r}"
+        )
+    return value
 
 
 def _check_delta(args: argparse.Namespace) -> None:

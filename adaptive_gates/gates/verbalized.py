@@ -65,6 +65,8 @@ class VerbalizedGate(AsksInRounds, Gate):
             ``generate``, ``explain`` or ``punish+explain`` (the paper's best balance).
         template: overrides the strategy's prompt (``{question}`` is the slot).
         max_tokens: reply length cap (default 32, 128 for strategies that explain).
+        follow_up_tokens: reply length cap of the challenge and judgement turns, whose
+            certainty word comes first.
         judge: ask the post-hoc judgement prompt when a reply states no certainty.
         unparseable: what decides a judgement (or challenge) reply that states no
             certainty: ``"fallback"`` (the fallback decision) or ``"first-token"``
@@ -83,6 +85,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         "strategy": OneOf(*STRATEGIES),
         "template": [Text("question"), None],
         "max_tokens": [Integer(1), None],
+        "follow_up_tokens": Integer(1),
         "unparseable": OneOf(*UNPARSEABLE),
         "top_logprobs": Integer(0),
     }
@@ -94,6 +97,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         strategy: str = "vanilla",
         template: str | None = None,
         max_tokens: int | None = None,
+        follow_up_tokens: int = 16,
         judge: bool = True,
         unparseable: str = "fallback",
         top_logprobs: int = 20,
@@ -106,6 +110,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         self.strategy = strategy
         self.template = template
         self.max_tokens = max_tokens
+        self.follow_up_tokens = follow_up_tokens
         self.judge = judge
         self.unparseable = unparseable
         self.top_logprobs = top_logprobs
@@ -205,7 +210,7 @@ class VerbalizedGate(AsksInRounds, Gate):
         (a failed request: its failure does)."""
         if not indices:
             return
-        replies = yield self._round([conversation(i) for i in indices], label, max_tokens=16)
+        replies = yield self._round([conversation(i) for i in indices], label, self.follow_up_tokens)
         for i, reply in zip(indices, replies):
             calls[i] += 1
             if isinstance(reply, Exception):

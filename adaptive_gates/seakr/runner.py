@@ -87,7 +87,8 @@ def run_pipeline(
         "settings": {
             k: v if not isinstance(v, float) or math.isfinite(v) else str(v)
             for k, v in ((k, getattr(pipeline, k)) for k in _SETTINGS)
-        },
+        }
+        | {"demos": len(pipeline.demos)},
         "calibration": None if pipeline.calibration_ is None else pipeline.calibration_.to_dict(),
         "results": rows,
     }
