@@ -376,6 +376,9 @@ def test_seakr_answers_qa_records(qa_file, corpus_path, tmp_path, capsys):
                 "1",
                 "--no-rerank",
                 "--no-select",
+                # the chain of thought's length proves nothing here: a short cap keeps it cheap
+                "--answer-tokens",
+                "8",
             ]
         )
         == 0
