@@ -274,7 +274,7 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
 
 
 #: The live log-prob gate's answer cap (its default is 24).
-ANSWER_TOKENS = 8
+ANSWER_TOKENS = 3
 
 
 def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_file, corpus_path, tmp_path):
