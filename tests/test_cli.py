@@ -274,7 +274,7 @@ def test_eval_live_answers_and_decides(qa_file, corpus_path, tmp_path, capsys):
 
 
 #: The live log-prob gate's answer cap (its default is 24).
-ANSWER_TOKENS = 8
+ANSWER_TOKENS = 3
 
 
 def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_file, corpus_path, tmp_path):
@@ -376,6 +376,9 @@ def test_seakr_answers_qa_records(qa_file, corpus_path, tmp_path, capsys):
                 "1",
                 "--no-rerank",
                 "--no-select",
+                # the chain of thought's length proves nothing here: a short cap keeps it cheap
+                "--answer-tokens",
+                "8",
             ]
         )
         == 0

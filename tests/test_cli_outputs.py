@@ -131,31 +131,16 @@ def test_an_output_file_that_cannot_be_appended_to_is_refused(tiny, tmp_path, ca
     assert out.read_text() == '{"id": "q1"}\n'
 
 
-def test_collect_into_a_locked_folder_asks_the_server_nothing(openai_server, openai_base_url, tiny, locked):
+def test_collect_into_a_locked_folder_asks_the_server_nothing(
+    openai_server, openai_base_url, tiny, locked, capsys, no_work
+):
     out = locked / "outcomes.jsonl"
-    failed = subprocess.run(
-        [
-            str(SCRIPT),
-            "collect",
-            "--qa",
-            str(tiny["qa"]),
-            "--corpus",
-            str(tiny["corpus"]),
-            "--out",
-            str(out),
-            "--chat-model",
-            openai_server.model_id,
-            "--base-url",
-            openai_base_url,
-            "--limit",
-            "1",
-        ],
-        env=_script_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert failed.returncode == 2 and failed.stdout == "", failed.stderr
-    assert _error_line(failed.stderr).startswith(f"{PREFIX}argument --out: {out}: cannot write in {locked} (")
+    argv = ["collect", "--qa", str(tiny["qa"]), "--corpus", str(tiny["corpus"]), "--out", str(out)]
+    server = ["--chat-model", openai_server.model_id, "--base-url", openai_base_url, "--limit", "1"]
+    assert main([*argv, *server]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.err
+    assert _error_line(captured.err).startswith(f"{PREFIX}argument --out: {out}: cannot write in {locked} (")
     assert openai_server.requests == 0
 
 
@@ -329,7 +314,7 @@ INPUT = "an output may not overwrite an input"
         ),
     ],
 )
-def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path, argv, link, message):
+def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path, capsys, no_work, argv, link, message):
     places = {"tmp": tmp_path, **inputs}
     if link is not None:
         kind, target, name = link
@@ -339,9 +324,10 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path,
         else:
             (tmp_path / name).symlink_to(target)
     contents = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    failed = _run([a.format(**places) for a in argv])
-    assert failed.returncode == 2 and failed.stdout == "", failed.stderr
-    assert _error_line(failed.stderr) == PREFIX + message.format(**places)
+    assert main([a.format(**places) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.err
+    assert _error_line(captured.err) == PREFIX + message.format(**places)
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == contents  # nothing written
 
 
@@ -399,8 +385,7 @@ def test_serve_refuses_a_port_it_cannot_listen_on_before_loading_anything(tiny, 
 
 def test_serve_refuses_a_gate_folder_it_could_not_save_feedback_into_before_loading_anything(tiny, tmp_path):
     gate = tmp_path / "gate"
-    fitted = _run(["fit", "--gate", "popularity", "--train", NQ, "--out", str(gate)])
-    assert fitted.returncode == 0, fitted.stderr
+    assert main(["fit", "--gate", "popularity", "--train", NQ, "--out", str(gate)]) == 0
     corpus = gate / "corpus.jsonl"  # a file of the user's, which saving the gate would lose
     shutil.copyfile(tiny["corpus"], corpus)
     failed = _run(["serve", "--gate", str(gate), "--corpus", str(corpus), "--port", str(free_port())], timeout=120)

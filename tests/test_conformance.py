@@ -34,7 +34,8 @@ from shared_data import packaged_wiki_paragraphs
 #: How each registered gate is built and fitted, from (records, embedder, chat, lm).
 #: Every new token is one more pass of SmolLM2 in each of a check's decisions, so the
 #: LLM gates get the fewest that still give a scored decision (or, for verbalized
-#: without a judge, the fallback its longer replies give too: they state no certainty).
+#: without a judge, the fallback its longer replies give too: they state no certainty):
+#: one new token each, and two samples for SeaKR's uncertainty.
 BUILDERS: dict[str, Callable[..., Gate]] = {
     "skr-knn": lambda r, e, c, lm: SKRKnnGate(e, k=5).fit_outcomes(r),
     "skr-cls": lambda r, e, c, lm: SKRClassifierGate(e).fit_outcomes(r),
@@ -42,15 +43,15 @@ BUILDERS: dict[str, Callable[..., Gate]] = {
     "bm25-difficulty": lambda r, e, c, lm: BM25DifficultyGate().fit([x.question for x in r]),
     "popularity": lambda r, e, c, lm: PopularityGate(),
     "stacked": lambda r, e, c, lm: StackedGate(members="popularity", embedder=e).fit_outcomes(r),
-    "verbalized": lambda r, e, c, lm: VerbalizedGate(c, max_tokens=4, judge=False),
-    "logprob": lambda r, e, c, lm: LogprobGate(c, max_tokens=4),
-    "skr-prompt": lambda r, e, c, lm: SKRPromptGate(c, max_tokens=3),
-    "skr-icl": lambda r, e, c, lm: SKRIclGate(c, e, n_demos=2, max_tokens=3).fit_outcomes(r),
+    "verbalized": lambda r, e, c, lm: VerbalizedGate(c, max_tokens=1, judge=False),
+    "logprob": lambda r, e, c, lm: LogprobGate(c, max_tokens=1),
+    "skr-prompt": lambda r, e, c, lm: SKRPromptGate(c, max_tokens=1),
+    "skr-icl": lambda r, e, c, lm: SKRIclGate(c, e, n_demos=2, max_tokens=1).fit_outcomes(r),
     "seakr": lambda r, e, c, lm: SeaKRGate(
-        lm, uncertainty={"k": 3, "max_new_tokens": 3}, step_tokens=4, threshold=-6.0
+        lm, uncertainty={"k": 2, "max_new_tokens": 1}, step_tokens=1, threshold=-6.0
     ),
     "draft-check": lambda r, e, c, lm: DraftCheckGate(
-        c, _corpus_retriever(), e, embedding_dims=4, max_tokens=4
+        c, _corpus_retriever(), e, embedding_dims=4, max_tokens=1
     ).fit_outcomes(r),
     "cascade": lambda r, e, c, lm: CascadeGate(SKRKnnGate(e, k=5).fit_outcomes(r), PopularityGate(), band=(0.3, 0.7)),
     "budget": lambda r, e, c, lm: BudgetedGate(SKRKnnGate(e, k=5).fit_outcomes(r), target_rate=0.3).calibrate(
