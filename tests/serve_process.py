@@ -116,6 +116,20 @@ def serving(gate: Any, passages: list[CorpusRecord], chat_model: Any, **options:
         yield app
 
 
+@contextlib.contextmanager
+def command_in_process(*args: str | Path) -> Iterator[ServedApp]:
+    """The service ``adaptive-gates serve ARGS`` builds, served from this process: it
+    shares the models the test loaded (a test about what the command serves, not about
+    its process)."""
+    from adaptive_gates.cli.command import build_parser
+    from adaptive_gates.cli.serve import build_service
+    from adaptive_gates.serve.app import create_app
+
+    parsed = build_parser().parse_args(["serve", *map(str, args)])
+    with ServedApp(create_app(build_service(parsed))) as app:
+        yield app
+
+
 def ask(url: str, question: str, **body: Any) -> httpx.Response:
     """``POST /v1/chat/completions`` with one user message, short answers."""
     payload = {"messages": [{"role": "user", "content": question}], "max_tokens": 8, **body}
