@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from .models.local_lm import LocalCausalLM
 
 DEFAULT_INSTRUCTION = "Answer the following question with one or few words."
+#: New tokens at most per answer: the answers asked for are a few words.
+DEFAULT_MAX_NEW_TOKENS = 24
 #: Where a short answer ends: the answerer's stop strings, and those of the SeaKR
 #: samples measured against its answers.
 ANSWER_STOP: tuple[str, ...] = ("\n",)
@@ -128,7 +130,7 @@ class LLMAnswerer:
         *,
         style: str = "skr",
         instruction: str = DEFAULT_INSTRUCTION,
-        max_new_tokens: int = 24,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         max_passage_chars: int = 600,
         batch_size: int = 8,
         max_workers: int = 1,

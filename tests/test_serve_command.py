@@ -1,5 +1,6 @@
 """``adaptive-gates serve`` as a user runs it: its own process, stopped by SIGTERM, and
-started again over the gate directory its feedback was saved to."""
+started again over the gate directory its feedback was saved to; and what its flags
+build (``--no-save``), served from the test's process."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from milvus_server import free_port
-from serve_process import SERVED_PARAGRAPHS, ServeProcess, ask, header_decision
+from serve_process import SERVED_PARAGRAPHS, ServeProcess, ask, command_in_process, header_decision
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
@@ -65,7 +66,8 @@ def test_no_save_leaves_the_gate_directory_as_it_was(served_gate_dir, served_cor
     gate_dir = tmp_path / "gate"
     shutil.copytree(served_gate_dir, gate_dir)
     before = {p.name: p.read_bytes() for p in gate_dir.iterdir()}
-    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "4", "--no-save") as server:
+    # what the command builds, served from this process: the flag is the test, not the process
+    with command_in_process("--gate", gate_dir, "--corpus", served_corpus, "--max-tokens", "4", "--no-save") as server:
         reply = ask(server.url, "who wrote the book tale of two cities", max_tokens=1)
         decision_id = reply.json()["adaptive_gates"]["id"]
         assert httpx.post(f"{server.url}/v1/feedback", json={"decision_id": decision_id, "correct": True}).is_success

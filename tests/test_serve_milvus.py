@@ -15,7 +15,7 @@ import pytest
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.serve.readiness import REUSE_SECONDS
 from milvus_server import MilvusServer
-from serve_process import ServedApp, ServeProcess, ask
+from serve_process import ServedApp, ServeProcess, ask, command_in_process
 from shared_data import packaged_wiki_paragraphs
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
@@ -74,9 +74,10 @@ def test_two_servers_share_one_memory_and_a_restart_decides_the_same(
             passages = decision(second.url, retrieved)["passages"]
             assert len(passages) == 3 and all(p["id"] and p["text"] for p in passages)
             expected = {q: decision(second.url, q)["decision"] for q in [*direct, retrieved]}
-        # a new server on the restarted database comes back with the same decisions
+        # a new server on the restarted database comes back with the same decisions (what
+        # the command builds, from this process: the database restarted, not the server)
         milvus.restart()
-        with ServeProcess(*args) as again:
+        with command_in_process(*args) as again:
             for question, wanted in expected.items():
                 got = decision(again.url, question)["decision"]
                 assert got | {"latency_ms": 0} == wanted | {"latency_ms": 0}

@@ -30,6 +30,9 @@ pytestmark = pytest.mark.live_server  # a real app and model: left out of make t
 
 #: Answers of at most this many tokens: the spec says so, and the fuzzing stays quick.
 MAX_ANSWER_TOKENS = 2
+#: Passages per retrieved answer: one shows the record's passages in the spec's shape, and
+#: each is read by the model before it answers (a prompt of three is three times as long).
+PASSAGES = 1
 #: Generated requests per operation and mode (valid, invalid); deterministic, so a run
 #: repeats the last one.
 EXAMPLES = 40
@@ -43,7 +46,7 @@ def app(served_gate_dir, served_corpus, embedder, served_chat_model, tmp_path_fa
     gate = SKRKnnGate.load(copy, embedder=embedder)
     retriever = DenseRetriever.from_jsonl(served_corpus, embedder)
     limits = Limits(max_answer_tokens=MAX_ANSWER_TOKENS)
-    return create_app(ChatService(gate, retriever, served_chat_model, max_tokens=1, limits=limits))
+    return create_app(ChatService(gate, retriever, served_chat_model, k=PASSAGES, max_tokens=1, limits=limits))
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,15 @@
 """The chat page of ``adaptive-gates serve`` in a real browser, against a real server.
 
-The server runs as its own process (``adaptive-gates serve``) over an SKR-kNN gate
-fitted on real outcome records, a corpus of real Wikipedia paragraphs and the embedded
-SmolLM2 (the tests of another gate or upstream serve what the command builds from this
-process); Debian's chromium drives the page as a user would. The gate decides, not the
+The server is what ``adaptive-gates serve`` builds from its command line, over an SKR-kNN
+gate fitted on real outcome records, a corpus of real Wikipedia paragraphs and the
+embedded SmolLM2, served over real HTTP from this process (the tests are about the page;
+``test_serve_command.py`` runs the command as a process of its own); Debian's chromium
+drives the page as a user would. The gate decides, not the
 135M model, so the questions are chosen by what the fitted gate does with them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -24,7 +24,7 @@ from adaptive_gates import SKRKnnGate, VerbalizedGate, load_gate
 from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
 from milvus_server import free_port
-from serve_process import ServedApp, ServeProcess
+from serve_process import ServedApp, command_in_process
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
@@ -54,7 +54,8 @@ class Served(NamedTuple):
 
 @pytest.fixture(scope="module")
 def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_factory) -> Iterator[Served]:
-    """``adaptive-gates serve`` over a copy of the served gate (feedback is saved to it)."""
+    """What ``adaptive-gates serve`` builds over a copy of the served gate (feedback is
+    saved to it), served from this process."""
     gate_dir = shutil.copytree(served_gate_dir, tmp_path_factory.mktemp("page") / "gate")
     gate = load_gate(gate_dir, embedder=embedder)
     # the first 300 records are the gate's own (served_gate_dir): each is its own nearest neighbour, never unseen
@@ -63,21 +64,8 @@ def served(served_gate_dir, served_corpus, outcome_records, embedder, tmp_path_f
     direct = next(d.question for d in unseen if d.score == 0.0)
     retrieve = next(d.question for d in unseen if d.retrieve)
     titles = frozenset(obj["title"] for _, obj in iter_jsonl(served_corpus))
-    with ServeProcess("--gate", gate_dir, "--corpus", served_corpus, "--k", str(PASSAGES)) as server:
+    with command_in_process("--gate", gate_dir, "--corpus", served_corpus, "--k", str(PASSAGES)) as server:
         yield Served(server.url, gate, direct, retrieve, titles)
-
-
-@contextlib.contextmanager
-def _command_in_process(*args: str | Path) -> Iterator[ServedApp]:
-    """The service ``adaptive-gates serve ARGS`` builds, served from this process: it
-    shares the models the test loaded (a test about the page, not the process)."""
-    from adaptive_gates.cli.command import build_parser
-    from adaptive_gates.cli.serve import build_service
-    from adaptive_gates.serve.app import create_app
-
-    parsed = build_parser().parse_args(["serve", *map(str, args)])
-    with ServedApp(create_app(build_service(parsed))) as app:
-        yield app
 
 
 #: Records, at every change of the page, the state, text and route of the last answer.
@@ -227,7 +215,7 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
     page = browser_page
     nothing_listens = f"http://127.0.0.1:{free_port()}/v1"
     upstream = ["--upstream-base-url", nothing_listens, "--upstream-model", "absent", "--upstream-timeout", "5"]
-    with _command_in_process("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
+    with command_in_process("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *upstream) as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
         question = "who wrote <b>moby dick</b>?"
@@ -263,7 +251,7 @@ def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_f
     assert drafted and fallback, f"among the first 8 questions: drafted {drafted}, fallback {fallback}"
     page = browser_page
     verbalized = gate.save(tmp_path / "verbalized")
-    with _command_in_process("--gate", verbalized, "--corpus", served_corpus, "--no-save") as server:
+    with command_in_process("--gate", verbalized, "--corpus", served_corpus, "--no-save") as server:
         page.goto(server.url)
         page.get_by_test_id("gate-name").filter(has_text="verbalized").wait_for()
         page.get_by_test_id("max-tokens").fill(str(MAX_TOKENS))

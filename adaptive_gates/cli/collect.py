@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..answering import DEFAULT_MAX_NEW_TOKENS
 from ..errors import UsageError
 from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
@@ -82,6 +83,13 @@ def add_parser(sub: Any) -> None:
     )
     col.add_argument("--instruction", help="the answer instruction line")
     col.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=DEFAULT_MAX_NEW_TOKENS,
+        metavar="N",
+        help=f"new tokens at most per answer (default: {DEFAULT_MAX_NEW_TOKENS}; answers are a few words)",
+    )
+    col.add_argument(
         "--batch-size",
         type=positive_int,
         help="questions answered, then appended to --out, "
@@ -111,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     answerer = LLMAnswerer(
         chat or (LocalCausalLM(args.model) if args.model else None),
         instruction=args.instruction or DEFAULT_INSTRUCTION,
+        max_new_tokens=args.max_tokens,
         batch_size=batch_size,
         max_workers=concurrency if chat else 1,
     )
