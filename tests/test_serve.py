@@ -270,10 +270,20 @@ def _served_through(gate, retriever, server, timeout: float) -> ServedApp:
     return ServedApp(create_app(ChatService(gate, retriever, upstream, max_tokens=8, upstream_timeout=timeout)))
 
 
+@pytest.fixture(scope="module")
+def upstream_timeout(served_chat_model, routes) -> float:
+    """How long the server waits for a hung upstream: ten times a one-token direct answer
+    on this machine now, and at least 3 s, so the answer after a fault is slower on a
+    loaded machine, not red."""
+    start = time.perf_counter()
+    served_chat_model.chat(user(routes["direct"]), max_tokens=1)
+    return max(3.0, 10 * (time.perf_counter() - start))
+
+
 @pytest.fixture
-def behind_http(knn_gate, retriever, openai_server):
-    """The server through the test server, for its faults: a hung upstream ends in 3 s."""
-    with _served_through(knn_gate, retriever, openai_server, timeout=3) as app:
+def behind_http(knn_gate, retriever, openai_server, upstream_timeout):
+    """The server through the test server, for its faults: a hung upstream ends in ``upstream_timeout``."""
+    with _served_through(knn_gate, retriever, openai_server, upstream_timeout) as app:
         yield app, openai_server
 
 
