@@ -366,7 +366,7 @@ def run_mechanics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     retriever = BM25Retriever.from_records(corpus)
     # Passages are cut so that answering with three of them stays quick on a CPU.
-    answerer = LLMAnswerer(instruction=instruction, max_new_tokens=8, max_passage_chars=400)
+    answerer = LLMAnswerer(instruction=instruction, max_new_tokens=8, max_passage_chars=args.passage_chars)
     print("    self-knowledge: SmolLM2 answers the training questions without and with retrieval")
     outcomes = collect_outcomes(fit_records, answerer, retriever, args.out / "selfknowledge.jsonl")
     gate = SKRKnnGate(k=args.k).fit_outcomes(outcomes)
@@ -420,9 +420,12 @@ def main() -> None:
     live.add_argument("--n-demo", type=int, default=30, help="new questions to answer through the gate")
     live.add_argument("--show", type=int, default=3, help="decisions to print in full")
     live.add_argument("--k", type=int, default=10, help="neighbours the SKR gate consults")
+    live.add_argument(
+        "--passage-chars", type=int, default=400, help="characters of each retrieved passage the model reads"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where caches, reports and plots go")
     args = parser.parse_args()
-    for name in ("per_task", "folds", "n_fit", "n_demo"):
+    for name in ("per_task", "folds", "n_fit", "n_demo", "passage_chars"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     logging.basicConfig(level=logging.WARNING)

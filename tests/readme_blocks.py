@@ -37,15 +37,17 @@ def run_readme(
     return len(blocks)
 
 
-def reply_cap(max_tokens: int, name: str = "llm") -> Callable[[dict[str, Any]], None]:
+def reply_cap(max_tokens: int, *names: str) -> Callable[[dict[str, Any]], None]:
     """An ``after_block`` for ``run_readme`` that caps the replies of the README's chat
-    model ``name`` at ``max_tokens`` once a block has built it (what later blocks build on
-    it shares the one object): for a README whose blocks show what routes, streams and is
-    recorded, not the answers' words, so a test pays for few generated tokens."""
+    models ``names`` (default ``llm``) at ``max_tokens`` once a block has built them (what
+    later blocks build on them shares the one object): for a README whose blocks show what
+    routes, streams and is recorded, not the answers' words, so a test pays for few
+    generated tokens. A model with no cap of its own (``max_tokens`` None) is capped too."""
 
     def cap(namespace: dict[str, Any]) -> None:
-        model = namespace.get(name)
-        if model is not None and model.max_tokens > max_tokens:
-            model.max_tokens = max_tokens
+        for name in names or ("llm",):
+            model = namespace.get(name)
+            if model is not None and (model.max_tokens is None or model.max_tokens > max_tokens):
+                model.max_tokens = max_tokens
 
     return cap

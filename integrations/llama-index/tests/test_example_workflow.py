@@ -16,7 +16,7 @@ from example_scripts import run_scripts  # the core suite's (pythonpath in pypro
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_workflow.py"
-SMALL = ["--n", "2", "--passages", "10", "--max-tokens", "4", "--n-fit", "200"]
+SMALL = ["--n", "2", "--passages", "4", "--max-tokens", "4", "--n-fit", "60"]
 ROUTE_OF = {"RetrieveEvent": "retrieve", "AnswerDirectlyEvent": "direct", "DraftAnswerEvent": "draft"}
 ROUTED = re.compile(r"^(RetrieveEvent|AnswerDirectlyEvent|DraftAnswerEvent): score \S+  threshold \S+  \((\S+)\)$")
 
@@ -59,8 +59,8 @@ def _check(out: str, gate: str, asked: int) -> None:
 
 def test_the_workflow_example_with_the_knn_gate(printed):
     out = printed["skr-knn"]
-    assert "index: 10 BoolQ passages in a VectorStoreIndex (MiniLM); LLM: SmolLM2" in out
-    assert re.search(r"gate: SKR-kNN \(k=10\) on 200 AdaRAGUE NQ outcomes: \d+ known \+ \d+ unknown", out)
+    assert "index: 4 BoolQ passages in a VectorStoreIndex (MiniLM); LLM: SmolLM2" in out
+    assert re.search(r"gate: SKR-kNN \(k=10\) on 60 AdaRAGUE NQ outcomes: \d+ known \+ \d+ unknown", out)
     _check(out, "skr-knn", 2)
 
 

@@ -32,8 +32,10 @@ def collected(tmp_path_factory) -> tuple[Path, str, str, str]:
     folder = tmp_path_factory.mktemp("examples")
     outcomes, script = folder / "outcomes.jsonl", folder / "turns.txt"
     script.write_text("\n".join(TURNS) + "\n\n")
-    router = ["--n", "3", "--n-fit", "10", "--max-tokens", "4"]
+    # The vector stores hold only the passages the questions use (MiniLM encodes each one).
+    router = ["--n", "3", "--n-fit", "10", "--passages", "13", "--max-tokens", "4"]
     chatbot = ["--script", str(script), "--outcomes", str(outcomes), "--window", "2", "--max-tokens", "4"]
+    chatbot += ["--n-fit", "10", "--passages", "10"]
     runs = [
         ("langchain_router.py", [*router, "--save-outcomes", str(outcomes)], folder / "router.txt"),
         ("langchain_router.py", [*router, "--outcomes", str(outcomes)], folder / "router-again.txt"),

@@ -21,8 +21,9 @@ CORE_README = Path(__file__).resolve().parents[4] / "README.md"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-#: The reply cap of the README's chat model (``llm``, 16 tokens as written) in this test: the
-#: blocks check what routes, streams and is recorded, not the answers' words.
+#: The reply cap of the README's chat models in this test (``llm``, 16 tokens as written, and
+#: ``api_llm``, the API model, with none: the test server then writes 64): the blocks check
+#: what routes, streams and is recorded, not the answers' words.
 MAX_TOKENS = 4
 
 
@@ -36,7 +37,7 @@ def api_server_in_the_environment(openai_server, monkeypatch):
 
 
 def test_every_readme_block_runs_in_order(api_server_in_the_environment):
-    assert run_readme(README, {"__name__": "readme"}, after_block=reply_cap(MAX_TOKENS)) >= 12
+    assert run_readme(README, {"__name__": "readme"}, after_block=reply_cap(MAX_TOKENS, "llm", "api_llm")) >= 12
 
 
 def test_the_api_model_block_runs_alone(api_server_in_the_environment):
