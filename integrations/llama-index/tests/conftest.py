@@ -117,6 +117,20 @@ def index(paragraphs, embed_model) -> VectorStoreIndex:
     return VectorStoreIndex.from_documents(paragraphs, embed_model=embed_model)
 
 
+def brief_passage(text: str) -> str:
+    """The first 30 words of a paragraph: a sentence or two, on its topic."""
+    return " ".join(text.split()[:30])
+
+
+@pytest.fixture(scope="session")
+def brief_index(paragraphs, embed_model) -> VectorStoreIndex:
+    """The paragraphs cut to their first words, indexed: for the tests that check which
+    way a query went and what reached the model, where whole passages only lengthen
+    every prompt SmolLM2 reads (its prefill is most of a retrieving query's cost)."""
+    brief = [Document(text=brief_passage(p.text), metadata=p.metadata, id_=p.id_) for p in paragraphs]
+    return VectorStoreIndex.from_documents(brief, embed_model=embed_model)
+
+
 @pytest.fixture(scope="session")
 def boolq_questions():
     """Real BoolQ questions (``QARecord``s) with their gold yes/no answers."""
