@@ -16,7 +16,11 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
-from llama_index.core.instrumentation.events.llm import LLMChatStartEvent, LLMCompletionStartEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionStartEvent,
+)
 from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
@@ -124,11 +128,13 @@ def test_the_gate_judges_the_condensed_follow_up(brief_index, knn_gate, llm, rec
     history = list(chat.chat_history)
     follow_up = "When did he die?"
     second = chat.chat(follow_up)
-    # Whatever the model wrote, the gate judged it and the engine followed the decision.
-    prompt = DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(
+    # Whatever the model wrote, the gate judged it and the engine followed the decision:
+    # the one completion is the condensing, as the LLM returned it to the engine.
+    (condensing,) = recorder.of(LLMCompletionEndEvent)
+    assert condensing.prompt == DEFAULT_CONDENSE_PROMPT_TEMPLATE.format(
         chat_history=quote_turns((m.role.value, m.content or "") for m in history), question=quote_question(follow_up)
     )
-    condensed = llm.complete(prompt).text.strip()
+    condensed = condensing.response.text.strip()
     if not condensed or implausible(condensed, [follow_up, *(m.content for m in history)]) is not None:
         condensed = follow_up  # what no rewording of the conversation gives way to
     assert second.metadata[QUESTION_KEY] == second.metadata[METADATA_KEY]["question"] == condensed
