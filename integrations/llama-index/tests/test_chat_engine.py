@@ -14,7 +14,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
 from llama_index.core.chat_engine.types import BaseChatEngine
-from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent, LLMPredictEndEvent, LLMPredictStartEvent
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
     CONDENSE_ERROR_KEY,
@@ -119,15 +119,18 @@ def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(brief):
     assert re.fullmatch(r'assistant: "[^"]*"', turns[1]) and "<|" not in prompt
 
 
-def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, llm):
+def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, recorder):
     chat = AdaptiveChatEngine.from_defaults(engine)  # the engine's LLM condenses too
     first = chat.chat(FIRST)
     history = list(chat.chat_history)
     second = chat.chat(FOLLOW_UP)
-    # Whatever the model wrote, the gate judged it and the engine answered it.
-    condensed = llm.predict(
-        DEFAULT_PROMPT, question=quote_question(FOLLOW_UP), chat_history=history_lines(history)
-    ).strip()
+    # Whatever the model wrote, the gate judged it and the engine answered it: the
+    # condensing is the one prediction over the condense prompt, as the LLM returned it.
+    (condensing,) = [
+        e for e in recorder.of(LLMPredictStartEvent) if e.template.get_template() == DEFAULT_PROMPT.get_template()
+    ]
+    assert condensing.template_args == {"question": quote_question(FOLLOW_UP), "chat_history": history_lines(history)}
+    (condensed,) = [e.output.strip() for e in recorder.of(LLMPredictEndEvent) if e.span_id == condensing.span_id]
     passed = bool(condensed) and implausible(condensed, [FOLLOW_UP, *(m.content for m in history)]) is None
     assert (CONDENSE_ERROR_KEY not in second.metadata) == passed  # else the follow-up itself, and why
     asked = condensed if passed else FOLLOW_UP
