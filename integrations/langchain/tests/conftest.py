@@ -95,10 +95,29 @@ def knn_gate(core_embedder):
 
 
 @pytest.fixture(scope="session")
+def brief_boolq(boolq) -> list[dict]:
+    """The same rows, each passage cut to its first 30 words (a sentence or two, on its
+    topic): for the tests that check where passages go, not what a whole one says, since
+    every passage in a prompt is SmolLM2 prefill."""
+    return [{**row, "passage": " ".join(row["passage"].split()[:30])} for row in boolq]
+
+
+@pytest.fixture(scope="session")
 def passage_store(boolq, core_embedder):
     """``passage_store(kind)``: the 12 BoolQ passages (title in the metadata) in an
     ``InMemoryVectorStore`` (``"in-memory"``) or a FAISS store (``"faiss"``), encoded
     by the embedded MiniLM."""
+    return _stores_of(boolq, core_embedder)
+
+
+@pytest.fixture(scope="session")
+def brief_passage_store(brief_boolq, core_embedder):
+    """``brief_passage_store(kind)``: as ``passage_store``, over ``brief_boolq``'s passages."""
+    return _stores_of(brief_boolq, core_embedder)
+
+
+def _stores_of(rows: list[dict], core_embedder):
+    """``make(kind)``: the rows' passages in a store of that kind, built on first use."""
     from langchain_core.vectorstores import InMemoryVectorStore
 
     from langchain_adaptive_gates import AdaptiveGatesEmbeddings
@@ -113,7 +132,7 @@ def passage_store(boolq, core_embedder):
                 if kind == "in-memory"
                 else faiss_store(embeddings, core_embedder.dimension)
             )
-            store.add_texts([r["passage"] for r in boolq], metadatas=[{"title": r["title"]} for r in boolq])
+            store.add_texts([r["passage"] for r in rows], metadatas=[{"title": r["title"]} for r in rows])
             stores[kind] = store
         return stores[kind]
 

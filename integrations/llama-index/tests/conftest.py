@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 
 import pytest
 from llama_index.core import Document, Settings, VectorStoreIndex
@@ -115,6 +116,28 @@ def paragraphs() -> list[Document]:
 def index(paragraphs, embed_model) -> VectorStoreIndex:
     """A real ``VectorStoreIndex`` over the paragraphs, embedded by MiniLM."""
     return VectorStoreIndex.from_documents(paragraphs, embed_model=embed_model)
+
+
+def brief_passage(text: str) -> str:
+    """The first 30 words of a paragraph: a sentence or two, on its topic."""
+    return " ".join(text.split()[:30])
+
+
+@pytest.fixture(scope="session")
+def brief_index(paragraphs, embed_model) -> VectorStoreIndex:
+    """The paragraphs cut to their first words, indexed: for the tests that check which
+    way a query went and what reached the model, where whole passages only lengthen
+    every prompt SmolLM2 reads (its prefill is most of a retrieving query's cost)."""
+    brief = [Document(text=brief_passage(p.text), metadata=p.metadata, id_=p.id_) for p in paragraphs]
+    return VectorStoreIndex.from_documents(brief, embed_model=embed_model)
+
+
+@pytest.fixture(scope="module")
+def brief_answers(brief):
+    """``brief_answers(question)``: the module's ``brief`` engine's response to it,
+    generated once: several tests compare a stream or a chat with the same whole answer.
+    The tests read these responses and never change them."""
+    return functools.cache(brief.query)
 
 
 @pytest.fixture(scope="session")

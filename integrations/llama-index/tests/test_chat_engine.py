@@ -14,7 +14,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine.condense_question import DEFAULT_PROMPT
 from llama_index.core.chat_engine.types import BaseChatEngine
-from llama_index.core.instrumentation.events.llm import LLMChatStartEvent
+from llama_index.core.instrumentation.events.llm import LLMChatStartEvent, LLMPredictEndEvent, LLMPredictStartEvent
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 from llama_index.query_engine.adaptive_gates import (
     CONDENSE_ERROR_KEY,
@@ -47,9 +47,9 @@ def history_lines(history: list[ChatMessage]) -> str:
 
 
 @pytest.fixture(scope="module")
-def engine(index, knn_gate, llm) -> AdaptiveQueryEngine:
+def engine(brief_index, knn_gate, llm) -> AdaptiveQueryEngine:
     """The engine whose LLM condenses too: its replies are long enough for a question."""
-    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=llm, similarity_top_k=2)
+    return AdaptiveQueryEngine.from_index(brief_index, knn_gate, llm=llm, similarity_top_k=2)
 
 
 def scripted_condenser(reply: ChatReply | Exception) -> tuple[AdaptiveGatesLLM, ScriptedChat]:
@@ -119,15 +119,18 @@ def test_the_condensing_prompt_holds_each_turn_on_its_own_quoted_line(brief):
     assert re.fullmatch(r'assistant: "[^"]*"', turns[1]) and "<|" not in prompt
 
 
-def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, llm):
+def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, recorder):
     chat = AdaptiveChatEngine.from_defaults(engine)  # the engine's LLM condenses too
     first = chat.chat(FIRST)
     history = list(chat.chat_history)
     second = chat.chat(FOLLOW_UP)
-    # Whatever the model wrote, the gate judged it and the engine answered it.
-    condensed = llm.predict(
-        DEFAULT_PROMPT, question=quote_question(FOLLOW_UP), chat_history=history_lines(history)
-    ).strip()
+    # Whatever the model wrote, the gate judged it and the engine answered it: the
+    # condensing is the one prediction over the condense prompt, as the LLM returned it.
+    (condensing,) = [
+        e for e in recorder.of(LLMPredictStartEvent) if e.template.get_template() == DEFAULT_PROMPT.get_template()
+    ]
+    assert condensing.template_args == {"question": quote_question(FOLLOW_UP), "chat_history": history_lines(history)}
+    (condensed,) = [e.output.strip() for e in recorder.of(LLMPredictEndEvent) if e.span_id == condensing.span_id]
     passed = bool(condensed) and implausible(condensed, [FOLLOW_UP, *(m.content for m in history)]) is None
     assert (CONDENSE_ERROR_KEY not in second.metadata) == passed  # else the follow-up itself, and why
     asked = condensed if passed else FOLLOW_UP
@@ -138,17 +141,17 @@ def test_the_embedded_model_condenses_and_the_gate_judges_its_question(engine, l
 
 
 @pytest.fixture(scope="module")
-def streaming(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
-    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2, streaming=True)
+def streaming(brief_index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+    return AdaptiveQueryEngine.from_index(brief_index, knn_gate, llm=streaming_llm, similarity_top_k=2, streaming=True)
 
 
 @pytest.fixture(scope="module")
-def brief(index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
+def brief(brief_index, knn_gate, streaming_llm) -> AdaptiveQueryEngine:
     """The streaming engine's twin, answering whole with the same short replies."""
-    return AdaptiveQueryEngine.from_index(index, knn_gate, llm=streaming_llm, similarity_top_k=2)
+    return AdaptiveQueryEngine.from_index(brief_index, knn_gate, llm=streaming_llm, similarity_top_k=2)
 
 
-def test_stream_chat_streams_token_by_token_on_both_routes(streaming, brief, recorder):
+def test_stream_chat_streams_token_by_token_on_both_routes(streaming, brief_answers, recorder):
     condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))  # the follow-up becomes the Tuvalu question
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
     first = chat.stream_chat(FIRST)
@@ -160,7 +163,7 @@ def test_stream_chat_streams_token_by_token_on_both_routes(streaming, brief, rec
     second_chunks = list(second.response_gen)
     for chunks, question in ((first_chunks, FIRST), (second_chunks, UNKNOWN[0])):
         assert len(chunks) > 1, "a multi-token answer came as one chunk"
-        assert "".join(chunks) == brief.query(question).response
+        assert "".join(chunks) == brief_answers(question).response
     assert len(second.source_nodes) == 2 and second.source_nodes == second.sources[0].raw_output.source_nodes
     decisions = [e.decision for e in recorder.of(GateDecisionEvent)][:2]
     assert decisions == [first.metadata[METADATA_KEY], second.metadata[METADATA_KEY]]
@@ -172,7 +175,7 @@ def test_stream_chat_streams_token_by_token_on_both_routes(streaming, brief, rec
     ]
 
 
-async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(streaming, brief, loop_ticks):
+async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(streaming, brief_answers, loop_ticks):
     condense_llm, _ = scripted_condenser(ChatReply(UNKNOWN[0]))
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
     async with loop_ticks:
@@ -182,25 +185,25 @@ async def test_astream_chat_streams_token_by_token_without_blocking_the_loop(str
         second_chunks = [t async for t in second.async_response_gen()]
     assert loop_ticks.count > 0, "the event loop was blocked while the engine streamed"
     assert [first.metadata[ROUTE_KEY], second.metadata[ROUTE_KEY]] == ["direct", "retrieve"]
-    assert len(first_chunks) > 1 and "".join(first_chunks) == brief.query(FIRST).response
-    assert len(second_chunks) > 1 and "".join(second_chunks) == brief.query(UNKNOWN[0]).response
+    assert len(first_chunks) > 1 and "".join(first_chunks) == brief_answers(FIRST).response
+    assert len(second_chunks) > 1 and "".join(second_chunks) == brief_answers(UNKNOWN[0]).response
     assert len(second.source_nodes) == 2 and len(chat.chat_history) == 4
 
 
-async def test_chat_reads_a_streaming_query_engine_whole(streaming, brief):
+async def test_chat_reads_a_streaming_query_engine_whole(streaming, brief_answers):
     condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
     chat = AdaptiveChatEngine.from_defaults(streaming, llm=condense_llm)
-    assert chat.chat(FIRST).response == brief.query(FIRST).response
+    assert chat.chat(FIRST).response == brief_answers(FIRST).response
     reply = await chat.achat(FOLLOW_UP)
-    assert reply.response == brief.query(KNOWN[3]).response and reply.metadata[QUESTION_KEY] == KNOWN[3]
+    assert reply.response == brief_answers(KNOWN[3]).response and reply.metadata[QUESTION_KEY] == KNOWN[3]
     assert len(chat.chat_history) == 4
 
 
-async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(brief):
+async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(brief, brief_answers):
     condense_llm, _ = scripted_condenser(ChatReply(KNOWN[3]))
     chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm)
     first = chat.stream_chat(FIRST)
-    assert list(first.response_gen) == [brief.query(FIRST).response] and first.response.strip()
+    assert list(first.response_gen) == [brief_answers(FIRST).response] and first.response.strip()
     assert first.metadata[METADATA_KEY]["question"] == FIRST
     second = await chat.astream_chat(FOLLOW_UP)
     assert [chunk async for chunk in second.async_response_gen()] == [second.response]
@@ -213,9 +216,9 @@ async def test_over_a_query_engine_that_answers_whole_a_stream_is_one_piece(brie
     ]
 
 
-def test_a_streamed_draft_is_one_piece_without_an_llm_call(index, llm, recorder):
+def test_a_streamed_draft_is_one_piece_without_an_llm_call(brief_index, llm, recorder):
     drafting = AdaptiveQueryEngine.from_index(
-        index, VerbalizedGate(ScriptedChat(ChatReply("Paris, certain."))), llm=llm, streaming=True
+        brief_index, VerbalizedGate(ScriptedChat(ChatReply("Paris, certain."))), llm=llm, streaming=True
     )
     chat = AdaptiveChatEngine.from_defaults(drafting)
     streamed = chat.stream_chat("What is the capital of France?")

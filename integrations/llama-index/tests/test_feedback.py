@@ -51,22 +51,24 @@ def _taught_by_a_wrong_direct_answer(gate, record, response) -> None:
     assert [f.question for f in gate.feedback_.entries()] == [ASKED]
 
 
-def test_the_query_engine_learns_from_a_judged_response(gate, index, brief_llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
+def test_the_query_engine_learns_from_a_judged_response(gate, brief_index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(brief_index, gate, llm=brief_llm, similarity_top_k=1)
     response = engine.query(ASKED)
     assert response.metadata[ROUTE_KEY] == "direct"
     _taught_by_a_wrong_direct_answer(gate, engine.record_feedback, response)
     assert engine.query(PARAPHRASE).metadata[ROUTE_KEY] == "retrieve"
 
 
-async def test_the_selector_learns_from_a_judged_router_response(gate, index, brief_llm):
+async def test_the_selector_learns_from_a_judged_router_response(gate, brief_index, brief_llm):
     selector = GateSelector(gate)
     tools = [
         QueryEngineTool.from_defaults(
             EmptyIndex().as_query_engine(llm=brief_llm), name="llm", description="The LLM alone."
         ),
         QueryEngineTool.from_defaults(
-            index.as_query_engine(llm=brief_llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
+            brief_index.as_query_engine(llm=brief_llm, similarity_top_k=1),
+            name="wiki",
+            description="Wikipedia paragraphs.",
         ),
     ]
     router = RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=brief_llm)
@@ -75,28 +77,28 @@ async def test_the_selector_learns_from_a_judged_router_response(gate, index, br
     _taught_by_a_wrong_direct_answer(gate, selector.record_feedback, response)
 
 
-def test_the_chat_engine_learns_from_a_judged_turn(gate, index, brief_llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=brief_llm, similarity_top_k=1)
+def test_the_chat_engine_learns_from_a_judged_turn(gate, brief_index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(brief_index, gate, llm=brief_llm, similarity_top_k=1)
     chat = AdaptiveChatEngine.from_defaults(engine, llm=brief_llm, history_window=0)
     reply = chat.chat(ASKED)
     _taught_by_a_wrong_direct_answer(gate, chat.record_feedback, reply)
 
 
-def _router_query_engine(gate, index, llm):
+def _router_query_engine(gate, brief_index, llm):
     """A ``RouterQueryEngine`` whose ``GateSelector`` picks the LLM alone or the index,
     and the selector's way of recording a verdict."""
     selector = GateSelector(gate)
     tools = [
         QueryEngineTool.from_defaults(EmptyIndex().as_query_engine(llm=llm), name="llm", description="The LLM alone."),
         QueryEngineTool.from_defaults(
-            index.as_query_engine(llm=llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
+            brief_index.as_query_engine(llm=llm, similarity_top_k=1), name="wiki", description="Wikipedia paragraphs."
         ),
     ]
     return RouterQueryEngine(selector=selector, query_engine_tools=tools, llm=llm), selector.record_feedback
 
 
-def _adaptive_query_engine(gate, index, llm):
-    engine = AdaptiveQueryEngine.from_index(index, gate, llm=llm, similarity_top_k=1)
+def _adaptive_query_engine(gate, brief_index, llm):
+    engine = AdaptiveQueryEngine.from_index(brief_index, gate, llm=llm, similarity_top_k=1)
     return engine, engine.record_feedback
 
 
@@ -107,7 +109,7 @@ def cached_embedder(core_embedder) -> CachedEmbedder:
 
 
 @pytest.mark.parametrize("pipeline", [_adaptive_query_engine, _router_query_engine], ids=["engine", "router"])
-def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_embedder, index, pipeline):
+def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_embedder, brief_index, pipeline):
     """An engine over the real NQ memory answers with SmolLM2, directly or from a
     paragraph; each answer is judged against its gold answers and recorded through the
     engine, round after round: no wrong direct answer lowers a score or sends a question
@@ -119,7 +121,7 @@ def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_emb
     known = [q for q, label in zip(questions, labels) if label == 0]
     direct = [d.question for d in gate.decide_batch(known[:30]) if not d.retrieve][:2]
     judged = {"Who wrote the play Hamlet?": ["Shakespeare"]} | {q: gold[q] for q in direct}
-    engine, record = pipeline(gate, index, AdaptiveGatesLLM(max_tokens=8))  # short answers judge as well
+    engine, record = pipeline(gate, brief_index, AdaptiveGatesLLM(max_tokens=8))  # short answers judge as well
 
     def ask(question):
         response = engine.query(question)
@@ -129,16 +131,16 @@ def test_verdicts_on_real_answers_never_move_a_decision_the_wrong_way(cached_emb
     assert len(gate.feedback_) == len(entries) == 3 * len(judged)
 
 
-def test_a_response_without_a_decision_is_refused(gate, index, brief_llm):
-    plain = index.as_query_engine(llm=brief_llm, similarity_top_k=1).query(UNKNOWN[0])
+def test_a_response_without_a_decision_is_refused(gate, brief_index, brief_llm):
+    plain = brief_index.as_query_engine(llm=brief_llm, similarity_top_k=1).query(UNKNOWN[0])
     for response in (plain, Response("Shakespeare.")):
         with pytest.raises(ValueError, match="carries no gate decision"):
             response_feedback(gate, response, correct=True)
     assert len(gate.feedback_) == 0
 
 
-def test_a_gate_that_does_not_learn_says_so(index, brief_llm):
-    engine = AdaptiveQueryEngine.from_index(index, PopularityGate(), llm=brief_llm, similarity_top_k=1)
+def test_a_gate_that_does_not_learn_says_so(brief_index, brief_llm):
+    engine = AdaptiveQueryEngine.from_index(brief_index, PopularityGate(), llm=brief_llm, similarity_top_k=1)
     response = engine.query(ASKED)
     with pytest.raises(FeedbackNotSupportedError, match="does not learn from feedback"):
         engine.record_feedback(response, correct=True)

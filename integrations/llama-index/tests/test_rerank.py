@@ -30,6 +30,8 @@ from pydantic import ValidationError
 from adaptive_gates import BackendError, SelfAwareUncertainty, UncertaintyReranker
 from adaptive_gates.models import LocalCausalLM
 
+from .conftest import brief_passage
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TOP_K = 2  # the fewest nodes a re-ranking can reorder and a cut can drop from
@@ -54,9 +56,9 @@ def question(boolq_questions) -> str:
 
 
 @pytest.fixture(scope="module")
-def retrieved(index, question) -> list[NodeWithScore]:
+def retrieved(brief_index, question) -> list[NodeWithScore]:
     """The index's top nodes for the question, as the query engine retrieves them."""
-    return index.as_retriever(similarity_top_k=TOP_K).retrieve(question)
+    return brief_index.as_retriever(similarity_top_k=TOP_K).retrieve(question)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +71,14 @@ def _uncertainties(nodes: list[NodeWithScore]) -> list[float]:
     return [n.node.metadata[UNCERTAINTY_KEY] for n in nodes]
 
 
-def test_reranks_inside_a_query_engine(index, short_llm, question, retrieved, measured, small_uncertainty, recorder):
+def test_reranks_inside_a_query_engine(
+    brief_index, short_llm, question, retrieved, measured, small_uncertainty, recorder
+):
     debug = LlamaDebugHandler()
     rerank = SeaKRRerank(reranker=UncertaintyReranker(small_uncertainty), top_n=1)
     # as_query_engine() cannot take a callback manager of its own; from_args() is what it calls
     engine = RetrieverQueryEngine.from_args(
-        index.as_retriever(similarity_top_k=TOP_K),
+        brief_index.as_retriever(similarity_top_k=TOP_K),
         llm=short_llm,
         node_postprocessors=[rerank],
         callback_manager=CallbackManager([debug]),
@@ -104,7 +108,7 @@ def test_reranks_inside_a_query_engine(index, short_llm, question, retrieved, me
 
 
 async def test_async_query_reranks_off_the_event_loop(
-    index, short_llm, question, measured, small_uncertainty, recorder
+    brief_index, short_llm, question, measured, small_uncertainty, recorder
 ):
     threads: list[int] = []
 
@@ -117,7 +121,7 @@ async def test_async_query_reranks_off_the_event_loop(
         small_uncertainty.lm, k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens
     )
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=1)
-    engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=short_llm)
+    engine = brief_index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=short_llm)
     response = await engine.aquery(question)
 
     assert response.response.strip()
@@ -143,16 +147,22 @@ def test_top_n_and_the_uncertainty_cut_off(retrieved, question, measured, small_
 def test_answering_passage_against_unrelated_ones(boolq_questions, paragraphs, small_uncertainty):
     """The ordering rule on U the model computed: lowest first, ties in the given order,
     an empty node last. (Which passage SmolLM2-135M is surest after is not asserted:
-    with 4 short samples it often is not the one that answers.)"""
+    with 4 short samples it often is not the one that answers.) Each passage's first
+    words are enough for the rule, and spare SmolLM2 the prefill of whole ones."""
     record = boolq_questions[2]
     own = next(p for p in paragraphs if p.text == record.context)
     unrelated = [p for p in paragraphs if p.text != record.context][-2:]
     nodes = [
-        NodeWithScore(node=TextNode(text=own.text, id_="own", metadata={"title": own.metadata["title"]}), score=0.9)
+        NodeWithScore(
+            node=TextNode(text=brief_passage(own.text), id_="own", metadata={"title": own.metadata["title"]}), score=0.9
+        )
     ]
-    nodes += [NodeWithScore(node=TextNode(text=p.text, id_=f"other-{i}"), score=0.5) for i, p in enumerate(unrelated)]
     nodes += [
-        NodeWithScore(node=TextNode(text=unrelated[0].text, id_="twin"), score=0.4),
+        NodeWithScore(node=TextNode(text=brief_passage(p.text), id_=f"other-{i}"), score=0.5)
+        for i, p in enumerate(unrelated)
+    ]
+    nodes += [
+        NodeWithScore(node=TextNode(text=brief_passage(unrelated[0].text), id_="twin"), score=0.4),
         NodeWithScore(node=TextNode(text="   ", id_="empty"), score=0.3),
     ]
 
@@ -172,7 +182,7 @@ def test_answering_passage_against_unrelated_ones(boolq_questions, paragraphs, s
 
 
 def test_a_failing_estimator_ranks_that_node_last_and_the_query_answers(
-    index, short_llm, question, retrieved, small_uncertainty, caplog
+    brief_index, short_llm, question, retrieved, small_uncertainty, caplog
 ):
     failing_text = retrieved[0].node.get_content()[:80]
 
@@ -186,7 +196,7 @@ def test_a_failing_estimator_ranks_that_node_last_and_the_query_answers(
         small_uncertainty.lm, k=small_uncertainty.k, max_new_tokens=small_uncertainty.max_new_tokens
     )
     rerank = SeaKRRerank(reranker=UncertaintyReranker(uncertainty), top_n=None)
-    engine = index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=short_llm)
+    engine = brief_index.as_query_engine(similarity_top_k=TOP_K, node_postprocessors=[rerank], llm=short_llm)
     with caplog.at_level(logging.WARNING, logger="adaptive_gates.seakr.rerank"):
         response = engine.query(question)
 

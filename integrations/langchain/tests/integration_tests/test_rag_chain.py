@@ -30,8 +30,8 @@ class _Prompts(BaseCallbackHandler):
 
 
 @pytest.mark.parametrize("kind", ["in-memory", "faiss"])
-def test_router_over_a_real_rag_chain(kind, passage_store, knn_gate, chat_llm, boolq):
-    store = passage_store(kind)
+def test_router_over_a_real_rag_chain(kind, brief_passage_store, knn_gate, chat_llm, brief_boolq):
+    store = brief_passage_store(kind)
     rag_prompt = ChatPromptTemplate.from_messages([("human", "Context: {context}\nAnswer yes or no: {question}")])
     rag = (
         {"context": store.as_retriever(search_kwargs={"k": 1}), "question": RunnablePassthrough()}
@@ -43,26 +43,26 @@ def test_router_over_a_real_rag_chain(kind, passage_store, knn_gate, chat_llm, b
         ChatPromptTemplate.from_messages([("human", "Answer yes or no: {question}")]) | chat_llm | StrOutputParser()
     )
     router = gated_router(knn_gate, direct=direct, retrieval=rag)
-    question = boolq[0]["question"] + "?"
+    question = brief_boolq[0]["question"] + "?"
     prompts = _Prompts()
     answers = router.batch(["Who wrote Macbeth?", question], {"callbacks": [prompts]})
     assert all(isinstance(a, str) and a.strip() for a in answers)
     assert len(prompts.prompts) == 2
     direct_prompt, rag_prompt_text = sorted(prompts.prompts, key=len)
     assert "Context:" not in direct_prompt and "Macbeth" in direct_prompt
-    assert "Context:" in rag_prompt_text and boolq[0]["passage"][:40] in rag_prompt_text
+    assert "Context:" in rag_prompt_text and brief_boolq[0]["passage"][:40] in rag_prompt_text
     assert asyncio.run(router.ainvoke(question)).strip()
 
 
-def test_seakr_compressor_in_contextual_compression(passage_store, small_uncertainty, boolq):
-    store = passage_store("in-memory")
+def test_seakr_compressor_in_contextual_compression(brief_passage_store, small_uncertainty, brief_boolq):
+    store = brief_passage_store("in-memory")
     # Two candidates, one kept: the fewest that show the ranking and the cut (the order of
     # several kept documents is checked below, with top_n=None).
     compressor = SeaKRCompressor(reranker=UncertaintyReranker(small_uncertainty), top_n=1)
     retriever = ContextualCompressionRetriever(
         base_compressor=compressor, base_retriever=store.as_retriever(search_kwargs={"k": 2})
     )
-    question = boolq[1]["question"] + "?"
+    question = brief_boolq[1]["question"] + "?"
     documents = retriever.invoke(question)
     assert len(documents) == 1
     scores = [d.metadata[UNCERTAINTY_KEY] for d in documents]

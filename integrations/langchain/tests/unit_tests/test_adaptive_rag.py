@@ -53,22 +53,22 @@ def llm():
 
 
 @pytest.fixture
-def question(boolq):
-    return boolq[0]["question"] + "?"
+def question(brief_boolq):
+    return brief_boolq[0]["question"] + "?"
 
 
 def test_a_forced_retrieval_answers_from_the_passages_and_a_known_question_directly(
-    passage_store, knn_gate, llm, boolq, question
+    brief_passage_store, knn_gate, llm, brief_boolq, question
 ):
-    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 2})
+    retriever = brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 2})
     app = create_adaptive_rag_graph(knn_gate, retriever, llm)
     seen = _Seen()
     state = app.invoke({"question": question}, {**ALWAYS, "callbacks": [seen]})
     assert state["gate_decision"]["retrieve"] is True and state["gate_decision"]["details"] == {"forced": "always"}
     assert [d.page_content for d in state["documents"]] == [
         d.page_content for d in retriever.invoke(question)
-    ] and state["documents"][0].page_content == boolq[0]["passage"]
-    assert boolq[0]["passage"][:60] in seen.sent("answer") and question in seen.sent("answer")
+    ] and state["documents"][0].page_content == brief_boolq[0]["passage"]
+    assert brief_boolq[0]["passage"][:60] in seen.sent("answer") and question in seen.sent("answer")
     assert type(state["answer"]) is str and state["answer"].strip()
     assert state["messages"] == []  # asked as a question, not in a conversation
     assert [d["question"] for d in seen.decisions] == [question]
@@ -79,8 +79,10 @@ def test_a_forced_retrieval_answers_from_the_passages_and_a_known_question_direc
     assert direct["answer"].strip() and KNOWN_Q in seen.sent("answer") and "Context" not in seen.sent("answer")
 
 
-def test_it_streams_updates_and_the_answers_tokens_sync_and_async(passage_store, knn_gate, llm, question):
-    app = create_adaptive_rag_graph(knn_gate, passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm)
+def test_it_streams_updates_and_the_answers_tokens_sync_and_async(brief_passage_store, knn_gate, llm, question):
+    app = create_adaptive_rag_graph(
+        knn_gate, brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm
+    )
     updates = list(app.stream({"question": KNOWN_Q}, stream_mode="updates"))
     assert [next(iter(u)) for u in updates] == ["gate", "answer"]
 
@@ -100,7 +102,7 @@ def test_it_streams_updates_and_the_answers_tokens_sync_and_async(passage_store,
     assert tokens and "".join(t.text for t in tokens) == answer
 
 
-def test_a_confident_gates_draft_is_the_answer_without_a_second_llm_call(passage_store):
+def test_a_confident_gates_draft_is_the_answer_without_a_second_llm_call(brief_passage_store):
     calls = []
 
     class _Calls(BaseCallbackHandler):
@@ -109,16 +111,18 @@ def test_a_confident_gates_draft_is_the_answer_without_a_second_llm_call(passage
 
     llm = AdaptiveGatesChatModel(max_tokens=24, callbacks=[_Calls()])
     app = create_adaptive_rag_graph(
-        LogprobGate(LangChainChatModel(llm)), passage_store("in-memory").as_retriever(), llm
+        LogprobGate(LangChainChatModel(llm)), brief_passage_store("in-memory").as_retriever(), llm
     )
     state = asyncio.run(app.ainvoke({"question": "What is the capital of Japan?"}))
     assert state["gate_decision"]["retrieve"] is False and "Tokyo" in state["gate_decision"]["draft_answer"]
     assert state["answer"] == state["gate_decision"]["draft_answer"] and len(calls) == 1
 
 
-def test_a_function_grader_keeps_the_relevant_documents_and_those_it_failed_on(passage_store, knn_gate, llm, boolq):
-    question = boolq[0]["question"] + "?"
-    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 3})
+def test_a_function_grader_keeps_the_relevant_documents_and_those_it_failed_on(
+    brief_passage_store, knn_gate, llm, brief_boolq
+):
+    question = brief_boolq[0]["question"] + "?"
+    retriever = brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 3})
     retrieved = retriever.invoke(question)
     failing = retrieved[2].page_content
 
@@ -126,20 +130,20 @@ def test_a_function_grader_keeps_the_relevant_documents_and_those_it_failed_on(p
         assert q == question
         if document.page_content == failing:
             raise RuntimeError("grading service down")
-        return document.metadata["title"] == boolq[0]["title"]
+        return document.metadata["title"] == brief_boolq[0]["title"]
 
     app = create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents=on_topic)
     state = app.invoke({"question": question}, ALWAYS)
     expected = [
-        d.page_content for d in retrieved if d.metadata["title"] == boolq[0]["title"] or d.page_content == failing
+        d.page_content for d in retrieved if d.metadata["title"] == brief_boolq[0]["title"] or d.page_content == failing
     ]
     assert [d.page_content for d in state["documents"]] == expected and len(expected) < 3
     assert state["documents"][-1].metadata[GRADE_ERROR_KEY] == "RuntimeError: grading service down"
     assert all(GRADE_ERROR_KEY not in d.metadata for d in state["documents"][:-1])
 
 
-def test_the_embedded_model_grades_each_document(passage_store, knn_gate, llm, question):
-    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 2})
+def test_the_embedded_model_grades_each_document(brief_passage_store, knn_gate, llm, question):
+    retriever = brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 2})
     app = create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents=llm)
     replies = _Replies()
     state = asyncio.run(app.ainvoke({"question": question}, {**ALWAYS, "callbacks": [replies]}))
@@ -182,9 +186,14 @@ def test_a_failing_retriever_is_recorded_and_the_question_answered_directly(core
     assert state["answer"].strip() and "Context" not in seen.sent("answer")
 
 
-def test_a_conversation_with_memory_keeps_its_turns_and_starts_each_turn_clean(passage_store, knn_gate, llm, question):
+def test_a_conversation_with_memory_keeps_its_turns_and_starts_each_turn_clean(
+    brief_passage_store, knn_gate, llm, question
+):
     app = create_adaptive_rag_graph(
-        knn_gate, passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm, checkpointer=InMemorySaver()
+        knn_gate,
+        brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 1}),
+        llm,
+        checkpointer=InMemorySaver(),
     )
     first = app.invoke(
         {"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": "t1", "gate_retrieval": "always"}}
@@ -201,14 +210,14 @@ def test_a_conversation_with_memory_keeps_its_turns_and_starts_each_turn_clean(p
     assert question in seen.sent("answer")  # the earlier turns are the answer's chat history
 
 
-def test_bad_input_and_prompts_get_clear_errors(passage_store, knn_gate, llm):
+def test_bad_input_and_prompts_get_clear_errors(brief_passage_store, knn_gate, llm):
     from langchain_core.prompts import ChatPromptTemplate
 
-    retriever = passage_store("in-memory").as_retriever()
+    retriever = brief_passage_store("in-memory").as_retriever()
     with pytest.raises(ValueError, match=r"\['context'\]"):
         create_adaptive_rag_graph(knn_gate, retriever, llm, prompt=ChatPromptTemplate.from_template("{question}"))
     with pytest.raises(TypeError, match=r"InMemoryVectorStore \(a vector store gives one with .as_retriever\(\)\)"):
-        create_adaptive_rag_graph(knn_gate, passage_store("in-memory"), llm)
+        create_adaptive_rag_graph(knn_gate, brief_passage_store("in-memory"), llm)
     with pytest.raises(TypeError, match="grade_documents"):
         create_adaptive_rag_graph(knn_gate, retriever, llm, grade_documents="yes")
     app = create_adaptive_rag_graph(knn_gate, retriever, llm)
@@ -247,9 +256,14 @@ def test_without_langgraph_the_graph_names_the_extra_and_the_package_still_impor
         langchain_adaptive_gates.create_adaptive_rag_graph  # noqa: B018
 
 
-def test_a_turns_input_is_its_question_and_the_run_context_controls_the_gate(passage_store, knn_gate, llm, question):
+def test_a_turns_input_is_its_question_and_the_run_context_controls_the_gate(
+    brief_passage_store, knn_gate, llm, question
+):
     app = create_adaptive_rag_graph(
-        knn_gate, passage_store("in-memory").as_retriever(search_kwargs={"k": 1}), llm, checkpointer=InMemorySaver()
+        knn_gate,
+        brief_passage_store("in-memory").as_retriever(search_kwargs={"k": 1}),
+        llm,
+        checkpointer=InMemorySaver(),
     )
     thread = {"configurable": {"thread_id": "by-input"}}
     first = app.invoke({"input": question}, thread, context={"gate_retrieval": "always"})
@@ -261,8 +275,8 @@ def test_a_turns_input_is_its_question_and_the_run_context_controls_the_gate(pas
     assert third["question"] == question and third["gate_decision"]["retrieve"] is False and third["documents"] == []
 
 
-def test_the_decision_streams_in_custom_mode_beside_the_answers_tokens(passage_store, knn_gate, llm):
-    app = create_adaptive_rag_graph(knn_gate, passage_store("in-memory").as_retriever(), llm)
+def test_the_decision_streams_in_custom_mode_beside_the_answers_tokens(brief_passage_store, knn_gate, llm):
+    app = create_adaptive_rag_graph(knn_gate, brief_passage_store("in-memory").as_retriever(), llm)
     items = list(app.stream({"question": KNOWN_Q}, stream_mode=["custom", "messages"]))
     custom = [payload for mode, payload in items if mode == "custom"]
     assert len(custom) == 1 and custom[0][DECISION_EVENT]["question"] == KNOWN_Q

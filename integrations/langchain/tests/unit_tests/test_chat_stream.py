@@ -30,6 +30,13 @@ def llm() -> AdaptiveGatesChatModel:
     return AdaptiveGatesChatModel(max_tokens=12)
 
 
+@pytest.fixture(scope="module")
+def france(llm):
+    """FRANCE answered whole, with its token log-probs and two alternatives each: the
+    reply several tests compare their streams with, generated once (the tests only read it)."""
+    return llm.invoke(FRANCE, logprobs=True, top_logprobs=2)
+
+
 class Tokens(BaseCallbackHandler):
     """The tokens a run reports through ``on_llm_new_token``."""
 
@@ -79,7 +86,7 @@ def test_a_stop_string_cuts_the_stream_where_it_cuts_invoke(llm):
     assert chunks[-1].response_metadata["finish_reason"] == "stop"
 
 
-def test_astream_events_show_one_stream_event_per_token(llm):
+def test_astream_events_show_one_stream_event_per_token(llm, france):
     chain = ChatPromptTemplate.from_messages([("human", "{q}")]) | llm | StrOutputParser()
 
     async def run():
@@ -87,29 +94,27 @@ def test_astream_events_show_one_stream_event_per_token(llm):
         return [e["data"]["chunk"] for e in events if e["event"] == "on_chat_model_stream"]
 
     chunks = asyncio.run(run())
-    whole = llm.invoke(FRANCE, logprobs=True)
-    tokens = [t["token"] for t in whole.response_metadata["logprobs"]["content"]]
-    assert whole.response_metadata["finish_reason"] == "eos" and len(tokens) > 3
+    tokens = [t["token"] for t in france.response_metadata["logprobs"]["content"]]
+    assert france.response_metadata["finish_reason"] == "eos" and len(tokens) > 3
     # Every generated token is one event; the end-of-turn token's is the empty last one.
     assert [c.content for c in chunks] == [*tokens[:-1], ""]
     assert chunks[-1].chunk_position == "last"
 
 
-def test_logprobs_and_usage_come_on_the_last_chunk(llm):
-    whole = llm.invoke(FRANCE, logprobs=True, top_logprobs=2)
+def test_logprobs_and_usage_come_on_the_last_chunk(llm, france):
     chunks = list(llm.stream(FRANCE, logprobs=True, top_logprobs=2))
     assert all("logprobs" not in c.response_metadata for c in chunks[:-1])
-    assert chunks[-1].response_metadata["logprobs"] == whole.response_metadata["logprobs"]
+    assert chunks[-1].response_metadata["logprobs"] == france.response_metadata["logprobs"]
     merged = sum(chunks[1:], chunks[0])
-    assert isinstance(merged, AIMessageChunk) and merged.usage_metadata == whole.usage_metadata
+    assert isinstance(merged, AIMessageChunk) and merged.usage_metadata == france.usage_metadata
     assert merged.response_metadata["logprobs"]["content"][0]["top_logprobs"][1]["logprob"] <= 0
 
 
-def test_stream_events_v3_report_each_token_to_callbacks(llm):
+def test_stream_events_v3_report_each_token_to_callbacks(llm, france):
     tokens = Tokens()
     stream = llm.stream_events(FRANCE, version="v3", config={"callbacks": [tokens]})
     events = list(stream)
-    assert len(tokens.tokens) > 2 and "".join(tokens.tokens) == stream.output.text == llm.invoke(FRANCE).text
+    assert len(tokens.tokens) > 2 and "".join(tokens.tokens) == stream.output.text == france.text
     assert len(events) > len(tokens.tokens)
 
 
