@@ -2,6 +2,10 @@
 
 ``outcome_scores`` grades the answers of outcome records; ``label_outcomes``
 turns them into D+ (known: answer directly) / D- (unknown: retrieve) labels.
+
+Labels come from gold answers, or, where a user has none, from agreement
+(``agreement_records``): the model's own answer over the passages is the reference,
+so a question is "helped" when retrieval would change the answer.
 Collecting new outcome records with an LLM and a retriever lives in
 ``adaptive_gates.collection``.
 """
@@ -9,7 +13,7 @@ Collecting new outcome records with an LLM and a retriever lives in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -22,6 +26,10 @@ from .metrics import get_metric
 KNOWN, UNKNOWN = 0, 1
 
 TiePolicy = Literal["known", "drop"]
+#: How outcome records are graded: against their gold ``answers``, or against the
+#: answer with retrieval (``agreement_records``).
+Labels = Literal["gold", "agreement"]
+LABELS: tuple[Labels, ...] = ("gold", "agreement")
 
 
 @dataclass(frozen=True)
@@ -71,3 +79,24 @@ def label_outcomes(
         questions.append(record.question)
         labels.append(KNOWN if without >= with_ else UNKNOWN)
     return SelfKnowledge(ids, questions, labels)
+
+
+def agreement_records(records: Sequence[OutcomeRecord]) -> list[OutcomeRecord]:
+    """The records with the answer over the passages as their only gold answer.
+
+    Graded so, the answer with retrieval is right by definition (unless empty) and the
+    answer without it is right when it agrees: retrieval "helps" exactly where it would
+    change the answer. No gold answer is read, so plain questions a user collected
+    (``adaptive-gates collect``) can be fitted on. It is a proxy, with measured limits:
+    a gate fitted on it learns where retrieval changes the answer, not where it
+    corrects it (docs: "Fit a gate to your model"). Fit gates with two heads on the
+    ``"helps"`` target: correctness with retrieval is constant here.
+    """
+    return [replace(r, answers=[r.pred_one_retrieval]) for r in records]
+
+
+def labelled_records(records: Sequence[OutcomeRecord], labels: Labels) -> list[OutcomeRecord]:
+    """``records`` graded as ``labels`` says (``"gold"``: as they are)."""
+    if labels not in LABELS:
+        raise ValueError(f"labels must be one of {LABELS}, got {labels!r}")
+    return agreement_records(records) if labels == "agreement" else list(records)

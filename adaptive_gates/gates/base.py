@@ -34,9 +34,11 @@ from ..errors import BackendError, BackendMisconfiguredError, InvalidQuestionErr
 from ..feedback import Feedback, FeedbackNotSupportedError
 from ..listeners import Listener, check_listener, gate_asking, notify_decisions
 from ..persistence.saved_format import save_directory
+from ..selfknowledge import Labels, labelled_records
 from ..validation import check_batch, check_question, check_questions
 from .assessment import Assessment, Verdict
 from .constraints import Boolean
+from .fitted_on import FittedOn
 from .params import (
     built_once,
     check_arguments,
@@ -94,7 +96,7 @@ class Gate(ABC):
     # always one), parameters fitted state does not depend on, parameters that are
     # backends (model objects: passed again at load, never saved) and those that are
     # member gates (cloned unfitted with the gate, saved in its directory).
-    _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration",)
+    _fitted_state: ClassVar[tuple[str, ...]] = ("_calibration", "_fitted_on")
     _serving_params: ClassVar[frozenset[str]] = frozenset({"fallback_retrieve"})
     backend_params: ClassVar[frozenset[str]] = frozenset()
     member_params: ClassVar[frozenset[str]] = frozenset()
@@ -128,6 +130,7 @@ class Gate(ABC):
         self.fallback_retrieve = fallback_retrieve
         self._build_lock = threading.Lock()
         self._calibration: Calibration | None = None
+        self._fitted_on: FittedOn | None = None
 
     # ----------------------------------------------------------------- parameters
     @classmethod
@@ -222,10 +225,35 @@ class Gate(ABC):
         """
         return np.asarray(scores) > (self.threshold_ if threshold is None else threshold)
 
-    def fit_outcomes(self: G, records: Sequence[OutcomeRecord], metric: str = "contains") -> G:
-        """Fit on outcome records; gates that learn from them override this."""
+    def fit_outcomes(
+        self,
+        records: Sequence[OutcomeRecord],
+        metric: str = "contains",
+        *,
+        labels: Labels = "gold",
+        sources: Sequence[str] = (),
+        **options: Any,
+    ) -> Self:
+        """Fit on outcome records, graded against their gold answers (``labels="gold"``)
+        or against the answer with retrieval (``"agreement"``: no gold answer needed,
+        ``selfknowledge.agreement_records``), and record what was fitted on
+        (``fitted_on_``: the records' model, count, labels and ``sources``, e.g. the
+        files they came from). ``options`` are the method's own (SKR's ``ties``)."""
+        records = list(records)
+        self._fit_outcomes(labelled_records(records, labels), metric, **options)
+        self._fitted_on = FittedOn.from_records(records, metric, labels, sources)
+        return self
+
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
+        """Learn from graded outcome records; gates that learn from them override this."""
         how = "it is ready as built" if self.is_fitted else self.fit_hint()
         raise NotImplementedError(f"{type(self).__name__} does not learn from outcome records; {how}")
+
+    @property
+    def fitted_on_(self) -> FittedOn | None:
+        """The outcome records the gate was fitted on (``None``: fitted otherwise, e.g.
+        on labelled questions, or saved before gates recorded it)."""
+        return self._fitted_on
 
     # ----------------------------------------------------------------- threshold
     @property

@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -242,10 +242,9 @@ class DraftCheckGate(AsksInRounds, Gate):
         return features, embeddings, readings
 
     # ------------------------------------------------------------------ fitting
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """Fit the combiner on outcome records: each record's recorded answer without
         retrieval is its draft, checked against the gate's retriever."""
-        records = list(records)
         if len(records) < 10:
             raise ValueError(f"{self.name}: {len(records)} outcome records are too few to fit a combiner")
         questions = [r.question for r in records]
@@ -270,7 +269,6 @@ class DraftCheckGate(AsksInRounds, Gate):
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
         logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
-        return self
 
     def score_records(self, records: Sequence[OutcomeRecord]) -> np.ndarray:
         """Need scores of outcome records with their recorded answer without retrieval

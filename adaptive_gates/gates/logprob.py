@@ -122,10 +122,9 @@ class LogprobGate(AsksInRounds, Gate):
     def _default_threshold(self) -> float:
         return DEFAULT_THRESHOLDS[self.signal]
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> LogprobGate:
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """Nothing to learn: the gate as it is (so offline evaluation, which fits every
         gate on the training records, treats it like the others; calibrating is apart)."""
-        return self
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
         return self._backend.state()

@@ -73,9 +73,9 @@ class FitPercentileGate(Gate):
             level = LEVELS[level]
         return self.calibrate_scores(self.fit_scores_, float(level))
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """Fit on the records' questions; no answers are needed (``metric`` is unused)."""
-        return self.fit([r.question for r in records])
+        self.fit([r.question for r in records])
 
     @abstractmethod
     def fit(self, questions: Sequence[str]) -> Self:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
@@ -126,10 +126,10 @@ class PopularityGate(Gate):
         logger.info("popularity: %d corpus tokens, %d distinct words", rarity.total, len(rarity.counts))
         return self
 
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """The paper's threshold: the one with the best accuracy on these outcome records."""
         a, b = outcome_scores(records, metric)
-        return self.calibrate_scores(self.score([r.question for r in records]), correct_without=a, correct_with=b)
+        self.calibrate_scores(self.score([r.question for r in records]), correct_without=a, correct_with=b)
 
     def _default_threshold(self) -> float:
         return _DEFAULT_THRESHOLDS[self.rule]

@@ -3,7 +3,8 @@ and gates saved inside another gate's directory.
 
 A saved gate's ``config.json`` names its type (``gate_type``, the class's ``name`` in
 the registry of every gate class), its parameters but the backends (models are passed
-again at load), its threshold and calibration, and the fitted state its class writes
+again at load), its threshold and calibration, what it was fitted on (``fitted_on``:
+the outcomes' model and data), and the fitted state its class writes
 (``_save_state``/``_load_state``); ``persistence`` writes it atomically with checksums.
 
 A gate inside another (a budget's wrapped gate, a cascade's stages, a stacked gate's
@@ -46,6 +47,7 @@ from ..persistence.saved_format import (
     safe_member_path,
     write_directory,
 )
+from .fitted_on import FittedOn
 
 S = TypeVar("S", bound="Saveable")
 
@@ -59,6 +61,7 @@ class Saveable(Protocol):
     backend_params: ClassVar[frozenset[str]]
     member_params: ClassVar[frozenset[str]]
     _calibration: Calibration | None
+    _fitted_on: FittedOn | None
 
     @property
     def threshold_(self) -> float: ...
@@ -95,6 +98,7 @@ def write_gate(gate: Saveable, directory: Path) -> None:
         "params": gate._json_params(),
         "threshold": gate.threshold_,
         "calibration": gate._calibration.to_dict() if gate._calibration else None,
+        "fitted_on": gate._fitted_on.to_dict() if gate._fitted_on else None,
     }
     write_directory(directory, config, gate._save_state)
 
@@ -149,6 +153,11 @@ def _restore(cls: type[S], path: Path, config: dict[str, Any], backends: dict[st
             gate._calibration = Calibration.from_dict(calibration)
         except (TypeError, ValueError) as exc:
             raise GateLoadError(f"{path}: field 'calibration' is malformed ({exc})") from None
+    fitted_on = config.get("fitted_on")  # absent from gates saved before it was recorded
+    if fitted_on is not None:
+        if not isinstance(fitted_on, dict):
+            raise GateLoadError(f"{path}: field 'fitted_on' must be an object or null")
+        gate._fitted_on = FittedOn.from_dict(str(path), fitted_on)
     saved = config_field(config, "threshold", (int, float))
     if not math.isclose(gate.threshold_, saved, rel_tol=1e-9, abs_tol=1e-12):
         raise GateLoadError(

@@ -140,12 +140,10 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         logger.info("%s fitted on %d questions (m=%d known, n=%d unknown)", self.name, len(clean), *memory.counts)
         return self
 
-    def fit_outcomes(
-        self, records: Sequence[OutcomeRecord], metric: str = "contains", ties: TiePolicy = "known"
-    ) -> Self:
-        """Label outcome records (SPEC §1.1) and fit on them."""
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str, ties: TiePolicy = "known") -> None:
+        """Label outcome records (SPEC §1.1; ``ties`` as ``label_outcomes``) and fit on them."""
         knowledge = label_outcomes(records, metric=metric, ties=ties)
-        return self.fit(knowledge.questions, knowledge.labels)
+        self.fit(knowledge.questions, knowledge.labels)
 
     def add(self, questions: Sequence[str], labels: Sequence[int]) -> Self:
         """Add newly labelled questions to the memory; safe while others decide."""

@@ -285,9 +285,8 @@ class StackedGate(LearnsFromFeedback, Gate):
         return check_vectors(encoder.embed(questions), len(questions), encoder.model_id).astype(np.float64)
 
     # ------------------------------------------------------------------ fitting
-    def fit_outcomes(self, records: Sequence[OutcomeRecord], metric: str = "contains") -> Self:
+    def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """Fit the members and the combiner on outcome records (all of them)."""
-        records = list(records)
         if len(records) < 2 * self.folds:
             raise ValueError(
                 f"stacked gate: {len(records)} outcome records are too few for {self.folds}-fold cross-fitting"
@@ -324,7 +323,6 @@ class StackedGate(LearnsFromFeedback, Gate):
             self.model,
             self.embedding,
         )
-        return self
 
     def _features(self, member_scores: list[np.ndarray], questions: list[str]) -> np.ndarray:
         """The combiner's named columns (as ``feature_names_``) of each question."""
