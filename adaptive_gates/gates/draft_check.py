@@ -19,6 +19,16 @@ retrieval (``pred_no_retrieval``) and the retrieval runs over the gate's retriev
 LLM is asked. The retriever and the question encoder are backends, passed again at
 load; the gate records which kind of retriever it was fitted with and warns when it
 scores through another (retrieval scores and agreement read differently).
+
+With ``self_report`` the draft is asked with the self-report instruction
+(``signals.self_report``): the answer or "unknown", then the model's certainty; the
+draft served is the answer without its marker, and the certainty is two more columns.
+With ``cold_start`` an unfitted gate decides from that self-report alone
+(``gates.cold_start``: an abstention or stated doubt retrieves), so it is ready without
+any outcome of the model at hand; ``fit_outcomes`` then hands over to the combiner.
+Whether the combiner reads the draft's agreement with the passages is the
+``agreement`` parameter's, by default decided on the records fitted on
+(``gates.agreement_check``).
 """
 
 from __future__ import annotations
@@ -41,9 +51,18 @@ from ..retrieval.base import Retriever
 from ..selfknowledge import outcome_scores
 from ..signals.draft import DRAFT_FEATURE_NAMES, LOGPROB_FEATURE_NAMES, explain, logprob_features, read_draft
 from ..signals.question_features import FEATURE_NAMES, question_features
+from ..signals.self_report import (
+    SELF_REPORT_FEATURE_NAMES,
+    read_self_report,
+    recorded_certainty,
+    self_report_features,
+    self_report_instruction,
+)
+from .agreement_check import AgreementCheck, check_agreement, without_agreement
 from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
 from .assessment import Assessment
 from .base import Gate
+from .cold_start import COLD_START_THRESHOLD, cold_start_reading
 from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real, Text
 from .encoder_record import check_encoder_record, encoder_record
@@ -56,6 +75,12 @@ logger = logging.getLogger(__name__)
 COLUMNS: tuple[str, ...] = (*FEATURE_NAMES, *DRAFT_FEATURE_NAMES)
 #: Alternatives per token asked for with ``logprob_features`` (OpenAI allows 20).
 TOP_LOGPROBS = 5
+#: Whether the combiner reads the draft's agreement with the passages: decided on the
+#: records fitted on (``"auto"``), or always, or never.
+AGREEMENT = ("auto", "always", "never")
+#: Parameters added since draft-check gates were first saved, with the value a gate
+#: saved without them was fitted and decides with: such a gate loads as it was.
+_BEFORE_ADDED = {"self_report": False, "agreement": "always", "cold_start": False}
 
 
 class DraftCheckGate(AsksInRounds, Gate):
@@ -82,6 +107,22 @@ class DraftCheckGate(AsksInRounds, Gate):
             (``signals.draft.LOGPROB_FEATURE_NAMES``): the backend must give them
             (``LogprobsUnavailableError`` otherwise), and the outcome records fitted on
             must hold them (``logprobs_no_retrieval``).
+        self_report: ask the draft with the self-report instruction (``instruction``,
+            then an invitation to say "unknown" and to say "certain" or "uncertain"),
+            serve the answer without its marker, and read the certainty stated
+            (``self_uncertain``, ``self_certain``; records fitted on hold it as
+            ``certainty_no_retrieval``, as ``adaptive-gates collect`` writes it). On by
+            default: it is what the cold start reads and what ``collect`` records; a
+            gate saved before it existed loads with it off, as it was fitted.
+        cold_start: until ``fit_outcomes`` runs, decide from what the model says about
+            itself (``gates.cold_start``): retrieve on an empty or hedged draft or
+            stated uncertainty, with no fitted weights. Off by default: an unfitted gate
+            then refuses to decide.
+        agreement: whether the combiner reads the draft's agreement with the passages
+            (``agree_any``, ``agree_top``, ``agree_share``, ``overlap_best``):
+            ``"auto"`` cross-fits with and without them on the records fitted on and
+            keeps them only if they raise the out-of-fold gap capture; ``"always"`` or
+            ``"never"``. The choice is ``agreement_check_`` and is saved.
         model: ``"blend"``, ``"logistic"`` or ``"boosted"`` (``gates.combiner``).
         target: ``"gain"`` (two heads) or ``"helps"`` (P(retrieval helps)).
         C: the logistic heads' inverse regularisation strength.
@@ -101,13 +142,16 @@ class DraftCheckGate(AsksInRounds, Gate):
     retrieves_first = True
     backend_params = frozenset({"chat", "retriever", "embedder"})
     fitted_by = "fit_outcomes(records)"
-    _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever")
-    _serving_params = AsksInRounds._serving_params | {"retrieval_timeout"}
+    _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever", "_agreement_check")
+    _serving_params = AsksInRounds._serving_params | {"retrieval_timeout", "cold_start"}
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "embedding": Boolean(),
         "embedding_dims": Integer(1),
         "logprob_features": Boolean(),
+        "self_report": Boolean(),
+        "cold_start": Boolean(),
+        "agreement": OneOf(*AGREEMENT),
         "model": OneOf(*MODELS),
         "target": OneOf(*TARGETS),
         "C": Real(0, closed="neither"),
@@ -126,6 +170,9 @@ class DraftCheckGate(AsksInRounds, Gate):
         embedding: bool = True,
         embedding_dims: int = 32,
         logprob_features: bool = False,
+        self_report: bool = True,
+        cold_start: bool = False,
+        agreement: str = "auto",
         model: Model = "blend",
         target: Target = "gain",
         C: float = 0.05,
@@ -144,6 +191,9 @@ class DraftCheckGate(AsksInRounds, Gate):
         self.embedding = embedding
         self.embedding_dims = embedding_dims
         self.logprob_features = logprob_features
+        self.self_report = self_report
+        self.cold_start = cold_start
+        self.agreement = agreement
         self.model = model
         self.target = target
         self.C = C
@@ -154,12 +204,25 @@ class DraftCheckGate(AsksInRounds, Gate):
         self._combiner: FeatureCombiner | None = None
         self._retrieve_above: float | None = None
         self._fitted_retriever: str | None = None
+        self._agreement_check: AgreementCheck | None = None
         self._warned_of_retriever = False
 
     # ------------------------------------------------------------------ state
     @property
     def is_fitted(self) -> bool:
-        return self._combiner is not None
+        """Fitted, or ready as built by its cold start."""
+        return self._combiner is not None or self.cold_start
+
+    @property
+    def in_cold_start(self) -> bool:
+        """Whether decisions come from the cold start (no combiner fitted yet)."""
+        return self._combiner is None and self.cold_start
+
+    @property
+    def agreement_check_(self) -> AgreementCheck | None:
+        """Whether the fitted combiner reads the draft's agreement, and why (``None``
+        before a fit)."""
+        return self._agreement_check
 
     @property
     def combiner_(self) -> FeatureCombiner:
@@ -170,11 +233,39 @@ class DraftCheckGate(AsksInRounds, Gate):
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The combiner's feature columns, in order (before the embedding's components)."""
-        return (*COLUMNS, *LOGPROB_FEATURE_NAMES) if self.logprob_features else COLUMNS
+        """The combiner's feature columns, in order (before the embedding's components):
+        those the parameters ask for, without the agreement columns where the fit left
+        them out (``agreement_check_``) or ``agreement="never"``."""
+        check = self._agreement_check
+        used = check.used if check is not None else self.agreement != "never"
+        return self._all_columns() if used else without_agreement(self._all_columns())
+
+    def _all_columns(self) -> tuple[str, ...]:
+        """Every column the parameters ask for, agreement included: what ``_inputs`` builds."""
+        logprob = LOGPROB_FEATURE_NAMES if self.logprob_features else ()
+        self_report = SELF_REPORT_FEATURE_NAMES if self.self_report else ()
+        return (*COLUMNS, *logprob, *self_report)
+
+    def _used(self, features: np.ndarray) -> np.ndarray:
+        """``features`` (every column of ``_all_columns``) cut to ``columns``."""
+        every, used = self._all_columns(), self.columns
+        return features if used == every else features[:, [every.index(c) for c in used]]
 
     def _default_threshold(self) -> float:
+        if self.in_cold_start:
+            return COLD_START_THRESHOLD
         return self._fitted_value(self._retrieve_above)
+
+    @classmethod
+    def _current_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Saved parameters, with those added since the gate was saved set to what the
+        gate was fitted with (plain drafts, agreement read, no cold start), never to
+        today's defaults: a gate saved before them loads and decides as it did."""
+        current = super()._current_params(params)
+        added = {name: value for name, value in _BEFORE_ADDED.items() if name not in current}
+        if added:
+            logger.debug("%s saved before %s: loading it as fitted (%s)", cls.name, ", ".join(added), added)
+        return {**added, **current}
 
     def _encoder(self) -> Embedder:
         if self.embedder is not None:
@@ -221,10 +312,12 @@ class DraftCheckGate(AsksInRounds, Gate):
         drafts: Sequence[str],
         found: Sequence[tuple[Hit, ...]],
         tokens: Sequence[Sequence[TokenLogprob]] | None = None,
+        certainties: Sequence[str | None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
-        """The combiner's feature rows, the questions' embeddings (if used) and each
-        draft's reading; ``tokens``: each draft's log-probabilities, read with
-        ``logprob_features``."""
+        """The feature rows of every column (``_all_columns``), the questions'
+        embeddings (if used) and each draft's reading; ``tokens``: each draft's
+        log-probabilities, read with ``logprob_features``; ``certainties``: the
+        certainty stated with each draft, read with ``self_report``."""
         readings = [
             read_draft(q, d, [h.as_passage() for h in hits], [h.score for h in hits])
             for q, d, hits in zip(questions, drafts, found)
@@ -234,6 +327,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         if self.logprob_features:
             assert tokens is not None  # the callers read them first
             blocks.append(logprob_features(tokens))
+        if self.self_report:
+            blocks.append(self_report_features(certainties or [None] * len(questions)))
         features = np.hstack(blocks)
         embeddings = None
         if self.embedding:
@@ -247,15 +342,37 @@ class DraftCheckGate(AsksInRounds, Gate):
         retrieval is its draft, checked against the gate's retriever."""
         if len(records) < 10:
             raise ValueError(f"{self.name}: {len(records)} outcome records are too few to fit a combiner")
+        ungraded = next((r.id for r in records if not r.answers), None)
+        if ungraded is not None:
+            raise ValueError(
+                f"{self.name}: record {ungraded!r} has no gold answers to grade against; fit with "
+                "labels='agreement' (the answer over the passages as the reference)"
+            )
         questions = [r.question for r in records]
         drafts = [r.pred_no_retrieval for r in records]
         tokens = self._recorded_tokens(records)
+        certainties = self._recorded_certainties(records)
         found = self._search(questions)
-        features, embeddings, _ = self._inputs(questions, drafts, found, tokens)
+        features, embeddings, _ = self._inputs(questions, drafts, found, tokens, certainties)
         a, b = outcome_scores(records, metric)
-        combiner = fit_feature_combiner(
+        check = self._check_agreement(features, a, b, embeddings)
+        every = self._all_columns()
+        columns = every if check.used else without_agreement(every)
+        features = features[:, [every.index(c) for c in columns]]
+        combiner = self._fit_combiner(features, columns, a, b, embeddings)
+        self._combiner, self._agreement_check = combiner, check
+        self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
+        assert self.retriever is not None  # _search refuses a gate without one
+        self._fitted_retriever = retriever_kind(self.retriever)
+        logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
+
+    def _fit_combiner(
+        self, features: np.ndarray, columns: Sequence[str], a: np.ndarray, b: np.ndarray, embeddings: np.ndarray | None
+    ) -> FeatureCombiner:
+        """A combiner fitted with the gate's settings on these rows and columns."""
+        return fit_feature_combiner(
             features,
-            self.columns,
+            columns,
             a,
             b,
             embeddings=embeddings,
@@ -264,23 +381,52 @@ class DraftCheckGate(AsksInRounds, Gate):
             model=self.model,
             C=self.C,
         )
-        self._combiner = combiner
-        self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
-        assert self.retriever is not None  # _search refuses a gate without one
-        self._fitted_retriever = retriever_kind(self.retriever)
-        logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
+
+    def _check_agreement(
+        self, features: np.ndarray, a: np.ndarray, b: np.ndarray, embeddings: np.ndarray | None
+    ) -> AgreementCheck:
+        """Whether the combiner reads the agreement columns (``agreement``); with
+        ``"auto"``, as cross-fitting on these rows shows (``gates.agreement_check``)."""
+        if self.agreement != "auto":
+            return AgreementCheck(self.agreement == "always", f"agreement={self.agreement!r}")
+        return check_agreement(self._fit_combiner, features, self._all_columns(), a, b, embeddings)
+
+    def _recorded_certainties(self, records: Sequence[OutcomeRecord]) -> list[str | None] | None:
+        """Each record's stated certainty, with ``self_report`` (else ``None``), warning
+        when the records' drafts and the gate's do not look asked alike."""
+        stated = [recorded_certainty(r) for r in records]
+        any_stated = any(c is not None for c in stated)
+        if self.self_report and not any_stated and len(records) >= 10:
+            logger.warning(
+                "%s: none of %d records holds a stated certainty ('certainty_no_retrieval'), yet the gate asks "
+                "for one (self_report=True); were their drafts asked with the self-report instruction "
+                "(adaptive-gates collect --draft self-report)?",
+                self.name,
+                len(records),
+            )
+        elif not self.self_report and any_stated:
+            logger.warning(
+                "%s: the records hold stated certainties (self-report drafts), but this gate drafts plainly "
+                "(self_report=False): its drafts will not read as the records' did",
+                self.name,
+            )
+        return stated if self.self_report else None
 
     def score_records(self, records: Sequence[OutcomeRecord]) -> np.ndarray:
         """Need scores of outcome records with their recorded answer without retrieval
-        as the draft, asking no LLM (one retrieval each)."""
+        as the draft (and, with ``self_report``, the certainty recorded with it), asking
+        no LLM (one retrieval each; none in the cold start)."""
         self._check_fitted()
         questions = [r.question for r in records]
         if not questions:
             return np.zeros(0, dtype=np.float64)
         drafts = [r.pred_no_retrieval for r in records]
+        certainties = [recorded_certainty(r) for r in records] if self.self_report else [None] * len(records)
+        if self.in_cold_start:  # the self-report alone: no retrieval, no LLM
+            return np.array([cold_start_reading(d, c).score for d, c in zip(drafts, certainties)], dtype=np.float64)
         tokens = self._recorded_tokens(records)
-        features, embeddings, _ = self._inputs(questions, drafts, self._search(questions), tokens)
-        return self.combiner_.score(features, embeddings)
+        features, embeddings, _ = self._inputs(questions, drafts, self._search(questions), tokens, certainties)
+        return self.combiner_.score(self._used(features), embeddings)
 
     def _recorded_tokens(self, records: Sequence[OutcomeRecord]) -> list[tuple[TokenLogprob, ...]] | None:
         """Each record's recorded draft log-probabilities, with ``logprob_features``
@@ -297,11 +443,25 @@ class DraftCheckGate(AsksInRounds, Gate):
 
     # ------------------------------------------------------------------ scoring
     def prompt(self, question: str) -> str:
-        """The draft prompt: the answerer's, without passages."""
-        return build_prompt(question, None, self.instruction)
+        """The draft prompt: the answerer's, without passages (with ``self_report``,
+        its instruction followed by the self-report request)."""
+        instruction = self_report_instruction(self.instruction) if self.self_report else self.instruction
+        return build_prompt(question, None, instruction)
+
+    def _read_reply(self, text: str) -> tuple[str, str | None]:
+        """A draft reply read: the draft served and the certainty stated (``None``
+        for a plain draft). A self-report reply may state its certainty on the line
+        after the answer, so the whole reply is read."""
+        if not self.self_report:
+            return clean_answer(text), None
+        report = read_self_report(text)
+        return report.answer, report.certainty
 
     def _rounds(self, questions: list[str]) -> Rounds:
-        options = ChatOptions(max_tokens=self.max_tokens, temperature=0.0, stop=list(ANSWER_STOP))
+        # a self-report may put its certainty on the next line: no stop at a line's end
+        options = ChatOptions(max_tokens=self.max_tokens, temperature=0.0)
+        if not self.self_report:
+            options["stop"] = list(ANSWER_STOP)
         if self.logprob_features:
             options["top_logprobs"] = TOP_LOGPROBS
         replies = yield Round([user(self.prompt(q)) for q in questions], "answer", options)
@@ -311,7 +471,9 @@ class DraftCheckGate(AsksInRounds, Gate):
                 "this gate was fitted to read (logprob_features=True); use a backend that gives them"
             )
         tokens = [() if isinstance(r, Exception) else (r.tokens or ()) for r in replies]
-        drafts = [None if isinstance(r, Exception) else clean_answer(r.text) for r in replies]
+        read = [None if isinstance(r, Exception) else self._read_reply(r.text) for r in replies]
+        drafts = [None if r is None else r[0] for r in read]
+        certainties = [None if r is None else r[1] for r in read]
         fallbacks = [describe_failure(r) if isinstance(r, Exception) else None for r in replies]
         calls: list[float | None] = [1.0] * len(questions)  # one draft each, failed or not
         try:
@@ -328,7 +490,10 @@ class DraftCheckGate(AsksInRounds, Gate):
                 fallbacks=[f or reason for f in fallbacks],
                 llm_calls=calls,
             )
-        features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found, tokens)
+        if self.in_cold_start:
+            return self._cold_start_assessment(drafts, certainties, found, fallbacks, calls)
+        features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found, tokens, certainties)
+        features = self._used(features)
         combiner = self.combiner_
         scores = combiner.score(features, embeddings)
         heads = combiner.head_probabilities(features, embeddings)
@@ -343,19 +508,53 @@ class DraftCheckGate(AsksInRounds, Gate):
                     "draft": draft,
                     "reasons": explain(reading),
                     "passages": reading.n_passages,
+                    **({"certainty": certainties[i]} if self.self_report else {}),
                     **{f"p_{head}": float(p[i]) for head, p in heads.items()},
+                }
+            )
+        return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
+
+    def _cold_start_assessment(
+        self,
+        drafts: list[str | None],
+        certainties: list[str | None],
+        found: list[tuple[Hit, ...]],
+        fallbacks: list[str | None],
+        calls: list[float | None],
+    ) -> Assessment:
+        """The cold start's assessment: each draft's score and reason from what the model
+        said about itself; the passages checked stay on the decision, to answer over."""
+        scores = np.full(len(drafts), math.nan)
+        details: list[dict[str, Any]] = []
+        for i, (draft, certainty, hits) in enumerate(zip(drafts, certainties, found)):
+            if draft is None:
+                details.append({})  # no draft was read: the fallback decides
+                continue
+            reading = cold_start_reading(draft, certainty)
+            scores[i] = reading.score
+            details.append(
+                {
+                    "draft": draft,
+                    "certainty": certainty,
+                    "reasons": [reading.reason],
+                    "passages": len(hits),
+                    "cold_start": True,
                 }
             )
         return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
+        if self.in_cold_start:
+            return {"combiner": None}  # nothing fitted: the cold start's rule is fixed
         combiner = self.combiner_
         state: dict[str, Any] = {
             "combiner": combiner.write_files(directory),
             "retrieve_above": self._retrieve_above,
             "retriever": self._fitted_retriever,
         }
+        if self._agreement_check is not None:
+            state["agreement"] = self._agreement_check.to_dict()
         if combiner.projection is not None:
             state["encoder"] = encoder_record(self._encoder(), len(combiner.projection.mean))
         return state
@@ -363,6 +562,9 @@ class DraftCheckGate(AsksInRounds, Gate):
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         from ..errors import GateLoadError
 
+        if state.get("combiner") is None and self.cold_start:
+            return  # a cold start saved before any fit
+        self._agreement_check = self._saved_agreement(directory, state)
         combiner = FeatureCombiner.from_files(directory, state.get("combiner"), self.columns)
         if (combiner.projection is not None) != self.embedding:
             raise GateLoadError(f"{directory}: field 'params.embedding' does not match the saved combiner")
@@ -376,6 +578,18 @@ class DraftCheckGate(AsksInRounds, Gate):
         if not isinstance(retriever, str):
             raise GateLoadError(f"{directory}: field 'state.retriever' must name the retriever fitted with")
         self._combiner, self._retrieve_above, self._fitted_retriever = combiner, float(above), retriever
+
+    def _saved_agreement(self, directory: Path, state: dict[str, Any]) -> AgreementCheck:
+        """The saved agreement choice; a gate saved before the choice existed read the
+        agreement columns (``GateLoadError`` naming a malformed field)."""
+        from ..errors import GateLoadError
+
+        if "agreement" not in state:
+            return AgreementCheck(True, "saved before the agreement check: agreement read, as fitted")
+        try:
+            return AgreementCheck.from_dict(state["agreement"])
+        except ValueError as exc:
+            raise GateLoadError(f"{directory}: field 'state.agreement' {exc}") from None
 
 
 def retriever_kind(retriever: Retriever) -> str:

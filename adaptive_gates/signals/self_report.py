@@ -12,20 +12,37 @@ verbalized gate's certainty request (When-to-Retrieve, SPEC §3); the reply is r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..answering import DEFAULT_INSTRUCTION
 from .certainty import CERTAIN, UNCERTAIN, parse_certainty
 
-#: The draft instruction: a few words or "unknown", then "certain" or "uncertain".
-SELF_REPORT_INSTRUCTION = (
-    DEFAULT_INSTRUCTION + ' If you do not know, say "unknown".'
+if TYPE_CHECKING:
+    from ..data import OutcomeRecord
+
+#: What the self-report adds to an answer instruction: an invitation to abstain, then
+#: the verbalized gate's certainty request.
+SELF_REPORT_REQUEST = (
+    ' If you do not know, say "unknown".'
     ' If you are sure the answer is accurate and correct, please say "certain" after the answer.'
     ' If you are not confident with the answer, please say "uncertain".'
 )
+#: The draft instruction: a few words or "unknown", then "certain" or "uncertain".
+SELF_REPORT_INSTRUCTION = DEFAULT_INSTRUCTION + SELF_REPORT_REQUEST
 #: The outcome record field holding the certainty stated with the answer without
 #: retrieval (``"certain"``, ``"uncertain"``, or ``null`` when none was stated).
 CERTAINTY_FIELD = "certainty_no_retrieval"
+#: The columns a combiner reads from the stated certainty (both 0: none stated).
+SELF_REPORT_FEATURE_NAMES: tuple[str, ...] = ("self_uncertain", "self_certain")
+
+
+def self_report_instruction(instruction: str = DEFAULT_INSTRUCTION) -> str:
+    """``instruction`` (an answerer's first line) with the self-report request after it."""
+    return instruction + SELF_REPORT_REQUEST
 
 
 @dataclass(frozen=True)
@@ -45,3 +62,22 @@ def read_self_report(reply: str) -> SelfReport:
     parse = parse_certainty(reply)
     certainty = parse.certainty if parse.certainty in (CERTAIN, UNCERTAIN) else None
     return SelfReport(parse.answer, certainty)
+
+
+def recorded_certainty(record: OutcomeRecord) -> str | None:
+    """The certainty an outcome record says was stated with its answer without
+    retrieval (``CERTAINTY_FIELD``): ``"certain"``, ``"uncertain"``, or ``None`` when
+    the record holds none (a plain draft, or nothing stated). Any other value is a
+    ``ValueError`` naming the record: a misspelt certainty must not read as none."""
+    value = record.extra.get(CERTAINTY_FIELD)
+    if value is None or value in (CERTAIN, UNCERTAIN):
+        return value
+    raise ValueError(
+        f"record {record.id!r}: field {CERTAINTY_FIELD!r} must be {CERTAIN!r}, {UNCERTAIN!r} or null, got {value!r}"
+    )
+
+
+def self_report_features(certainties: Sequence[str | None]) -> np.ndarray:
+    """The ``SELF_REPORT_FEATURE_NAMES`` columns of each stated certainty (one row each)."""
+    rows = [(float(c == UNCERTAIN), float(c == CERTAIN)) for c in certainties]
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(SELF_REPORT_FEATURE_NAMES))
