@@ -5,8 +5,14 @@ Three record kinds (one JSON object a line):
 - outcome: ``id, question, answers, pred_no_retrieval, pred_one_retrieval``
   (+ optional ``context``, and ``logprobs_no_retrieval``: the no-retrieval answer's
   tokens in OpenAI's shape) — answers already produced without and with retrieval;
-- QA: ``id, question, answers`` (+ optional ``context``/``passage``);
+- QA: ``id, question, answers`` (+ optional ``context``/``passage``); where gold
+  answers are not needed (``load_qa(..., gold=False)``: collecting a user's own
+  traffic) ``answers`` may be missing or empty, and a ``.txt`` file is read as one
+  question a line;
 - corpus: ``id, title, text``.
+
+An outcome record's ``answers`` may be empty: the questions were collected without gold
+answers, and such records are graded by agreement (``labels="agreement"``).
 
 Every loader error names the file, the line and the field. A file whose name ends in
 ``.gz`` is read through gzip.
@@ -15,6 +21,7 @@ Every loader error names the file, the line and the field. A file whose name end
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import zlib
@@ -38,6 +45,7 @@ __all__ = [
     "load_outcome_files",
     "load_outcomes",
     "load_qa",
+    "question_lines",
     "recover_torn_tail",
     "write_jsonl",
 ]
@@ -251,14 +259,18 @@ class _Fields:
             raise self.fail(name, "is empty")
         return value
 
-    def answers(self, name: str = "answers") -> list[str]:
+    def answers(self, name: str = "answers", *, required: bool = True) -> list[str]:
+        """The gold answers; with ``required=False`` a missing field or an empty list
+        reads as none (``[]``)."""
         if name not in self.obj:
+            if not required:
+                return []
             raise self.fail(name, "is missing")
         value = self.obj[name]
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value:
-            raise self.fail(name, "must be a non-empty list of strings")
+        if not isinstance(value, list) or (required and not value):
+            raise self.fail(name, "must be a non-empty list of strings" if required else "must be a list of strings")
         out = []
         for item in value:
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
@@ -326,7 +338,7 @@ def _parse_outcome(f: _Fields, lineno: int, require: Sequence[str] = ()) -> Outc
     return OutcomeRecord(
         id=f.ident(lineno),
         question=f.text("question"),
-        answers=f.answers(),
+        answers=f.answers(required=False),  # none: collected without gold answers
         # An LLM may legitimately answer with an empty string.
         pred_no_retrieval=f.text("pred_no_retrieval", allow_empty=True),
         pred_one_retrieval=f.text("pred_one_retrieval", allow_empty=True),
@@ -336,11 +348,11 @@ def _parse_outcome(f: _Fields, lineno: int, require: Sequence[str] = ()) -> Outc
     )
 
 
-def _parse_qa(f: _Fields, lineno: int) -> QARecord:
+def _parse_qa(f: _Fields, lineno: int, gold: bool = True) -> QARecord:
     return QARecord(
         id=f.ident(lineno),
         question=f.text("question"),
-        answers=f.answers("answers" if "answers" in f.obj or "answer" not in f.obj else "answer"),
+        answers=f.answers("answers" if "answers" in f.obj or "answer" not in f.obj else "answer", required=gold),
         context=f.obj.get("context", f.obj.get("passage")),
     )
 
@@ -379,9 +391,51 @@ def load_outcome_files(paths: str | Path | Sequence[str | Path], *, require: Seq
     return [record for path in paths for record in load_outcomes(path, require=require)]
 
 
-def load_qa(path: str | Path) -> list[QARecord]:
-    """Load QA records; ``answer`` is accepted for ``answers`` and ``passage`` for ``context``."""
-    return _load(path, _parse_qa)
+def load_qa(path: str | Path, *, gold: bool = True) -> list[QARecord]:
+    """Load QA records; ``answer`` is accepted for ``answers`` and ``passage`` for ``context``.
+
+    With ``gold=False`` (questions to collect outcomes for, where no gold answer is
+    needed) a record may hold no answers (missing or ``[]``: ``answers == []``), and a
+    ``.txt`` file is read as plain questions, one a line (``question_lines``).
+    """
+    if Path(path).suffix == ".txt":
+        if gold:
+            raise DataFormatError(f"{path}: a .txt file holds plain questions, without the gold answers needed here")
+        return question_lines(path)
+    records = _load(path, lambda f, lineno: _parse_qa(f, lineno, gold))
+    ungraded = sum(1 for r in records if not r.answers)
+    if ungraded:
+        logger.info("%s: %d of %d records hold no gold answers (answers: [])", path, ungraded, len(records))
+    return records
+
+
+def question_lines(path: str | Path) -> list[QARecord]:
+    """Plain questions, one a line (blank lines skipped), as QA records without gold
+    answers. Each id is ``q`` and the start of the question's SHA-256, so it stays the
+    same when lines are added, removed or reordered (a resumed collection skips what it
+    has); a question repeated on a later line is kept once."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    records: dict[str, QARecord] = {}
+    repeated = 0
+    for lineno, raw in _numbered_lines(path):
+        try:
+            question = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise DataFormatError(f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+        if not question:
+            continue
+        ident = "q" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+        if ident in records:
+            repeated += 1
+            continue
+        records[ident] = QARecord(ident, question, [])
+    if not records:
+        raise DataFormatError(f"{path}: holds no questions")
+    if repeated:
+        logger.info("%s: %d repeated questions kept once", path, repeated)
+    return list(records.values())
 
 
 def load_corpus(path: str | Path) -> list[CorpusRecord]:

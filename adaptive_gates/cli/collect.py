@@ -1,5 +1,6 @@
-"""``adaptive-gates collect``: QA records answered with and without retrieval, by a
-local model or an OpenAI-compatible server, into outcome records (resumable)."""
+"""``adaptive-gates collect``: QA records (or plain questions) answered with and without
+retrieval, by a local model or an OpenAI-compatible server, into outcome records
+(resumable), each naming the model that answered."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from typing import Any
 
 from ..answering import DEFAULT_MAX_NEW_TOKENS
+from ..collection import DRAFTS
 from ..errors import UsageError
 from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
@@ -26,7 +28,14 @@ def add_parser(sub: Any) -> None:
         help="answer QA records with and without retrieval, with a local model or through an "
         "OpenAI-compatible server, into outcome records (resumable)",
     )
-    col.add_argument("--qa", required=True, type=input_file, help="QA records (JSONL)")
+    col.add_argument(
+        "--qa",
+        required=True,
+        type=input_file,
+        help="questions to answer: QA records (JSONL; 'answers' may be missing for questions without gold "
+        'answers, e.g. your own traffic: such records get "answers": [] and are fitted on with --labels '
+        "agreement), or a .txt file of plain questions, one a line",
+    )
     col.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL)")
     # An existing --out is the run to resume: it is appended to, never replaced.
     col.add_argument("--out", required=True, type=output_file, help="outcome records to write (appended, resumable)")
@@ -83,6 +92,18 @@ def add_parser(sub: Any) -> None:
     )
     col.add_argument("--instruction", help="the answer instruction line")
     col.add_argument(
+        "--draft",
+        choices=DRAFTS,
+        default="self-report",
+        help="how the answer without retrieval is asked. self-report (default): the instruction, then "
+        '"unknown" if the model does not know and "certain" or "uncertain" after the answer; the answer is '
+        "recorded without that marker and the certainty as certainty_no_retrieval. That is what the "
+        "draft-check gate drafts by default and what its cold start reads: what a model says about itself "
+        "carried over to other models where fitted weights did not. plain: the instruction alone, as the "
+        "bundled Llama-3.1-8B records were asked (for a gate with self_report=False). The answer with "
+        "retrieval is always asked with the instruction alone",
+    )
+    col.add_argument(
         "--max-tokens",
         type=positive_int,
         default=DEFAULT_MAX_NEW_TOKENS,
@@ -114,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     concurrency = args.concurrency or DEFAULT_CONCURRENCY
     # A batch is what is in flight at most: never fewer questions than requests allowed.
     batch_size = args.batch_size or (max(DEFAULT_BATCH_SIZE, concurrency) if chat else DEFAULT_BATCH_SIZE)
-    records = load_qa(args.qa)[: args.limit]
+    records = load_qa(args.qa, gold=False)[: args.limit]
     retriever = corpus_retriever(args.retriever, args.corpus)
     answerer = LLMAnswerer(
         chat or (LocalCausalLM(args.model) if args.model else None),
@@ -132,10 +153,11 @@ def run(args: argparse.Namespace) -> int:
         batch_size=batch_size,
         top_logprobs=args.top_logprobs,
         progress=sys.stderr.isatty(),  # a bar for a person watching, not for a log file
+        draft=args.draft,
     )
     usage = outcome_usage(outcomes)
     print(
-        f"{len(outcomes)} outcome records in {args.out} "
-        f"({usage.prompt_tokens} prompt tokens, {usage.completion_tokens} completion tokens)"
+        f"{len(outcomes)} outcome records of {answerer.chat.model_id} in {args.out} ({args.draft} drafts; "
+        f"{usage.prompt_tokens} prompt tokens, {usage.completion_tokens} completion tokens)"
     )
     return 0

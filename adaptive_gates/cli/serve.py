@@ -349,7 +349,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
     from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import default_embedder
     from ..serve.service import ChatService
-    from ..shipped import is_pretrained
+    from ..shipped import is_pretrained, pretrained_notice
 
     if args.max_tokens > args.max_answer_tokens:
         raise UsageError(f"--max-tokens {args.max_tokens} is more than --max-answer-tokens {args.max_answer_tokens}")
@@ -368,6 +368,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     retriever = _retriever(args, embedder, database)
     served = served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever))
     gate = _load_gate(args.gate, gate_type, served)
+    if is_pretrained(args.gate):  # whose outcomes it holds, against the model it now serves
+        say(pretrained_notice(args.gate.name, upstream.model_id))
     if database is None:
         # what feedback taught is saved over the gate's directory, for the next start (a
         # shipped gate's directory is the package's own: never written)
