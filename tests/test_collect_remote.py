@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from adaptive_gates import load_outcomes
-from adaptive_gates.answering import LLMAnswerer, clean_answer
+from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
 from adaptive_gates.cli import main
 from adaptive_gates.collection import outcome_usage
 from adaptive_gates.data import write_jsonl
@@ -115,7 +115,7 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
     openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path, capsys
 ):
     out = tmp_path / "outcomes.jsonl"
-    flags = ("--concurrency", "3", "--top-logprobs", "3", "--timeout", request_timeout)
+    flags = ("--concurrency", "3", "--top-logprobs", "3", "--timeout", request_timeout, "--draft", "plain")
     argv = _collect(four_questions, corpus_path, out, openai_server, *flags)
     assert main(argv) == 0
     assert openai_server.requests == 2 * N  # each question asked once without, once with passages
@@ -152,10 +152,34 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
             assert answer["total_tokens"] == answer["prompt_tokens"] + answer["completion_tokens"]
     total = outcome_usage(records)
     assert total.prompt_tokens == sum(u["prompt_tokens"] for row in rows for u in row["usage"].values())
+    assert all(row["llm"] == openai_server.model_id and "certainty_no_retrieval" not in row for row in rows)
     assert capsys.readouterr().out.strip() == (
-        f"{N} outcome records in {out} ({total.prompt_tokens} prompt tokens, "
-        f"{total.completion_tokens} completion tokens)"
+        f"{N} outcome records of {openai_server.model_id} in {out} (plain drafts; {total.prompt_tokens} prompt "
+        f"tokens, {total.completion_tokens} completion tokens)"
     )
+
+
+def test_collect_asks_plain_questions_for_a_self_report_by_default(
+    openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path, capsys
+):
+    from adaptive_gates.signals.self_report import SELF_REPORT_INSTRUCTION, read_self_report
+
+    questions = tmp_path / "traffic.txt"
+    asked = [json.loads(line)["question"] for line in four_questions.read_text().splitlines()][:2]
+    questions.write_text("\n".join(asked) + "\n\n", encoding="utf-8")
+    out = tmp_path / "outcomes.jsonl"
+    argv = _collect(questions, corpus_path, out, openai_server, "--no-logprobs", "--timeout", request_timeout)
+    assert main(argv) == 0
+    assert openai_server.requests == 2 * len(asked)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    client = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url, timeout=float(request_timeout))
+    for question, row in zip(asked, rows):
+        # the answer without retrieval, asked again as collect asks it: the self-report, no stop
+        reply = client.chat(user(build_prompt(question, None, SELF_REPORT_INSTRUCTION)), max_tokens=MAX_TOKENS)
+        report = read_self_report(reply.text)
+        assert row["question"] == question and row["answers"] == [] and row["llm"] == openai_server.model_id
+        assert row["pred_no_retrieval"] == report.answer and row["certainty_no_retrieval"] == report.certainty
+    assert capsys.readouterr().out.startswith(f"2 outcome records of {openai_server.model_id} in {out} (self-report")
 
 
 def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
@@ -188,7 +212,7 @@ def test_an_interrupted_collection_resumes_without_asking_a_question_twice(
     openai_server.reset()  # healthy again, the request count back to zero
     # Resumed in this process: the killed run was the console script's, the resumption is the file's.
     assert main(argv) == 0
-    assert capsys.readouterr().out.startswith(f"{N} outcome records in {out} (")
+    assert capsys.readouterr().out.startswith(f"{N} outcome records of {openai_server.model_id} in {out} (")
     assert openai_server.requests == 2 * (N - 1)  # only the three questions not yet collected
     assert out.read_text().startswith(first)
     ids = [r.id for r in load_outcomes(out)]

@@ -1,6 +1,7 @@
 """Self-knowledge collection with the real embedded LM and a real BM25 index."""
 
 import json
+import re
 
 import pytest
 
@@ -140,3 +141,52 @@ def test_logprobs_need_an_answerer_that_gives_its_replies(tmp_path):
         collect_outcomes(QA, LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl", top_logprobs=-1)
     with pytest.raises(ValueError, match="max_workers must be an int >= 1"):
         LLMAnswerer(max_workers=0)
+
+
+def test_plain_questions_are_collected_with_a_self_report_and_the_models_name(tmp_path, lm):
+    from adaptive_gates.collection import MODEL_FIELD
+    from adaptive_gates.data import load_qa
+    from adaptive_gates.gates.fitted_on import MODEL_FIELD as FITTED_ON_FIELD
+    from adaptive_gates.models.chat import user
+    from adaptive_gates.models.embedded import SMOLLM2_ID
+    from adaptive_gates.signals.self_report import CERTAINTY_FIELD, SELF_REPORT_INSTRUCTION, read_self_report
+
+    questions = tmp_path / "traffic.txt"
+    questions.write_text("What is the capital of France?\n\nWho discovered penicillin?\n", encoding="utf-8")
+    records = load_qa(questions, gold=False)
+    answerer = LLMAnswerer(lm, max_new_tokens=6, batch_size=2)
+    retriever = BM25Retriever.from_records(CORPUS)
+    out = tmp_path / "outcomes.jsonl"
+    collected = collect_outcomes(records, answerer, retriever, out, k=1, batch_size=2, draft="self-report")
+    # The same prompts asked directly: the self-report (no stop at a line's end), then the
+    # plain instruction over the passage.
+    asked = [user(build_prompt(r.question, None, SELF_REPORT_INSTRUCTION)) for r in records]
+    replies = answerer.chat.chat_batch(asked, max_tokens=6, temperature=0.0)
+    texts = [r.question for r in records]
+    over_passages = answerer.answer_batch(
+        texts, [[h.as_passage() for h in hits] for hits in retriever.search_batch(texts, 1)]
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert MODEL_FIELD == FITTED_ON_FIELD == "llm"
+    for record, row, reply, with_passages in zip(collected, rows, replies, over_passages):
+        report = read_self_report(reply.text)
+        assert row["answers"] == [] and record.answers == []
+        assert record.pred_no_retrieval == report.answer
+        assert CERTAINTY_FIELD in row and row[CERTAINTY_FIELD] == report.certainty
+        assert record.pred_one_retrieval == with_passages
+        assert row["llm"] == lm.model_id == SMOLLM2_ID
+    assert load_outcomes(out) == collected
+    # a file of one model's self-report drafts is resumed only so
+    with pytest.raises(ValueError, match="holds self-report drafts, not plain ones: resume with --draft self-report"):
+        collect_outcomes(records, answerer, retriever, out, k=1, draft="plain")
+    with pytest.raises(ValueError, match=re.escape(f"holds outcomes of {SMOLLM2_ID}, not of other-model")):
+        collect_outcomes(records, answerer, retriever, out, k=1, draft="self-report", llm="other-model")
+
+
+def test_a_self_report_needs_the_answerers_chat_model(tmp_path):
+    plain = CountingAnswerer(LLMAnswerer())
+    with pytest.raises(TypeError, match="draft='self-report' asks the answerer's chat model: pass an LLMAnswerer"):
+        collect_outcomes(QA, plain, BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl", draft="self-report")
+    with pytest.raises(ValueError, match="draft must be one of"):
+        collect_outcomes(QA, LLMAnswerer(), BM25Retriever.from_records(CORPUS), tmp_path / "o.jsonl", draft="verbose")
+    assert plain.asked == 0

@@ -43,8 +43,8 @@ def test_load_outcomes_keeps_extra_fields_and_round_trips(tmp_path):
             "field 'question' is missing",
         ),
         (
-            json.dumps({"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "", "pred_one_retrieval": ""}),
-            "field 'answers'",
+            json.dumps({"id": "x", "question": "q", "answers": {}, "pred_no_retrieval": "", "pred_one_retrieval": ""}),
+            "field 'answers' must be a list of strings",
         ),
         (
             json.dumps(
@@ -176,6 +176,41 @@ def test_empty_and_missing_files(tmp_path):
         load_qa(_write(tmp_path / "empty.jsonl", [""]))
     with pytest.raises(FileNotFoundError):
         load_corpus(tmp_path / "nope.jsonl")
+
+
+def test_outcome_records_without_gold_answers_load_with_none(tmp_path):
+    row = {"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "a", "pred_one_retrieval": "b"}
+    (rec,) = load_outcomes(_write(tmp_path / "o.jsonl", [json.dumps(row)]))
+    assert rec.answers == [] and rec.to_json() == row
+
+
+def test_qa_without_gold_answers_loads_only_where_none_are_needed(tmp_path):
+    rows = [{"id": "a", "question": "Who wrote Dracula?"}, {"question": "Where is Ulm?", "answers": []}]
+    path = _write(tmp_path / "qa.jsonl", [json.dumps(r) for r in rows])
+    with pytest.raises(DataFormatError, match=":1: field 'answers' is missing"):
+        load_qa(path)
+    assert [(r.id, r.question, r.answers) for r in load_qa(path, gold=False)] == [
+        ("a", "Who wrote Dracula?", []),
+        ("2", "Where is Ulm?", []),
+    ]
+
+
+def test_plain_questions_one_a_line_get_ids_that_survive_edits(tmp_path):
+    first = load_qa(
+        _write(tmp_path / "q.txt", ["Who wrote Dracula?", "", "  Where is Ulm?  ", "Who wrote Dracula?"]), gold=False
+    )
+    assert [(r.question, r.answers) for r in first] == [("Who wrote Dracula?", []), ("Where is Ulm?", [])]
+    assert all(re.fullmatch(r"q[0-9a-f]{16}", r.id) for r in first) and first[0].id != first[1].id
+    # a line added before the others and the order changed: each question keeps its id
+    edited = load_qa(_write(tmp_path / "q2.txt", ["What is BM25?", "Where is Ulm?", "Who wrote Dracula?"]), gold=False)
+    assert {r.question: r.id for r in edited}.items() >= {r.question: r.id for r in first}.items()
+    with pytest.raises(DataFormatError, match="a .txt file holds plain questions, without the gold answers"):
+        load_qa(tmp_path / "q.txt")
+    with pytest.raises(DataFormatError, match="holds no questions"):
+        load_qa(_write(tmp_path / "blank.txt", ["", "  "]), gold=False)
+    (tmp_path / "bad.txt").write_bytes(b"fine\n\xff\n")
+    with pytest.raises(DataFormatError, match=r"bad.txt:2: not valid UTF-8"):
+        load_qa(tmp_path / "bad.txt", gold=False)
 
 
 def test_load_qa_accepts_answer_and_passage_aliases(tmp_path):
