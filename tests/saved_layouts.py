@@ -76,3 +76,16 @@ def resign(path: Path) -> Path:
     config["files"] = {name: hashlib.sha256((path / name).read_bytes()).hexdigest() for name in config["files"]}
     (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
     return path
+
+
+def draft_check_before_self_report(path: Path) -> Path:
+    """Rewrite the draft-check gate saved at ``path`` as saves wrote it before the
+    self-report, the cold start and the agreement check: no ``self_report``,
+    ``cold_start`` or ``agreement`` parameter and no ``state.agreement`` (its combiner
+    read the agreement columns), the checksums computed again."""
+    config = json.loads((path / CONFIG_FILE).read_text())
+    for name in ("self_report", "cold_start", "agreement"):
+        config["params"].pop(name, None)
+    config["state"].pop("agreement", None)
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
+    return path

@@ -204,7 +204,7 @@ def test_plain_questions_one_a_line_get_ids_that_survive_edits(tmp_path):
     # a line added before the others and the order changed: each question keeps its id
     edited = load_qa(_write(tmp_path / "q2.txt", ["What is BM25?", "Where is Ulm?", "Who wrote Dracula?"]), gold=False)
     assert {r.question: r.id for r in edited}.items() >= {r.question: r.id for r in first}.items()
-    with pytest.raises(DataFormatError, match="a .txt file holds plain questions, without the gold answers"):
+    with pytest.raises(DataFormatError, match=r"a \.txt file holds plain questions, without the gold answers"):
         load_qa(tmp_path / "q.txt")
     with pytest.raises(DataFormatError, match="holds no questions"):
         load_qa(_write(tmp_path / "blank.txt", ["", "  "]), gold=False)

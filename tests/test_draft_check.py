@@ -52,7 +52,16 @@ def retriever(paragraphs) -> BM25Retriever:
 
 @pytest.fixture(scope="module")
 def fitted(records, retriever, cached_embedder, lm) -> DraftCheckGate:
-    gate = DraftCheckGate(LocalChatModel(lm), retriever, cached_embedder, embedding_dims=8, max_tokens=8)
+    # Llama's recorded drafts were asked plainly, and agreement is read as before
+    gate = DraftCheckGate(
+        LocalChatModel(lm),
+        retriever,
+        cached_embedder,
+        embedding_dims=8,
+        max_tokens=8,
+        self_report=False,
+        agreement="always",
+    )
     return gate.fit_outcomes(records[:TRAIN])
 
 
@@ -313,7 +322,7 @@ def test_the_drafts_log_probabilities_join_the_columns_where_a_backend_gives_the
     from adaptive_gates.signals.draft import LOGPROB_FEATURE_NAMES
 
     gate = DraftCheckGate(
-        LocalChatModel(lm), retriever, embedding=False, logprob_features=True, max_tokens=8
+        LocalChatModel(lm), retriever, embedding=False, logprob_features=True, max_tokens=8, self_report=False
     ).fit_outcomes(smollm2_drafted[:DRAFTED_FIT])
     held_out = smollm2_drafted[DRAFTED_FIT:]
     assert gate.combiner_.feature_names[-4:] == LOGPROB_FEATURE_NAMES
@@ -325,7 +334,9 @@ def test_the_drafts_log_probabilities_join_the_columns_where_a_backend_gives_the
     np.testing.assert_allclose(loaded.score_records(held_out), gate.score_records(held_out))
     # records without recorded log-probabilities are refused, naming one
     with pytest.raises(ValueError, match=rf"record {records[0].id!r} has no 'logprobs_no_retrieval'"):
-        DraftCheckGate(retriever=retriever, embedding=False, logprob_features=True).fit_outcomes(records[:50])
+        DraftCheckGate(retriever=retriever, embedding=False, logprob_features=True, self_report=False).fit_outcomes(
+            records[:50]
+        )
 
 
 def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
@@ -336,7 +347,7 @@ def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
     from openai_server import Fault
 
     chat = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
-    gate = DraftCheckGate(chat, retriever, embedding=False, logprob_features=True, max_tokens=8)
+    gate = DraftCheckGate(chat, retriever, embedding=False, logprob_features=True, max_tokens=8, self_report=False)
     gate.fit_outcomes(smollm2_drafted[:DRAFTED_FIT])
     openai_server.set_fault(Fault.NO_LOGPROBS)
     with pytest.raises(LogprobsUnavailableError, match="returned no token log-probabilities"):
@@ -351,3 +362,164 @@ def test_malformed_log_probabilities_read_as_finite_columns(logprob):
     rows = logprob_features([(TokenLogprob("Paris", logprob, ()),), ()])
     assert rows.shape == (2, 4) and np.all(np.isfinite(rows))
     assert np.all(rows[1] == 0.0)
+
+
+# ---------------------------------------------------------------- the self-report and the cold start
+
+
+def _content_records(records):
+    """Records whose recorded draft is an answer: neither empty nor a hedge."""
+    from adaptive_gates.metrics import normalize_answer
+    from adaptive_gates.signals.draft import hedge
+
+    return [r for r in records if normalize_answer(r.pred_no_retrieval) and hedge(r.pred_no_retrieval) is None]
+
+
+def _stating(record, certainty, draft=None):
+    """``record`` with a stated certainty (and another draft, if given)."""
+    from dataclasses import replace
+
+    from adaptive_gates.signals.self_report import CERTAINTY_FIELD
+
+    drafted = record.pred_no_retrieval if draft is None else draft
+    return replace(record, pred_no_retrieval=drafted, extra={**record.extra, CERTAINTY_FIELD: certainty})
+
+
+def test_the_cold_start_scores_abstention_and_stated_certainty_offline(records, retriever):
+    from adaptive_gates.metrics import normalize_answer
+    from adaptive_gates.signals.draft import hedge
+
+    gate = DraftCheckGate(retriever=retriever, cold_start=True)
+    assert gate.is_fitted and gate.in_cold_start and gate.threshold_ == 0.6
+    answers = _content_records(records[TRAIN:])[:4]
+    stated = [
+        _stating(answers[0], "certain", draft="unknown"),  # an abstention outranks the certainty stated with it
+        _stating(answers[1], "uncertain"),
+        _stating(answers[2], None),
+        _stating(answers[3], "certain"),
+    ]
+    scores = gate.score_records(stated)
+    assert scores.tolist() == [1.0, 0.75, 0.5, 0.0]
+    assert gate.retrieves(scores).tolist() == [True, True, False, False]
+    # Llama's records hold no certainty: only an empty or hedged draft speaks (Llama
+    # abstains rarely: 13 of these 500 drafts, 5 among the first 150)
+    llama = adarague_outcomes("2wikimultihopqa")[:150]
+    abstained = [not normalize_answer(r.pred_no_retrieval) or hedge(r.pred_no_retrieval) is not None for r in llama]
+    assert gate.score_records(llama).tolist() == [1.0 if a else 0.5 for a in abstained] and any(abstained)
+    # a certainty of no known value is an error naming the record, not silence
+    with pytest.raises(ValueError, match=rf"record {answers[0].id!r}: .* got 'sure'"):
+        gate.score_records([_stating(answers[0], "sure")])
+
+
+def test_a_cold_start_decision_reads_the_self_report_and_keeps_its_passages(records, retriever, lm, tmp_path):
+    from adaptive_gates.gates.cold_start import cold_start_reading
+    from adaptive_gates.models.chat import user
+    from adaptive_gates.signals.self_report import read_self_report
+
+    chat = LocalChatModel(lm)
+    gate = DraftCheckGate(chat, retriever, cold_start=True, max_tokens=6)
+    questions = [r.question for r in records[TRAIN : TRAIN + 2]]
+    assert 'say "unknown"' in gate.prompt(questions[0]) and 'say "certain"' in gate.prompt(questions[0])
+    decisions = gate.decide_batch(questions)
+    # the same drafts asked directly: the whole reply read, the marker taken off the answer
+    replies = chat.chat_batch([user(gate.prompt(q)) for q in questions], max_tokens=6, temperature=0.0)
+    for question, decision, reply in zip(questions, decisions, replies):
+        report = read_self_report(reply.text)
+        reading = cold_start_reading(report.answer, report.certainty)
+        assert decision.error is None and decision.llm_calls == 1.0
+        assert decision.answer_without_retrieval == decision.details["draft"] == report.answer
+        assert decision.details["certainty"] == report.certainty and decision.details["cold_start"] is True
+        assert decision.score == reading.score and decision.details["reasons"] == [reading.reason]
+        assert decision.retrieve == (reading.score > 0.6)
+        assert decision.passages == tuple(retriever.search(question, 3))  # answered over if it retrieves
+    # saved before any fit, it loads as the cold start it was and decides alike
+    gate.save(tmp_path / "cold")
+    loaded = Gate.load(tmp_path / "cold", chat=chat, retriever=retriever)
+    assert isinstance(loaded, DraftCheckGate) and loaded.in_cold_start and loaded.threshold_ == 0.6
+    assert [d.score for d in loaded.decide_batch(questions)] == [d.score for d in decisions]
+
+
+def test_an_unfitted_gate_without_a_cold_start_still_refuses_to_decide(retriever):
+    from adaptive_gates.errors import NotFittedError
+
+    with pytest.raises(NotFittedError, match="fit_outcomes"):
+        DraftCheckGate(retriever=retriever).decide("Who wrote Dracula?")
+
+
+def test_outcomes_hand_the_cold_start_over_to_the_fitted_combiner(records, retriever, cached_embedder):
+    gate = DraftCheckGate(
+        retriever=retriever,
+        embedder=cached_embedder,
+        embedding_dims=8,
+        cold_start=True,
+        self_report=False,
+        agreement="always",
+    )
+    cold = gate.score_records(records[TRAIN:])
+    gate.fit_outcomes(records[:TRAIN])
+    assert not gate.in_cold_start and gate.threshold_ != 0.6
+    fitted = gate.score_records(records[TRAIN:])
+    assert len(set(cold.tolist())) <= 2 < len(set(fitted.tolist()))
+
+
+def test_the_stated_certainty_is_two_columns_of_a_gate_that_reads_the_self_report(records, retriever, caplog):
+    from adaptive_gates.selfknowledge import outcome_scores
+
+    # Llama's real drafts, each given a stated doubt where it was wrong without passages:
+    # a check of the mechanism (the labels are Llama's), not of what the columns are worth
+    rows = records[: TRAIN + TEST]
+    a, _ = outcome_scores(rows, "contains")
+    stated = [_stating(r, "certain" if x else "uncertain") for r, x in zip(rows, a)]
+    gate = DraftCheckGate(retriever=retriever, embedding=False, agreement="always").fit_outcomes(stated[:TRAIN])
+    assert gate.self_report and gate.combiner_.feature_names[-2:] == ("self_uncertain", "self_certain")
+    held_out = stated[TRAIN:]
+    doubting = gate.score_records([_stating(r, "uncertain") for r in held_out])
+    sure = gate.score_records([_stating(r, "certain") for r in held_out])
+    assert doubting.mean() > sure.mean() + 0.2
+    # records and gate asked differently are warned of, both ways
+    with caplog.at_level("WARNING"):
+        DraftCheckGate(retriever=retriever, embedding=False, agreement="never").fit_outcomes(records[:TRAIN])
+        DraftCheckGate(retriever=retriever, embedding=False, agreement="never", self_report=False).fit_outcomes(
+            stated[:TRAIN]
+        )
+    assert f"none of {TRAIN} records holds a stated certainty" in caplog.text
+    assert "the records hold stated certainties (self-report drafts), but this gate drafts plainly" in caplog.text
+
+
+def test_agreement_enters_only_where_cross_fitting_shows_it_helps(records, retriever, tmp_path, caplog):
+    from adaptive_gates.gates.agreement_check import AGREEMENT_COLUMNS
+
+    with caplog.at_level("INFO", logger="adaptive_gates"):
+        gate = DraftCheckGate(retriever=retriever, embedding=False, self_report=False).fit_outcomes(records[:TRAIN])
+    check = gate.agreement_check_
+    assert gate.agreement == "auto" and check.with_agreement is not None and check.without_agreement is not None
+    assert check.used == (check.with_agreement > check.without_agreement)
+    assert set(AGREEMENT_COLUMNS) <= set(gate.combiner_.feature_names) if check.used else True
+    assert not set(AGREEMENT_COLUMNS) & set(gate.combiner_.feature_names) if not check.used else True
+    assert f"the agreement columns are {'used' if check.used else 'left out'}" in caplog.text
+    assert "out-of-fold gap capture" in caplog.text
+    # the choice is saved and read back
+    gate.save(tmp_path / "gate")
+    loaded = Gate.load(tmp_path / "gate", retriever=retriever)
+    assert loaded.agreement_check_ == check
+    np.testing.assert_allclose(loaded.score_records(records[TRAIN:]), gate.score_records(records[TRAIN:]))
+    # too few records to show anything: agreement stays out; "never" leaves it out
+    few = DraftCheckGate(retriever=retriever, embedding=False, self_report=False).fit_outcomes(records[:40])
+    assert not few.agreement_check_.used and "too few" in few.agreement_check_.reason
+    never = DraftCheckGate(retriever=retriever, embedding=False, self_report=False, agreement="never")
+    assert not set(AGREEMENT_COLUMNS) & set(never.fit_outcomes(records[:TRAIN]).combiner_.feature_names)
+
+
+def test_records_without_gold_answers_are_fitted_on_by_agreement(records, retriever):
+    from dataclasses import replace
+
+    ungraded = [replace(r, answers=[], extra={**r.extra, "llm": "my-model"}) for r in records[:TRAIN]]
+    gate = DraftCheckGate(retriever=retriever, embedding=False, self_report=False, agreement="never")
+    with pytest.raises(ValueError, match=rf"record {ungraded[0].id!r} has no gold answers .* labels='agreement'"):
+        gate.fit_outcomes(ungraded)
+    # the answer over the passages is the reference, so it is always "right": one head
+    with pytest.raises(ValueError, match="graded 1 on every record .* fit with target='helps'"):
+        gate.fit_outcomes(ungraded, labels="agreement")
+    gate.set_params(target="helps").fit_outcomes(ungraded, labels="agreement")
+    assert gate.fitted_on_.model == "my-model" and gate.fitted_on_.labels == "agreement"
+    assert np.all(np.isfinite(gate.score_records(records[TRAIN : TRAIN + 20])))

@@ -355,6 +355,12 @@ class DraftCheckGate(AsksInRounds, Gate):
         found = self._search(questions)
         features, embeddings, _ = self._inputs(questions, drafts, found, tokens, certainties)
         a, b = outcome_scores(records, metric)
+        if self.target == "gain" and np.all(b == b[0]):
+            raise ValueError(
+                f"{self.name}: the answer with retrieval is graded {b[0]:g} on every record (as with "
+                "labels='agreement', where it is the reference), so P(correct with passages) cannot be learnt; "
+                "fit with target='helps'"
+            )
         check = self._check_agreement(features, a, b, embeddings)
         every = self._all_columns()
         columns = every if check.used else without_agreement(every)
