@@ -518,7 +518,7 @@ def test_records_without_gold_answers_are_fitted_on_by_agreement(records, retrie
     with pytest.raises(ValueError, match=rf"record {ungraded[0].id!r} has no gold answers .* labels='agreement'"):
         gate.fit_outcomes(ungraded)
     # the answer over the passages is the reference, so it is always "right": one head
-    with pytest.raises(ValueError, match="graded 1 on every record .* fit with target='helps'"):
+    with pytest.raises(ValueError, match=r"graded 1 on every record .* fit with target='helps'"):
         gate.fit_outcomes(ungraded, labels="agreement")
     gate.set_params(target="helps").fit_outcomes(ungraded, labels="agreement")
     assert gate.fitted_on_.model == "my-model" and gate.fitted_on_.labels == "agreement"
