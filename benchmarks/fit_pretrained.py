@@ -1,9 +1,11 @@
 """Fit the gates the package ships (``adaptive_gates.shipped``) on all 3,000 bundled
 Llama-3.1-8B outcomes and save them into ``adaptive_gates/bundled/pretrained/``.
 
-- draft-check: the default ``DraftCheckGate``, its drafts the recorded answers without
-  retrieval, checked by BM25 (k = 3) over the shared Wikipedia paragraph corpus
-  (``--corpus``), questions embedded with the embedded MiniLM;
+- draft-check: a ``DraftCheckGate``, its drafts the recorded answers without retrieval,
+  checked by BM25 (k = 3) over the shared Wikipedia paragraph corpus (``--corpus``),
+  questions embedded with the embedded MiniLM; plain drafts (``self_report=False``:
+  Llama's recorded drafts were asked plainly, with no certainty) and the agreement
+  columns read (``agreement="always"``), as it has shipped;
 - stacked: the question-only ``StackedGate`` (no member gates: the question's features
   and its MiniLM embedding), which needs neither an LLM nor a retrieval to decide.
 
@@ -29,7 +31,9 @@ from adaptive_gates.shipped import PRETRAINED, pretrained_path
 
 def builders(corpus: Path) -> dict[str, Callable[[], Gate]]:
     return {
-        "draft-check": lambda: DraftCheckGate(retriever=BM25Retriever.from_jsonl(corpus)),
+        "draft-check": lambda: DraftCheckGate(
+            retriever=BM25Retriever.from_jsonl(corpus), self_report=False, agreement="always"
+        ),
         "stacked": lambda: StackedGate(members=""),
     }
 
@@ -43,9 +47,9 @@ def main() -> None:
     build = builders(args.corpus)
     for name in args.gates:
         start = time.perf_counter()
-        gate = build[name]().fit_outcomes(records)
+        gate = build[name]().fit_outcomes(records, sources=["adaptive_gates.datasets.adarague_outcomes()"])
         path = gate.save(pretrained_path(name), overwrite=True)
-        print(f"{name}: fitted on {len(records)} records in {time.perf_counter() - start:.0f} s, saved to {path}")
+        print(f"{name}: fitted on {gate.fitted_on_.describe()} in {time.perf_counter() - start:.0f} s, saved to {path}")
 
 
 if __name__ == "__main__":

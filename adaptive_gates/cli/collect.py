@@ -33,8 +33,8 @@ def add_parser(sub: Any) -> None:
         required=True,
         type=input_file,
         help="questions to answer: QA records (JSONL; 'answers' may be missing for questions without gold "
-        'answers, e.g. your own traffic: such records get "answers": [] and are fitted on with --labels '
-        "agreement), or a .txt file of plain questions, one a line",
+        'answers, e.g. your own traffic: such records get "answers": [], to be fitted on by agreement with the '
+        "answer over passages), or a .txt file of plain questions, one a line",
     )
     col.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL)")
     # An existing --out is the run to resume: it is appended to, never replaced.
