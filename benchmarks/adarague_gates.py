@@ -233,7 +233,13 @@ def main() -> None:
 
     def factory(gate: str, timed: bool = False) -> Callable[[], Gate]:
         if gate == "draft-check":
-            return lambda: DraftCheckGate(retriever=bm25 if timed else searched, embedder=plain if timed else sentence)
+            # Llama's recorded drafts were asked plainly: the shipped gate's settings
+            return lambda: DraftCheckGate(
+                retriever=bm25 if timed else searched,
+                embedder=plain if timed else sentence,
+                self_report=False,
+                agreement="always",
+            )
         timed_encoders = Encoders(plain, plain) if timed else encoders
         return lambda v=VARIANTS[GATES[gate]][1]: v(timed_encoders)  # type: ignore[misc]
 

@@ -83,7 +83,10 @@ class ProofBackends:
 #: benchmarks/results/adarague_gates.md measured better for the first two (0.184 and
 #: 0.100 gap capture pooled against 0.140 and 0.090 per task).
 PROOF_GATES: dict[str, Callable[[ProofBackends], Gate]] = {
-    "draft-check": lambda b: DraftCheckGate(retriever=b.retriever, embedder=b.embedder),
+    # Llama's recorded drafts were asked plainly (no certainty): the shipped gate's settings
+    "draft-check": lambda b: DraftCheckGate(
+        retriever=b.retriever, embedder=b.embedder, self_report=False, agreement="always"
+    ),
     "stacked (question)": lambda b: StackedGate(b.embedder, members=""),
     "skr-knn (k=10)": lambda b: SKRKnnGate(b.embedder, k=10, weighting="similarity"),
     "popularity": lambda b: PopularityGate(),
