@@ -134,5 +134,8 @@ def test_with_no_arguments_the_command_serves_a_shipped_gate_over_a_shipped_corp
             assert record["route"] == "draft" and record["passages"] == []
         output = server.output()
         assert "8405 passages: ready in" in output and f"the chat page at {server.url}/" in output
+        # it says whose outcomes the shipped gate holds, against the model it serves
+        fitted = "pretrained:draft-check is fitted on outcomes of meta-llama/Llama-3.1-8B-Instruct"
+        assert f"{fitted}, not of SmolLM2-135M-Instruct" in output
     # a shipped gate is never saved over
     assert {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()} == shipped
