@@ -334,9 +334,12 @@ def test_collect_answers_both_ways_and_resumes(qa_file, corpus_path, tmp_path, c
         "--batch-size",
         "2",
     ]
+    from adaptive_gates.models.embedded import SMOLLM2_ID
+
     assert main([*argv, "--limit", "2"]) == 0
     printed = capsys.readouterr().out.strip()
-    assert printed.startswith(f"2 outcome records in {out} (") and printed.endswith(" completion tokens)")
+    assert printed.startswith(f"2 outcome records of {SMOLLM2_ID} in {out} (self-report drafts; ")
+    assert printed.endswith(" completion tokens)")
     first = out.read_text()
     qa = [json.loads(line) for line in qa_file.read_text().splitlines()]
     corpus_ids = {r.id for r in load_corpus(corpus_path)}
@@ -346,10 +349,11 @@ def test_collect_answers_both_ways_and_resumes(qa_file, corpus_path, tmp_path, c
         assert record.question == q["question"] and record.answers == q["answers"]
         assert len(record.extra["retrieved"]) == 2 and set(record.extra["retrieved"]) <= corpus_ids
         assert isinstance(record.pred_no_retrieval, str) and isinstance(record.pred_one_retrieval, str)
+        assert record.extra["llm"] == SMOLLM2_ID and "certainty_no_retrieval" in record.extra
 
     # Run again on all three: the two collected records stay as they were, one is added.
     assert main(argv) == 0
-    assert capsys.readouterr().out.strip().startswith(f"3 outcome records in {out} (")
+    assert capsys.readouterr().out.strip().startswith(f"3 outcome records of {SMOLLM2_ID} in {out} (")
     assert out.read_text().startswith(first)
     assert [r.id for r in load_outcomes(out)] == [q["id"] for q in qa]
 
