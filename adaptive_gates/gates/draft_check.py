@@ -93,7 +93,10 @@ class DraftCheckGate(AsksInRounds, Gate):
     training scores, in [0, 1], retrieving above the rank at which the training rows'
     expected gain turns positive. A decision's ``details`` hold the draft, the reasons
     a person can check (``reasons``: the agreement found, the hedge matched, a
-    mismatched answer kind), each head's probability and the passages' count.
+    mismatched answer kind), each head's probability and the passages' count. In the
+    cold start (``cold_start``, before any fit) the need score is the fixed one of
+    ``gates.cold_start`` (1.0 for an abstention, 0.75 for stated doubt, 0.5 for no
+    certainty stated, 0.0 for stated certainty), retrieving above 0.6, with its reason.
 
     Args:
         chat: the chat model that drafts (default: the embedded SmolLM2).
