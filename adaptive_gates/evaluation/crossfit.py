@@ -64,17 +64,19 @@ def cross_fit(
     """Out-of-fold need scores and decisions of ``records``: each fold's gate is fitted
     (on ``labels``) on the other folds and its threshold calibrated on their
     out-of-fold scores, for ``target_rate`` or else for the best accuracy on their
-    outcomes graded as ``labels`` says (see the module)."""
+    outcomes (see the module). Agreement labels rate every answer with retrieval
+    right, so the best accuracy there is always to retrieve: without ``target_rate``
+    each fold's gate keeps its own threshold (fitted on the same labels)."""
     scores, fitted = cross_fitted_folds(factory, records, metric, folds, seed, labels=labels)
-    a, b = graded_outcomes(records, metric, labels)
+    a, b = outcome_scores(records, metric)  # gold: the only labels calibrated for accuracy
     retrieve = np.zeros(len(records), dtype=bool)
     fold = np.zeros(len(records), dtype=np.int64)
     thresholds = []
     for index, (gate, kept, held_out) in enumerate(fitted):
-        if target_rate is None:
-            gate.calibrate_scores(scores[kept], correct_without=a[kept], correct_with=b[kept])
-        else:
+        if target_rate is not None:
             gate.calibrate_scores(scores[kept], target_rate)
+        elif labels == "gold":
+            gate.calibrate_scores(scores[kept], correct_without=a[kept], correct_with=b[kept])
         retrieve[held_out] = gate.retrieves(scores[held_out])
         fold[held_out] = index
         thresholds.append(gate.threshold_)

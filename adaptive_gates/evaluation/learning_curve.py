@@ -164,7 +164,9 @@ def learning_curve(
                 if chance is not None:
                     bands.append(chance)
                 bar.update()
-            low, high = np.mean(bands, axis=0) if bands else (None, None)
-            band = None if low is None else (float(low), float(high))
+            band = None
+            if bands:
+                low, high = np.mean(bands, axis=0)
+                band = (float(low), float(high))
             points.append(LearningPoint(size, tuple(captures), band))
     return LearningCurve(name, metric, labels, judge, folds, tuple(seeds), tuple(points))

@@ -19,7 +19,8 @@ def plot_learning_curve(curve: LearningCurve, path: str | Path, title: str | Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = [p for p in curve.points if p.mean is not None]
+    # (size, mean, spread, each seed's figure) of the sizes with a gap capture
+    points = [(p.size, mean, p.spread or 0.0, p.gap_captures) for p in curve.points if (mean := p.mean) is not None]
     if not points:
         raise ValueError("nothing to plot: no size of the learning curve has a gap capture")
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
@@ -33,12 +34,12 @@ def plot_learning_curve(curve: LearningCurve, path: str | Path, title: str | Non
             alpha=0.25,
             label="random gates (95%)",
         )
-    for p in points:
-        ax.scatter([p.size] * len(p.gap_captures), p.gap_captures, color="tab:blue", alpha=0.35, s=12)
+    for size, _, _, captures in points:
+        ax.scatter([size] * len(captures), captures, color="tab:blue", alpha=0.35, s=12)
     ax.errorbar(
-        [p.size for p in points],
-        [p.mean for p in points],
-        yerr=[p.spread for p in points],
+        [size for size, *_ in points],
+        [mean for _, mean, *_ in points],
+        yerr=[spread for _, _, spread, _ in points],
         color="tab:blue",
         marker="o",
         capsize=3,
