@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
         title = f"{report['gate']} on {args.test.name}" if args.test else f"{report['gate']} cross-fitted"
         with written_output("--plot", args.plot):
             plot_reports([report], args.plot, title=title)
-    if report.get("fitted_on"):
-        print(f"fitted on {_described(report['fitted_on'])}")
     print(_report_line(report))
+    if report.get("fitted_on"):
+        print(f"the gate was fitted on {_described(report['fitted_on'])}")
     if "alignment" in report:
         print(
             "alignment: "
