@@ -5,7 +5,7 @@ scores of Thrust and IAPEK-BM25), so all hold out the same items for the same se
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,8 +39,15 @@ def fit_gate(
     sources: Sequence[str] = (),
 ) -> Gate:
     """A fresh gate of ``factory`` fitted on outcome records, graded as ``labels`` says
-    (``Gate.fit_outcomes``); ``sources`` name where the records came from."""
-    return factory().fit_outcomes(records, metric=metric, labels=labels, sources=sources)
+    (``Gate.fit_outcomes``); ``sources`` name where the records came from. Each is
+    passed only when not its default, so a gate whose ``fit_outcomes`` takes only
+    ``(records, metric)`` still fits on gold labels."""
+    extra: dict[str, Any] = {}
+    if labels != "gold":
+        extra["labels"] = labels
+    if sources:
+        extra["sources"] = tuple(sources)
+    return factory().fit_outcomes(records, metric=metric, **extra)
 
 
 def cross_fitted_folds(

@@ -16,6 +16,7 @@ from adaptive_gates.evaluation import (
     default_sizes,
     evaluate_fitted,
     evaluate_scores,
+    fit_calibrated,
     graded_outcomes,
     judged_by,
     learning_curve,
@@ -138,6 +139,11 @@ def test_a_gate_judged_on_another_models_answers_is_warned_of(records, without_g
     with warnings.catch_warnings():
         warnings.simplefilter("error", ModelMismatchWarning)
         assert "model_mismatch" not in evaluate_fitted(gate, unnamed)  # unknown model: nothing to compare
+
+
+def test_calibrating_for_accuracy_on_agreement_labels_is_refused(without_gold):
+    with pytest.raises(ValueError, match="would always retrieve"):
+        fit_calibrated(quick_gate, without_gold, labels="agreement", objective=True)
 
 
 def test_cross_fit_on_agreement_labels_keeps_each_folds_own_threshold(without_gold):

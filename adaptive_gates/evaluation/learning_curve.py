@@ -149,7 +149,9 @@ def learning_curve(
     judge = judged_by(records)
     a_all, b_all = graded_outcomes(records, metric, judge)
     points = []
-    with tqdm(total=len(sizes) * len(seeds), desc=f"learning curve {name}", unit="fit", disable=not progress) as bar:
+    with tqdm(
+        total=len(sizes) * len(seeds), desc=f"learning curve {name}", unit="cross-fit", disable=not progress
+    ) as bar:
         for size in sizes:
             captures, bands = [], []
             for seed in seeds:
