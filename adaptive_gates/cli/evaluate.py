@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,8 +33,6 @@ from .gate_options import (
 from .saved_gates import check_scored_as_saved, load_saved_gate, saved_location
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..answering import LLMAnswerer
     from ..data import OutcomeRecord
     from ..gates.base import Gate
@@ -92,11 +91,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..evaluation import plot_reports
 
-    mode = _mode(args)
+    mode, saved = _mode(args)
     if mode == "live":
         report = _live_report(args)
-    elif mode == "saved":
-        report = _saved_report(args)
+    elif saved is not None:
+        report = _saved_report(args, saved)
     elif mode == "crossfit":
         report = _cross_fitted_report(args)
     else:
@@ -118,9 +117,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mode(args: argparse.Namespace) -> str:
-    """Which evaluation the flags ask for, every combination that does not go together
-    refused with one line before any work."""
+def _mode(args: argparse.Namespace) -> tuple[str, Path | None]:
+    """Which evaluation the flags ask for (``"live"``, ``"saved"``, ``"crossfit"`` or
+    ``"split"``) and the saved gate's directory, if any; every combination that does not
+    go together is refused with one line before any work."""
     saved = saved_location(args.gate)
     cross_fitting = args.folds is not None or args.seed is not None
     if args.live:
@@ -130,11 +130,10 @@ def _mode(args: argparse.Namespace) -> str:
             raise UsageError("--folds, --seed and --decisions go with offline evaluation, not --live")
         if args.test is None:
             raise UsageError("--live needs --test (the QA records to answer)")
-        return "live"
+        return "live", None
     if args.limit is not None:
         raise UsageError("--limit: only with --live")
     if saved is not None:
-        args.saved = saved
         check_scored_as_saved(args)
         if args.train is not None:
             raise UsageError(
@@ -145,14 +144,14 @@ def _mode(args: argparse.Namespace) -> str:
             raise UsageError(f"--folds, --seed: --gate {args.gate} is a saved gate; nothing is cross-fitted")
         if args.test is None:
             raise UsageError(f"--gate {args.gate} is a saved gate: give --test (the outcome records to score it on)")
-        return "saved"
+        return "saved", saved
     if args.train is None:
         raise UsageError("--train is required (outcome records to fit on), unless --live or --gate names a saved gate")
     if args.test is None:
-        return "crossfit"
+        return "crossfit", None
     if cross_fitting:
         raise UsageError("--folds, --seed: a cross-fitted report is of --train alone; give --test or --folds, not both")
-    return "split"
+    return "split", None
 
 
 def _split_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -194,12 +193,12 @@ def _cross_fitted_report(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _saved_report(args: argparse.Namespace) -> dict[str, Any]:
-    """A saved gate scored on --test as it is."""
+def _saved_report(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    """The gate saved in ``directory`` scored on --test as it is."""
     from ..data import load_outcome_files
     from ..evaluation.offline import judge_fitted
 
-    gate = load_saved_gate(args, args.saved)
+    gate = load_saved_gate(args, directory)
     test = load_outcome_files(args.test, require=gate.record_fields)
     # A test of another model's answers is warned of (ModelMismatchWarning): one line on stderr.
     judged = judge_fitted(gate, test, args.metric, args.target_rate)
