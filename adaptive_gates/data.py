@@ -251,14 +251,14 @@ class _Fields:
             raise self.fail(name, "is empty")
         return value
 
-    def answers(self, name: str = "answers") -> list[str]:
+    def answers(self, name: str = "answers", *, allow_empty: bool = False) -> list[str]:
         if name not in self.obj:
             raise self.fail(name, "is missing")
         value = self.obj[name]
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value:
-            raise self.fail(name, "must be a non-empty list of strings")
+        if not isinstance(value, list) or not (value or allow_empty):
+            raise self.fail(name, "must be a list of strings" if allow_empty else "must be a non-empty list of strings")
         out = []
         for item in value:
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
@@ -326,7 +326,9 @@ def _parse_outcome(f: _Fields, lineno: int, require: Sequence[str] = ()) -> Outc
     return OutcomeRecord(
         id=f.ident(lineno),
         question=f.text("question"),
-        answers=f.answers(),
+        # No gold answer ([]) is allowed: such records are graded by agreement
+        # (``selfknowledge.agreement_records``), the answer over passages as the reference.
+        answers=f.answers(allow_empty=True),
         # An LLM may legitimately answer with an empty string.
         pred_no_retrieval=f.text("pred_no_retrieval", allow_empty=True),
         pred_one_retrieval=f.text("pred_one_retrieval", allow_empty=True),
