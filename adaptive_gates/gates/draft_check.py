@@ -48,6 +48,7 @@ from .base import Gate
 from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real, Text
 from .domain_columns import DomainColumns, record_domain
+from .draft_embedding import DraftProjection
 from .encoder_record import check_encoder_record, encoder_record
 from .stacking import TARGETS, Target
 
@@ -102,6 +103,10 @@ class DraftCheckGate(AsksInRounds, Gate):
         domain: the deployment's domain, read at decision time by a gate fitted with
             ``domain_field`` (a serving parameter: setting it keeps the fitted state);
             unset or never seen in fitting, questions read as ``other``.
+        draft_embedding: also read the draft's own embedding (the question encoder's),
+            reduced by a PCA learned in ``fit`` (``gates.draft_embedding``): one more
+            encoder call per decision.
+        draft_embedding_dims: that PCA's components.
 
     A fitted gate also records the profile of its training drafts and compares the
     drafts it reads with it (``draft_drift_``, ``signals.draft_profile``), warning once
@@ -113,7 +118,14 @@ class DraftCheckGate(AsksInRounds, Gate):
     retrieves_first = True
     backend_params = frozenset({"chat", "retriever", "embedder"})
     fitted_by = "fit_outcomes(records)"
-    _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever", "_domains", "_draft_watch")
+    _fitted_state = (
+        "_combiner",
+        "_retrieve_above",
+        "_fitted_retriever",
+        "_domains",
+        "_draft_watch",
+        "_draft_projection",
+    )
     _serving_params = AsksInRounds._serving_params | {"retrieval_timeout", "domain"}
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
@@ -128,6 +140,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         "retrieval_timeout": [Real(0, closed="neither"), None],
         "domain_field": [Text(), None],
         "domain": [Text(), None],
+        "draft_embedding": Boolean(),
+        "draft_embedding_dims": Integer(1),
     }
 
     def __init__(
@@ -151,6 +165,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         fallback_retrieve: bool = True,
         domain_field: str | None = None,
         domain: str | None = None,
+        draft_embedding: bool = False,
+        draft_embedding_dims: int = 16,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
         self._keep_asking(chat, max_workers, deadline)
@@ -168,6 +184,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         self.retrieval_timeout = retrieval_timeout
         self.domain_field = domain_field
         self.domain = domain
+        self.draft_embedding = draft_embedding
+        self.draft_embedding_dims = draft_embedding_dims
         self._default_encoder: Embedder | None = None
         self._combiner: FeatureCombiner | None = None
         self._retrieve_above: float | None = None
@@ -176,6 +194,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         self._domains: DomainColumns | None = None
         self._warned_of_domain = False
         self._draft_watch: DraftWatch | None = None
+        self._draft_projection: DraftProjection | None = None
 
     @classmethod
     def _check_params(cls, params: dict[str, Any]) -> None:
@@ -290,6 +309,13 @@ class DraftCheckGate(AsksInRounds, Gate):
         tokens = self._recorded_tokens(records)
         found = self._search(questions)
         features, embeddings, readings = self._inputs(questions, drafts, found, tokens)
+        names = list(self.columns)
+        projection = None
+        if self.draft_embedding:
+            vectors = self._embed_drafts(drafts)
+            projection = DraftProjection.fit(vectors, self.draft_embedding_dims)
+            features = np.hstack([features, projection.columns(vectors)])
+            names += projection.names
         domains = None
         if self.domain_field is not None:
             values = [record_domain(r, self.domain_field) for r in records]
@@ -297,10 +323,11 @@ class DraftCheckGate(AsksInRounds, Gate):
             if not domains.known:
                 raise ValueError(f"{self.name}: no outcome record has the domain field {self.domain_field!r}")
             features = np.hstack([features, domains.rows(values)])
+            names += domains.names
         a, b = outcome_scores(records, metric)
         combiner = fit_feature_combiner(
             features,
-            (*self.columns, *(domains.names if domains is not None else ())),
+            names,
             a,
             b,
             embeddings=embeddings,
@@ -314,6 +341,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
         self._domains = domains
+        self._draft_projection = projection
         self._draft_watch = DraftWatch(DraftProfile.of(readings), self.name)
         logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
 
@@ -327,6 +355,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         drafts = [r.pred_no_retrieval for r in records]
         tokens = self._recorded_tokens(records)
         features, embeddings, readings = self._inputs(questions, drafts, self._search(questions), tokens)
+        features = self._with_draft_embedding(features, drafts)
         if self.domain_field is not None:
             features = self._with_domains(
                 features, [record_domain(r, self.domain_field) or self.domain for r in records]
@@ -351,6 +380,18 @@ class DraftCheckGate(AsksInRounds, Gate):
         ]
         self._draft_watch = DraftWatch(DraftProfile.of(readings), self.name)
         return self
+
+    def _embed_drafts(self, drafts: Sequence[str]) -> np.ndarray:
+        """The encoder's vector of each draft."""
+        encoder = self._encoder()
+        return check_vectors(encoder.embed(list(drafts)), len(drafts), encoder.model_id)
+
+    def _with_draft_embedding(self, features: np.ndarray, drafts: Sequence[str]) -> np.ndarray:
+        """``features`` with the columns of the drafts' projected embeddings (with
+        ``draft_embedding``; else as they are)."""
+        if self._draft_projection is None:
+            return features
+        return np.hstack([features, self._draft_projection.columns(self._embed_drafts(drafts))])
 
     def _with_domains(self, features: np.ndarray, values: Sequence[str | None]) -> np.ndarray:
         """``features`` with the domain columns of ``values`` (one per row); a domain
@@ -416,6 +457,7 @@ class DraftCheckGate(AsksInRounds, Gate):
                 llm_calls=calls,
             )
         features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found, tokens)
+        features = self._with_draft_embedding(features, [d or "" for d in drafts])
         if self.domain_field is not None:
             features = self._with_domains(features, [self.domain] * len(questions))
         if self._draft_watch is not None:  # every draft read counts in the comparison with training
@@ -451,6 +493,9 @@ class DraftCheckGate(AsksInRounds, Gate):
         }
         if combiner.projection is not None:
             state["encoder"] = encoder_record(self._encoder(), len(combiner.projection.mean))
+        if self._draft_projection is not None:
+            state["draft_projection"] = self._draft_projection.write(directory)
+            state.setdefault("encoder", encoder_record(self._encoder(), self._draft_projection.width))
         if self._domains is not None:
             state["domains"] = self._domains.to_state()
         if self._draft_watch is not None:
@@ -461,7 +506,12 @@ class DraftCheckGate(AsksInRounds, Gate):
         from ..errors import GateLoadError
 
         domains = DomainColumns.from_state(directory, state.get("domains"), self.domain_field)
-        names = (*self.columns, *(domains.names if domains is not None else ()))
+        projection = self._load_draft_projection(directory, state)
+        names = (
+            *self.columns,
+            *(projection.names if projection is not None else ()),
+            *(domains.names if domains is not None else ()),
+        )
         combiner = FeatureCombiner.from_files(directory, state.get("combiner"), names)
         if (combiner.projection is not None) != self.embedding:
             raise GateLoadError(f"{directory}: field 'params.embedding' does not match the saved combiner")
@@ -475,13 +525,29 @@ class DraftCheckGate(AsksInRounds, Gate):
         if not isinstance(retriever, str):
             raise GateLoadError(f"{directory}: field 'state.retriever' must name the retriever fitted with")
         self._combiner, self._retrieve_above, self._fitted_retriever = combiner, float(above), retriever
-        self._domains = domains
+        self._domains, self._draft_projection = domains, projection
         profile = state.get("draft_profile")  # absent from gates saved before it was recorded
         if profile is not None:
             try:
                 self._draft_watch = DraftWatch(DraftProfile.from_dict(profile, "state.draft_profile"), self.name)
             except ValueError as exc:
                 raise GateLoadError(f"{directory}: {exc}") from None
+
+    def _load_draft_projection(self, directory: Path, state: dict[str, Any]) -> DraftProjection | None:
+        """The saved projection of the drafts' embeddings, as ``draft_embedding`` says
+        there is one, its width the saved encoder's."""
+        from ..errors import GateLoadError
+
+        if not self.draft_embedding:
+            if state.get("draft_projection") is not None:
+                raise GateLoadError(
+                    f"{directory}: field 'state.draft_projection' is set, but 'params.draft_embedding' is false"
+                )
+            return None
+        projection = DraftProjection.read(directory, state.get("draft_projection"))
+        if check_encoder_record(directory, state.get("encoder"), self.embedder) != projection.width:
+            raise GateLoadError(f"{directory}: field 'state.encoder.dimension' is not the draft projection's width")
+        return projection
 
 
 def retriever_kind(retriever: Retriever) -> str:
