@@ -7,7 +7,7 @@ through a few kind checks. The draft's sentence embedding (the gate's encoder, M
 by default) carries that; reduced to a few principal components learned from the
 training drafts only, it becomes a few more columns. Measured on the bundled outcomes
 (``benchmarks/draft_check_inputs.py``, pooled six-task cross-fitting, ten fold seeds),
-16 components added about +0.02 oracle-gap capture, more than the seed-to-seed spread;
+16 components added +0.017 ± 0.009 oracle-gap capture, more than the seed-to-seed spread;
 each decision then embeds its draft (one more encoder call).
 
 Saved as two arrays beside the gate's (``draft_projection_mean.npy``,
