@@ -116,6 +116,11 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")
     serve.add_argument(
+        "--domain",
+        help="the domain of the questions served, for a gate fitted with a domain indicator (e.g. fitted with "
+        "--option domain_field=task: one of its tasks); a domain it was not fitted on reads as 'other'",
+    )
+    serve.add_argument(
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
     )
     serve.add_argument(
@@ -368,6 +373,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     retriever = _retriever(args, embedder, database)
     served = served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever))
     gate = _load_gate(args.gate, gate_type, served)
+    if args.domain is not None:
+        _serve_domain(gate, args.domain, args.gate)
     if database is None:
         # what feedback taught is saved over the gate's directory, for the next start (a
         # shipped gate's directory is the package's own: never written)
@@ -454,6 +461,20 @@ def _load_gate(directory: Path, gate_type: str, backends: dict[str, Any]) -> Gat
     from ..gates.saved import member_backends
 
     return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
+
+
+def _serve_domain(gate: Gate, domain: str, directory: Path) -> None:
+    """Set the domain a gate fitted with a domain indicator reads its questions as (a
+    serving parameter: the fitted gate stays as it is)."""
+    if "domain" not in gate.param_names() or getattr(gate, "domains_", None) is None:
+        raise UsageError(f"--domain: the {gate.name} gate at {directory} was not fitted with a domain indicator")
+    try:
+        gate.set_params(domain=domain)
+    except ValueError as exc:
+        raise UsageError(f"--domain {domain!r}: {exc}") from None
+    known = gate.domains_  # type: ignore[attr-defined]  # checked above
+    if domain not in known:
+        say(f"--domain {domain!r} is none of the domains the gate was fitted on ({', '.join(known)}): read as 'other'")
 
 
 def _saved_gate_type(directory: Path) -> str:

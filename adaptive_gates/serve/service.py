@@ -397,14 +397,20 @@ class ChatService:
         return {"known": int(known), "unknown": int(unknown)}
 
     def stats(self) -> dict[str, Any]:
-        """The gate, its threshold, the running totals and the memory's size."""
-        return {
+        """The gate, its threshold, the running totals and the memory's size; for a gate
+        that compares its drafts with its training drafts (a draft-check gate's
+        ``draft_drift_``), that comparison as ``draft_drift``."""
+        stats = {
             "gate": self.gate.name,
             "threshold": self.gate.threshold_,
             "model": self.model_id,
             "stats": self.tally.snapshot(),
             "memory": self.memory_counts(),
         }
+        drift = getattr(self.gate, "draft_drift_", None)
+        if drift is not None:
+            stats["draft_drift"] = drift.to_dict()
+        return stats
 
 
 def _too_long(exc: ContextLengthExceededError) -> ConversationTooLongError:
