@@ -50,6 +50,7 @@ from .constraints import Boolean, Integer, OneOf, Real, Text
 from .domain_columns import DomainColumns, record_domain
 from .draft_embedding import DraftProjection
 from .encoder_record import check_encoder_record, encoder_record
+from .shadow_learning import LearnsFromShadows
 from .stacking import TARGETS, Target
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ COLUMNS: tuple[str, ...] = (*FEATURE_NAMES, *DRAFT_FEATURE_NAMES)
 TOP_LOGPROBS = 5
 
 
-class DraftCheckGate(AsksInRounds, Gate):
+class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
     """Retrieve when the LLM's own draft, checked against one cheap retrieval, looks
     likely to be improved by answering over those passages.
 
@@ -338,6 +339,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         )
         self._combiner = combiner
         self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
+        self._keep_fit_rows(features, embeddings, a, b, metric)  # to learn from served decisions (gates.shadow)
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
         self._domains = domains
@@ -500,7 +502,7 @@ class DraftCheckGate(AsksInRounds, Gate):
             state["domains"] = self._domains.to_state()
         if self._draft_watch is not None:
             state["draft_profile"] = self._draft_watch.training.to_dict()
-        return state
+        return {**state, **self._save_learning(directory)}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         from ..errors import GateLoadError
@@ -532,6 +534,7 @@ class DraftCheckGate(AsksInRounds, Gate):
                 self._draft_watch = DraftWatch(DraftProfile.from_dict(profile, "state.draft_profile"), self.name)
             except ValueError as exc:
                 raise GateLoadError(f"{directory}: {exc}") from None
+        self._load_learning(directory, state)
 
     def _load_draft_projection(self, directory: Path, state: dict[str, Any]) -> DraftProjection | None:
         """The saved projection of the drafts' embeddings, as ``draft_embedding`` says
