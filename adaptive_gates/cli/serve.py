@@ -27,7 +27,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,8 @@ from ..errors import UsageError
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from .arguments import base_url, non_negative_int, port, positive_int, seconds
+from ..serve.shadow import DEFAULT_REFIT_EVERY
+from .arguments import base_url, non_negative_int, port, positive_int, seconds, share
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
     from ..serve.service import ChatService
+    from ..serve.shadow import ShadowLearner
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,23 @@ def add_parser(sub: Any) -> None:
         "--domain",
         help="the domain of the questions served, for a gate fitted with a domain indicator (e.g. fitted with "
         "--option domain_field=task: one of its tasks); a domain it was not fitted on reads as 'other'",
+    )
+    serve.add_argument(
+        "--shadow-rate",
+        type=share,
+        default=0.0,
+        metavar="R",
+        help="a draft-check gate learns the upstream LLM from what it serves: every answer made over the passages "
+        "is a pair (draft, answer over passages), and a share R of the questions answered by their draft are also "
+        "answered over the passages after the reply (one extra LLM call each, never served); the pairs, weighted by "
+        "1/chance, refit the gate (default 0: nothing recorded)",
+    )
+    serve.add_argument(
+        "--shadow-refit-every",
+        type=positive_int,
+        default=DEFAULT_REFIT_EVERY,
+        metavar="N",
+        help=f"pairs between refits with --shadow-rate (default {DEFAULT_REFIT_EVERY})",
     )
     serve.add_argument(
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
@@ -387,6 +406,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
         gate,
         retriever,
         upstream,
+        shadow=_shadow_learner(gate, upstream, args, after_feedback),
         k=args.k,
         history_window=args.history_window,
         max_tokens=args.max_tokens,
@@ -402,6 +422,25 @@ def build_service(args: argparse.Namespace) -> ChatService:
             requests_per_minute=args.rate_limit or None,
             feedback_per_hour=args.feedback_per_hour or None,
         ),
+    )
+
+
+def _shadow_learner(
+    gate: Gate, upstream: ChatModel, args: argparse.Namespace, save: Callable[[], object] | None
+) -> ShadowLearner | None:
+    """The learner of ``--shadow-rate`` (``None`` at 0), saving the gate after each
+    refit as after feedback; refused for a gate that cannot learn so."""
+    from ..gates.shadow_learning import LearnsFromShadows
+    from ..serve.shadow import ShadowLearner
+
+    if args.shadow_rate == 0:
+        return None
+    if not isinstance(gate, LearnsFromShadows):
+        raise UsageError(f"--shadow-rate: a draft-check gate learns from served pairs; --gate holds a {gate.name} gate")
+    if gate.logprob_features:
+        raise UsageError("--shadow-rate: this gate reads the draft's log-probabilities, which decisions do not keep")
+    return ShadowLearner(
+        gate, upstream, rate=args.shadow_rate, refit_every=args.shadow_refit_every, after_learning=save
     )
 
 

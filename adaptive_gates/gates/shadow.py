@@ -62,7 +62,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import numpy as np
 
@@ -73,7 +73,7 @@ from ..metrics import get_metric, normalize_answer
 from ..persistence.saved_format import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 from .combiner import FeatureCombiner, default_threshold, refit_feature_combiner
-from .stacking import head_outcomes
+from .stacking import Target, head_outcomes
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ SOURCES: tuple[Source, ...] = ("retrieved", "shadow", "verdict")
 #: The fewest observations a gate without fit rows refits on (a draft-check fit's floor).
 MIN_ROWS = 10
 #: What a refit learns: agreement gives no correctness with retrieval to learn.
-TARGET = "helps"
+TARGET: Target = "helps"
 LOG_FILE = "shadow.jsonl"
 _FIELDS = {"question", "draft", "answer", "source", "probability", "helps", "retrieved", "correct"}
 
@@ -308,8 +308,7 @@ class ShadowLog:
         if not isinstance(state, dict) or state.get("file") != LOG_FILE:
             raise GateLoadError(f"{directory}: field 'state.shadow' is malformed: {state!r}")
         size, learned, refits, metric = (state.get(k) for k in ("size", "learned", "refits", "metric"))
-        counts = (size, learned, refits)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts) or learned > size:
+        if not (_is_count(size) and _is_count(learned) and _is_count(refits)) or learned > size:
             raise GateLoadError(
                 f"{directory}: fields 'state.shadow.size', 'learned', 'refits' must be counts, learned <= size"
             )
@@ -330,6 +329,10 @@ class ShadowLog:
         if width is not None and size:
             embeddings = _finite(directory, "shadow_embeddings.npy", (size, width))
         return cls(n_features, width, metric, entries, features, embeddings, learned, refits)
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _position(entries: list[Observation], entry: Observation) -> int:
