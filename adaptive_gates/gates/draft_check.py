@@ -339,7 +339,7 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
         )
         self._combiner = combiner
         self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
-        self._keep_fit_rows(features, embeddings, a, b, metric)  # to learn from served decisions (gates.shadow)
+        self._keep_fit_rows(features, embeddings, records, metric)  # to learn from served decisions (gates.shadow)
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
         self._domains = domains

@@ -67,13 +67,14 @@ from typing import Any, Literal, TypeGuard
 import numpy as np
 
 from .. import strict_json
+from ..data import OutcomeRecord
 from ..errors import GateLoadError
 from ..feedback import Feedback, feedback_label
 from ..metrics import get_metric, normalize_answer
 from ..persistence.saved_format import load_array, save_array
 from ..selfknowledge import KNOWN, UNKNOWN
 from .combiner import FeatureCombiner, default_threshold, refit_feature_combiner
-from .stacking import Target, head_outcomes
+from .stacking import Target
 
 logger = logging.getLogger(__name__)
 
@@ -156,28 +157,28 @@ def same_question(question: str) -> str:
 
 @dataclass(frozen=True)
 class FitRows:
-    """The rows a draft-check gate was fitted on, kept so that it can be refitted
-    with what it observes: each row's combiner features, the question's embedding
-    (``None`` for a gate without one) and the outcomes without (``a``) and with
-    (``b``) retrieval it was fitted on."""
+    """The rows a draft-check gate was fitted on, kept so that it can be refitted with
+    what it observes: each row's combiner features, the question's embedding (``None``
+    for a gate without one) and whether retrieval helps there *by agreement* (its
+    recorded answer over the passages differs from its draft, ``agreement_helps``).
+
+    Agreement, not the fit's gold outcomes: a refit learns one label from every row,
+    and observations are graded by agreement (no gold answer is served). Measured on
+    the bundled outcomes (``benchmarks/shadow_stream.py``), gold-labelled fit rows
+    mixed with agreement-labelled pairs made the refitted gate retrieve for nearly
+    every new question (agreement says "helps" far more often than gold does), and
+    did worse than the static gate."""
 
     features: np.ndarray
     embeddings: np.ndarray | None
-    a: np.ndarray
-    b: np.ndarray
+    helps: np.ndarray
 
     def __len__(self) -> int:
         return len(self.features)
 
-    @property
-    def helps(self) -> np.ndarray:
-        """Each row's "retrieval helps" (1 where b > a)."""
-        return head_outcomes(self.a, self.b, TARGET)[TARGET]
-
     def save(self, directory: Path) -> dict[str, Any]:
         save_array(directory, "fit_rows_features.npy", self.features)
-        save_array(directory, "fit_rows_without.npy", self.a)
-        save_array(directory, "fit_rows_with.npy", self.b)
+        save_array(directory, "fit_rows_helps.npy", self.helps)
         if self.embeddings is not None:  # float32: the encoder's own precision, half the bytes
             save_array(directory, "fit_rows_embeddings.npy", self.embeddings.astype(np.float32))
         return {"size": len(self), "embeddings": self.embeddings is not None}
@@ -191,13 +192,18 @@ class FitRows:
         if state.get("embeddings") is not (width is not None):
             raise GateLoadError(f"{directory}: field 'state.fit_rows.embeddings' does not match the combiner")
         features = _finite(directory, "fit_rows_features.npy", (size, n_features))
-        a, b = (_finite(directory, name, (size,)) for name in ("fit_rows_without.npy", "fit_rows_with.npy"))
-        if not np.all((a >= 0) & (a <= 1) & (b >= 0) & (b <= 1)):
-            raise GateLoadError(
-                f"{directory}: files 'fit_rows_without.npy', 'fit_rows_with.npy' must hold outcomes in [0, 1]"
-            )
+        helps = _finite(directory, "fit_rows_helps.npy", (size,))
+        if not np.all((helps == 0) | (helps == 1)):
+            raise GateLoadError(f"{directory}: file 'fit_rows_helps.npy' must hold 0 or 1 per row")
         embeddings = None if width is None else _finite(directory, "fit_rows_embeddings.npy", (size, width))
-        return cls(features, embeddings, a, b)
+        return cls(features, embeddings, helps)
+
+
+def agreement_helps(records: Sequence[OutcomeRecord], metric: str = "contains") -> np.ndarray:
+    """Whether retrieval helps on each outcome record by agreement (``pair``'s grading
+    of its recorded draft and answer over the passages)."""
+    graded = [pair(r.question, r.pred_no_retrieval, r.pred_one_retrieval, "retrieved", 1.0, metric) for r in records]
+    return np.array([g.helps for g in graded], dtype=np.float64)
 
 
 def _finite(directory: Path, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -414,7 +420,9 @@ def refit(
     each; ``None``: the gate keeps none) and the observations that teach
     (``teaching``), each weighted by the inverse of its chance to be observed.
     ``None`` when there is too little to learn from: without fit rows, fewer than
-    ``MIN_ROWS`` observations teach, or they all say the same."""
+    ``MIN_ROWS`` observations teach, or they all say the same. The threshold is set
+    by the fit's rule (``combiner.default_threshold``) on the fit's rows (else the
+    observations)."""
     keep = teaching(entries)
     used = [e for e, k in zip(entries, keep) if k]
     x = np.asarray(features, dtype=np.float64)[keep]

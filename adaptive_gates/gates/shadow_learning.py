@@ -24,13 +24,13 @@ from ..feedback import Feedback, FeedbackNotSupportedError, check_feedback
 from ..persistence.saved_format import config_field, library_versions, read_config, write_directory
 from ..validation import check_question
 from .combiner import KIND, FeatureCombiner
-from .shadow import FitRows, Observation, ShadowLog, Source, pair, refit, verdict
+from .shadow import FitRows, Observation, ShadowLog, Source, agreement_helps, pair, refit, verdict
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..calibration import Calibration
-    from ..data import Hit
+    from ..data import Hit, OutcomeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,12 @@ class LearnsFromShadows:
 
     # ------------------------------------------------------------------ state
     def _keep_fit_rows(
-        self, features: np.ndarray, embeddings: np.ndarray | None, a: np.ndarray, b: np.ndarray, metric: str
+        self, features: np.ndarray, embeddings: np.ndarray | None, records: Sequence[OutcomeRecord], metric: str
     ) -> None:
-        """Keep the rows a fit learnt from and start an empty log (called by the fit)."""
-        self._fit_rows = FitRows(np.asarray(features, dtype=np.float64), embeddings, np.asarray(a), np.asarray(b))
+        """Keep the rows a fit learnt from, graded by agreement (``FitRows``), and start
+        an empty log (called by the fit)."""
+        helps = agreement_helps(records, metric)
+        self._fit_rows = FitRows(np.asarray(features, dtype=np.float64), embeddings, helps)
         self._shadow = ShadowLog(len(self.columns), None if embeddings is None else embeddings.shape[1], metric)
         self._fitted_combiner = None
 
