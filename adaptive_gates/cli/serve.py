@@ -125,12 +125,11 @@ def add_parser(sub: Any) -> None:
     serve.add_argument(
         "--shadow-rate",
         type=share,
-        default=0.0,
         metavar="R",
         help="a draft-check gate learns the upstream LLM from what it serves: every answer made over the passages "
         "is a pair (draft, answer over passages), and a share R of the questions answered by their draft are also "
         "answered over the passages after the reply (one extra LLM call each, never served); the pairs, weighted by "
-        "1/chance, refit the gate (default 0: nothing recorded)",
+        "1/chance, refit the gate; 0: the free pairs only (default: off, nothing recorded)",
     )
     serve.add_argument(
         "--shadow-refit-every",
@@ -428,12 +427,12 @@ def build_service(args: argparse.Namespace) -> ChatService:
 def _shadow_learner(
     gate: Gate, upstream: ChatModel, args: argparse.Namespace, save: Callable[[], object] | None
 ) -> ShadowLearner | None:
-    """The learner of ``--shadow-rate`` (``None`` at 0), saving the gate after each
-    refit as after feedback; refused for a gate that cannot learn so."""
+    """The learner of ``--shadow-rate`` (``None`` without it), saving the gate after
+    each refit as after feedback; refused for a gate that cannot learn so."""
     from ..gates.shadow_learning import LearnsFromShadows
     from ..serve.shadow import ShadowLearner
 
-    if args.shadow_rate == 0:
+    if args.shadow_rate is None:
         return None
     if not isinstance(gate, LearnsFromShadows):
         raise UsageError(f"--shadow-rate: a draft-check gate learns from served pairs; --gate holds a {gate.name} gate")

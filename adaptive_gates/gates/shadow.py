@@ -32,11 +32,11 @@ Priority. A question's latest labelled verdict is its outcome: its agreement pai
 are left out of a refit (a person who judged the answer knows better than the
 agreement of two answers of one model). Verdict rows count 1 each.
 
-Refit. ``ShadowLearning.refit`` fits the combiner's models again on the ``"helps"``
-target (agreement makes correctness with retrieval constant, so the two-headed
-``"gain"`` target has nothing to learn from it): on the rows the gate was fitted on
-(``FitRows``, kept by the fit, each weighing 1, their "helps" label from the fit's
-outcomes) and the observations, weighted; the embedding's projection, the
+Refit. ``refit`` fits the combiner's models again on the ``"helps"`` target
+(agreement makes correctness with retrieval constant, so the two-headed ``"gain"``
+target has nothing to learn from it): on the rows the gate was fitted on (``FitRows``,
+kept by the fit, each weighing 1, graded by agreement as the pairs are) and the
+observations, weighted; the embedding's projection, the
 standardisation and the blend's reference scores stay those of the fit's rows
 (``combiner.refit_feature_combiner``). A gate that keeps no fit rows (the shipped one)
 refits on the observations alone, once at least ``MIN_ROWS`` of them teach and both

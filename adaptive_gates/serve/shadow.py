@@ -11,10 +11,11 @@ After an answer is sent, for a draft-check gate (one that ``LearnsFromShadows``)
 
 Each pair is logged with the gate, and every ``refit_every`` of them the gate's
 combiner is refitted (``LearnsFromShadows.learn``) and the gate saved
-(``after_learning``, as after feedback: the directory swapped whole). With R = 0 (the
-default) nothing is recorded at all: the answered-over-passages pairs alone are the
-questions the gate chose to retrieve for, a sample that says nothing of the questions
-it answers directly (``benchmarks/shadow_stream.py`` measures that case).
+(``after_learning``, as after feedback: the directory swapped whole). Without
+``--shadow-rate`` nothing is recorded; with ``--shadow-rate 0`` the pairs of the
+questions answered over passages are, and no shadow is asked: no extra LLM call, but
+the gate then learns only from the questions it chose to retrieve for
+(``benchmarks/shadow_stream.py`` measures both).
 
 None of it touches what the user got: it runs after the reply, in the background; a
 shadow answer or a refit that fails is logged and counted, never raised. Shadow answers
@@ -86,7 +87,7 @@ class ShadowLearner:
             gate) makes this learner do nothing.
         upstream: the chat model shadow answers are asked of (the one that answers).
         rate: the share R of directly answered questions answered over the passages as
-            well; 0 records nothing.
+            well; 0: none (the pairs of retrieved questions are still recorded).
         refit_every: pairs between refits.
         after_learning: called (in a worker thread) after a refit or a revert, e.g. to
             save the gate.
@@ -136,8 +137,8 @@ class ShadowLearner:
 
     @property
     def active(self) -> bool:
-        """Whether anything is recorded: a gate that learns from shadows and R > 0."""
-        return self.learner is not None and self.rate > 0
+        """Whether anything is recorded: the gate learns from served pairs."""
+        return self.learner is not None
 
     def _count(self, name: str, by: int = 1) -> None:
         with self._counts_lock:
@@ -156,7 +157,7 @@ class ShadowLearner:
             if served.route == "retrieve":
                 if answer is not None:
                     self._spawn(self._record(served, clean_answer(answer), "retrieved", 1.0))
-            elif self._random.random() < self.rate:
+            elif self.rate > 0 and self._random.random() < self.rate:
                 self._count("shadows_asked")
                 self._spawn(self._shadow(served))
         except Exception:  # nothing here may reach the user's answer
