@@ -116,7 +116,7 @@ def test_the_gate_refits_every_n_observations_on_the_helps_target(gate, records)
     assert gate.fit_rows_ is not None and len(gate.fit_rows_) == FIT
     entries = []
     refits = []
-    for i, record in enumerate(held[:40]):
+    for record in held[:40]:
         entries += observe(gate, [record], rate=0.2)
         refits.append(gate.learn(every=20))
     assert [i for i, done in enumerate(refits) if done] == [19, 39]
@@ -218,5 +218,28 @@ def test_a_hand_edited_log_is_refused(gate, records, retriever, cached_embedder,
     lines = log.read_text(encoding="utf-8").splitlines()
     lines[1] = json.dumps({**json.loads(lines[1]), "probability": 2.0})
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(GateLoadError, match="shadow.jsonl"):
+    with pytest.raises(GateLoadError, match=r"shadow\.jsonl"):
         Gate.load(tmp_path / "gate", retriever=retriever, embedder=cached_embedder)
+
+
+def test_the_log_reader_names_the_line_it_cannot_read(gate, records, tmp_path) -> None:
+    from adaptive_gates.gates.shadow import ShadowLog
+
+    observe(gate, records[FIT : FIT + 3], rate=0.2)
+    log = gate.shadow_
+    state = log.save(tmp_path)
+    assert len(ShadowLog.load(tmp_path, state, log.n_features, log.width)) == 3
+    path = tmp_path / "shadow.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for edit, message in (
+        ({"probability": 2.0}, "line 2: a field has the wrong type or value"),
+        ({"source": "guess"}, "line 2: a field has the wrong type or value"),
+        ({"helps": None}, "line 2: a field has the wrong type or value"),  # only a verdict may teach nothing
+        ({"extra": 1}, "line 2: expected the fields"),
+    ):
+        path.write_text("\n".join([lines[0], json.dumps({**json.loads(lines[1]), **edit}), lines[2]]) + "\n")
+        with pytest.raises(GateLoadError, match=message):
+            ShadowLog.load(tmp_path, state, log.n_features, log.width)
+    path.write_text("\n".join(lines[:2]) + "\n")
+    with pytest.raises(GateLoadError, match="holds 2 observations"):
+        ShadowLog.load(tmp_path, state, log.n_features, log.width)
