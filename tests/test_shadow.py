@@ -243,3 +243,29 @@ def test_the_log_reader_names_the_line_it_cannot_read(gate, records, tmp_path) -
     path.write_text("\n".join(lines[:2]) + "\n")
     with pytest.raises(GateLoadError, match="holds 2 observations"):
         ShadowLog.load(tmp_path, state, log.n_features, log.width)
+
+
+def test_a_gate_reading_its_drafts_embedding_and_a_domain_learns_from_the_same_columns(
+    records, retriever, cached_embedder, tmp_path
+) -> None:
+    nq = adarague_outcomes("nq")[:100]
+    gate = DraftCheckGate(
+        retriever=retriever,
+        embedder=cached_embedder,
+        embedding_dims=8,
+        draft_embedding=True,
+        draft_embedding_dims=4,
+        domain_field="task",
+        domain="hotpotqa",
+    ).fit_outcomes([*records[:100], *nq])
+    names = gate.combiner_.feature_names
+    assert gate.fit_rows_ is not None and gate.fit_rows_.features.shape == (200, len(names))
+    entries = observe(gate, records[FIT : FIT + 20], rate=0.5)
+    _, features, _ = gate.shadow_.rows()
+    assert features.shape == (20, len(names))
+    assert features[:, names.index("domain=hotpotqa")].tolist() == [1.0] * 20
+    assert gate.learn(every=20) and gate.combiner_.feature_names == names
+    gate.save(tmp_path / "gate")
+    loaded = Gate.load(tmp_path / "gate", retriever=retriever, embedder=cached_embedder)
+    assert loaded.shadow_.entries() == entries
+    np.testing.assert_allclose(loaded.score_records(records[FIT:]), gate.score_records(records[FIT:]))

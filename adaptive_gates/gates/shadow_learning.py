@@ -52,15 +52,14 @@ class LearnsFromShadows:
         name: ClassVar[str]
         C: float
         logprob_features: bool
+        domain_field: str | None
+        domain: str | None
         _combiner: FeatureCombiner | None
         _retrieve_above: float | None
         _calibration: Calibration | None
 
         @property
         def combiner_(self) -> FeatureCombiner: ...
-
-        @property
-        def columns(self) -> tuple[str, ...]: ...
 
         def _check_fitted(self) -> None: ...
 
@@ -70,6 +69,10 @@ class LearnsFromShadows:
             self, questions: list[str], drafts: Sequence[str], found: Sequence[tuple[Hit, ...]], tokens: Any = None
         ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]: ...
 
+        def _with_draft_embedding(self, features: np.ndarray, drafts: Sequence[str]) -> np.ndarray: ...
+
+        def _with_domains(self, features: np.ndarray, values: Sequence[str | None]) -> np.ndarray: ...
+
     # ------------------------------------------------------------------ state
     def _keep_fit_rows(
         self, features: np.ndarray, embeddings: np.ndarray | None, records: Sequence[OutcomeRecord], metric: str
@@ -77,8 +80,9 @@ class LearnsFromShadows:
         """Keep the rows a fit learnt from, graded by agreement (``FitRows``), and start
         an empty log (called by the fit)."""
         helps = agreement_helps(records, metric)
-        self._fit_rows = FitRows(np.asarray(features, dtype=np.float64), embeddings, helps)
-        self._shadow = ShadowLog(len(self.columns), None if embeddings is None else embeddings.shape[1], metric)
+        features = np.asarray(features, dtype=np.float64)
+        self._fit_rows = FitRows(features, embeddings, helps)
+        self._shadow = ShadowLog(features.shape[1], None if embeddings is None else embeddings.shape[1], metric)
         self._fitted_combiner = None
 
     @property
@@ -88,7 +92,7 @@ class LearnsFromShadows:
         if self._shadow is None:  # loaded from a gate saved before it kept a log
             combiner = self.combiner_
             width = None if combiner.projection is None else len(combiner.projection.mean)
-            self._shadow = ShadowLog(len(self.columns), width)
+            self._shadow = ShadowLog(len(combiner.feature_names), width)
         return self._shadow
 
     @property
@@ -154,7 +158,12 @@ class LearnsFromShadows:
         return decision.question, decision.answer_without_retrieval, decision.passages
 
     def _log(self, entry: Observation, question: str, draft: str, passages: tuple[Hit, ...]) -> None:
+        """Log ``entry`` with the combiner's row of its question, draft and passages, as
+        the gate's decision read them (its draft's embedding and its domain included)."""
         features, embeddings, _ = self._inputs([question], [draft], [passages])
+        features = self._with_draft_embedding(features, [draft])
+        if self.domain_field is not None:
+            features = self._with_domains(features, [self.domain])
         self.shadow_.append(entry, features[0], None if embeddings is None else embeddings[0])
 
     # ------------------------------------------------------------------ learning
@@ -257,7 +266,7 @@ class LearnsFromShadows:
         """Read what ``_save_learning`` wrote (nothing of it for a gate saved before it was kept)."""
         combiner = self.combiner_
         width = None if combiner.projection is None else len(combiner.projection.mean)
-        n = len(self.columns)
+        n = len(combiner.feature_names)
         self._fit_rows = None if "fit_rows" not in state else FitRows.load(directory, state["fit_rows"], n, width)
         self._shadow = None if "shadow" not in state else ShadowLog.load(directory, state["shadow"], n, width)
         self._fitted_combiner = None
@@ -270,7 +279,7 @@ class LearnsFromShadows:
             config = read_config(folder)
             if config_field(config, "combiner", str) != KIND:
                 raise GateLoadError(f"{folder}: field 'combiner' is not {KIND!r}")
-            saved = FeatureCombiner.from_files(folder, config_field(config, "state", dict), self.columns)
+            saved = FeatureCombiner.from_files(folder, config_field(config, "state", dict), combiner.feature_names)
             self._fitted_combiner = (saved, threshold)
 
 
