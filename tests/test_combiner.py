@@ -246,3 +246,74 @@ def test_a_refit_keeps_what_the_first_rows_taught_it(rows, blend, embeddings) ->
     assert not np.array_equal(refitted.boosted["with"].nodes, blend.boosted["with"].nodes)
     with pytest.raises(ValueError, match="heads"):
         refit_feature_combiner(blend, x[:90], {"helps": a[:90]}, embeddings=embeddings[:90], rows=90)
+
+
+def test_an_integer_row_weight_counts_as_that_many_copies_of_the_row(rows) -> None:
+    from adaptive_gates.gates.stacking import fit_combiner, standardisation
+
+    _, x, a, b = rows
+    weights = np.where(np.arange(200) % 3 == 0, 3.0, 1.0)
+    copies = np.repeat(np.arange(200), weights.astype(int))
+    outcomes = head_outcomes(a[:200], b[:200], "gain")
+    scaling = standardisation(x[:200])
+    weighted = fit_combiner(x[:200], outcomes, "gain", 0.05, scaling, weights)
+    repeated = fit_combiner(x[copies], {k: v[copies] for k, v in outcomes.items()}, "gain", 0.05, scaling)
+    for head in ("with", "without"):
+        np.testing.assert_allclose(weighted.heads[head][0], repeated.heads[head][0], rtol=0, atol=1e-4)
+    assert weighted.base_rate == pytest.approx(repeated.base_rate, abs=1e-12)
+    unweighted = fit_combiner(x[:200], outcomes, "gain", 0.05, scaling)
+    assert not np.allclose(weighted.heads["with"][0], unweighted.heads["with"][0], atol=1e-3)
+
+
+def test_rows_of_weight_zero_teach_nothing_and_heavy_rows_pull_the_score(rows, blend, embeddings) -> None:
+    _, x, a, b = rows
+    helps = head_outcomes(a, b, "helps")["helps"]
+    gain = refit_feature_combiner(
+        blend, x[:90], head_outcomes(a[:90], b[:90], "gain"), embeddings=embeddings[:90], rows=90
+    )
+    base = refit_feature_combiner(
+        blend, x[:90], {"helps": helps[:90]}, embeddings=embeddings[:90], rows=90, target="helps"
+    )
+    assert gain.target == "gain" and base.target == "helps" and set(base.boosted) == {"helps"}
+    # 30 more rows, each taught that retrieval helps, weighted 0: the combiner is the base one
+    more = {"helps": np.r_[helps[:90], np.ones(30)]}
+    ignored = refit_feature_combiner(
+        blend,
+        x[:EMBEDDED],
+        more,
+        embeddings=embeddings,
+        rows=90,
+        target="helps",
+        sample_weight=np.r_[np.ones(90), np.zeros(30)],
+    )
+    held, vectors = x[90:EMBEDDED], embeddings[90:]
+    np.testing.assert_allclose(ignored.score(held, vectors), base.score(held, vectors), rtol=0, atol=1e-12)
+    # weighted 1 they move the model towards "helps" on those rows; weighted 5, further
+    light, heavy = (
+        refit_feature_combiner(
+            blend,
+            x[:EMBEDDED],
+            more,
+            embeddings=embeddings,
+            rows=90,
+            target="helps",
+            sample_weight=np.r_[np.ones(90), np.full(30, weight)],
+        )
+        for weight in (1.0, 5.0)
+    )
+    p = [c.logistic.head_probabilities(c.inputs(held, vectors))["helps"].mean() for c in (base, light, heavy)]
+    assert p[0] < p[1] < p[2]
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (np.full(89, 1.0), "one weight per row"),
+        (np.r_[np.ones(89), -1.0], "non-negative"),
+        (np.r_[np.ones(89), np.nan], "finite"),
+    ],
+)
+def test_malformed_row_weights_are_refused(rows, weights, message) -> None:
+    _, x, a, b = rows
+    with pytest.raises(ValueError, match=message):
+        fit_feature_combiner(x[:90], NAMES, a[:90], b[:90], model="logistic", sample_weight=weights)

@@ -33,6 +33,13 @@ def test_load_outcomes_keeps_extra_fields_and_round_trips(tmp_path):
     assert load_outcomes(tmp_path / "back.jsonl") == [rec]
 
 
+def test_an_outcome_record_without_gold_answers_loads_with_none(tmp_path):
+    # Plain questions a user collected have no gold answer: they are graded by agreement.
+    line = json.dumps({"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "a", "pred_one_retrieval": "b"})
+    (rec,) = load_outcomes(_write(tmp_path / "o.jsonl", [line]))
+    assert rec.answers == [] and rec.pred_one_retrieval == "b"
+
+
 @pytest.mark.parametrize(
     "line, where",
     [

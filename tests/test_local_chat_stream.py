@@ -209,3 +209,10 @@ def test_bad_requests_are_refused_when_the_stream_is_asked_for(chat, lm):
     with pytest.raises(ValueError, match="one prompt string"):
         lm.stream(["Hi", "Hello"])  # type: ignore[arg-type]
     assert not stream_threads()
+
+
+def test_a_temperature_too_small_to_divide_by_decodes_greedily(chat):
+    greedy = chat.chat(COLORS, max_tokens=4)
+    for tiny in (5e-324, 1e-6):  # 5e-324: what the server's fuzzing sent, which overflowed the logits
+        assert chat.chat(COLORS, max_tokens=4, temperature=tiny).text == greedy.text
+        assert joined(list(chat.stream(COLORS, max_tokens=4, temperature=tiny))) == greedy.text

@@ -65,6 +65,17 @@ def max_rate(text: str) -> float:
     return _share(text, allow_one=True)
 
 
+def share(text: str) -> float:
+    """A share of questions, in [0, 1] (0: none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
+    return value
+
+
 def base_url(text: str) -> str:
     """A server's base URL: an http(s) URL with a host, refused before anything is loaded."""
     try:

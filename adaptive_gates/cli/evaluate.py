@@ -1,36 +1,82 @@
-"""``adaptive-gates eval``: a gate fitted and judged on recorded outcomes, or live on QA
-records (the LLM answering now), reported as JSON, a printed summary and a plot."""
+"""``adaptive-gates eval``: a gate judged on recorded outcomes, or live on QA records (the
+LLM answering now), reported as JSON, a printed summary and a plot.
+
+Offline, four ways (``_mode``): fitted on ``--train`` and scored on ``--test``;
+cross-fitted on ``--train`` alone (no ``--test``: each question scored and decided by a
+gate fitted on the other ``--folds``, its threshold calibrated on those folds'
+out-of-fold scores, for ``--target-rate`` or else for the best accuracy); a saved gate
+(``--gate DIR`` or ``pretrained:NAME``) scored on ``--test`` as it is; or ``--live``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import UsageError
 from .arguments import positive_int, rate
 from .backends import corpus_retriever
 from .files import input_file, plot_file, report_file, write_report, written_output
-from .gate_options import add_gate_arguments, gate_factory, gate_outcomes
+from .gate_options import (
+    add_fold_arguments,
+    add_gate_arguments,
+    fit_labels,
+    gate_factory,
+    gate_outcomes,
+    training_outcomes,
+)
+from .saved_gates import check_scored_as_saved, load_saved_gate, saved_location
 
 if TYPE_CHECKING:
     from ..answering import LLMAnswerer
+    from ..data import OutcomeRecord
     from ..gates.base import Gate
+
+#: Folds of a cross-fitted report when ``--folds`` is not given.
+DEFAULT_FOLDS = 5
 
 
 def add_parser(sub: Any) -> None:
     ev = sub.add_parser(
-        "eval", help="fit a gate on TRAIN outcomes, evaluate it on TEST outcomes (or live on QA records)"
+        "eval",
+        help="fit a gate on TRAIN outcomes and evaluate it on TEST outcomes, cross-fit it on TRAIN alone, "
+        "score a saved gate on TEST, or evaluate live on QA records",
     )
-    add_gate_arguments(ev)
-    ev.add_argument("--test", required=True, type=input_file, help="outcome records (JSONL) to evaluate on")
+    add_gate_arguments(ev, saved=", a saved gate's directory, or pretrained:NAME (scored on --test as it is)")
+    ev.add_argument(
+        "--test",
+        type=input_file,
+        help="outcome records (JSONL) to evaluate on, judged against their gold answers when every record has "
+        "some, else by agreement with the answer with retrieval; without --test, --train is cross-fitted",
+    )
     ev.add_argument("--json", required=True, type=report_file, help="where to write the report")
     ev.add_argument(
         "--plot",
         type=plot_file,
         help="where to write the accuracy-vs-retrieval-rate plot (its suffix picks the format: .png, .pdf...)",
     )
-    ev.add_argument("--target-rate", type=rate, help="calibrate the threshold for this retrieval rate")
+    ev.add_argument(
+        "--decisions",
+        type=report_file,
+        help="where to write each test question's decision (JSONL: id, question, score, retrieve, and fold "
+        "when cross-fitted)",
+    )
+    ev.add_argument(
+        "--target-rate",
+        type=rate,
+        help="calibrate the threshold for this retrieval rate (a saved gate: the threshold that retrieved this "
+        "share of the questions it was calibrated on, or if it never was, of the test questions' scores)",
+    )
+    add_fold_arguments(
+        ev,
+        folds=None,
+        what=f"with --train and no --test, a cross-fitted report (default {DEFAULT_FOLDS} folds)",
+    )
     ev.add_argument(
         "--live",
         action="store_true",
@@ -43,28 +89,25 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluation import evaluate_offline, plot_reports
+    from ..evaluation import plot_reports
 
-    if args.live:
+    mode, saved = _mode(args)
+    if mode == "live":
         report = _live_report(args)
+    elif saved is not None:
+        report = _saved_report(args, saved)
+    elif mode == "crossfit":
+        report = _cross_fitted_report(args)
     else:
-        if args.limit is not None:
-            raise UsageError("--limit: only with --live")
-        if args.train is None:
-            raise UsageError("--train is required (outcome records to fit on), unless --live")
-        factory = gate_factory(args)
-        report = evaluate_offline(
-            factory,
-            gate_outcomes(args, args.train),
-            gate_outcomes(args, args.test),
-            metric=args.metric,
-            target_rate=args.target_rate,
-        )
+        report = _split_report(args)
     write_report("--json", args.json, json.dumps(report, indent=2))
     if args.plot:
+        title = f"{report['gate']} on {args.test.name}" if args.test else f"{report['gate']} cross-fitted"
         with written_output("--plot", args.plot):
-            plot_reports([report], args.plot, title=f"{report['gate']} on {args.test.name}")
+            plot_reports([report], args.plot, title=title)
     print(_report_line(report))
+    if report.get("fitted_on"):
+        print(f"the gate was fitted on {_described(report['fitted_on'])}")
     if "alignment" in report:
         print(
             "alignment: "
@@ -72,6 +115,129 @@ def run(args: argparse.Namespace) -> int:
             + f" | fallbacks={report['fallbacks']} drafts_reused={report['drafts_reused']}"
         )
     return 0
+
+
+def _mode(args: argparse.Namespace) -> tuple[str, Path | None]:
+    """Which evaluation the flags ask for (``"live"``, ``"saved"``, ``"crossfit"`` or
+    ``"split"``) and the saved gate's directory, if any; every combination that does not
+    go together is refused with one line before any work."""
+    saved = saved_location(args.gate)
+    cross_fitting = args.folds is not None or args.seed is not None
+    if args.live:
+        if saved is not None:
+            raise UsageError(f"--live: --gate {args.gate} is a saved gate, scored offline on --test outcome records")
+        if cross_fitting or args.decisions is not None:
+            raise UsageError("--folds, --seed and --decisions go with offline evaluation, not --live")
+        if args.test is None:
+            raise UsageError("--live needs --test (the QA records to answer)")
+        return "live", None
+    if args.limit is not None:
+        raise UsageError("--limit: only with --live")
+    if saved is not None:
+        check_scored_as_saved(args)
+        if args.train is not None:
+            raise UsageError(
+                f"--train: --gate {args.gate} is a saved gate, scored as it is (nothing is refitted); "
+                "give a gate's name to fit one on --train"
+            )
+        if cross_fitting:
+            raise UsageError(f"--folds, --seed: --gate {args.gate} is a saved gate; nothing is cross-fitted")
+        if args.test is None:
+            raise UsageError(f"--gate {args.gate} is a saved gate: give --test (the outcome records to score it on)")
+        return "saved", saved
+    if args.train is None:
+        raise UsageError("--train is required (outcome records to fit on), unless --live or --gate names a saved gate")
+    if args.test is None:
+        return "crossfit", None
+    if cross_fitting:
+        raise UsageError("--folds, --seed: a cross-fitted report is of --train alone; give --test or --folds, not both")
+    return "split", None
+
+
+def _split_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Fitted on --train, scored on --test."""
+    from ..evaluation.offline import judge_offline
+
+    factory = gate_factory(args)
+    train, test = training_outcomes(args), gate_outcomes(args, args.test)
+    judged = judge_offline(
+        factory,
+        train,
+        test,
+        metric=args.metric,
+        target_rate=args.target_rate,
+        labels=fit_labels(args),
+        sources=[str(path) for path in args.train],
+    )
+    _write_decisions(args, test, judged.scores, judged.retrieve)
+    return judged.report
+
+
+def _cross_fitted_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Every --train question scored by a gate fitted on the other folds."""
+    from ..evaluation.crossfit import evaluate_cross_fitted
+
+    factory = gate_factory(args)
+    records = training_outcomes(args)
+    report, crossed = evaluate_cross_fitted(
+        factory,
+        records,
+        args.metric,
+        args.folds or DEFAULT_FOLDS,
+        args.seed or 0,
+        name=args.gate,
+        labels=fit_labels(args),
+        target_rate=args.target_rate,
+    )
+    _write_decisions(args, records, crossed.scores, crossed.retrieve, crossed.fold)
+    return report
+
+
+def _saved_report(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    """The gate saved in ``directory`` scored on --test as it is."""
+    from ..data import load_outcome_files
+    from ..evaluation.offline import judge_fitted
+
+    gate = load_saved_gate(args, directory)
+    test = load_outcome_files(args.test, require=gate.record_fields)
+    # A test of another model's answers is warned of (ModelMismatchWarning): one line on stderr.
+    judged = judge_fitted(gate, test, args.metric, args.target_rate)
+    judged.report["gate_location"] = args.gate
+    _write_decisions(args, test, judged.scores, judged.retrieve)
+    return judged.report
+
+
+def _write_decisions(
+    args: argparse.Namespace,
+    records: Sequence[OutcomeRecord],
+    scores: np.ndarray,
+    retrieve: np.ndarray,
+    fold: np.ndarray | None = None,
+) -> None:
+    """With --decisions, one JSON line per question: its id, question, need score and
+    decision (and the fold that held it out, when cross-fitted)."""
+    path: Path | None = args.decisions
+    if path is None:
+        return
+    lines = []
+    for i, record in enumerate(records):
+        row: dict[str, Any] = {
+            "id": record.id,
+            "question": record.question,
+            "score": float(scores[i]),
+            "retrieve": bool(retrieve[i]),
+        }
+        if fold is not None:
+            row["fold"] = int(fold[i])
+        lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    write_report("--decisions", path, "".join(lines))
+
+
+def _described(fitted_on: dict[str, Any]) -> str:
+    """A report's ``fitted_on`` as ``FittedOn.describe`` says it."""
+    from ..gates.fitted_on import FittedOn
+
+    return FittedOn.from_dict("report", fitted_on).describe()
 
 
 def _report_line(report: dict[str, Any]) -> str:
@@ -93,12 +259,24 @@ def _report_line(report: dict[str, Any]) -> str:
         f"in_accuracy={report['in_accuracy']:.3f} retrieval_calls={report['retrieval_calls']:.3f}/q "
         f"lm_calls={report['lm_calls']:.3f}/q calls_to_match_always={report['calls_to_match_always']:.3f}/q "
         f"| random {band['level']:.0%}: gap_capture={span(band['gap_capture'])} accuracy={span(band['accuracy'])}"
+        f"{_how_judged(report)}"
     )
+
+
+def _how_judged(report: dict[str, Any]) -> str:
+    """The end of the printed summary: how the gate was fitted (its labels), how the
+    test records were judged, and the folds of a cross-fitted report."""
+    if "judged_by" not in report:
+        return ""
+    labels = report.get("labels")
+    fitted = f"fitted on {labels} labels" if labels else "its labels not recorded"
+    folds = f", cross-fitted in {report['n_folds']} folds (seed {report['seed']})" if "n_folds" in report else ""
+    return f" | {fitted}, judged by {report['judged_by']}{folds}"
 
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     """Fit (if the gate learns) and calibrate (if asked) on --train, then run live on --test."""
-    from ..data import load_outcome_files, load_qa
+    from ..data import load_qa
     from ..evaluation import evaluate_live
 
     if args.corpus is None:
@@ -112,13 +290,16 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     records = load_qa(args.test)[: args.limit]
     # A gate that retrieves to decide answers over its own retrieval: the same one.
     retriever = getattr(gate, "retriever", None) or corpus_retriever(args.retriever or "bm25", args.corpus)
+    labels = None
     if not gate.is_fitted:
-        gate.fit_outcomes(load_outcome_files(args.train), metric=args.metric)
+        labels = fit_labels(args)
+        sources = [str(path) for path in args.train]
+        gate.fit_outcomes(training_outcomes(args), metric=args.metric, labels=labels, sources=sources)
     if args.target_rate is not None:
         # Only the questions are needed: QA records serve as well as outcome records.
         gate.calibrate([r.question for path in args.train for r in load_qa(path)], args.target_rate)
     answerer = _live_answerer(gate, args.batch_size)
-    return evaluate_live(
+    report = evaluate_live(
         gate,
         records,
         retriever,
@@ -128,6 +309,9 @@ def _live_report(args: argparse.Namespace) -> dict[str, Any]:
         target_rate=args.target_rate,
         batch_size=args.batch_size,
     )
+    # Live answers are graded against the QA records' gold answers.
+    report.update(labels=labels, judged_by="gold")
+    return report
 
 
 def _live_answerer(gate: Gate, batch_size: int) -> LLMAnswerer:

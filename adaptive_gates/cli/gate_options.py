@@ -16,10 +16,17 @@ from .files import input_file
 if TYPE_CHECKING:
     from ..data import OutcomeRecord
     from ..gates.base import Gate
+    from ..selfknowledge import Labels
+
+#: The target a gate with two heads must fit on agreement labels: its "correct with
+#: retrieval" head would learn a constant (the answer over passages is the reference).
+AGREEMENT_TARGET = "helps"
 
 
-def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gate", required=True, help=f"the gate: {', '.join(buildable_gates())}")
+def add_gate_arguments(parser: argparse.ArgumentParser, *, saved: str = "") -> None:
+    """The flags that build and fit a gate; ``saved``: what else ``--gate`` takes in
+    this command (e.g. a saved gate's directory), for its help."""
+    parser.add_argument("--gate", required=True, help=f"the gate: {', '.join(buildable_gates())}{saved}")
     parser.add_argument(
         "--train",
         nargs="+",
@@ -31,6 +38,13 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument(
+        "--labels",
+        choices=["gold", "agreement"],
+        help="how the records fitted on are graded: against their gold answers (gold, the default), or against "
+        'the answer with retrieval (agreement: records without gold answers, "answers": [], can be fitted on; '
+        "a gate with a target parameter then fits target=helps)",
+    )
+    parser.add_argument(
         "--option",
         action="append",
         type=key_value,
@@ -41,6 +55,31 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy", help="verbalized: vanilla, punish, challenge, step-by-step, generate, explain or punish+explain"
     )
     add_backend_arguments(parser)
+
+
+def add_fold_arguments(parser: argparse.ArgumentParser, *, folds: int | None, what: str) -> None:
+    """``--folds`` and ``--seed``: the cross-fitting's folds and their seed; ``what``
+    says what the command cross-fits for, ``folds`` is the default count."""
+    default = "" if folds is None else f" (default {folds})"
+    parser.add_argument("--folds", type=fold_count, default=folds, metavar="K", help=f"{what}: K folds{default}")
+    parser.add_argument("--seed", type=int, help="the seed of the folds' split (default 0)")
+
+
+def fold_count(text: str) -> int:
+    """Folds of a cross-fit: at least two (one fold leaves nothing to fit on)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 2, got {text!r}")
+    return value
+
+
+def fit_labels(args: argparse.Namespace) -> Labels:
+    """The labels the command fits on (``--labels``, default gold)."""
+    labels: Labels = args.labels or "gold"
+    return labels
 
 
 def buildable_gates() -> list[str]:
@@ -79,6 +118,21 @@ def gate_factory(args: argparse.Namespace, *, used_elsewhere: frozenset[str] = f
     return factory
 
 
+def training_outcomes(args: argparse.Namespace) -> list[OutcomeRecord]:
+    """The records of ``--train`` (``gate_outcomes``); with gold labels every one must
+    have a gold answer (a record without is graded wrong both ways and teaches noise)."""
+    from ..evaluation.judging import without_gold
+
+    records = gate_outcomes(args, args.train)
+    missing = without_gold(records)
+    if fit_labels(args) == "gold" and missing:
+        raise UsageError(
+            f'--train: {missing} of {len(records)} records have no gold answer ("answers": []); '
+            "fit on them with --labels agreement (the answer with retrieval as the reference)"
+        )
+    return records
+
+
 def gate_outcomes(args: argparse.Namespace, paths: Path | Sequence[Path]) -> list[OutcomeRecord]:
     """The outcome records of ``paths`` (one file, or several pooled in order, as
     ``--train`` gives them), each holding the fields the chosen gate scores offline
@@ -104,4 +158,12 @@ def _gate_options(args: argparse.Namespace, cls: type[Gate]) -> dict[str, Any]:
         if "strategy" not in parameters:
             raise UsageError(f"--strategy: gate {args.gate!r} has no strategy")
         options["strategy"] = args.strategy
+    if fit_labels(args) == "agreement" and "target" in parameters:
+        options.setdefault("target", AGREEMENT_TARGET)
+        if options["target"] == "gain":
+            raise UsageError(
+                "--option target=gain: with --labels agreement the answer with retrieval is the "
+                f"reference, so correctness with retrieval is constant and only target={AGREEMENT_TARGET} can be "
+                "learnt (set by default)"
+            )
     return options

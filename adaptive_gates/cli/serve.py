@@ -27,7 +27,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,8 @@ from ..errors import UsageError
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from .arguments import base_url, non_negative_int, port, positive_int, seconds
+from ..serve.shadow import DEFAULT_REFIT_EVERY
+from .arguments import base_url, non_negative_int, port, positive_int, seconds, share
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
     from ..serve.service import ChatService
+    from ..serve.shadow import ShadowLearner
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +117,27 @@ def add_parser(sub: Any) -> None:
         "--max-tokens", type=positive_int, default=128, help="answer length when a request sets none (default 128)"
     )
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")
+    serve.add_argument(
+        "--domain",
+        help="the domain of the questions served, for a gate fitted with a domain indicator (e.g. fitted with "
+        "--option domain_field=task: one of its tasks); a domain it was not fitted on reads as 'other'",
+    )
+    serve.add_argument(
+        "--shadow-rate",
+        type=share,
+        metavar="R",
+        help="a draft-check gate learns the upstream LLM from what it serves: every answer made over the passages "
+        "is a pair (draft, answer over passages), and a share R of the questions answered by their draft are also "
+        "answered over the passages after the reply (one extra LLM call each, never served); the pairs, weighted by "
+        "1/chance, refit the gate; 0: the free pairs only (default: off, nothing recorded)",
+    )
+    serve.add_argument(
+        "--shadow-refit-every",
+        type=positive_int,
+        default=DEFAULT_REFIT_EVERY,
+        metavar="N",
+        help=f"pairs between refits with --shadow-rate (default {DEFAULT_REFIT_EVERY})",
+    )
     serve.add_argument(
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
     )
@@ -370,6 +393,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
     gate = _load_gate(args.gate, gate_type, served)
     if is_pretrained(args.gate):  # whose outcomes it holds, against the model it now serves
         say(pretrained_notice(args.gate.name, upstream.model_id))
+    if args.domain is not None:
+        _serve_domain(gate, args.domain, args.gate)
     if database is None:
         # what feedback taught is saved over the gate's directory, for the next start (a
         # shipped gate's directory is the package's own: never written)
@@ -382,6 +407,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
         gate,
         retriever,
         upstream,
+        shadow=_shadow_learner(gate, upstream, args, after_feedback),
         k=args.k,
         history_window=args.history_window,
         max_tokens=args.max_tokens,
@@ -397,6 +423,25 @@ def build_service(args: argparse.Namespace) -> ChatService:
             requests_per_minute=args.rate_limit or None,
             feedback_per_hour=args.feedback_per_hour or None,
         ),
+    )
+
+
+def _shadow_learner(
+    gate: Gate, upstream: ChatModel, args: argparse.Namespace, save: Callable[[], object] | None
+) -> ShadowLearner | None:
+    """The learner of ``--shadow-rate`` (``None`` without it), saving the gate after
+    each refit as after feedback; refused for a gate that cannot learn so."""
+    from ..gates.shadow_learning import LearnsFromShadows
+    from ..serve.shadow import ShadowLearner
+
+    if args.shadow_rate is None:
+        return None
+    if not isinstance(gate, LearnsFromShadows):
+        raise UsageError(f"--shadow-rate: a draft-check gate learns from served pairs; --gate holds a {gate.name} gate")
+    if gate.logprob_features:
+        raise UsageError("--shadow-rate: this gate reads the draft's log-probabilities, which decisions do not keep")
+    return ShadowLearner(
+        gate, upstream, rate=args.shadow_rate, refit_every=args.shadow_refit_every, after_learning=save
     )
 
 
@@ -456,6 +501,20 @@ def _load_gate(directory: Path, gate_type: str, backends: dict[str, Any]) -> Gat
     from ..gates.saved import member_backends
 
     return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
+
+
+def _serve_domain(gate: Gate, domain: str, directory: Path) -> None:
+    """Set the domain a gate fitted with a domain indicator reads its questions as (a
+    serving parameter: the fitted gate stays as it is)."""
+    if "domain" not in gate.param_names() or getattr(gate, "domains_", None) is None:
+        raise UsageError(f"--domain: the {gate.name} gate at {directory} was not fitted with a domain indicator")
+    try:
+        gate.set_params(domain=domain)
+    except ValueError as exc:
+        raise UsageError(f"--domain {domain!r}: {exc}") from None
+    known = gate.domains_  # type: ignore[attr-defined]  # checked above
+    if domain not in known:
+        say(f"--domain {domain!r} is none of the domains the gate was fitted on ({', '.join(known)}): read as 'other'")
 
 
 def _saved_gate_type(directory: Path) -> str:

@@ -1,4 +1,4 @@
-"""Accuracy-against-retrieval-rate plots of evaluation reports."""
+"""Accuracy-against-retrieval-rate plots of evaluation reports, and how plots are written."""
 
 from __future__ import annotations
 
@@ -82,10 +82,18 @@ def plot_reports(reports: Sequence[dict[str, Any]], path: str | Path, title: str
     ax.set_title(title or f"accuracy vs retrieval rate (n={base['n']})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write a matplotlib figure whole to ``path`` in the format its suffix names (a
+    failed write leaves the old plot, or none), then close it."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     fig.tight_layout()
     try:
-        with replaced_whole(path) as fh:  # a failed write leaves the old plot, or none
+        with replaced_whole(path) as fh:
             fig.savefig(fh, format=path.suffix.lstrip(".").lower(), dpi=120)
     finally:
         plt.close(fig)

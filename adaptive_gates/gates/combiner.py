@@ -58,7 +58,7 @@ from ..persistence.saved_format import (
     write_directory,
 )
 from .boosted_trees import TreeEnsemble
-from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes, standardisation
+from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes, row_weights, standardisation
 
 Model = Literal["blend", "logistic", "boosted"]
 MODELS = ("blend", "logistic", "boosted")
@@ -271,19 +271,24 @@ def _load_reference(directory: Path, name: str) -> np.ndarray:
     return reference.astype(np.float64)
 
 
-def _fit_trees(z: np.ndarray, y: np.ndarray, params: BoostingParams, seed: int) -> TreeEnsemble:
+def _fit_trees(
+    z: np.ndarray, y: np.ndarray, params: BoostingParams, seed: int, sample_weight: np.ndarray | None = None
+) -> TreeEnsemble:
     """Boosted trees for outcomes ``y`` in [0, 1]: a fractional outcome enters as a
     positive row weighted by its value and a negative row weighted by the rest; a row
-    whose outcome is NaN does not teach these trees. When all weights are 1 (0/1
-    outcomes) none are passed: scikit-learn bins weighted rows by weighted percentiles,
-    about a hundred times slower."""
+    whose outcome is NaN does not teach these trees; ``sample_weight`` scales each
+    row's part (default 1 each). When all weights are 1 (0/1 outcomes, no row weights)
+    none are passed: scikit-learn bins weighted rows by weighted percentiles, about a
+    hundred times slower."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    known = ~np.isnan(y)
-    z, y = z[known], y[known]
-    if np.all(y == y[0]):
-        raise ValueError(f"boosted trees: the outcome is {y[0]:g} on every training row; there is nothing to learn")
-    weights = np.r_[y, 1.0 - y]
+    row_weight = row_weights(sample_weight, len(y))
+    known = ~np.isnan(y) & (row_weight > 0)
+    z, y, row_weight = z[known], y[known], row_weight[known]
+    if len(y) == 0 or np.all(y == y[0]):
+        value = "missing" if len(y) == 0 else f"{y[0]:g}"
+        raise ValueError(f"boosted trees: the outcome is {value} on every training row; there is nothing to learn")
+    weights = np.r_[y * row_weight, (1.0 - y) * row_weight]
     keep = weights > 0
     rows, labels, weights = np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], weights[keep]
     model = HistGradientBoostingClassifier(
@@ -312,12 +317,15 @@ def fit_feature_combiner(
     C: float = 0.05,
     boosting: BoostingParams = BoostingParams(),  # frozen: one shared default is safe
     seed: int = 0,
+    sample_weight: np.ndarray | None = None,
 ) -> FeatureCombiner:
     """Fit a combiner on feature rows (columns ``feature_names``), the outcomes without
     (``a``) and with (``b``) retrieval of each row, and optionally an embedding per row
     (reduced to ``embedding_dims`` components learned here). ``C``: the logistic
     heads' inverse regularisation strength. An outcome may be NaN (not observed): the
-    row then teaches no head that needs it."""
+    row then teaches no head that needs it. ``sample_weight``: how much each row counts
+    in the models (default 1 each); the projection, the standardisation and the blend's
+    reference scores treat the rows alike."""
     x = np.asarray(features, dtype=np.float64)
     names = tuple(feature_names)
     if x.ndim != 2 or x.shape[1] != len(names) or len(names) != len(set(names)):
@@ -337,7 +345,7 @@ def fit_feature_combiner(
         pca = PCA(n_components=min(embedding_dims, *e.shape), random_state=seed).fit(e)
         projection = Projection(pca.mean_.astype(np.float64), pca.components_.astype(np.float64))
     unfitted = FeatureCombiner(names, target, model, projection, None, {}, {})
-    return _fit_models(unfitted, x, embeddings, outcomes, len(x), C, boosting, seed)
+    return _fit_models(unfitted, x, embeddings, outcomes, len(x), C, boosting, seed, sample_weight)
 
 
 def refit_feature_combiner(
@@ -350,6 +358,8 @@ def refit_feature_combiner(
     C: float = 0.05,
     boosting: BoostingParams = BoostingParams(),  # frozen: one shared default is safe
     seed: int = 0,
+    sample_weight: np.ndarray | None = None,
+    target: Target | None = None,
 ) -> FeatureCombiner:
     """``combiner``'s models fitted again on more rows: the first ``rows`` rows of
     ``features`` (and ``embeddings``) are those it was fitted on, the rest new ones,
@@ -357,17 +367,25 @@ def refit_feature_combiner(
     NaN where a row does not teach that head). The embedding's projection stays as
     fitted, and the logistic heads' standardisation and the blend's reference scores
     come from the first ``rows`` rows only: a row that teaches one head leaves the
-    other head's logistic regression and trees as they were."""
+    other head's logistic regression and trees as they were.
+
+    ``sample_weight``: how much each row counts in the models (default 1 each), e.g.
+    the inverse of the chance a new row was observed. ``target``: the target to refit
+    on (default: the combiner's), e.g. ``"helps"`` for rows graded by agreement, where
+    correctness with retrieval is constant."""
     x = np.asarray(features, dtype=np.float64)
     if not 0 < rows <= len(x):
         raise ValueError(f"rows must count the first of the {len(x)} rows the combiner was fitted on, got {rows}")
-    if set(outcomes) != set(HEADS[combiner.target]):
-        raise ValueError(f"target {combiner.target!r} has the heads {HEADS[combiner.target]}, got {sorted(outcomes)}")
+    target = combiner.target if target is None else target
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if set(outcomes) != set(HEADS[target]):
+        raise ValueError(f"target {target!r} has the heads {HEADS[target]}, got {sorted(outcomes)}")
     if any(len(y) != len(x) for y in outcomes.values()):
         raise ValueError(f"got {len(x)} feature rows and {[len(y) for y in outcomes.values()]} outcomes")
-    names, target, model, projection = combiner.feature_names, combiner.target, combiner.model, combiner.projection
+    names, model, projection = combiner.feature_names, combiner.model, combiner.projection
     unfitted = FeatureCombiner(names, target, model, projection, None, {}, {})
-    return _fit_models(unfitted, x, embeddings, outcomes, rows, C, boosting, seed)
+    return _fit_models(unfitted, x, embeddings, outcomes, rows, C, boosting, seed, sample_weight)
 
 
 def _fit_models(
@@ -379,14 +397,20 @@ def _fit_models(
     C: float,
     boosting: BoostingParams,
     seed: int,
+    sample_weight: np.ndarray | None = None,
 ) -> FeatureCombiner:
-    """``unfitted``'s models (its projection already set) fitted on all rows; the
-    standardisation and the blend's references from the first ``rows``."""
+    """``unfitted``'s models (its projection already set) fitted on all rows, weighted
+    by ``sample_weight``; the standardisation and the blend's references from the
+    first ``rows``."""
     names, target, model, projection = unfitted.feature_names, unfitted.target, unfitted.model, unfitted.projection
     z = unfitted.inputs(x, embeddings)
+    weights = None if sample_weight is None else row_weights(sample_weight, len(z))
     outcomes = {name: np.asarray(y, dtype=np.float64) for name, y in outcomes.items()}
-    logistic = None if model == "boosted" else fit_combiner(z, outcomes, target, C, standardisation(z[:rows]))
-    boosted = {} if model == "logistic" else {name: _fit_trees(z, y, boosting, seed) for name, y in outcomes.items()}
+    scaling = standardisation(z[:rows])
+    logistic = None if model == "boosted" else fit_combiner(z, outcomes, target, C, scaling, weights)
+    boosted = (
+        {} if model == "logistic" else {name: _fit_trees(z, y, boosting, seed, weights) for name, y in outcomes.items()}
+    )
     fitted = FeatureCombiner(names, target, model, projection, logistic, boosted, {})
     if model != "blend":
         return fitted

@@ -38,18 +38,21 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
 from ..data import Hit, OutcomeRecord
+from ..decision import GateDecision
 from ..errors import BackendMisconfiguredError, LogprobsUnavailableError, NotFittedError
+from ..feedback import FeedbackNotSupportedError
 from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
 from ..models.protocols import Embedder, check_vectors
 from ..retrieval.base import Retriever
 from ..selfknowledge import outcome_scores
 from ..signals.draft import DRAFT_FEATURE_NAMES, LOGPROB_FEATURE_NAMES, explain, logprob_features, read_draft
+from ..signals.draft_profile import DraftDrift, DraftProfile, DraftWatch
 from ..signals.question_features import FEATURE_NAMES, question_features
 from ..signals.self_report import (
     SELF_REPORT_FEATURE_NAMES,
@@ -65,7 +68,10 @@ from .base import Gate
 from .cold_start import COLD_START_THRESHOLD, cold_start_reading
 from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner
 from .constraints import Boolean, Integer, OneOf, Real, Text
+from .domain_columns import DomainColumns, record_domain
+from .draft_embedding import DraftProjection
 from .encoder_record import check_encoder_record, encoder_record
+from .shadow_learning import LearnsFromShadows
 from .stacking import TARGETS, Target
 
 logger = logging.getLogger(__name__)
@@ -83,7 +89,7 @@ AGREEMENT = ("auto", "always", "never")
 _BEFORE_ADDED = {"self_report": False, "agreement": "always", "cold_start": False}
 
 
-class DraftCheckGate(AsksInRounds, Gate):
+class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
     """Retrieve when the LLM's own draft, checked against one cheap retrieval, looks
     likely to be improved by answering over those passages.
 
@@ -138,6 +144,20 @@ class DraftCheckGate(AsksInRounds, Gate):
         max_workers: concurrent requests for backends without batching.
         deadline: seconds one decision (or batch) may wait on such a backend.
         fallback_retrieve: the decision taken when a question or a backend fails.
+        domain_field: fit with a domain indicator: each outcome record's domain is
+            ``record.extra[domain_field]`` (e.g. ``"task"``), one-hot columns
+            ``domain=<name>`` and ``domain=other`` (``gates.domain_columns``).
+        domain: the deployment's domain, read at decision time by a gate fitted with
+            ``domain_field`` (a serving parameter: setting it keeps the fitted state);
+            unset or never seen in fitting, questions read as ``other``.
+        draft_embedding: also read the draft's own embedding (the question encoder's),
+            reduced by a PCA learned in ``fit`` (``gates.draft_embedding``): one more
+            encoder call per decision.
+        draft_embedding_dims: that PCA's components.
+
+    A fitted gate also records the profile of its training drafts and compares the
+    drafts it reads with it (``draft_drift_``, ``signals.draft_profile``), warning once
+    when they look unlike them.
     """
 
     name = "draft-check"
@@ -145,8 +165,16 @@ class DraftCheckGate(AsksInRounds, Gate):
     retrieves_first = True
     backend_params = frozenset({"chat", "retriever", "embedder"})
     fitted_by = "fit_outcomes(records)"
-    _fitted_state = ("_combiner", "_retrieve_above", "_fitted_retriever", "_agreement_check")
-    _serving_params = AsksInRounds._serving_params | {"retrieval_timeout", "cold_start"}
+    _fitted_state = (
+        "_combiner",
+        "_retrieve_above",
+        "_fitted_retriever",
+        "_agreement_check",
+        "_domains",
+        "_draft_watch",
+        "_draft_projection",
+    )
+    _serving_params = AsksInRounds._serving_params | {"retrieval_timeout", "cold_start", "domain"}
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "embedding": Boolean(),
@@ -161,6 +189,10 @@ class DraftCheckGate(AsksInRounds, Gate):
         "instruction": Text(),
         "max_tokens": Integer(1),
         "retrieval_timeout": [Real(0, closed="neither"), None],
+        "domain_field": [Text(), None],
+        "domain": [Text(), None],
+        "draft_embedding": Boolean(),
+        "draft_embedding_dims": Integer(1),
     }
 
     def __init__(
@@ -185,6 +217,10 @@ class DraftCheckGate(AsksInRounds, Gate):
         max_workers: int = 1,
         deadline: float | None = DEFAULT_DEADLINE,
         fallback_retrieve: bool = True,
+        domain_field: str | None = None,
+        domain: str | None = None,
+        draft_embedding: bool = False,
+        draft_embedding_dims: int = 16,
     ) -> None:
         super().__init__(fallback_retrieve=fallback_retrieve)
         self._keep_asking(chat, max_workers, deadline)
@@ -203,12 +239,25 @@ class DraftCheckGate(AsksInRounds, Gate):
         self.instruction = instruction
         self.max_tokens = max_tokens
         self.retrieval_timeout = retrieval_timeout
+        self.domain_field = domain_field
+        self.domain = domain
+        self.draft_embedding = draft_embedding
+        self.draft_embedding_dims = draft_embedding_dims
         self._default_encoder: Embedder | None = None
         self._combiner: FeatureCombiner | None = None
         self._retrieve_above: float | None = None
         self._fitted_retriever: str | None = None
         self._agreement_check: AgreementCheck | None = None
         self._warned_of_retriever = False
+        self._domains: DomainColumns | None = None
+        self._warned_of_domain = False
+        self._draft_watch: DraftWatch | None = None
+        self._draft_projection: DraftProjection | None = None
+
+    @classmethod
+    def _check_params(cls, params: dict[str, Any]) -> None:
+        if params.get("domain") is not None and params.get("domain_field") is None:
+            raise ValueError("domain= is read by a gate fitted with a domain indicator; give domain_field= too")
 
     # ------------------------------------------------------------------ state
     @property
@@ -253,6 +302,18 @@ class DraftCheckGate(AsksInRounds, Gate):
         """``features`` (every column of ``_all_columns``) cut to ``columns``."""
         every, used = self._all_columns(), self.columns
         return features if used == every else features[:, [every.index(c) for c in used]]
+
+    @property
+    def domains_(self) -> tuple[str, ...] | None:
+        """The domains the gate was fitted on (``None``: fitted without ``domain_field``)."""
+        return None if self._domains is None else self._domains.known
+
+    @property
+    def draft_drift_(self) -> DraftDrift | None:
+        """The drafts read since the gate was fitted or loaded against its training
+        drafts (``signals.draft_profile``); ``None`` before any draft was read, or for
+        a gate saved without a profile of its training drafts (``profile_drafts``)."""
+        return None if self._draft_watch is None else self._draft_watch.comparison()
 
     def _default_threshold(self) -> float:
         if self.in_cold_start:
@@ -316,11 +377,14 @@ class DraftCheckGate(AsksInRounds, Gate):
         found: Sequence[tuple[Hit, ...]],
         tokens: Sequence[Sequence[TokenLogprob]] | None = None,
         certainties: Sequence[str | None] | None = None,
+        *,
+        every_column: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]:
-        """The feature rows of every column (``_all_columns``), the questions'
-        embeddings (if used) and each draft's reading; ``tokens``: each draft's
-        log-probabilities, read with ``logprob_features``; ``certainties``: the
-        certainty stated with each draft, read with ``self_report``."""
+        """The feature rows of ``columns`` (of every column, ``_all_columns``, with
+        ``every_column``: what a fit chooses among), the questions' embeddings (if used)
+        and each draft's reading; ``tokens``: each draft's log-probabilities, read with
+        ``logprob_features``; ``certainties``: the certainty stated with each draft, read
+        with ``self_report`` (none given: none stated)."""
         readings = [
             read_draft(q, d, [h.as_passage() for h in hits], [h.score for h in hits])
             for q, d, hits in zip(questions, drafts, found)
@@ -333,6 +397,8 @@ class DraftCheckGate(AsksInRounds, Gate):
         if self.self_report:
             blocks.append(self_report_features(certainties or [None] * len(questions)))
         features = np.hstack(blocks)
+        if not every_column:
+            features = self._used(features)
         embeddings = None
         if self.embedding:
             encoder = self._encoder()
@@ -356,7 +422,7 @@ class DraftCheckGate(AsksInRounds, Gate):
         tokens = self._recorded_tokens(records)
         certainties = self._recorded_certainties(records)
         found = self._search(questions)
-        features, embeddings, _ = self._inputs(questions, drafts, found, tokens, certainties)
+        features, embeddings, readings = self._inputs(questions, drafts, found, tokens, certainties, every_column=True)
         a, b = outcome_scores(records, metric)
         if self.target == "gain" and np.all(b == b[0]):
             raise ValueError(
@@ -366,13 +432,31 @@ class DraftCheckGate(AsksInRounds, Gate):
             )
         check = self._check_agreement(features, a, b, embeddings)
         every = self._all_columns()
-        columns = every if check.used else without_agreement(every)
-        features = features[:, [every.index(c) for c in columns]]
-        combiner = self._fit_combiner(features, columns, a, b, embeddings)
+        names = list(every if check.used else without_agreement(every))
+        features = features[:, [every.index(c) for c in names]]
+        projection = None
+        if self.draft_embedding:
+            vectors = self._embed_drafts(drafts)
+            projection = DraftProjection.fit(vectors, self.draft_embedding_dims)
+            features = np.hstack([features, projection.columns(vectors)])
+            names += projection.names
+        domains = None
+        if self.domain_field is not None:
+            values = [record_domain(r, self.domain_field) for r in records]
+            domains = DomainColumns.fitted(values)
+            if not domains.known:
+                raise ValueError(f"{self.name}: no outcome record has the domain field {self.domain_field!r}")
+            features = np.hstack([features, domains.rows(values)])
+            names += domains.names
+        combiner = self._fit_combiner(features, names, a, b, embeddings)
         self._combiner, self._agreement_check = combiner, check
         self._retrieve_above = default_threshold(combiner, features, embeddings, float(np.mean(b > a)))
+        self._keep_fit_rows(features, embeddings, records, metric)  # to learn from served decisions (gates.shadow)
         assert self.retriever is not None  # _search refuses a gate without one
         self._fitted_retriever = retriever_kind(self.retriever)
+        self._domains = domains
+        self._draft_projection = projection
+        self._draft_watch = DraftWatch(DraftProfile.of(readings), self.name)
         logger.info("%s fitted on %d records (model %s, target %s)", self.name, len(records), self.model, self.target)
 
     def _fit_combiner(
@@ -434,8 +518,61 @@ class DraftCheckGate(AsksInRounds, Gate):
         if self.in_cold_start:  # the self-report alone: no retrieval, no LLM
             return np.array([cold_start_reading(d, c).score for d, c in zip(drafts, certainties)], dtype=np.float64)
         tokens = self._recorded_tokens(records)
-        features, embeddings, _ = self._inputs(questions, drafts, self._search(questions), tokens, certainties)
-        return self.combiner_.score(self._used(features), embeddings)
+        features, embeddings, readings = self._inputs(questions, drafts, self._search(questions), tokens, certainties)
+        features = self._with_draft_embedding(features, drafts)
+        if self.domain_field is not None:
+            features = self._with_domains(
+                features, [record_domain(r, self.domain_field) or self.domain for r in records]
+            )
+        if self._draft_watch is not None:
+            self._draft_watch.observe(readings)
+        return self.combiner_.score(features, embeddings)
+
+    def profile_drafts(self, records: Sequence[OutcomeRecord]) -> Self:
+        """Take the drafts of ``records`` (their answers without retrieval, checked
+        against the gate's retriever) as the training drafts the gate's drafts are
+        compared with (``draft_drift_``): for a gate saved before gates recorded that
+        profile, given the records it was fitted on. Its decisions do not change."""
+        self._check_fitted()
+        questions = [r.question for r in records]
+        if not questions:
+            raise ValueError(f"{self.name}: no outcome records to profile")
+        found = self._search(questions)
+        readings = [
+            read_draft(q, r.pred_no_retrieval, [h.as_passage() for h in hits], [h.score for h in hits])
+            for q, r, hits in zip(questions, records, found)
+        ]
+        self._draft_watch = DraftWatch(DraftProfile.of(readings), self.name)
+        return self
+
+    def _embed_drafts(self, drafts: Sequence[str]) -> np.ndarray:
+        """The encoder's vector of each draft."""
+        encoder = self._encoder()
+        return check_vectors(encoder.embed(list(drafts)), len(drafts), encoder.model_id)
+
+    def _with_draft_embedding(self, features: np.ndarray, drafts: Sequence[str]) -> np.ndarray:
+        """``features`` with the columns of the drafts' projected embeddings (with
+        ``draft_embedding``; else as they are)."""
+        if self._draft_projection is None:
+            return features
+        return np.hstack([features, self._draft_projection.columns(self._embed_drafts(drafts))])
+
+    def _with_domains(self, features: np.ndarray, values: Sequence[str | None]) -> np.ndarray:
+        """``features`` with the domain columns of ``values`` (one per row); a domain
+        the gate was not fitted on reads as ``other``, logged once."""
+        domains = self._domains
+        assert domains is not None  # fitted with domain_field: loaded or fitted with its domains
+        unknown = [v for v in values if domains.reads(v) != v]
+        if unknown and not self._warned_of_domain:
+            self._warned_of_domain = True  # once per gate, not on every decision
+            what = "no domain (set domain=)" if unknown[0] is None else f"domain {unknown[0]!r}"
+            logger.warning(
+                "%s was fitted with the domains %s; questions of %s read as 'other'",
+                self.name,
+                ", ".join(domains.known) or "(none)",
+                what,
+            )
+        return np.hstack([features, domains.rows(values)])
 
     def _recorded_tokens(self, records: Sequence[OutcomeRecord]) -> list[tuple[TokenLogprob, ...]] | None:
         """Each record's recorded draft log-probabilities, with ``logprob_features``
@@ -502,7 +639,11 @@ class DraftCheckGate(AsksInRounds, Gate):
         if self.in_cold_start:
             return self._cold_start_assessment(drafts, certainties, found, fallbacks, calls)
         features, embeddings, readings = self._inputs(questions, [d or "" for d in drafts], found, tokens, certainties)
-        features = self._used(features)
+        features = self._with_draft_embedding(features, [d or "" for d in drafts])
+        if self.domain_field is not None:
+            features = self._with_domains(features, [self.domain] * len(questions))
+        if self._draft_watch is not None:  # every draft read counts in the comparison with training
+            self._draft_watch.observe(r for d, r in zip(drafts, readings) if d is not None)
         combiner = self.combiner_
         scores = combiner.score(features, embeddings)
         heads = combiner.head_probabilities(features, embeddings)
@@ -521,7 +662,19 @@ class DraftCheckGate(AsksInRounds, Gate):
                     **{f"p_{head}": float(p[i]) for head, p in heads.items()},
                 }
             )
+            if self._domains is not None:
+                details[-1]["domain"] = self._domains.reads(self.domain)
         return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
+
+    def _served(self, decision: GateDecision) -> tuple[str, str, tuple[Hit, ...]]:
+        """As ``LearnsFromShadows._served``; a gate in its cold start has no combiner to
+        refit, so it learns nothing from served decisions until it is fitted."""
+        if self.in_cold_start:
+            raise FeedbackNotSupportedError(
+                f"{self.name}: in its cold start the gate has no fitted combiner to learn into; "
+                "fit it on outcome records first (fit_outcomes)"
+            )
+        return super()._served(decision)
 
     def _cold_start_assessment(
         self,
@@ -566,15 +719,29 @@ class DraftCheckGate(AsksInRounds, Gate):
             state["agreement"] = self._agreement_check.to_dict()
         if combiner.projection is not None:
             state["encoder"] = encoder_record(self._encoder(), len(combiner.projection.mean))
-        return state
+        if self._draft_projection is not None:
+            state["draft_projection"] = self._draft_projection.write(directory)
+            state.setdefault("encoder", encoder_record(self._encoder(), self._draft_projection.width))
+        if self._domains is not None:
+            state["domains"] = self._domains.to_state()
+        if self._draft_watch is not None:
+            state["draft_profile"] = self._draft_watch.training.to_dict()
+        return {**state, **self._save_learning(directory)}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
         from ..errors import GateLoadError
 
         if state.get("combiner") is None and self.cold_start:
             return  # a cold start saved before any fit
-        self._agreement_check = self._saved_agreement(directory, state)
-        combiner = FeatureCombiner.from_files(directory, state.get("combiner"), self.columns)
+        self._agreement_check = self._saved_agreement(directory, state)  # before self.columns is read
+        domains = DomainColumns.from_state(directory, state.get("domains"), self.domain_field)
+        projection = self._load_draft_projection(directory, state)
+        names = (
+            *self.columns,
+            *(projection.names if projection is not None else ()),
+            *(domains.names if domains is not None else ()),
+        )
+        combiner = FeatureCombiner.from_files(directory, state.get("combiner"), names)
         if (combiner.projection is not None) != self.embedding:
             raise GateLoadError(f"{directory}: field 'params.embedding' does not match the saved combiner")
         if combiner.projection is not None:
@@ -587,6 +754,30 @@ class DraftCheckGate(AsksInRounds, Gate):
         if not isinstance(retriever, str):
             raise GateLoadError(f"{directory}: field 'state.retriever' must name the retriever fitted with")
         self._combiner, self._retrieve_above, self._fitted_retriever = combiner, float(above), retriever
+        self._domains, self._draft_projection = domains, projection
+        profile = state.get("draft_profile")  # absent from gates saved before it was recorded
+        if profile is not None:
+            try:
+                self._draft_watch = DraftWatch(DraftProfile.from_dict(profile, "state.draft_profile"), self.name)
+            except ValueError as exc:
+                raise GateLoadError(f"{directory}: {exc}") from None
+        self._load_learning(directory, state)
+
+    def _load_draft_projection(self, directory: Path, state: dict[str, Any]) -> DraftProjection | None:
+        """The saved projection of the drafts' embeddings, as ``draft_embedding`` says
+        there is one, its width the saved encoder's."""
+        from ..errors import GateLoadError
+
+        if not self.draft_embedding:
+            if state.get("draft_projection") is not None:
+                raise GateLoadError(
+                    f"{directory}: field 'state.draft_projection' is set, but 'params.draft_embedding' is false"
+                )
+            return None
+        projection = DraftProjection.read(directory, state.get("draft_projection"))
+        if check_encoder_record(directory, state.get("encoder"), self.embedder) != projection.width:
+            raise GateLoadError(f"{directory}: field 'state.encoder.dimension' is not the draft projection's width")
+        return projection
 
     def _saved_agreement(self, directory: Path, state: dict[str, Any]) -> AgreementCheck:
         """The saved agreement choice; a gate saved before the choice existed read the

@@ -146,16 +146,21 @@ class CombinerRows:
         return cls(tuple(questions), features, *outcomes)
 
 
-def _fit_head(z: np.ndarray, y: np.ndarray, C: float, what: str) -> tuple[np.ndarray, float]:
+def _fit_head(
+    z: np.ndarray, y: np.ndarray, C: float, what: str, sample_weight: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
     """A logistic regression of outcomes ``y`` in [0, 1] on standardised ``z``; rows
-    whose outcome is NaN do not teach this head."""
+    whose outcome is NaN do not teach this head. ``sample_weight``: how much each row
+    counts (default 1 each), e.g. the inverse of the chance it was observed."""
     from sklearn.linear_model import LogisticRegression
 
-    known = ~np.isnan(y)
-    z, y = z[known], y[known]
-    if np.all(y == y[0]):
-        raise ValueError(f"stacked gate: {what} is {y[0]:g} on every training row; there is nothing to learn")
-    weights = np.r_[y, 1.0 - y]
+    row_weight = row_weights(sample_weight, len(y))
+    known = ~np.isnan(y) & (row_weight > 0)
+    z, y, row_weight = z[known], y[known], row_weight[known]
+    if len(y) == 0 or np.all(y == y[0]):
+        value = "missing" if len(y) == 0 else f"{y[0]:g}"
+        raise ValueError(f"stacked gate: {what} is {value} on every training row; there is nothing to learn")
+    weights = np.r_[y * row_weight, (1.0 - y) * row_weight]
     keep = weights > 0
     head = LogisticRegression(C=C, max_iter=5000)
     head.fit(np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], sample_weight=weights[keep])
@@ -197,6 +202,19 @@ def feedback_outcomes(entries: Sequence[Feedback], target: Target) -> dict[str, 
     return {"helps": np.array([helps.get(e.label, np.nan) for e in entries], dtype=np.float64)}
 
 
+def row_weights(sample_weight: np.ndarray | Sequence[float] | None, n: int) -> np.ndarray:
+    """``sample_weight`` as ``n`` finite non-negative floats (all 1 when ``None``); a
+    ``ValueError`` naming what is wrong otherwise."""
+    if sample_weight is None:
+        return np.ones(n, dtype=np.float64)
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.shape != (n,):
+        raise ValueError(f"sample_weight must hold one weight per row ({n}), got shape {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must hold finite, non-negative weights")
+    return weights
+
+
 def standardisation(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The mean and spread of each feature column, by which the heads see it."""
     features = np.asarray(features, dtype=np.float64)
@@ -210,20 +228,30 @@ def fit_combiner(
     target: Target,
     C: float,
     scaling: tuple[np.ndarray, np.ndarray] | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> Combiner:
     """Fit the heads of ``target`` on feature rows and each head's outcome per row
     (``head_outcomes``; NaN where a row does not teach that head). ``scaling``: the
     ``standardisation`` to use (default: that of ``features``); a refit keeps that
-    of the outcome rows, so rows that teach one head leave the other as it was."""
+    of the outcome rows, so rows that teach one head leave the other as it was.
+    ``sample_weight``: how much each row counts in every head and in the base rate
+    (default 1 each)."""
     features = np.asarray(features, dtype=np.float64)
     if set(outcomes) != set(HEADS[target]):
         raise ValueError(f"stacked gate: target {target!r} has the heads {HEADS[target]}, got {sorted(outcomes)}")
     mean, scale = standardisation(features) if scaling is None else scaling
     z = (features - mean) / scale
+    weights = row_weights(sample_weight, len(features))
     heads = {
-        name: _fit_head(z, np.asarray(outcomes[name], dtype=np.float64), C, _HEAD_OUTCOMES[name])
+        name: _fit_head(z, np.asarray(outcomes[name], dtype=np.float64), C, _HEAD_OUTCOMES[name], weights)
         for name in HEADS[target]
     }
-    means = [float(np.nanmean(outcomes[name])) for name in HEADS[target]]
+    means = [_weighted_mean(np.asarray(outcomes[name], dtype=np.float64), weights) for name in HEADS[target]]
     base_rate = means[0] - means[1] if target == "gain" else means[0]
     return Combiner(target, mean, scale, heads, base_rate)
+
+
+def _weighted_mean(y: np.ndarray, weights: np.ndarray) -> float:
+    """The weighted mean of the known (not NaN) values of ``y``."""
+    known = ~np.isnan(y) & (weights > 0)
+    return float(np.average(y[known], weights=weights[known]))

@@ -25,11 +25,17 @@ if TYPE_CHECKING:
     from .token_stream import TokenStream
 
 
+#: Temperatures below this decode greedily.
+SAMPLING_EPS = 1e-5
+
+
 class LocalChatModel:
     """The chat protocol over a ``LocalCausalLM`` (the embedded SmolLM2 by default).
 
-    Greedy replies of a batch are generated together; ``temperature > 0`` samples
-    (plain temperature sampling, seeded by ``seed`` so runs repeat). ``stream`` and
+    Greedy replies of a batch are generated together; a temperature of at least
+    ``SAMPLING_EPS`` samples (plain temperature sampling, seeded by ``seed`` so runs
+    repeat); a smaller one decodes greedily, its limit (as vLLM does: dividing the
+    logits by a subnormal temperature overflows them). ``stream`` and
     ``astream`` hand a reply out piece by piece as it is generated (a
     ``StreamingChatModel``): the same reply as ``chat``'s.
     """
@@ -72,7 +78,7 @@ class LocalChatModel:
         asked = ResolvedChatOptions(**options)
         lm = self.lm
         texts = [lm.format_prompt(check_messages(c)) for c in conversations]
-        if asked.temperature > 0:
+        if asked.temperature >= SAMPLING_EPS:
             # Sampling is per prompt.
             sampling = self._sampling(asked.temperature)
             generations = [
@@ -123,7 +129,8 @@ class LocalChatModel:
         lm = self.lm
         text = lm.format_prompt(check_messages(messages))
         # A sampled reply has no log-probs, as with ``chat``.
-        decoding = self._sampling(asked.temperature) if asked.temperature > 0 else {"top_logprobs": asked.top_logprobs}
+        sampled = asked.temperature >= SAMPLING_EPS
+        decoding = self._sampling(asked.temperature) if sampled else {"top_logprobs": asked.top_logprobs}
         return lm.stream(text, max_new_tokens=asked.max_tokens, stop=asked.stops, formatted=True, **decoding)
 
     def _pieces(self, tokens: TokenStream, top_logprobs: int) -> Generator[ChatChunk, None, None]:

@@ -139,7 +139,7 @@ def create_app(
         if answered is None:
             return Response(status_code=499)  # nobody reads it: the client left, the generation stopped
         text, finish_reason = answered
-        record = service.finish(prepared, stream=False)
+        record = service.finish(prepared, stream=False, answer=text)
         usage = service.usage(prepared, text)
         payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, record, usage)
         return JSONResponse(payload, headers=headers)
@@ -165,6 +165,24 @@ def create_app(
         """Take back the lesson given on an answer (a poisoned or mistaken verdict): the
         gate withdraws what it learnt from it, and saves as after feedback."""
         return await _teaching(service.revert(decision_id), f"no lesson on decision {decision_id!r} is listed")
+
+    @app.get("/v1/admin/shadows")
+    async def shadows(limit: int = Query(50, ge=1, le=1_000)) -> dict[str, Any]:
+        """The latest answer pairs the gate learnt from (``serve --shadow-rate``), newest first."""
+        recent = [] if service.shadow is None else service.shadow.recent(limit)
+        return {"object": "list", "data": [entry.to_dict() for entry in recent]}
+
+    @app.post("/v1/admin/shadows/{decision_id}/revert")
+    async def revert_shadow(decision_id: str) -> JSONResponse:
+        """Take back the pair recorded on an answer (a broken upstream answer, say): the
+        gate withdraws it, refits without it if it had learnt from it, and saves."""
+        try:
+            entry = None if service.shadow is None else await service.shadow.revert(decision_id)
+        except ValueError as exc:
+            return JSONResponse(error_body(str(exc), param="decision_id", code="already_reverted"), status_code=409)
+        if entry is None:
+            return _error(404, f"no pair of decision {decision_id!r} is listed", "decision_id")
+        return JSONResponse({"pair": entry.to_dict(), "stats": service.shadow.stats() if service.shadow else None})
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -226,7 +244,7 @@ async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str,
             return
         finally:
             await pieces.aclose()
-        record = service.finish(prepared, stream=True)
+        record = service.finish(prepared, stream=True, answer="".join(answer))
         yield event(chunk(completion_id, model, {}, prepared.finish_reason, record))
         if include_usage:
             yield event(chunk(completion_id, model, None, usage=service.usage(prepared, "".join(answer))))

@@ -64,6 +64,7 @@ _ROUTE_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
     ("post", "/v1/chat/completions"): ("404", "413", "502", "503", "504"),
     ("post", "/v1/feedback"): ("404", "409", "413", "503"),
     ("post", "/v1/admin/lessons/{decision_id}/revert"): ("404", "409", "503"),
+    ("post", "/v1/admin/shadows/{decision_id}/revert"): ("404", "409"),
     ("get", "/v1/models/{name}"): ("404",),
     ("get", "/readyz"): ("503",),
 }

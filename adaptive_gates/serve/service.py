@@ -31,6 +31,7 @@ from .conversation import read_turn
 from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
+from .shadow import ShadowLearner
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,8 @@ class ChatService:
             counted in the upstream's tokens when it counts them (the embedded model).
         model_names: the model names requests may ask for (``/v1/models`` lists them);
             default: the upstream's own.
+        shadow: learns the gate from the answered decisions (``serve.shadow``), after
+            each answer and never in its way; ``None``: nothing is learnt that way.
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class ChatService:
         after_feedback: Callable[[], object] | None = None,
         limits: Limits | None = None,
         model_names: Sequence[str] = (),
+        shadow: ShadowLearner | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
@@ -177,6 +181,7 @@ class ChatService:
         self.after_feedback = after_feedback
         self.limits = limits
         self.model_names = tuple(model_names) or (upstream.model_id,)
+        self.shadow = shadow
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
         self.book = DecisionBook()
@@ -296,8 +301,9 @@ class ChatService:
         prompt = sum(self._count_tokens(m["content"]) for m in prepared.messages)
         return TokenUsage(prompt, self._count_tokens(answer))
 
-    def finish(self, prepared: Prepared, *, stream: bool) -> dict[str, Any]:
-        """Record an answered request; return its decision record."""
+    def finish(self, prepared: Prepared, *, stream: bool, answer: str | None = None) -> dict[str, Any]:
+        """Record an answered request (``answer``: what the user got, for shadow
+        learning to read once it is sent); return its decision record."""
         served = prepared.served
         seconds = time.perf_counter() - prepared.started
         served.latency_ms.setdefault("upstream", 0.0)
@@ -305,6 +311,8 @@ class ChatService:
         stats = self.tally.count(served)
         self.metrics.answered(served, stats["retrieval_rate"], seconds, stream)
         self.book.put(served)
+        if self.shadow is not None:
+            self.shadow.observe(served, answer)  # in the background; never raises
         return served.to_dict(stats)
 
     # ------------------------------------------------------------------ feedback and state
@@ -397,14 +405,21 @@ class ChatService:
         return {"known": int(known), "unknown": int(unknown)}
 
     def stats(self) -> dict[str, Any]:
-        """The gate, its threshold, the running totals and the memory's size."""
-        return {
+        """The gate, its threshold, the running totals and the memory's size; for a gate
+        that compares its drafts with its training drafts (a draft-check gate's
+        ``draft_drift_``), that comparison as ``draft_drift``."""
+        stats = {
             "gate": self.gate.name,
             "threshold": self.gate.threshold_,
             "model": self.model_id,
             "stats": self.tally.snapshot(),
             "memory": self.memory_counts(),
+            "shadow": None if self.shadow is None else self.shadow.stats(),
         }
+        drift = getattr(self.gate, "draft_drift_", None)
+        if drift is not None:
+            stats["draft_drift"] = drift.to_dict()
+        return stats
 
 
 def _too_long(exc: ContextLengthExceededError) -> ConversationTooLongError:
