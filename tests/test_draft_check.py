@@ -432,6 +432,11 @@ def test_a_cold_start_decision_reads_the_self_report_and_keeps_its_passages(reco
         assert decision.score == reading.score and decision.details["reasons"] == [reading.reason]
         assert decision.retrieve == (reading.score > 0.6)
         assert decision.passages == tuple(retriever.search(question, 3))  # answered over if it retrieves
+    # with no combiner yet there is nothing to learn into from a served decision
+    from adaptive_gates.feedback import FeedbackNotSupportedError
+
+    with pytest.raises(FeedbackNotSupportedError, match="in its cold start the gate has no fitted combiner"):
+        gate.record_decision_feedback(decisions[0], correct=True)
     # saved before any fit, it loads as the cold start it was and decides alike
     gate.save(tmp_path / "cold")
     loaded = Gate.load(tmp_path / "cold", chat=chat, retriever=retriever)
