@@ -8,6 +8,7 @@ draft and the passages the gate's own retriever returns."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -269,3 +270,15 @@ def test_a_gate_reading_its_drafts_embedding_and_a_domain_learns_from_the_same_c
     loaded = Gate.load(tmp_path / "gate", retriever=retriever, embedder=cached_embedder)
     assert loaded.shadow_.entries() == entries
     np.testing.assert_allclose(loaded.score_records(records[FIT:]), gate.score_records(records[FIT:]))
+
+
+def test_a_pair_is_read_with_the_certainty_stated_with_its_draft(gate, records) -> None:
+    assert gate.self_report
+    names = gate.combiner_.feature_names
+    for stated, column in (("uncertain", "self_uncertain"), ("certain", "self_certain"), (None, None)):
+        decision = served(gate, records[FIT])
+        decision = dataclasses.replace(decision, details={**decision.details, "certainty": stated})
+        gate.record_pair(decision, records[FIT].pred_one_retrieval, source="retrieved", probability=1.0)
+        row = gate.shadow_.rows()[1][-1]
+        said = {name: row[names.index(name)] for name in ("self_uncertain", "self_certain")}
+        assert said == {name: float(name == column) for name in said}

@@ -119,7 +119,7 @@ class LearnsFromShadows:
         Learnt from at the next refit (``learn``)."""
         question, draft, passages = self._served(decision)
         entry = pair(question, draft, answer, source, probability, self.shadow_.metric)
-        self._log(entry, question, draft, passages)
+        self._log(entry, decision, draft, passages)
         return entry
 
     def record_decision_feedback(self, decision: GateDecision, correct: bool) -> Feedback:
@@ -130,7 +130,7 @@ class LearnsFromShadows:
         retrieved, correct = check_feedback(decision.retrieve, correct)
         question, draft, passages = self._served(decision)
         entry = verdict(question, draft, retrieved, correct, self.shadow_.wrong_with_retrieval(question))
-        self._log(entry, question, draft, passages)
+        self._log(entry, decision, draft, passages)
         logger.debug("%s verdict: %s", self.name, entry)
         return entry.feedback()
 
@@ -157,10 +157,15 @@ class LearnsFromShadows:
             )
         return decision.question, decision.answer_without_retrieval, decision.passages
 
-    def _log(self, entry: Observation, question: str, draft: str, passages: tuple[Hit, ...]) -> None:
-        """Log ``entry`` with the combiner's row of its question, draft and passages, as
-        the gate's decision read them (its draft's embedding and its domain included)."""
-        features, embeddings, _ = self._inputs([question], [draft], [passages])
+    def _log(self, entry: Observation, decision: GateDecision, draft: str, passages: tuple[Hit, ...]) -> None:
+        """Log ``entry`` with the combiner's row of its decision's question, draft and
+        passages, as the decision read them (the certainty stated with a self-report
+        draft, its draft's embedding and its domain included)."""
+        assert decision.question is not None  # _served refuses a decision without one
+        certainty = decision.details.get("certainty")
+        features, embeddings, _ = self._inputs(
+            [decision.question], [draft], [passages], certainties=[certainty if isinstance(certainty, str) else None]
+        )
         features = self._with_draft_embedding(features, [draft])
         if self.domain_field is not None:
             features = self._with_domains(features, [self.domain])
