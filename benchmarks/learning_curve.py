@@ -8,7 +8,8 @@ subset drawn at random and 5-fold cross-fitted; every question scored by a gate 
 on the other folds and judged against its **gold** answers, whatever labels the gate
 was fitted on, so the agreement rows say what fitting without gold costs. Draft-check
 as a user would fit it on their own records (the default gate: the draft is the
-recorded answer without retrieval, checked against BM25, k = 3, over ``--corpus``).
+recorded answer without retrieval, asked plainly, checked against BM25, k = 3, over
+``--corpus``; the agreement columns kept only where the fit's own check finds they help).
 The single-hop tasks by default: the corpus holds the multi-hop questions' own
 paragraphs, which flatters the check.
 
@@ -60,7 +61,8 @@ def main() -> None:
             target = "helps" if labels == "agreement" else "gain"  # constant correctness with passages otherwise
 
             def factory(target: str = target) -> DraftCheckGate:
-                return DraftCheckGate(retriever=retriever, embedder=embedder, target=target)
+                # Llama's recorded drafts were asked plainly: no stated certainty to read
+                return DraftCheckGate(retriever=retriever, embedder=embedder, target=target, self_report=False)
 
             curve = learning_curve(factory, records, name="draft-check", labels=labels, progress=True)
             curves[task][labels] = curve
