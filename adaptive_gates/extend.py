@@ -18,7 +18,7 @@ from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMod
 from .driving import adrive, drive
 from .feedback import Feedback
 from .gates.given_vectors import VECTOR_QUESTION, DecidesFromVectors
-from .gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner
+from .gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
 from .history_window import refers_back, standalone_question
 from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
 from .memory.memories import l2_normalise
@@ -53,6 +53,7 @@ __all__ = [
     "StoreBackedMemory",
     "adrive",
     "check_retrieval_mode",
+    "door_learner",
     "drive",
     "first_stop",
     "is_content_word",

@@ -11,7 +11,7 @@ user has the answer, how it answered:
   ``"shadow"`` (a decision answered without them, drawn with probability R: answer it
   over them too, observed with probability R) or ``None``;
 - ``record(decision, answer, source)``: log the pair and refit every ``refit_every``;
-- ``observe(decision, retrieved, answer, ask)``: both of these after an answer, in the
+- ``after_answer(decision, retrieved, answer, ask)``: both of these after an answer, in the
   learner's worker thread: the pair recorded, or the door's own answer over the
   passages asked (``ask()``) and recorded (the server, whose work lives on its event
   loop, uses ``plan``, ``aask``, ``spawn`` and ``record`` itself).
@@ -47,7 +47,7 @@ DEFAULT_REFIT_EVERY = 50
 class ShadowLearner:
     """Records the pairs of answered decisions, asks shadow answers, refits the gate.
 
-    Thread-safe: one pair is learnt at a time. What ``observe`` leaves runs in one
+    Thread-safe: one pair is learnt at a time. What ``after_answer`` leaves runs in one
     worker thread of the learner's, one piece after another (shadows compete with the
     users' requests for the LLM); ``spawn`` runs a coroutine as a task on the running
     event loop (the server's).
@@ -79,7 +79,7 @@ class ShadowLearner:
         self._learning = threading.Lock()  # one pair learnt at a time
         self._counts_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self._futures: set[Future[None]] = set()
+        self._futures: set[Future[Any]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.counts = {
             "retrieved_pairs": 0,
@@ -176,7 +176,7 @@ class ShadowLearner:
         self._count("shadow_failures")
         logger.warning("shadow answer to %r failed: %s: %s", decision.question, type(exc).__name__, exc)
 
-    def observe(
+    def after_answer(
         self, decision: GateDecision, retrieved: bool, answer: str | None, ask: Callable[[], str] | None = None
     ) -> None:
         """After a door answered ``decision`` (over its passages when ``retrieved``,
@@ -218,7 +218,7 @@ class ShadowLearner:
 
     # ------------------------------------------------------------------ waiting
     def drain(self, timeout: float | None = None) -> bool:
-        """Wait for the work ``observe`` left in the worker thread; whether it all ended."""
+        """Wait for the work ``after_answer`` left in the worker thread; whether it all ended."""
         futures = list(self._futures)
         return not wait_futures(futures, timeout=timeout).not_done if futures else True
 
@@ -241,3 +241,29 @@ class ShadowLearner:
             "observations_logged": None if log is None else len(log),
             "observations_learnt": None if log is None else log.learned,
         }
+
+
+def door_learner(
+    gate: Gate, rate: float | None, refit_every: int = DEFAULT_REFIT_EVERY, learner: ShadowLearner | None = None
+) -> ShadowLearner | None:
+    """The shadow learner of a framework door given ``shadow_rate`` (``rate``),
+    ``shadow_refit_every`` and ``shadow_learner`` (``learner``): the one given, one over
+    ``gate`` at ``rate``, or ``None`` (neither: nothing is recorded).
+
+    Raises:
+        ValueError: both were given, or ``gate`` does not learn from answered decisions
+            (it is not a draft-check gate), or the rate or cadence is out of range.
+    """
+    if learner is not None:
+        if rate is not None:
+            raise ValueError("give shadow_rate or shadow_learner, not both")
+        return learner
+    if rate is None:
+        return None
+    made = ShadowLearner(gate, rate=rate, refit_every=refit_every)
+    if not made.active:
+        raise ValueError(
+            f"shadow_rate needs a gate that learns from its answered decisions (a draft-check gate); {gate.name!r} "
+            "does not"
+        )
+    return made

@@ -25,7 +25,7 @@ from langchain_core.runnables.base import coerce_to_runnable
 from typing_extensions import TypedDict
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.extend import DEFAULT_REFIT_EVERY, ShadowLearner
+from adaptive_gates.extend import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
 
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import Grader, arelevant, as_grader, relevant
@@ -159,7 +159,7 @@ def create_adaptive_rag_graph(
     counters, ``drain()``). Without either, nothing is recorded.
     """
     gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
-    learner = _shadow_learner(gate_runnable, shadow_rate, shadow_refit_every, shadow_learner)
+    learner = door_learner(gate_runnable.gate, shadow_rate, shadow_refit_every, shadow_learner)
     if not isinstance(retriever, Runnable):
         hint = " (a vector store gives one with .as_retriever())" if hasattr(retriever, "as_retriever") else ""
         raise TypeError(f"retriever must be a LangChain retriever, got {type(retriever).__name__}{hint}")
@@ -271,7 +271,7 @@ class _Nodes:
                 logger.exception("shadow learning: the graph's decision could not be read")
             else:
                 ask = functools.partial(self._shadow_answer, state, decision)
-                self.learner.observe(decision, retrieved, update["answer"], ask)
+                self.learner.after_answer(decision, retrieved, update["answer"], ask)
         return update
 
     def _shadow_answer(self, state: AdaptiveRAGState, decision: GateDecision) -> str:
@@ -286,25 +286,6 @@ class _Nodes:
         }
         config: RunnableConfig = {"run_name": "shadow_answer", "tags": [SHADOW_TAG]}
         return _text(self.rag.invoke(inputs, config))
-
-
-def _shadow_learner(
-    gate: GateRunnable, rate: float | None, refit_every: int, learner: ShadowLearner | None
-) -> ShadowLearner | None:
-    """The graph's shadow learner: the one given, or one over the gate at ``rate``."""
-    if learner is not None:
-        if rate is not None:
-            raise ValueError("give shadow_rate or shadow_learner, not both")
-        return learner
-    if rate is None:
-        return None
-    learner = ShadowLearner(gate.gate, rate=rate, refit_every=refit_every)
-    if not learner.active:
-        raise ValueError(
-            f"shadow_rate needs a gate that learns from its answered decisions (a draft-check gate); "
-            f"{gate.gate.name!r} does not"
-        )
-    return learner
 
 
 def _text(output: Any) -> str:

@@ -146,7 +146,8 @@ def test_a_retrieved_answer_is_the_pair_with_no_extra_call(gate, tfidf, answerer
     assert learner.drain(PATIENCE)
     [pair] = gate.shadow_.entries()
     assert (pair.source, pair.probability) == ("retrieved", 1.0)
-    assert pair.draft == state["gate_decision"]["answer_without_retrieval"] and pair.answer == clean_answer(state["answer"])
+    assert pair.draft == state["gate_decision"]["answer_without_retrieval"]
+    assert pair.answer == clean_answer(state["answer"])
     assert len(llm.served) == 1 and llm.shadows == [] and learner.counts["extra_llm_calls"] == 0
     assert learner.counts["refits"] == 0  # one pair of fifty
 
