@@ -267,23 +267,20 @@ class _Nodes:
             try:
                 decision = GateDecision.from_dict(state["gate_decision"])
                 retrieved = bool(state.get("documents")) and decision_documents(decision) is not None
+                asked = {"question": state["question"], "chat_history": _history(state)}
             except Exception:  # nothing here may reach the user's answer
                 logger.exception("shadow learning: the graph's decision could not be read")
             else:
-                ask = functools.partial(self._shadow_answer, state, decision)
+                ask = functools.partial(self._shadow_answer, asked, decision)
                 self.learner.after_answer(decision, retrieved, update["answer"], ask)
         return update
 
-    def _shadow_answer(self, state: AdaptiveRAGState, decision: GateDecision) -> str:
-        """The graph's answer over the passages ``decision`` checked (no grading), in a
-        run of its own."""
+    def _shadow_answer(self, asked: dict[str, Any], decision: GateDecision) -> str:
+        """The graph's answer to ``asked`` (question, chat history) over the passages
+        ``decision`` checked (no grading), in a run of its own."""
         assert decision.passages is not None  # the learner asks only for a decision with passages
         documents = hit_documents(decision.passages)
-        inputs = {
-            "question": state["question"],
-            "chat_history": _history(state),
-            "context": "\n\n".join(d.page_content for d in documents),
-        }
+        inputs = {**asked, "context": "\n\n".join(d.page_content for d in documents)}
         config: RunnableConfig = {"run_name": "shadow_answer", "tags": [SHADOW_TAG]}
         return _text(self.rag.invoke(inputs, config))
 
