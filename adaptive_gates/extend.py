@@ -2,8 +2,9 @@
 
 An adapter of LangChain, LlamaIndex or another framework reads decisions and routes,
 drives a gate's rounds of LLM requests on the framework's own models, hears decisions
-and LLM calls, teaches a gate through feedback, and keeps an SKR memory in the
-framework's vector store. The pieces it needs for that, and are not part of a user's
+and LLM calls, teaches a gate through feedback and through the pairs of the decisions
+it answers (``ShadowLearner``), and keeps an SKR memory in the framework's vector
+store. The pieces it needs for that, and are not part of a user's
 everyday API, are named here; the framework packages import from the core only the
 root, ``adaptive_gates.models`` and this module (a test holds them to it), so what is
 named here is kept as stable as the root's API.
@@ -17,6 +18,7 @@ from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMod
 from .driving import adrive, drive
 from .feedback import Feedback
 from .gates.given_vectors import VECTOR_QUESTION, DecidesFromVectors
+from .gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
 from .history_window import refers_back, standalone_question
 from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
 from .memory.memories import l2_normalise
@@ -29,6 +31,7 @@ from .seakr.queries import is_content_word
 from .selfknowledge import KNOWN, UNKNOWN
 
 __all__ = [
+    "DEFAULT_REFIT_EVERY",
     "DIRECT",
     "DRAFT",
     "KNOWN",
@@ -45,10 +48,12 @@ __all__ = [
     "Hit",
     "LLMCallEvent",
     "RetrievalMode",
+    "ShadowLearner",
     "Similarity",
     "StoreBackedMemory",
     "adrive",
     "check_retrieval_mode",
+    "door_learner",
     "drive",
     "first_stop",
     "is_content_word",

@@ -28,7 +28,7 @@ from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
-from adaptive_gates.serve.shadow import ShadowLearner
+from adaptive_gates.serve.shadow import ServedShadowLearner
 from milvus_server import free_port
 from serve_process import ServedApp
 
@@ -101,7 +101,7 @@ def test_a_direct_answer_gets_its_shadow_after_the_reply_and_the_gate_learns(
     gate, routes, retriever, cached_embedder, served_chat_model, tmp_path
 ) -> None:
     directory = tmp_path / "gate"
-    learner = ShadowLearner(
+    learner = ServedShadowLearner(
         gate,
         served_chat_model,
         rate=1.0,
@@ -155,7 +155,7 @@ def test_a_failing_shadow_is_counted_and_the_user_never_sees_it(
     gate, routes, retriever, served_chat_model, caplog
 ) -> None:
     nowhere = OpenAIChatModel("none", base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="x", max_retries=0)
-    learner = ShadowLearner(gate, nowhere, rate=1.0, refit_every=1, timeout=30.0)
+    learner = ServedShadowLearner(gate, nowhere, rate=1.0, refit_every=1, timeout=30.0)
     service = ChatService(gate, retriever, served_chat_model, max_tokens=8, shadow=learner)
     with ServedApp(create_app(service)) as app, httpx.Client(base_url=app.url, timeout=PATIENCE) as client:
         direct = ask(client, routes["draft"])
@@ -175,7 +175,7 @@ def test_the_command_refuses_a_shadow_rate_outside_zero_to_one(capsys) -> None:
 def test_at_rate_zero_the_answers_over_passages_are_learnt_from_and_no_shadow_is_asked(
     gate, routes, retriever, served_chat_model
 ) -> None:
-    learner = ShadowLearner(gate, served_chat_model, rate=0.0, refit_every=50)
+    learner = ServedShadowLearner(gate, served_chat_model, rate=0.0, refit_every=50)
     service = ChatService(gate, retriever, served_chat_model, max_tokens=8, shadow=learner)
     with ServedApp(create_app(service)) as app, httpx.Client(base_url=app.url, timeout=PATIENCE) as client:
         assert ask(client, routes["draft"])["adaptive_gates"]["route"] == "draft"

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..gates.shadow_learner import DEFAULT_REFIT_EVERY
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from ..serve.shadow import DEFAULT_REFIT_EVERY
 from .arguments import base_url, non_negative_int, port, positive_int, seconds, share
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
     from ..serve.service import ChatService
-    from ..serve.shadow import ShadowLearner
+    from ..serve.shadow import ServedShadowLearner
 
 logger = logging.getLogger(__name__)
 
@@ -428,11 +428,11 @@ def build_service(args: argparse.Namespace) -> ChatService:
 
 def _shadow_learner(
     gate: Gate, upstream: ChatModel, args: argparse.Namespace, save: Callable[[], object] | None
-) -> ShadowLearner | None:
+) -> ServedShadowLearner | None:
     """The learner of ``--shadow-rate`` (``None`` without it), saving the gate after
     each refit as after feedback; refused for a gate that cannot learn so."""
     from ..gates.shadow_learning import LearnsFromShadows
-    from ..serve.shadow import ShadowLearner
+    from ..serve.shadow import ServedShadowLearner
 
     if args.shadow_rate is None:
         return None
@@ -440,7 +440,7 @@ def _shadow_learner(
         raise UsageError(f"--shadow-rate: a draft-check gate learns from served pairs; --gate holds a {gate.name} gate")
     if gate.logprob_features:
         raise UsageError("--shadow-rate: this gate reads the draft's log-probabilities, which decisions do not keep")
-    return ShadowLearner(
+    return ServedShadowLearner(
         gate, upstream, rate=args.shadow_rate, refit_every=args.shadow_refit_every, after_learning=save
     )
 

@@ -66,7 +66,12 @@ class LearnsFromShadows:
         def decide(self, question: str) -> GateDecision: ...
 
         def _inputs(
-            self, questions: list[str], drafts: Sequence[str], found: Sequence[tuple[Hit, ...]], tokens: Any = None
+            self,
+            questions: list[str],
+            drafts: Sequence[str],
+            found: Sequence[tuple[Hit, ...]],
+            tokens: Any = None,
+            certainties: Sequence[str | None] | None = None,
         ) -> tuple[np.ndarray, np.ndarray | None, list[Any]]: ...
 
         def _with_draft_embedding(self, features: np.ndarray, drafts: Sequence[str]) -> np.ndarray: ...

@@ -31,7 +31,7 @@ from .conversation import read_turn
 from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
-from .shadow import ShadowLearner
+from .shadow import ServedShadowLearner
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class ChatService:
         after_feedback: Callable[[], object] | None = None,
         limits: Limits | None = None,
         model_names: Sequence[str] = (),
-        shadow: ShadowLearner | None = None,
+        shadow: ServedShadowLearner | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")

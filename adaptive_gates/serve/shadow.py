@@ -21,32 +21,32 @@ None of it touches what the user got: it runs after the reply, in the background
 shadow answer or a refit that fails is logged and counted, never raised. Shadow answers
 are real requests to the upstream: they compete with users' requests for it (an
 embedded model answers one at a time).
+
+The recording, the draws and the refits are the core's ``ShadowLearner``
+(``gates.shadow_learner``), as in the framework doors; the server adds its admin list,
+its upstream's shadow answers and the saving.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
+from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt
 from ..gates.base import Gate
 from ..gates.shadow import Observation, Source
-from ..gates.shadow_learning import LearnsFromShadows
+from ..gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner
 from ..models.chat import ChatModel, user
 from .records import ServedDecision
 
 logger = logging.getLogger(__name__)
 
-#: Pairs between refits unless told otherwise: a refit of the shipped-size gate takes
-#: a few seconds of CPU; a few dozen pairs move a combiner fitted on thousands of rows.
-DEFAULT_REFIT_EVERY = 50
+__all__ = ["DEFAULT_REFIT_EVERY", "ServedShadowLearner", "ShadowEntry"]
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,10 @@ class ShadowEntry:
         }
 
 
-class ShadowLearner:
-    """Records the pairs of served decisions, asks the shadow answers, refits the gate.
+class ServedShadowLearner(ShadowLearner):
+    """The core's ``ShadowLearner`` in the server: the pairs of served decisions, kept
+    for the admin API (listed, taken back), the shadows asked of the upstream with the
+    gate's own answer prompt and length, the gate saved after each refit and revert.
 
     Args:
         gate: the served gate; one that does not learn from shadows (not a draft-check
@@ -108,75 +110,37 @@ class ShadowLearner:
         seed: int | None = None,
         capacity: int = 1_000,
     ) -> None:
-        if not 0.0 <= rate <= 1.0 or refit_every < 1 or not timeout > 0 or capacity < 1:
-            raise ValueError(
-                f"rate must be in [0, 1], refit_every and capacity >= 1, timeout > 0; got {rate}, {refit_every}, "
-                f"{capacity}, {timeout}"
-            )
-        self.gate = gate
+        if not timeout > 0 or capacity < 1:
+            raise ValueError(f"capacity must be >= 1 and timeout > 0; got {capacity}, {timeout}")
+        super().__init__(gate, rate=rate, refit_every=refit_every, seed=seed)
         self.upstream = upstream
-        self.rate = rate
-        self.refit_every = refit_every
         self.after_learning = after_learning
         self.timeout = timeout
-        self.learner: LearnsFromShadows | None = gate if isinstance(gate, LearnsFromShadows) else None
-        self._random = random.Random(seed)
         self._lock = asyncio.Lock()  # one pair learnt at a time, and a save after each refit
-        self._counts_lock = threading.Lock()
         self._entries: deque[ShadowEntry] = deque(maxlen=capacity)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.counts = {
-            "retrieved_pairs": 0,
-            "shadow_pairs": 0,
-            "shadows_asked": 0,
-            "shadow_failures": 0,
-            "refits": 0,
-            "refit_failures": 0,
-            "extra_llm_calls": 0,
-        }
-
-    @property
-    def active(self) -> bool:
-        """Whether anything is recorded: the gate learns from served pairs."""
-        return self.learner is not None
-
-    def _count(self, name: str, by: int = 1) -> None:
-        with self._counts_lock:
-            self.counts[name] += by
 
     # ------------------------------------------------------------------ after each answer
     def observe(self, served: ServedDecision, answer: str | None) -> None:
         """After ``served`` was answered with ``answer`` (``None`` when unknown): record
         its pair, or draw whether to ask its shadow, in the background. Never raises."""
         try:
-            decision = served.decision
-            if not self.active or decision.is_fallback or decision.passages is None:
-                return
-            if decision.answer_without_retrieval is None or decision.question is None:
-                return
-            if served.route == "retrieve":
-                if answer is not None:
-                    self._spawn(self._record(served, clean_answer(answer), "retrieved", 1.0))
-            elif self.rate > 0 and self._random.random() < self.rate:
-                self._count("shadows_asked")
-                self._spawn(self._shadow(served))
+            todo = self.plan(served.decision, retrieved=served.route == "retrieve")
+            if todo == "retrieved" and answer is not None:
+                self.spawn(self._record(served, answer, "retrieved"))
+            elif todo == "shadow":
+                self.spawn(self._shadow(served))
         except Exception:  # nothing here may reach the user's answer
             logger.exception("shadow learning: recording decision %s failed", served.id)
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)  # held until done: the loop keeps only a weak reference
-        task.add_done_callback(self._tasks.discard)
 
     async def _shadow(self, served: ServedDecision) -> None:
         """Ask the upstream to answer over the decision's passages, then record the pair."""
         decision = served.decision
-        assert self.learner is not None and decision.question is not None and decision.passages is not None
+        assert decision.question is not None and decision.passages is not None
         gate = self.gate
         instruction = getattr(gate, "instruction", DEFAULT_INSTRUCTION)
         prompt = build_prompt(decision.question, [h.as_passage() for h in decision.passages], instruction)
-        self._count("extra_llm_calls")
-        try:
+
+        async def answer() -> str:
             async with asyncio.timeout(self.timeout):
                 reply = await self.upstream.achat(
                     user(prompt),
@@ -184,37 +148,22 @@ class ShadowLearner:
                     temperature=0.0,
                     stop=list(ANSWER_STOP),
                 )
-        except Exception as exc:
-            self._count("shadow_failures")
-            logger.warning("shadow answer to decision %s failed: %s: %s", served.id, type(exc).__name__, exc)
-            return
-        await self._record(served, clean_answer(reply.text), "shadow", self.rate)
+            return reply.text
 
-    async def _record(self, served: ServedDecision, answer: str, source: Source, probability: float) -> None:
-        learner = self.learner
-        assert learner is not None
+        text = await self.aask(decision, answer)
+        if text is not None:
+            await self._record(served, text, "shadow")
+
+    async def _record(self, served: ServedDecision, answer: str, source: Source) -> None:
         async with self._lock:
-            try:
-                entry = await asyncio.to_thread(
-                    learner.record_pair, served.decision, answer, source=source, probability=probability
-                )
-            except Exception:
-                self._count("shadow_failures")
-                logger.exception("shadow learning: the pair of decision %s was not recorded", served.id)
+            entry, refitted = await asyncio.to_thread(self.record, served.decision, answer, source)
+            if entry is None:
                 return
-            self._count("retrieved_pairs" if source == "retrieved" else "shadow_pairs")
             assert served.decision.question is not None
             self._entries.append(
                 ShadowEntry(served.id, served.decision.question, source, entry.helps, time.time(), entry)
             )
-            try:
-                refitted = await asyncio.to_thread(learner.learn, self.refit_every)
-            except Exception:
-                self._count("refit_failures")
-                logger.exception("shadow learning: the refit failed; the gate keeps its combiner")
-                return
             if refitted:
-                self._count("refits")
                 await self._saved()
 
     async def _saved(self) -> None:
@@ -224,11 +173,6 @@ class ShadowLearner:
             await asyncio.to_thread(self.after_learning)
         except Exception:
             logger.exception("shadow learning: saving the gate failed; it keeps what it learnt in memory")
-
-    async def drain(self) -> None:
-        """Wait for the pairs under way (a test, or a server stopping)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     # ------------------------------------------------------------------ admin
     def recent(self, limit: int) -> list[ShadowEntry]:
@@ -256,18 +200,3 @@ class ShadowLearner:
             await self._saved()
         logger.info("shadow pair of decision %s taken back", decision_id)
         return entry
-
-    def stats(self) -> dict[str, Any]:
-        """The counters ``/v1/stats`` shows."""
-        with self._counts_lock:
-            counts = dict(self.counts)
-        log = None if self.learner is None or not self.active else self.learner.shadow_
-        return {
-            "rate": self.rate,
-            "refit_every": self.refit_every,
-            "active": self.active,
-            "pairs_recorded": counts["retrieved_pairs"] + counts["shadow_pairs"],
-            **counts,
-            "observations_logged": None if log is None else len(log),
-            "observations_learnt": None if log is None else log.learned,
-        }

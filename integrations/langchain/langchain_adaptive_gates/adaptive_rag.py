@@ -8,6 +8,7 @@ Needs ``langgraph`` (the ``langgraph`` extra:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -23,14 +24,15 @@ from langchain_core.runnables.base import coerce_to_runnable
 # graph's input and output schemas are built from these
 from typing_extensions import TypedDict
 
-from adaptive_gates import Gate
+from adaptive_gates import Gate, GateDecision
+from adaptive_gates.extend import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
 
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import Grader, arelevant, as_grader, relevant
 from .graph import STATE_DECISION_KEY, route_on_decision
 from .graph_runtime import GateContext, with_run_context, write_decision
 from .messages import MessageLike, split_conversation
-from .passages import decision_documents
+from .passages import decision_documents, hit_documents
 
 try:
     from langgraph.channels import EphemeralValue
@@ -42,6 +44,9 @@ except ImportError as exc:  # the optional extra
     ) from exc
 
 logger = logging.getLogger(__name__)
+
+#: Tag of a shadow answer's run (``create_adaptive_rag_graph``'s ``shadow_rate``).
+SHADOW_TAG = "adaptive-gates:shadow"
 
 #: Default prompt of the answer from documents: ``context``, ``question`` and the
 #: optional ``chat_history`` (the turns before the question in a conversation).
@@ -106,6 +111,9 @@ def create_adaptive_rag_graph(
     direct_prompt: BasePromptTemplate = DIRECT_PROMPT,
     checkpointer: Any = None,
     name: str = "adaptive_rag",
+    shadow_rate: float | None = None,
+    shadow_refit_every: int = DEFAULT_REFIT_EVERY,
+    shadow_learner: ShadowLearner | None = None,
 ) -> CompiledStateGraph[AdaptiveRAGState, GateContext, AdaptiveRAGInput, AdaptiveRAGState]:
     """A compiled LangGraph graph over ``AdaptiveRAGState``::
 
@@ -137,8 +145,21 @@ def create_adaptive_rag_graph(
     The graph runs with ``invoke``, ``ainvoke``, ``stream`` and ``astream``; in
     ``stream_mode="messages"`` the answer's tokens stream from the ``answer`` node
     (``metadata["langgraph_node"]``). ``checkpointer`` is passed to ``compile``.
+
+    Shadow learning (a draft-check gate learning its LLM from the questions the graph
+    answers, ``docs/shadow_learning.md``): with ``shadow_rate`` R (0 to 1) the pair of
+    each decision answered over the passages it checked (its draft, the ``answer``
+    node's answer) is recorded with the gate, observed with probability 1, and for a
+    share R of the decisions answered without them the graph also answers over those
+    passages (the ``rag`` chain: ``prompt`` and ``llm``, no grading; one extra LLM
+    call, never shown to the user, traced as ``shadow_answer``), observed with
+    probability R. The gate refits every ``shadow_refit_every`` pairs. All of it runs
+    after the answer, in a worker thread (from ``ainvoke`` too); a failure is logged,
+    never raised. ``shadow_learner`` gives the ``ShadowLearner`` to use instead (its
+    counters, ``drain()``). Without either, nothing is recorded.
     """
     gate_runnable = gate if isinstance(gate, GateRunnable) else GateRunnable(gate)
+    learner = door_learner(gate_runnable.gate, shadow_rate, shadow_refit_every, shadow_learner)
     if not isinstance(retriever, Runnable):
         hint = " (a vector store gives one with .as_retriever())" if hasattr(retriever, "as_retriever") else ""
         raise TypeError(f"retriever must be a LangChain retriever, got {type(retriever).__name__}{hint}")
@@ -146,7 +167,8 @@ def create_adaptive_rag_graph(
         missing = needed - set(template.input_variables)
         if missing:
             raise ValueError(f"the answer prompt must use the variables {sorted(missing)}")
-    nodes = _Nodes(gate_runnable, retriever, prompt | coerce_to_runnable(llm), direct_prompt | coerce_to_runnable(llm))
+    rag, direct = prompt | coerce_to_runnable(llm), direct_prompt | coerce_to_runnable(llm)
+    nodes = _Nodes(gate_runnable, retriever, rag, direct, learner)
 
     graph = StateGraph(AdaptiveRAGState, context_schema=GateContext, input_schema=AdaptiveRAGInput)
     gate_node = RunnableLambda(nodes.gate, afunc=nodes.agate, name="gate")
@@ -179,11 +201,14 @@ def create_adaptive_rag_graph(
 class _Nodes:
     """The graph's nodes, each with its async twin."""
 
-    def __init__(self, gate: GateRunnable, retriever: Runnable, rag: Runnable, direct: Runnable) -> None:
+    def __init__(
+        self, gate: GateRunnable, retriever: Runnable, rag: Runnable, direct: Runnable, learner: ShadowLearner | None
+    ) -> None:
         self.gate_runnable = gate
         self.retriever = retriever
         self.rag = rag
         self.direct = direct
+        self.learner = learner
 
     # ---------------------------------------------------------------- gate
     def gate(self, state: _GateNodeState, config: RunnableConfig) -> dict[str, Any]:
@@ -216,11 +241,11 @@ class _Nodes:
     # ---------------------------------------------------------------- answer
     def answer(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
         chain, inputs = self._answer_call(state)
-        return _answered(state, chain.invoke(inputs, config))
+        return self._observed(state, _answered(state, chain.invoke(inputs, config)))
 
     async def aanswer(self, state: AdaptiveRAGState, config: RunnableConfig) -> dict[str, Any]:
         chain, inputs = self._answer_call(state)
-        return _answered(state, await chain.ainvoke(inputs, config))
+        return self._observed(state, _answered(state, await chain.ainvoke(inputs, config)))
 
     def _answer_call(self, state: AdaptiveRAGState) -> tuple[Runnable, dict[str, Any]]:
         """The chain to answer with (from documents when there are any) and its inputs."""
@@ -230,10 +255,39 @@ class _Nodes:
             return self.direct, inputs
         return self.rag, {**inputs, "context": "\n\n".join(d.page_content for d in documents)}
 
-    @staticmethod
-    def draft(state: AdaptiveRAGState) -> dict[str, Any]:
+    def draft(self, state: AdaptiveRAGState) -> dict[str, Any]:
         """The confident gate's own answer, with no further LLM call."""
-        return _answered(state, state["gate_decision"]["draft_answer"])
+        return self._observed(state, _answered(state, state["gate_decision"]["draft_answer"]))
+
+    # ---------------------------------------------------------------- shadow learning
+    def _observed(self, state: AdaptiveRAGState, update: dict[str, Any]) -> dict[str, Any]:
+        """``update`` (the answer), after handing the decision to the shadow learner:
+        answered over the passages the gate checked when the documents are theirs."""
+        if self.learner is not None:
+            try:
+                decision = GateDecision.from_dict(state["gate_decision"])
+                retrieved = bool(state.get("documents")) and decision_documents(decision) is not None
+                asked = {"question": state["question"], "chat_history": _history(state)}
+            except Exception:  # nothing here may reach the user's answer
+                logger.exception("shadow learning: the graph's decision could not be read")
+            else:
+                ask = functools.partial(self._shadow_answer, asked, decision)
+                self.learner.after_answer(decision, retrieved, update["answer"], ask)
+        return update
+
+    def _shadow_answer(self, asked: dict[str, Any], decision: GateDecision) -> str:
+        """The graph's answer to ``asked`` (question, chat history) over the passages
+        ``decision`` checked (no grading), in a run of its own."""
+        assert decision.passages is not None  # the learner asks only for a decision with passages
+        documents = hit_documents(decision.passages)
+        inputs = {**asked, "context": "\n\n".join(d.page_content for d in documents)}
+        config: RunnableConfig = {"run_name": "shadow_answer", "tags": [SHADOW_TAG]}
+        return _text(self.rag.invoke(inputs, config))
+
+
+def _text(output: Any) -> str:
+    """The text of an answer chain's output (a message or a string)."""
+    return str(output.text) if isinstance(output, BaseMessage) else str(output)
 
 
 def _in_conversation(state: Mapping[str, Any]) -> bool:
@@ -276,7 +330,7 @@ def _retrieval_failed(exc: Exception) -> dict[str, Any]:
 def _answered(state: AdaptiveRAGState, output: Any) -> dict[str, Any]:
     """The answer's text, appended as an AI turn when the question came in ``messages``."""
     message = output if isinstance(output, BaseMessage) else AIMessage(content=str(output))
-    update: dict[str, Any] = {"answer": str(message.text)}
+    update: dict[str, Any] = {"answer": _text(message)}
     if _in_conversation(state):
         update["messages"] = [message]
     return update

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,11 +26,11 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
-from llama_index.selectors.adaptive_gates.passages import decision_nodes
+from llama_index.selectors.adaptive_gates.passages import decision_nodes, hit_nodes
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.extend import DRAFT, QA, RETRIEVE, Feedback
+from adaptive_gates.extend import DEFAULT_REFIT_EVERY, DRAFT, QA, RETRIEVE, Feedback, ShadowLearner, door_learner
 
 from .streaming import aone_piece, one_piece
 
@@ -88,6 +89,20 @@ class AdaptiveQueryEngine(BaseQueryEngine):
             draft answer as one piece; ``metadata`` is set before the first token); a
             given ``response_synthesizer`` must stream alike.
         callback_manager: LlamaIndex's legacy callbacks.
+        shadow_rate: shadow learning (a draft-check gate learning its LLM from the
+            queries this engine answers, ``docs/shadow_learning.md``): the pair of each
+            decision answered over the passages it checked (its draft, the response's
+            text) is recorded with the gate, observed with probability 1, and a share
+            ``shadow_rate`` R of the decisions answered without them are also answered
+            over those passages (the response synthesizer, after the node
+            postprocessors: one extra LLM call, never returned), observed with
+            probability R. It all runs after the response is made, in a worker thread
+            (from ``aquery`` too); a failure is logged, never raised. ``None``: nothing
+            is recorded. A streaming response's text is the caller's to read, so its
+            pair is not recorded (its shadows are).
+        shadow_refit_every: pairs between the gate's refits.
+        shadow_learner: the ``ShadowLearner`` to use instead of ``shadow_rate``'s (its
+            counters, ``drain()``).
     """
 
     def __init__(
@@ -101,6 +116,9 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         reuse_draft: bool = True,
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
+        shadow_rate: float | None = None,
+        shadow_refit_every: int = DEFAULT_REFIT_EVERY,
+        shadow_learner: ShadowLearner | None = None,
     ) -> None:
         if not isinstance(gate, Gate):
             raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
@@ -116,6 +134,7 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         self._node_postprocessors = list(node_postprocessors or [])
         self._direct_prompt = direct_prompt or DEFAULT_DIRECT_PROMPT
         self._reuse_draft = reuse_draft
+        self._shadow = door_learner(gate, shadow_rate, shadow_refit_every, shadow_learner)
         callback_manager = callback_manager or self._response_synthesizer.callback_manager
         for postprocessor in self._node_postprocessors:
             postprocessor.callback_manager = callback_manager
@@ -145,6 +164,11 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         """Teach the gate whether this engine's ``response`` was correct: the decision
         it carries and the verdict go to the gate (see ``response_feedback``)."""
         return response_feedback(self._gate, response, correct)
+
+    @property
+    def shadow_learner(self) -> ShadowLearner | None:
+        """What records the gate's pairs and asks its shadows (``None``: nothing is)."""
+        return self._shadow
 
     @property
     def retriever(self) -> BaseRetriever:
@@ -223,6 +247,7 @@ class AdaptiveQueryEngine(BaseQueryEngine):
                 response = Response(self._llm.predict(self._direct_prompt, query_str=question))
             response.metadata = {**(response.metadata or {}), METADATA_KEY: payload, ROUTE_KEY: route}
             event.on_end(payload={EventPayload.RESPONSE: response})
+        self._observe(query_bundle, decision, response)
         return response
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
@@ -241,6 +266,7 @@ class AdaptiveQueryEngine(BaseQueryEngine):
                 response = Response(await self._llm.apredict(self._direct_prompt, query_str=question))
             response.metadata = {**(response.metadata or {}), METADATA_KEY: payload, ROUTE_KEY: route}
             event.on_end(payload={EventPayload.RESPONSE: response})
+        self._observe(query_bundle, decision, response)
         return response
 
     def _draft(self, answer: str, sync: bool) -> RESPONSE_TYPE:
@@ -248,3 +274,27 @@ class AdaptiveQueryEngine(BaseQueryEngine):
         if not self._streaming:
             return Response(answer)
         return StreamingResponse(one_piece(answer)) if sync else AsyncStreamingResponse(aone_piece(answer))
+
+    # ----------------------------------------------------------------- shadow learning
+    def _observe(self, query_bundle: QueryBundle, decision: GateDecision, response: RESPONSE_TYPE) -> None:
+        """Hand ``decision`` and its response to the shadow learner: answered over the
+        passages the gate checked when the response's nodes are theirs."""
+        if self._shadow is None:
+            return
+        retrieved = decision_nodes(decision) is not None and bool(response.source_nodes)
+        text = response.response if isinstance(response, Response) else None
+        ask = functools.partial(self._shadow_answer, query_bundle, decision)
+        self._shadow.after_answer(decision, retrieved, text, ask)
+
+    def _shadow_answer(self, query_bundle: QueryBundle, decision: GateDecision) -> str:
+        """The engine's answer over the passages ``decision`` checked, post-processed."""
+        assert decision.passages is not None  # the learner asks only for a decision with passages
+        nodes = hit_nodes(decision.passages)
+        for postprocessor in self._node_postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+        response = self._response_synthesizer.synthesize(query=query_bundle, nodes=nodes)
+        if isinstance(response, StreamingResponse):
+            response = response.get_response()
+        if isinstance(response, AsyncStreamingResponse):  # not from a sync synthesize
+            raise TypeError("the response synthesizer gave an async stream to a sync call")
+        return str(response.response or "")
