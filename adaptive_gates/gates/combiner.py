@@ -58,7 +58,17 @@ from ..persistence.saved_format import (
     write_directory,
 )
 from .boosted_trees import TreeEnsemble
-from .stacking import HEADS, TARGETS, Combiner, Target, fit_combiner, head_outcomes, row_weights, standardisation
+from .stacking import (
+    HEADS,
+    TARGETS,
+    Combiner,
+    Target,
+    fit_combiner,
+    head_outcomes,
+    row_weights,
+    standardisation,
+    weighted_rows,
+)
 
 Model = Literal["blend", "logistic", "boosted"]
 MODELS = ("blend", "logistic", "boosted")
@@ -282,15 +292,7 @@ def _fit_trees(
     hundred times slower."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    row_weight = row_weights(sample_weight, len(y))
-    known = ~np.isnan(y) & (row_weight > 0)
-    z, y, row_weight = z[known], y[known], row_weight[known]
-    if len(y) == 0 or np.all(y == y[0]):
-        value = "missing" if len(y) == 0 else f"{y[0]:g}"
-        raise ValueError(f"boosted trees: the outcome is {value} on every training row; there is nothing to learn")
-    weights = np.r_[y * row_weight, (1.0 - y) * row_weight]
-    keep = weights > 0
-    rows, labels, weights = np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], weights[keep]
+    rows, labels, weights = weighted_rows(z, y, sample_weight, "boosted trees: the outcome")
     model = HistGradientBoostingClassifier(
         max_depth=params.max_depth,
         learning_rate=params.learning_rate,

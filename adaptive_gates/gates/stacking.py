@@ -154,17 +154,30 @@ def _fit_head(
     counts (default 1 each), e.g. the inverse of the chance it was observed."""
     from sklearn.linear_model import LogisticRegression
 
+    rows, labels, weights = weighted_rows(z, y, sample_weight, f"stacked gate: {what}")
+    head = LogisticRegression(C=C, max_iter=5000)
+    head.fit(rows, labels, sample_weight=weights)
+    return head.coef_[0].astype(np.float64), float(head.intercept_[0])
+
+
+def weighted_rows(
+    z: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | Sequence[float] | None, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Outcomes ``y`` in [0, 1] as a binary classifier's rows: each row of ``z`` once
+    as a positive weighted by its outcome and once as a negative weighted by the rest,
+    each scaled by its ``sample_weight`` (default 1); rows whose outcome is NaN, and
+    parts of weight 0, are left out. A ``ValueError`` (``what`` named) when the rows
+    left hold one outcome only: there is nothing to learn."""
     row_weight = row_weights(sample_weight, len(y))
     known = ~np.isnan(y) & (row_weight > 0)
     z, y, row_weight = z[known], y[known], row_weight[known]
     if len(y) == 0 or np.all(y == y[0]):
         value = "missing" if len(y) == 0 else f"{y[0]:g}"
-        raise ValueError(f"stacked gate: {what} is {value} on every training row; there is nothing to learn")
+        raise ValueError(f"{what} is {value} on every training row; there is nothing to learn")
     weights = np.r_[y * row_weight, (1.0 - y) * row_weight]
     keep = weights > 0
-    head = LogisticRegression(C=C, max_iter=5000)
-    head.fit(np.vstack([z, z])[keep], np.r_[np.ones_like(y), np.zeros_like(y)][keep], sample_weight=weights[keep])
-    return head.coef_[0].astype(np.float64), float(head.intercept_[0])
+    labels = np.r_[np.ones_like(y), np.zeros_like(y)]
+    return np.vstack([z, z])[keep], labels[keep], weights[keep]
 
 
 #: What each head predicts, as named in its "nothing to learn" error.
