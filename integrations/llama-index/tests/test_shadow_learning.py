@@ -5,7 +5,8 @@ against a real keyword-table retriever) learns from the queries a real
 engine's synthesised answer over the passages); a draft returned to the user is, at
 rate 1, also answered over its passages by the engine's own postprocessors and response
 synthesizer after the user has the draft; a shadow that fails is logged and the user's
-response is the same."""
+response is the same. The context chat engine and the adaptive-RAG workflow learn the
+same way, each answering its shadows by its own path."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
-from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveQueryEngine
+from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveContextChatEngine, AdaptiveQueryEngine
 from llama_index.retrievers.adaptive_gates import LlamaIndexRetriever
 from llama_index.selectors.adaptive_gates import decision_of
 from llama_index.selectors.adaptive_gates.passages import hit_nodes
+from llama_index.workflows.adaptive_gates import AdaptiveRAGWorkflow
 from pydantic import PrivateAttr
 
 from adaptive_gates import DraftCheckGate
@@ -182,3 +184,127 @@ def test_the_rate_option_records_the_retrieved_pairs_and_only_a_learning_gate_ta
     assert len(retrieving.shadow_) == 1  # without the option nothing is recorded
     with pytest.raises(ValueError, match="draft-check"):
         AdaptiveQueryEngine(knn_gate, keywords, llm=answerer, shadow_rate=0.2)
+
+
+# ---------------------------------------------------------------------- the context chat engine
+def test_the_chat_engine_replies_with_the_draft_and_learns_from_its_shadow_after(
+    drafting, keywords, answerer, question
+):
+    held = Held()
+    learner = ShadowLearner(drafting, rate=1.0, refit_every=50)
+    chat = AdaptiveContextChatEngine.from_defaults(
+        drafting, keywords, llm=answerer, node_postprocessors=[held], shadow_learner=learner
+    )
+    plain = AdaptiveContextChatEngine.from_defaults(drafting, keywords, llm=answerer).chat(question)
+
+    reply = chat.chat(question)
+    decision = decision_of(reply)
+    # the user has the draft while its shadow is still held, and it is the reply without shadows
+    assert reply.metadata[ROUTE_KEY] == plain.metadata[ROUTE_KEY] == "draft"
+    assert reply.response == plain.response == decision.draft_answer != ""
+    assert len(drafting.shadow_) == 0
+    held._released.set()
+    assert learner.drain(PATIENCE)
+
+    [shadow] = drafting.shadow_.entries()
+    assert (shadow.source, shadow.probability, shadow.draft) == ("shadow", 1.0, decision.draft_answer)
+    assert held._seen == [[h.text for h in decision.passages]]
+    expected = chat._get_response_synthesizer([]).synthesize(question, hit_nodes(decision.passages))
+    assert shadow.answer == clean_answer(expected.response)  # the context path over the gate's passages
+    assert [m.content for m in chat.chat_history] == [question, reply.response]  # the shadow is not in memory
+
+
+def test_the_chat_engine_records_a_retrieved_reply_and_only_with_the_option(retrieving, keywords, answerer, question):
+    chat = AdaptiveContextChatEngine.from_defaults(retrieving, keywords, llm=answerer, shadow_rate=0.0)
+    reply = chat.chat(question)
+    assert reply.metadata[ROUTE_KEY] == "retrieve"
+    assert chat.shadow_learner is not None and chat.shadow_learner.drain(PATIENCE)
+    [pair] = retrieving.shadow_.entries()
+    assert (pair.source, pair.probability) == ("retrieved", 1.0)
+    assert pair.answer == clean_answer(reply.response)
+    assert chat.shadow_learner.counts["extra_llm_calls"] == 0
+
+    # a streamed reply's text is the caller's: its pair is not recorded
+    streamed = chat.stream_chat(question)
+    assert chat.shadow_learner.drain(PATIENCE)
+    assert streamed.response_gen is not None and "".join(streamed.response_gen) != ""
+    assert len(retrieving.shadow_) == 1
+
+    AdaptiveContextChatEngine.from_defaults(retrieving, keywords, llm=answerer).chat(question)
+    assert len(retrieving.shadow_) == 1  # without the option nothing is recorded
+
+
+def test_a_failing_chat_shadow_is_logged_and_the_reply_kept(drafting, keywords, answerer, question, caplog):
+    held = Held(fail=True)
+    held._released.set()
+    learner = ShadowLearner(drafting, rate=1.0, refit_every=1)
+    chat = AdaptiveContextChatEngine.from_defaults(
+        drafting, keywords, llm=answerer, node_postprocessors=[held], shadow_learner=learner
+    )
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+        reply = chat.chat(question)
+        assert learner.drain(PATIENCE)
+    assert reply.response == decision_of(reply).draft_answer and reply.metadata[ROUTE_KEY] == "draft"
+    assert learner.counts["shadow_failures"] == 1 and len(drafting.shadow_) == 0
+    assert any("shadow answer" in r.getMessage() and "ConnectionError" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------------- the adaptive-RAG workflow
+def _answer(workflow: AdaptiveRAGWorkflow, question: str):
+    """The workflow's result for ``question``, run on a loop of its own."""
+
+    async def run():
+        return await workflow.run(query=question)
+
+    return asyncio.run(run())
+
+
+def test_the_workflow_returns_the_draft_and_learns_from_its_shadow(drafting, keywords, answerer, question):
+    learner = ShadowLearner(drafting, rate=1.0, refit_every=50)
+    workflow = AdaptiveRAGWorkflow(drafting, keywords, llm=answerer, shadow_learner=learner, timeout=PATIENCE)
+    plain = _answer(AdaptiveRAGWorkflow(drafting, keywords, llm=answerer, timeout=PATIENCE), question)
+
+    response = _answer(workflow, question)
+    decision = decision_of(response)
+    assert response.metadata[ROUTE_KEY] == plain.metadata[ROUTE_KEY] == "draft"
+    assert response.response == plain.response == decision.draft_answer != ""
+    assert workflow.shadow_learner is learner and learner.drain(PATIENCE)
+
+    [shadow] = drafting.shadow_.entries()
+    assert (shadow.source, shadow.probability, shadow.draft) == ("shadow", 1.0, decision.draft_answer)
+    expected = get_response_synthesizer(llm=answerer).synthesize(question, nodes=hit_nodes(decision.passages))
+    assert shadow.answer == clean_answer(expected.response)
+
+
+def test_the_workflow_records_a_retrieved_answer_and_only_with_the_option(retrieving, keywords, answerer, question):
+    workflow = AdaptiveRAGWorkflow(retrieving, keywords, llm=answerer, shadow_rate=0.0, timeout=PATIENCE)
+    response = _answer(workflow, question)
+    assert response.metadata[ROUTE_KEY] == "retrieve"
+    assert workflow.shadow_learner is not None and workflow.shadow_learner.drain(PATIENCE)
+    [pair] = retrieving.shadow_.entries()
+    assert (pair.source, pair.probability) == ("retrieved", 1.0)
+    assert pair.draft == decision_of(response).answer_without_retrieval
+    assert pair.answer == clean_answer(response.response)
+
+    _answer(AdaptiveRAGWorkflow(retrieving, keywords, llm=answerer, timeout=PATIENCE), question)
+    assert len(retrieving.shadow_) == 1  # without the option nothing is recorded
+
+
+def test_a_failing_workflow_shadow_is_logged_and_the_answer_kept(
+    drafting, keywords, answerer, question, caplog, monkeypatch
+):
+    learner = ShadowLearner(drafting, rate=1.0, refit_every=1)
+    workflow = AdaptiveRAGWorkflow(drafting, keywords, llm=answerer, shadow_learner=learner, timeout=PATIENCE)
+
+    def gone(*args, **kwargs):
+        raise ConnectionError("the LLM service is gone")
+
+    monkeypatch.setattr(workflow.response_synthesizer, "synthesize", gone)
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+        response = _answer(workflow, question)
+        assert learner.drain(PATIENCE)
+    assert response.response == decision_of(response).draft_answer and response.metadata[ROUTE_KEY] == "draft"
+    assert learner.counts["shadow_failures"] == 1 and len(drafting.shadow_) == 0
+    assert any("shadow answer" in r.getMessage() and "ConnectionError" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="not both"):
+        AdaptiveRAGWorkflow(drafting, keywords, llm=answerer, shadow_rate=0.2, shadow_learner=learner)

@@ -26,8 +26,9 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
-from llama_index.selectors.adaptive_gates.passages import decision_nodes, hit_nodes
+from llama_index.selectors.adaptive_gates.passages import decision_nodes
 from llama_index.selectors.adaptive_gates.reason import DECISION_METADATA_KEY
+from llama_index.selectors.adaptive_gates.shadowing import learn_from_answer, synthesized_text
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DEFAULT_REFIT_EVERY, DRAFT, QA, RETRIEVE, Feedback, ShadowLearner, door_learner
@@ -277,24 +278,14 @@ class AdaptiveQueryEngine(BaseQueryEngine):
 
     # ----------------------------------------------------------------- shadow learning
     def _observe(self, query_bundle: QueryBundle, decision: GateDecision, response: RESPONSE_TYPE) -> None:
-        """Hand ``decision`` and its response to the shadow learner: answered over the
-        passages the gate checked when the response's nodes are theirs."""
-        if self._shadow is None:
-            return
-        retrieved = decision_nodes(decision) is not None and bool(response.source_nodes)
+        """Hand ``decision`` and its response to the shadow learner (``learn_from_answer``):
+        answered over the passages the gate checked when the response's nodes are theirs."""
         text = response.response if isinstance(response, Response) else None
-        ask = functools.partial(self._shadow_answer, query_bundle, decision)
-        self._shadow.after_answer(decision, retrieved, text, ask)
+        answer_over = functools.partial(self._synthesized, query_bundle)
+        learn_from_answer(
+            self._shadow, decision, response.source_nodes, text, answer_over, query_bundle, self._node_postprocessors
+        )
 
-    def _shadow_answer(self, query_bundle: QueryBundle, decision: GateDecision) -> str:
-        """The engine's answer over the passages ``decision`` checked, post-processed."""
-        assert decision.passages is not None  # the learner asks only for a decision with passages
-        nodes = hit_nodes(decision.passages)
-        for postprocessor in self._node_postprocessors:
-            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
-        response = self._response_synthesizer.synthesize(query=query_bundle, nodes=nodes)
-        if isinstance(response, StreamingResponse):
-            response = response.get_response()
-        if isinstance(response, AsyncStreamingResponse):  # not from a sync synthesize
-            raise TypeError("the response synthesizer gave an async stream to a sync call")
-        return str(response.response or "")
+    def _synthesized(self, query_bundle: QueryBundle, nodes: list[NodeWithScore]) -> str:
+        """The response synthesizer's answer over ``nodes`` (a shadow's)."""
+        return synthesized_text(self._response_synthesizer.synthesize(query=query_bundle, nodes=nodes))

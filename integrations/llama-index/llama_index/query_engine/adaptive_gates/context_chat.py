@@ -10,6 +10,7 @@ draft answer is the reply.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,9 +30,10 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.selectors.adaptive_gates.gating import adecide, decide, response_feedback, route_of
 from llama_index.selectors.adaptive_gates.passages import decision_nodes
+from llama_index.selectors.adaptive_gates.shadowing import learn_from_answer, synthesized_text
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.extend import DRAFT, RETRIEVE, Feedback
+from adaptive_gates.extend import DEFAULT_REFIT_EVERY, DRAFT, RETRIEVE, Feedback, ShadowLearner, door_learner
 
 from .base import METADATA_KEY, ROUTE_KEY
 from .standalone import Standalone, condense_inputs, condensed, exchange, turn_metadata
@@ -89,6 +91,16 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
     ``astream_chat`` stream the answer token by token (a draft as one piece) and return
     a ``GatedStreamingChatResponse`` whose ``metadata`` is there before the first token.
 
+    Shadow learning (``shadow_rate``, ``shadow_refit_every``, ``shadow_learner``; see
+    ``AdaptiveQueryEngine`` and ``docs/shadow_learning.md``): the pair of each decision
+    answered over the passages the gate checked (its draft, the reply) is recorded with
+    the gate, and a share ``shadow_rate`` of the decisions answered without them are
+    also answered over those passages, after the node postprocessors, by this engine's
+    context path (the context prompt with the turn's chat history, the message, the
+    LLM: one extra LLM call, never returned or written to memory). It runs after the
+    reply is made, in a worker thread; a failure is logged, never raised. A streamed
+    reply's pair is not recorded (its text is the caller's to read); its shadows are.
+
     Build it with ``from_defaults`` or ``from_index``.
     """
 
@@ -100,6 +112,9 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         memory: BaseMemory,
         *,
         reuse_draft: bool = True,
+        shadow_rate: float | None = None,
+        shadow_refit_every: int = DEFAULT_REFIT_EVERY,
+        shadow_learner: ShadowLearner | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(gate, Gate):
@@ -109,6 +124,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         super().__init__(retriever, llm, memory, **kwargs)
         self._gate = gate
         self._reuse_draft = reuse_draft
+        self._shadow = door_learner(gate, shadow_rate, shadow_refit_every, shadow_learner)
 
     @classmethod
     def from_defaults(  # type: ignore[override]  # a gate comes first, and no verbose/kwargs
@@ -126,6 +142,9 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         node_postprocessors: list[BaseNodePostprocessor] | None = None,
         reuse_draft: bool = True,
         callback_manager: CallbackManager | None = None,
+        shadow_rate: float | None = None,
+        shadow_refit_every: int = DEFAULT_REFIT_EVERY,
+        shadow_learner: ShadowLearner | None = None,
     ) -> AdaptiveContextChatEngine:
         """A chat engine gating ``retriever`` with ``gate``.
 
@@ -144,6 +163,8 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
             node_postprocessors: applied to retrieved nodes.
             reuse_draft: answer with the gate's draft answer when it has one.
             callback_manager: LlamaIndex's legacy callbacks (default: ``Settings``').
+            shadow_rate, shadow_refit_every, shadow_learner: shadow learning (see
+                the class); ``None``: nothing is recorded.
         """
         llm = llm or Settings.llm
         memory = memory or Memory.from_defaults(
@@ -162,6 +183,9 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
             skip_condense=skip_condense,
             node_postprocessors=node_postprocessors,
             callback_manager=callback_manager or Settings.callback_manager,
+            shadow_rate=shadow_rate,
+            shadow_refit_every=shadow_refit_every,
+            shadow_learner=shadow_learner,
         )
 
     @classmethod
@@ -182,6 +206,11 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         """Teach the gate whether the answer of ``response`` (one of this engine's) was
         correct (see ``AdaptiveQueryEngine.record_feedback``)."""
         return response_feedback(self._gate, response, correct)
+
+    @property
+    def shadow_learner(self) -> ShadowLearner | None:
+        """What records the gate's pairs and asks its shadows (``None``: nothing is)."""
+        return self._shadow
 
     # ----------------------------------------------------------------- planning a turn
     def _condense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
@@ -302,13 +331,28 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
             async for chunk in await self._llm.astream_chat(self._direct_messages(plan.history, message)):
                 yield chunk.delta or ""
 
+    # ----------------------------------------------------------------- shadow learning
+    def _observe(self, plan: _Plan, message: str, answer: str | None) -> None:
+        """Hand the turn's decision and reply (``None``: streamed) to the shadow learner."""
+        answer_over = functools.partial(self._synthesized, plan.history, message)
+        query_bundle = QueryBundle(plan.asked.question)
+        learn_from_answer(
+            self._shadow, plan.decision, plan.nodes, answer, answer_over, query_bundle, self._node_postprocessors
+        )
+
+    def _synthesized(self, history: list[ChatMessage], message: str, nodes: list[NodeWithScore]) -> str:
+        """The context path's answer to ``message`` over ``nodes`` (a shadow's)."""
+        return synthesized_text(self._get_response_synthesizer(history).synthesize(message, nodes))
+
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         plan = self._plan(message, chat_history)
         answer = self._answer(plan, message)
         for turn in exchange(message, answer):
             self._memory.put(turn)
-        return AgentChatResponse(response=answer, **self._fields(plan))
+        response = AgentChatResponse(response=answer, **self._fields(plan))
+        self._observe(plan, message, answer)
+        return response
 
     @trace_method("chat")
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
@@ -316,16 +360,22 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         answer = await self._aanswer(plan, message)
         for turn in exchange(message, answer):
             await self._memory.aput(turn)
-        return AgentChatResponse(response=answer, **self._fields(plan))
+        response = AgentChatResponse(response=answer, **self._fields(plan))
+        self._observe(plan, message, answer)
+        return response
 
     @trace_method("chat")
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> GatedStreamingChatResponse:
         plan = self._plan(message, chat_history)
-        return stream_into(self._memory, message, self._tokens(plan, message), **self._fields(plan))
+        response = stream_into(self._memory, message, self._tokens(plan, message), **self._fields(plan))
+        self._observe(plan, message, None)
+        return response
 
     @trace_method("chat")
     async def astream_chat(
         self, message: str, chat_history: list[ChatMessage] | None = None
     ) -> GatedStreamingChatResponse:
         plan = await self._aplan(message, chat_history)
-        return await astream_into(self._memory, message, self._atokens(plan, message), **self._fields(plan))
+        response = await astream_into(self._memory, message, self._atokens(plan, message), **self._fields(plan))
+        self._observe(plan, message, None)
+        return response

@@ -3,6 +3,7 @@ reuse the gate's draft, as the steps of a LlamaIndex ``Workflow``."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -11,13 +12,15 @@ from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.core.workflow import Context, StartEvent, StopEvent, Workflow, step
 from llama_index.query_engine.adaptive_gates.base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY
 from llama_index.selectors.adaptive_gates.passages import decision_nodes
+from llama_index.selectors.adaptive_gates.shadowing import learn_from_answer, synthesized_text
 
 from adaptive_gates import Gate
-from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE
+from adaptive_gates.extend import DEFAULT_REFIT_EVERY, DIRECT, DRAFT, RETRIEVE, ShadowLearner, door_learner
 
 from .events import AnswerDirectlyEvent, DraftAnswerEvent, GateRouteEvent, NodesRetrievedEvent, RetrieveEvent
 from .routing import gate_route_event
@@ -53,6 +56,17 @@ class AdaptiveRAGWorkflow(Workflow):
         direct_prompt: the direct answer's prompt (``{query_str}`` is the slot).
         similarity_top_k: nodes to retrieve, when ``retriever`` is an index.
         reuse_draft: answer with the gate's draft when it has one.
+        shadow_rate: shadow learning (see ``AdaptiveQueryEngine`` and
+            ``docs/shadow_learning.md``): the pair of each decision answered over the
+            passages the gate checked (its draft, the synthesised answer) is recorded
+            with the gate, and a share ``shadow_rate`` of the decisions answered
+            without them are also answered over those passages by the response
+            synthesizer (one extra LLM call, never returned). It runs in a worker
+            thread once the answer is made; a failure is logged, never raised.
+            ``None``: nothing is recorded.
+        shadow_refit_every: pairs between the gate's refits.
+        shadow_learner: the ``ShadowLearner`` to use instead of ``shadow_rate``'s
+            (``workflow.shadow_learner`` is the one in use).
         **workflow_kwargs: for ``Workflow`` (``timeout``, ``verbose``, ...).
     """
 
@@ -66,6 +80,9 @@ class AdaptiveRAGWorkflow(Workflow):
         direct_prompt: BasePromptTemplate | None = None,
         similarity_top_k: int | None = None,
         reuse_draft: bool = True,
+        shadow_rate: float | None = None,
+        shadow_refit_every: int = DEFAULT_REFIT_EVERY,
+        shadow_learner: ShadowLearner | None = None,
         **workflow_kwargs: Any,
     ) -> None:
         super().__init__(**workflow_kwargs)
@@ -83,6 +100,7 @@ class AdaptiveRAGWorkflow(Workflow):
         self.response_synthesizer = response_synthesizer or get_response_synthesizer(llm=self.llm)
         self.direct_prompt = direct_prompt or DEFAULT_DIRECT_PROMPT
         self.reuse_draft = reuse_draft
+        self.shadow_learner = door_learner(gate, shadow_rate, shadow_refit_every, shadow_learner)
 
     @step
     async def decide(self, ctx: Context, ev: StartEvent) -> RetrieveEvent | AnswerDirectlyEvent | DraftAnswerEvent:
@@ -106,23 +124,30 @@ class AdaptiveRAGWorkflow(Workflow):
     async def synthesize(self, ev: NodesRetrievedEvent) -> StopEvent:
         """The answer synthesised over the retrieved nodes."""
         response = await self.response_synthesizer.asynthesize(query=ev.query, nodes=ev.nodes)
-        return _stop(Response(str(response), source_nodes=ev.nodes), ev, RETRIEVE)
+        return self._stop(Response(str(response), source_nodes=ev.nodes), ev, RETRIEVE)
 
     @step
     async def answer_directly(self, ev: AnswerDirectlyEvent) -> StopEvent:
         """The LLM answers alone."""
         answer = await self.llm.apredict(self.direct_prompt, query_str=ev.query)
-        return _stop(Response(answer), ev, DIRECT)
+        return self._stop(Response(answer), ev, DIRECT)
 
     @step
     async def answer_with_draft(self, ev: DraftAnswerEvent) -> StopEvent:
         """The gate's draft is the answer."""
-        return _stop(Response(ev.draft_answer), ev, DRAFT)
+        return self._stop(Response(ev.draft_answer), ev, DRAFT)
 
+    def _stop(self, response: Response, ev: GateRouteEvent, route: str) -> StopEvent:
+        """The run's result; its decision and answer handed to the shadow learner."""
+        response.metadata = {**(response.metadata or {}), METADATA_KEY: ev.decision, ROUTE_KEY: route}
+        answer_over = functools.partial(self._synthesized, ev.query)
+        nodes, text = response.source_nodes, response.response
+        learn_from_answer(self.shadow_learner, ev.decision, nodes, text, answer_over, QueryBundle(ev.query))
+        return StopEvent(result=response)
 
-def _stop(response: Response, ev: GateRouteEvent, route: str) -> StopEvent:
-    response.metadata = {**(response.metadata or {}), METADATA_KEY: ev.decision, ROUTE_KEY: route}
-    return StopEvent(result=response)
+    def _synthesized(self, query: str, nodes: list[NodeWithScore]) -> str:
+        """The response synthesizer's answer over ``nodes`` (a shadow's)."""
+        return synthesized_text(self.response_synthesizer.synthesize(query=query, nodes=nodes))
 
 
 __all__ = ["AdaptiveRAGWorkflow"]
