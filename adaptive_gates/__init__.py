@@ -5,9 +5,7 @@ thresholds to your budget, and evaluate them with ``adaptive_gates.evaluation``.
 Heavy backends (torch, transformers, sentence-transformers) load lazily.
 """
 
-from .calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
-from .data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcome_files, load_outcomes, load_qa
-from .decision import ROUTES, AnswerRoute, GateDecision, RetrievalMode
+from .bundled.shipped import PRETRAINED, pretrained
 from .errors import (
     AdaptiveGatesError,
     BackendError,
@@ -23,7 +21,6 @@ from .errors import (
     NotFittedError,
     StoreContentError,
 )
-from .feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
 from .gates import (
     BM25DifficultyGate,
     BudgetedGate,
@@ -34,7 +31,6 @@ from .gates import (
     Gate,
     LogprobGate,
     PopularityGate,
-    SeaKRGate,
     SKRClassifierGate,
     SKRIclGate,
     SKRKnnGate,
@@ -45,13 +41,20 @@ from .gates import (
     VerbalizedGate,
     load_gate,
 )
-from .listeners import DecisionListener, Listener, LLMCallEvent, listening
-from .memory import MilvusMemory, VerdictMemory
-from .metrics import contains_answer, exact_match, normalize_answer, token_f1
-from .models.cached_embedder import CachedEmbedder
+from .gates.base.calibration import Calibration, CalibrationWarning, threshold_for_objective, threshold_for_rate
+from .gates.base.feedback import Feedback, FeedbackLog, FeedbackNotSupportedError
+from .gates.base.listeners import DecisionListener, Listener, LLMCallEvent, listening
+from .memory import VerdictMemory
+from .milvus.memory import MilvusMemory
+from .milvus.retrieval import MilvusRetriever
+from .models.embedding.cached import CachedEmbedder
 from .models.protocols import Embedder, ProbingLM
-from .representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
-from .retrieval import MilvusRetriever
+from .models.representers import CachedRepresenter, EmbedderRepresenter, LMHiddenStateRepresenter, Representer
+from .moved import install as _install_moved_paths
+from .records.answer_metrics import contains_answer, exact_match, normalize_answer, token_f1
+from .records.data import CorpusRecord, OutcomeRecord, QARecord, load_corpus, load_outcome_files, load_outcomes, load_qa
+from .records.decision import ROUTES, AnswerRoute, GateDecision, RetrievalMode
+from .records.selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
 from .seakr import (
     AnswerCandidate,
     RankedSnippet,
@@ -62,10 +65,11 @@ from .seakr import (
     UncertaintyReranker,
     eigen_score,
 )
-from .selfknowledge import SelfKnowledge, label_outcomes, outcome_scores
-from .shipped import PRETRAINED, pretrained
+from .seakr.gate import SeaKRGate
 
 __version__ = "0.1.0"
+
+_install_moved_paths()
 
 __all__ = [
     "PRETRAINED",

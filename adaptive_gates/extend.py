@@ -12,23 +12,23 @@ named here is kept as stable as the root's API.
 
 from __future__ import annotations
 
-from .agent_tool import not_needed_reply
-from .atomic_file import write_text_whole
-from .decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
-from .driving import adrive, drive
-from .feedback import Feedback
-from .gates.given_vectors import VECTOR_QUESTION, DecidesFromVectors
-from .gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
-from .history_window import refers_back, standalone_question
-from .listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
+from .answering.agent_tool import not_needed_reply
+from .answering.history_window import refers_back, standalone_question
+from .answering.prompts import QA, quote_question, quote_turns
+from .gates.base.driving import adrive, drive
+from .gates.base.feedback import Feedback
+from .gates.base.given_vectors import VECTOR_QUESTION, DecidesFromVectors
+from .gates.base.listeners import DecisionListener, LLMCallEvent, listening, notify_decisions
+from .gates.shadow.learner import DEFAULT_REFIT_EVERY, ShadowLearner, door_learner
 from .memory.memories import l2_normalise
 from .memory.store_backed import LABEL_KEY, Similarity, StoreBackedMemory
-from .models.generation import first_stop
+from .models.lm.generation import first_stop
+from .persistence.atomic_file import write_text_whole
 from .persistence.saved_format import read_json_file
-from .prompts import QA, quote_question, quote_turns
+from .records.decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
+from .records.selfknowledge import KNOWN, UNKNOWN
 from .retrieval.base import Hit
 from .seakr.queries import is_content_word
-from .selfknowledge import KNOWN, UNKNOWN
 
 __all__ = [
     "DEFAULT_REFIT_EVERY",

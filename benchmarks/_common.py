@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from adaptive_gates import CachedEmbedder, SKRKnnGate
-from adaptive_gates.data import CorpusRecord, OutcomeRecord, iter_jsonl, load_outcomes
-from adaptive_gates.datasets import boolq_outcomes
+from adaptive_gates.bundled.datasets import boolq_outcomes
 from adaptive_gates.models import cache_dir, default_embedder
+from adaptive_gates.records.data import CorpusRecord, OutcomeRecord, iter_jsonl, load_outcomes
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -39,7 +39,7 @@ def adarague_path(data: Path, split: str) -> Path:
 
 def smollm2_boolq(n: int, seed: int = 0) -> list[OutcomeRecord]:
     """The embedded SmolLM2's own outcome records on ``n`` packaged BoolQ questions
-    (``adaptive_gates.datasets.boolq_outcomes``), collected once under ``cache_dir()``:
+    (``adaptive_gates.bundled.datasets.boolq_outcomes``), collected once under ``cache_dir()``:
     a run asking for fewer reuses the first ``n`` of a larger sample of the same seed."""
     return boolq_outcomes(n, cache_dir() / "benchmarks" / f"boolq-smollm2-seed{seed}.jsonl", seed=seed)
 

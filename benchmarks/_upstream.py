@@ -32,9 +32,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
-from adaptive_gates.models.chat import ChatReply, Message
+from adaptive_gates.models.chat.base import ChatReply, Message
+from adaptive_gates.records.data import iter_jsonl
 from adaptive_gates.serve.protocol import ChatCompletionRequest, chunk, completion, error_body, event
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ the units the field compares (SPEC §6): gap capture, accuracy at the calibrated
 threshold (``in_accuracy``), retrieval and LM calls per question, the retrieval calls
 needed to match always-retrieve, and the band of random gates.
 
-Data: ``adaptive_gates.datasets.adarague_outcomes()`` (packaged; no data folder
+Data: ``adaptive_gates.bundled.datasets.adarague_outcomes()`` (packaged; no data folder
 needed), six AdaRAGUE tasks of 500 questions answered without and with one BM25
 retrieval, metric "contains".
 
@@ -59,8 +59,7 @@ from tqdm import tqdm
 
 from _common import DEFAULT_DATA, RESULTS, markdown_table, write_results
 from adaptive_gates import CachedEmbedder, DraftCheckGate, Gate
-from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import (
     ALL,
     cross_fitted_reports,
@@ -71,8 +70,9 @@ from adaptive_gates.evaluation import (
     random_auc,
 )
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.records.data import OutcomeRecord
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
-from adaptive_gates.selfknowledge import outcome_scores
 from gate_stack_crossval import VARIANTS, Encoders, share_member_fits
 
 METRIC = "contains"

@@ -24,8 +24,8 @@ import numpy as np
 
 from _common import RESULTS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import BudgetedGate, SKRKnnGate, load_outcomes, load_qa
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 
 N_CALIBRATION, N_EASY, N_HARD, BATCH = 200, 300, 250, 10
 

@@ -40,10 +40,10 @@ import numpy as np
 from _common import RESULTS, adarague_path, add_data_argument, markdown_table, smollm2_boolq, write_results
 from adaptive_gates import CascadeGate, SKRClassifierGate, VerbalizedGate, listening, load_outcomes, outcome_scores
 from adaptive_gates.evaluation import evaluate_scores
-from adaptive_gates.models.cached_embedder import CachedEmbedder
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat.base import ChatReply
+from adaptive_gates.models.chat.local import LocalChatModel
 from adaptive_gates.models.defaults import default_embedder
-from adaptive_gates.models.local_chat import LocalChatModel
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 
 #: --outcomes -> what the header calls the sample.
 OUTCOMES = {

@@ -38,17 +38,17 @@ import numpy as np
 
 from _common import DEFAULT_DATA, RESULTS, markdown_table, write_results
 from adaptive_gates import CachedEmbedder, DraftCheckGate, pretrained
-from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
+from adaptive_gates.answering.self_report import CERTAINTY_FIELD, read_self_report, recorded_certainty
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import gap_capture, gate_curve, null_gap_captures, oracle_curve, random_auc
-from adaptive_gates.gates.cold_start import CERTAIN_SCORE, UNCERTAIN_SCORE, UNSTATED_SCORE
-from adaptive_gates.metrics import normalize_answer
+from adaptive_gates.gates.draft_check.cold_start import CERTAIN_SCORE, UNCERTAIN_SCORE, UNSTATED_SCORE
 from adaptive_gates.models import default_embedder
+from adaptive_gates.records.answer_metrics import normalize_answer
+from adaptive_gates.records.data import OutcomeRecord
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.selfknowledge import outcome_scores
 from adaptive_gates.signals.certainty import CERTAIN, UNCERTAIN
 from adaptive_gates.signals.draft import hedge
-from adaptive_gates.signals.self_report import CERTAINTY_FIELD, read_self_report, recorded_certainty
 
 SMOL_TASKS = ("hotpotqa", "nq", "trivia")
 METRIC = "contains"

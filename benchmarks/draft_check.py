@@ -1,8 +1,8 @@
 """Does reading the draft help the gate? Question features, the question's MiniLM
 embedding and the draft's own features (``adaptive_gates.signals.draft``), combined by
-``adaptive_gates.gates.combiner``, cross-fitted on the bundled Llama-3.1-8B outcomes.
+``adaptive_gates.gates.combiner.features``, cross-fitted on the bundled Llama-3.1-8B outcomes.
 
-Data: ``adaptive_gates.datasets.adarague_outcomes()``, six tasks of 500 questions; the
+Data: ``adaptive_gates.bundled.datasets.adarague_outcomes()``, six tasks of 500 questions; the
 draft is the model's answer without retrieval (``pred_no_retrieval``), metric
 "contains". Retrieval: one BM25 search (k=3) per question over the shared Wikipedia
 paragraph corpus (``--corpus``). The corpus holds the HotpotQA and 2WikiMultihopQA
@@ -41,15 +41,15 @@ from typing import Any
 import numpy as np
 
 from _common import DEFAULT_DATA, markdown_table, write_results
-from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import gap_capture, gate_curve, null_gap_captures, oracle_curve, random_auc
-from adaptive_gates.folds import fold_splits
-from adaptive_gates.gates.combiner import Model, fit_feature_combiner
-from adaptive_gates.gates.stacking import Target
+from adaptive_gates.gates.base.folds import fold_splits
+from adaptive_gates.gates.combiner.features import Model, fit_feature_combiner
+from adaptive_gates.gates.combiner.logistic import Target
 from adaptive_gates.models import cache_dir, default_embedder
+from adaptive_gates.records.data import OutcomeRecord
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.selfknowledge import outcome_scores
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES, draft_features
 from adaptive_gates.signals.question_features import FEATURE_NAMES, question_features
 

@@ -3,7 +3,7 @@ draft's own sentence embedding, cross-fitted on the bundled Llama-3.1-8B outcome
 fold seeds not used before (10 to 19).
 
 Data and retrieval as ``draft_check.py`` (whose table, caches and scoring this script
-reuses): ``adaptive_gates.datasets.adarague_outcomes()``, six tasks of 500 questions,
+reuses): ``adaptive_gates.bundled.datasets.adarague_outcomes()``, six tasks of 500 questions,
 the draft = the answer without retrieval, metric "contains", one BM25 search (k=3)
 per question over the shared Wikipedia paragraph corpus (``--corpus``; it holds the
 HotpotQA and 2WikiMultihopQA questions' own paragraphs, so those two columns are
@@ -53,13 +53,13 @@ import numpy as np
 
 from _common import DEFAULT_DATA, markdown_table, write_results
 from adaptive_gates import CachedEmbedder, DraftCheckGate
-from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.datasets import ADARAGUE_TASKS, TASK_FIELD, adarague_outcomes
-from adaptive_gates.folds import fold_splits
-from adaptive_gates.gates.combiner import fit_feature_combiner
-from adaptive_gates.gates.domain_columns import DomainColumns
-from adaptive_gates.gates.draft_embedding import DraftProjection
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, TASK_FIELD, adarague_outcomes
+from adaptive_gates.gates.base.folds import fold_splits
+from adaptive_gates.gates.combiner.features import fit_feature_combiner
+from adaptive_gates.gates.draft_check.domain_columns import DomainColumns
+from adaptive_gates.gates.draft_check.draft_embedding import DraftProjection
 from adaptive_gates.models import cache_dir, default_embedder
+from adaptive_gates.records.data import OutcomeRecord
 from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
 from draft_check import FOLDS, Table, Variant, build_table, capture, embedded, out_of_fold

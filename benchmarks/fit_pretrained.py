@@ -1,4 +1,4 @@
-"""Fit the gates the package ships (``adaptive_gates.shipped``) on all 3,000 bundled
+"""Fit the gates the package ships (``adaptive_gates.bundled.shipped``) on all 3,000 bundled
 Llama-3.1-8B outcomes and save them into ``adaptive_gates/bundled/pretrained/``.
 
 - draft-check: a ``DraftCheckGate``, its drafts the recorded answers without retrieval,
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from _common import DEFAULT_DATA
 from adaptive_gates import DraftCheckGate, Gate, StackedGate
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.bundled.shipped import PRETRAINED, pretrained_path
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.shipped import PRETRAINED, pretrained_path
 
 
 def builders(corpus: Path) -> dict[str, Callable[[], Gate]]:
@@ -47,7 +47,7 @@ def main() -> None:
     build = builders(args.corpus)
     for name in args.gates:
         start = time.perf_counter()
-        gate = build[name]().fit_outcomes(records, sources=["adaptive_gates.datasets.adarague_outcomes()"])
+        gate = build[name]().fit_outcomes(records, sources=["adaptive_gates.bundled.datasets.adarague_outcomes()"])
         path = gate.save(pretrained_path(name), overwrite=True)
         print(f"{name}: fitted on {gate.fitted_on_.describe()} in {time.perf_counter() - start:.0f} s, saved to {path}")
 

@@ -24,7 +24,7 @@ The AdaRAGUE outcomes are Llama-3.1-8B's answers, which no model installed here 
 represent. ``--outcomes boolq-smollm2`` measures the same gates where the answering
 model is the one whose hidden states Thrust reads: ``--n`` packaged BoolQ questions
 answered by the embedded SmolLM2 without and with the top-3 BM25 passages
-(``adaptive_gates.datasets.boolq_outcomes``, collected once and cached).
+(``adaptive_gates.bundled.datasets.boolq_outcomes``, collected once and cached).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gate_stack_crossval.py [--data DIR] [--metric contains]
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gate_stack_crossval.py --outcomes boolq-smollm2 [--n 1000]
@@ -64,13 +64,13 @@ from adaptive_gates import (
     load_outcomes,
     outcome_scores,
 )
-from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation import cross_fitted_scores, evaluate_scores, null_gap_captures
-from adaptive_gates.folds import fold_splits
 from adaptive_gates.gates import stacked
-from adaptive_gates.gates.base import Gate
+from adaptive_gates.gates.base.folds import fold_splits
+from adaptive_gates.gates.base.gate import Gate
 from adaptive_gates.models.defaults import default_embedder
 from adaptive_gates.models.protocols import Embedder
+from adaptive_gates.records.data import OutcomeRecord
 
 FOLDS = 5
 

@@ -26,12 +26,12 @@ from pathlib import Path
 
 from _common import DEFAULT_DATA, markdown_table, write_results
 from adaptive_gates import CachedEmbedder, DraftCheckGate
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_corpus, adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_corpus, adarague_outcomes
 from adaptive_gates.evaluation.learning_curve import LearningCurve, learning_curve
 from adaptive_gates.models import default_embedder
+from adaptive_gates.records.selfknowledge import LABELS
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.retrieval.cached import CachedRetriever
-from adaptive_gates.selfknowledge import LABELS
 
 
 def _cell(curve: LearningCurve, size: int) -> str:

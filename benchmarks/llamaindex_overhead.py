@@ -66,9 +66,9 @@ from _common import (
     write_results,
 )
 from adaptive_gates import Gate, SelfAwareUncertainty, UncertaintyReranker
-from adaptive_gates.datasets import packaged_corpus, packaged_qa
-from adaptive_gates.models.generation import Generation
-from adaptive_gates.models.probe import ProbedSample
+from adaptive_gates.bundled.datasets import packaged_corpus, packaged_qa
+from adaptive_gates.models.lm.generation import Generation
+from adaptive_gates.models.lm.probe import ProbedSample
 
 K = 10
 QUERIES = 200

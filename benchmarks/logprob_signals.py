@@ -30,8 +30,8 @@ from adaptive_gates import Gate, LogprobGate, SKRPromptGate, VerbalizedGate
 from adaptive_gates.evaluation import evaluate_scores
 from adaptive_gates.evaluation.random_band import random_band
 from adaptive_gates.gates.logprob import DEFAULT_THRESHOLDS
-from adaptive_gates.models.local_chat import LocalChatModel
-from adaptive_gates.selfknowledge import outcome_scores
+from adaptive_gates.models.chat.local import LocalChatModel
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.signals.token_uncertainty import SIGNALS
 
 #: The instruction the outcome records were answered with (``datasets.boolq_outcomes``).

@@ -49,8 +49,8 @@ from _common import adarague_path, add_data_argument, markdown_table, write_resu
 from adaptive_gates import SKRKnnGate, load_outcomes, load_qa
 from adaptive_gates.models import default_embedder, embedded_minilm_dir
 from adaptive_gates.models.embedded import MINILM_ID
-from adaptive_gates.models.onnx_export import cached_export, onnx_pipeline
-from adaptive_gates.models.onnx_runner import OnnxPipeline
+from adaptive_gates.models.embedding.onnx.export import cached_export, onnx_pipeline
+from adaptive_gates.models.embedding.onnx.runner import OnnxPipeline
 
 K = 10
 QUESTIONS = 500

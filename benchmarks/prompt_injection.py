@@ -44,9 +44,8 @@ from unittest import mock
 
 from _common import markdown_table, write_results
 from adaptive_gates import SKRPromptGate, VerbalizedGate, answering, prompts
-from adaptive_gates.answering import LLMAnswerer
-from adaptive_gates.data import OutcomeRecord
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.answering.answerer import LLMAnswerer
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.evaluation.injection import (
     ATTACKS,
     SKR_VERDICTS,
@@ -57,9 +56,10 @@ from adaptive_gates.evaluation.injection import (
     injection_flips,
     passage_injections,
 )
-from adaptive_gates.metrics import contains_answer
 from adaptive_gates.models import default_llm
-from adaptive_gates.models.local_chat import LocalChatModel
+from adaptive_gates.models.chat.local import LocalChatModel
+from adaptive_gates.records.answer_metrics import contains_answer
+from adaptive_gates.records.data import OutcomeRecord
 
 GATES: dict[str, tuple[type, Verdicts]] = {
     "verbalized": (VerbalizedGate, VERBALIZED_VERDICTS),

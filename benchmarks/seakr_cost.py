@@ -36,7 +36,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from _common import DEFAULT_DATA, markdown_table, write_results
-from adaptive_gates.answering import build_prompt
+from adaptive_gates.answering.answerer import build_prompt
 from adaptive_gates.models import LocalCausalLM, default_llm
 from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty
 

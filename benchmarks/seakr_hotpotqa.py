@@ -57,9 +57,9 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS, add_data_argument, hotpotqa_contexts, markdown_table, write_results
-from adaptive_gates.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.evaluation import evaluate_scores, null_gap_captures
-from adaptive_gates.metrics import exact_match, token_f1
+from adaptive_gates.records.answer_metrics import exact_match, token_f1
+from adaptive_gates.records.data import QARecord, iter_jsonl, load_corpus, load_qa, write_jsonl
 from adaptive_gates.seakr.pipeline import SeaKRPipeline
 from adaptive_gates.seakr.runner import run_pipeline, summarize
 

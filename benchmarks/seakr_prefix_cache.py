@@ -27,8 +27,8 @@ import os
 from typing import Any
 
 from _common import add_data_argument, markdown_table, write_results
-from adaptive_gates.data import load_qa
 from adaptive_gates.models.defaults import default_llm
+from adaptive_gates.records.data import load_qa
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.seakr.pipeline import SeaKRPipeline
 from adaptive_gates.seakr.uncertainty import SelfAwareUncertainty

@@ -40,7 +40,7 @@ import numpy as np
 
 from _common import HotpotContext, add_data_argument, hotpotqa_contexts, markdown_table, write_results
 from adaptive_gates import SelfAwareUncertainty, UncertaintyReranker
-from adaptive_gates.data import CorpusRecord, load_corpus
+from adaptive_gates.records.data import CorpusRecord, load_corpus
 
 CONDITIONS = ("hard", "easy")
 CHANCE = 1 / 3

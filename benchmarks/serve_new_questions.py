@@ -40,8 +40,8 @@ import httpx
 import numpy as np
 
 from _common import add_data_argument, markdown_table, percentiles, write_results
-from adaptive_gates.data import load_qa, write_jsonl
-from adaptive_gates.datasets import packaged_qa
+from adaptive_gates.bundled.datasets import packaged_qa
+from adaptive_gates.records.data import load_qa, write_jsonl
 from serve_throughput import CLIENT_TIMEOUT, UPSTREAM_SCRIPT, Process, Run, Target, corpus, fitted_gate, load, running
 
 logger = logging.getLogger("serve_new_questions")

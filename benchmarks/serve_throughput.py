@@ -62,10 +62,10 @@ import numpy as np
 
 from _common import REPO, add_data_argument, markdown_table, percentiles, write_results
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.answering import build_prompt
-from adaptive_gates.data import CorpusRecord, Hit, iter_jsonl, write_jsonl
-from adaptive_gates.datasets import adarague_outcomes, packaged_corpus
+from adaptive_gates.answering.answerer import build_prompt
+from adaptive_gates.bundled.datasets import adarague_outcomes, packaged_corpus
 from adaptive_gates.models import default_embedder
+from adaptive_gates.records.data import CorpusRecord, Hit, iter_jsonl, write_jsonl
 from adaptive_gates.serve.health import wait_until_healthy
 
 logger = logging.getLogger("serve_throughput")

@@ -49,13 +49,13 @@ from typing import Any
 import numpy as np
 
 from _common import DEFAULT_DATA, markdown_table, write_results
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_corpus, adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_corpus, adarague_outcomes
 from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
-from adaptive_gates.folds import fold_splits
-from adaptive_gates.gates.combiner import FeatureCombiner, default_threshold, fit_feature_combiner
-from adaptive_gates.gates.shadow import FitRows, Observation, agreement_helps, pair, refit
+from adaptive_gates.gates.base.folds import fold_splits
+from adaptive_gates.gates.combiner.features import FeatureCombiner, default_threshold, fit_feature_combiner
+from adaptive_gates.gates.shadow.observations import FitRows, Observation, agreement_helps, pair, refit
 from adaptive_gates.models import cache_dir
+from adaptive_gates.records.data import write_jsonl
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
 from adaptive_gates.signals.question_features import FEATURE_NAMES
 from draft_check import Table, build_table

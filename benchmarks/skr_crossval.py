@@ -39,18 +39,18 @@ from _common import (
     write_results,
 )
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, label_outcomes, load_outcomes, outcome_scores
-from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation import (
     cross_fitted_scores,
     evaluate_scores,
     null_gap_captures,
     threshold_outcome,
 )
-from adaptive_gates.gates.base import Gate
+from adaptive_gates.gates.base.gate import Gate
 from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 from adaptive_gates.models.protocols import Embedder
+from adaptive_gates.records.data import OutcomeRecord
 
 FOLDS = 5
 

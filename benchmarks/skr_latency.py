@@ -53,9 +53,9 @@ from tqdm import tqdm
 from _common import ADARAGUE_SPLITS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import SKRKnnGate, load_outcomes, load_qa
 from adaptive_gates.memory.memories import l2_normalise
-from adaptive_gates.models.cached_embedder import CachedEmbedder
 from adaptive_gates.models.defaults import default_embedder
-from adaptive_gates.models.onnx_embedder import OnnxEmbedder
+from adaptive_gates.models.embedding.cached import CachedEmbedder
+from adaptive_gates.models.embedding.onnx.embedder import OnnxEmbedder
 from adaptive_gates.models.protocols import Embedder
 
 MEMORY_SIZE = 100_000

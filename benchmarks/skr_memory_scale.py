@@ -35,7 +35,7 @@ from tqdm import tqdm
 from _common import ADARAGUE_SPLITS, RESULTS, adarague_path, add_data_argument, markdown_table, write_results
 from adaptive_gates import FaissMemory, SKRKnnGate, load_corpus, load_outcomes, load_qa
 from adaptive_gates.models import cache_dir
-from adaptive_gates.models.cached_embedder import CachedEmbedder
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 from adaptive_gates.models.protocols import Embedder
 
 logger = logging.getLogger("skr_memory_scale")

@@ -51,8 +51,6 @@ from adaptive_gates import (
     load_outcomes,
     outcome_scores,
 )
-from adaptive_gates.calibration import threshold_for_rate
-from adaptive_gates.data import OutcomeRecord
 from adaptive_gates.evaluation import (
     cross_fitted_scores,
     decision_auroc,
@@ -62,9 +60,11 @@ from adaptive_gates.evaluation import (
     oracle_curve,
     random_auc,
 )
-from adaptive_gates.gates.percentile import LEVELS, FitPercentileGate
+from adaptive_gates.gates.base.calibration import threshold_for_rate
+from adaptive_gates.gates.base.percentile import LEVELS, FitPercentileGate
 from adaptive_gates.models.defaults import default_embedder, default_llm
-from adaptive_gates.models.local_lm import LocalCausalLM
+from adaptive_gates.models.lm.local import LocalCausalLM
+from adaptive_gates.records.data import OutcomeRecord
 
 FOLDS = 5
 RATES = (0.25, 0.5, 0.75)

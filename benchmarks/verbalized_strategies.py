@@ -29,10 +29,10 @@ from typing import Any
 
 from _common import RESULTS, add_data_argument, markdown_table, write_results
 from adaptive_gates import SKRPromptGate, VerbalizedGate, load_qa
-from adaptive_gates.answering import LLMAnswerer
+from adaptive_gates.answering.answerer import LLMAnswerer
+from adaptive_gates.answering.prompts import STRATEGIES
 from adaptive_gates.evaluation import evaluate_live, plot_reports
-from adaptive_gates.models.local_chat import LocalChatModel
-from adaptive_gates.prompts import STRATEGIES
+from adaptive_gates.models.chat.local import LocalChatModel
 from adaptive_gates.retrieval import BM25Retriever
 
 DATASETS = {"nq": "nq_open_dev.jsonl", "truthfulqa": "truthfulqa.jsonl"}

@@ -4,7 +4,7 @@ Passages (BoolQ's Wikipedia passages by default) sit in an ``InMemoryVectorStore
 encoded by the embedded MiniLM; the embedded SmolLM2 answers. An SKR-kNN gate,
 fitted on where retrieval helped on a few labelled questions (or on ``--outcomes``),
 judges each turn: the question, after the earlier questions (at most ``--window``) it
-leans on when it refers back (``adaptive_gates.history_window``), or, with
+leans on when it refers back (``adaptive_gates.answering.history_window``), or, with
 ``--condense``, the follow-up rewritten by the LLM as a standalone question. So "and
 when did he die?" after "who wrote Hamlet?" is judged as the question it is.
 

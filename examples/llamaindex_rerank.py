@@ -51,9 +51,9 @@ from adaptive_gates import (
     load_outcomes,
     load_qa,
 )
-from adaptive_gates.data import CorpusRecord, iter_jsonl
-from adaptive_gates.datasets import packaged_corpus, packaged_qa
+from adaptive_gates.bundled.datasets import packaged_corpus, packaged_qa
 from adaptive_gates.models import default_embedder
+from adaptive_gates.records.data import CorpusRecord, iter_jsonl
 
 YES_NO = "Answer the question with yes or no."
 #: The shared data folder: ``ADAPTIVE_GATES_SHARED_DATA``, else ``../shared/data`` next to the project.

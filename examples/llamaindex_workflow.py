@@ -29,7 +29,7 @@ from llama_index.query_engine.adaptive_gates import ROUTE_KEY
 from llama_index.workflows.adaptive_gates import AdaptiveRAGWorkflow, GateRouteEvent, NodesRetrievedEvent
 
 from adaptive_gates import Gate, SKRKnnGate, VerbalizedGate
-from adaptive_gates.datasets import adarague_outcomes, packaged_corpus, packaged_qa
+from adaptive_gates.bundled.datasets import adarague_outcomes, packaged_corpus, packaged_qa
 from adaptive_gates.models import default_embedder
 
 GATE_K = 10

@@ -2,7 +2,7 @@
 
 Part 1, proof. The package ships the answers of Llama-3.1-8B-Instruct to six AdaRAGUE
 tasks (NQ, TriviaQA, SQuAD, HotpotQA, 2WikiMultihopQA, MuSiQue; 500 questions each),
-without and with one BM25 retrieval (``adaptive_gates.datasets.adarague_outcomes``).
+without and with one BM25 retrieval (``adaptive_gates.bundled.datasets.adarague_outcomes``).
 Four of the package's gates are cross-fitted on them, one gate on all six tasks: the
 draft-check gate (the model's answer without retrieval checked against one BM25
 search over the shared Wikipedia paragraphs, or, without them, over the paragraphs
@@ -49,15 +49,15 @@ from adaptive_gates import (
     load_qa,
     outcome_scores,
 )
-from adaptive_gates.answering import LLMAnswerer
-from adaptive_gates.collection import collect_outcomes
-from adaptive_gates.data import CorpusRecord, OutcomeRecord, load_corpus, write_jsonl
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes, packaged_corpus, packaged_qa
-from adaptive_gates.decision import GateDecision
+from adaptive_gates.answering.answerer import LLMAnswerer
+from adaptive_gates.answering.collection import collect_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes, packaged_corpus, packaged_qa
 from adaptive_gates.errors import BackendError
 from adaptive_gates.evaluation import ALL, cross_fitted_reports, evaluate_scores, plot_reports
-from adaptive_gates.gates.base import Gate
+from adaptive_gates.gates.base.gate import Gate
 from adaptive_gates.models.defaults import default_embedder
+from adaptive_gates.records.data import CorpusRecord, OutcomeRecord, load_corpus, write_jsonl
+from adaptive_gates.records.decision import GateDecision
 from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
 
 YES_NO = "Answer the question with yes or no."

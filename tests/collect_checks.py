@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from adaptive_gates import QARecord, load_outcomes
-from adaptive_gates.answering import LLMAnswerer, clean_answer
-from adaptive_gates.collection import collect_outcomes, outcome_usage
-from adaptive_gates.data import CorpusRecord
+from adaptive_gates.answering.answerer import LLMAnswerer, clean_answer
+from adaptive_gates.answering.collection import collect_outcomes, outcome_usage
 from adaptive_gates.models import ChatModel
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever
 
 CORPUS = [

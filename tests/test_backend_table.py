@@ -12,9 +12,9 @@ from adaptive_gates.cli import backends, main
 from adaptive_gates.cli.command import build_parser
 from adaptive_gates.cli.gate_options import gate_factory
 from adaptive_gates.cli.serve import build_service
-from adaptive_gates.gates.base import Gate
+from adaptive_gates.gates.base.gate import Gate
 from adaptive_gates.gates.bm25_difficulty import BM25DifficultyGate
-from adaptive_gates.models.cached_embedder import CachedEmbedder
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 
 
 class NotebookGate(BM25DifficultyGate):

@@ -22,12 +22,12 @@ from adaptive_gates import (
     VerbalizedGate,
     load_gate,
 )
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.models import ChatReply, TokenLogprob, TokenUsage
-from adaptive_gates.models.openai_chat import OpenAIChatModel
+from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.persistence.saved_format import with_checksums
+from adaptive_gates.records.data import write_jsonl
 from openai_server import Fault
 
 LONE_SURROGATE = "Who is \ud800?"

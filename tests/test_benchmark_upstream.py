@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from adaptive_gates.answering import build_prompt
-from adaptive_gates.data import iter_jsonl
+from adaptive_gates.answering.answerer import build_prompt
+from adaptive_gates.records.data import iter_jsonl
 from adaptive_gates.serve.health import wait_until_healthy
 from milvus_server import free_port
 

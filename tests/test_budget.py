@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import BudgetedGate, DecisionListener, GateLoadError, SKRKnnGate, label_outcomes, load_gate
-from adaptive_gates.data import load_outcomes, load_qa
+from adaptive_gates.records.data import load_outcomes, load_qa
 from shared_data import SHARED_DATA, reads_shared_data
 
 TARGET, WINDOW = 0.3, 200
@@ -45,7 +45,7 @@ def stream(outcome_records) -> _Stream:
             nq_dev[N_CALIBRATION : N_CALIBRATION + N_EASY],
             [r.question for r in musique[250 : 250 + N_HARD]],
         )
-    from adaptive_gates.datasets import packaged_qa
+    from adaptive_gates.bundled.datasets import packaged_qa
 
     # Without the shared data no outcome records mark one task hard and the other easy, so
     # the memory's labels stand in by task: BoolQ questions known, TruthfulQA ones not. The

@@ -24,7 +24,7 @@ from adaptive_gates import (
     listening,
     load_gate,
 )
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat.base import ChatReply
 from adaptive_gates.persistence.saved_format import with_checksums
 from saved_layouts import flatten_members
 from test_chat_gate_logic import ScriptedChat

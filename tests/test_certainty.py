@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adaptive_gates.models.chat import TokenLogprob
+from adaptive_gates.models.chat.base import TokenLogprob
 from adaptive_gates.signals import certainty
 from adaptive_gates.signals.certainty import (
     CERTAIN,

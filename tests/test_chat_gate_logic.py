@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate
+from adaptive_gates.answering.prompts import CHALLENGE, JUDGEMENT, QA, SKR_ALTERNATIVES, SKR_PROMPT, STRATEGIES, fill
 from adaptive_gates.errors import BackendError
-from adaptive_gates.models.chat import ChatModel, ChatReply, Message, SyncChatModel, TokenLogprob, with_achat
-from adaptive_gates.prompts import CHALLENGE, JUDGEMENT, QA, SKR_ALTERNATIVES, SKR_PROMPT, STRATEGIES, fill
+from adaptive_gates.models.chat.base import ChatModel, ChatReply, Message, SyncChatModel, TokenLogprob, with_achat
 
 Script = ChatReply | Exception | Callable[[str], ChatReply]
 _JUDGEMENT_OPENING = JUDGEMENT.split("\n")[0]

@@ -13,10 +13,10 @@ import pytest
 
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, load_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import OutcomeRecord, load_corpus, write_jsonl
 from adaptive_gates.evaluation import random_band
-from adaptive_gates.gates.base import Gate
-from adaptive_gates.metrics import exact_match, get_metric
+from adaptive_gates.gates.base.gate import Gate
+from adaptive_gates.records.answer_metrics import exact_match, get_metric
+from adaptive_gates.records.data import OutcomeRecord, load_corpus, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -278,7 +278,7 @@ ANSWER_TOKENS = 3
 
 
 def test_eval_live_with_the_logprob_gate_answers_both_ways_with_its_prompt(qa_file, corpus_path, tmp_path):
-    from adaptive_gates.answering import LLMAnswerer
+    from adaptive_gates.answering.answerer import LLMAnswerer
     from adaptive_gates.retrieval import BM25Retriever
 
     out = tmp_path / "live.json"

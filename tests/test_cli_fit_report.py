@@ -12,13 +12,13 @@ import re
 import pytest
 
 from adaptive_gates import PopularityGate, StackedGate, load_gate, load_outcome_files, load_outcomes
-from adaptive_gates.calibration import threshold_for_rate
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.evaluation import evaluate_scores, learning_curve, random_band
-from adaptive_gates.folds import cross_fitted_scores
-from adaptive_gates.selfknowledge import agreement_records, outcome_scores
+from adaptive_gates.gates.base.calibration import threshold_for_rate
+from adaptive_gates.gates.base.folds import cross_fitted_scores
+from adaptive_gates.records.data import write_jsonl
+from adaptive_gates.records.selfknowledge import agreement_records, outcome_scores
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from adaptive_gates.bundled.datasets import adarague_path
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import adarague_path
 from adaptive_gates.persistence.writable import check_creatable, check_writable
+from adaptive_gates.records.data import write_jsonl
 from milvus_server import free_port
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

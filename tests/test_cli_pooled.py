@@ -9,11 +9,11 @@ import logging
 import pytest
 
 from adaptive_gates import StackedGate, load_gate, load_outcome_files
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.errors import DataFormatError
-from adaptive_gates.gates.base import Gate
+from adaptive_gates.gates.base.gate import Gate
+from adaptive_gates.records.data import write_jsonl
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -43,7 +43,7 @@ def files(tmp_path_factory):
 
 
 def test_load_outcome_files_concatenates_in_order_and_keeps_ids_repeated_across_files(files, caplog):
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.data"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.records.data"):
         records = load_outcome_files([files / "nq.jsonl", files / "trivia.jsonl"])
     assert len(records) == 2 * PER_FILE and not caplog.records  # no warning: each file's ids are its own
     nq, trivia = adarague_outcomes("nq")[:PER_FILE], adarague_outcomes("trivia")[:PER_FILE]
@@ -54,7 +54,7 @@ def test_load_outcome_files_concatenates_in_order_and_keeps_ids_repeated_across_
     # within one file a repeated id is still warned about, as load_outcomes does
     twice = files / "twice.jsonl"
     twice.write_text((files / "nq.jsonl").read_text() * 2)
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.data"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.records.data"):
         assert len(load_outcome_files([twice, files / "trivia.jsonl"])) == 3 * PER_FILE
     assert f"{twice}: ids repeated on more than one line ({PER_FILE})" in caplog.text
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from adaptive_gates.gates.cold_start import COLD_START_THRESHOLD, cold_start_reading, cold_start_scores
-from adaptive_gates.signals.self_report import read_self_report
+from adaptive_gates.answering.self_report import read_self_report
+from adaptive_gates.gates.draft_check.cold_start import COLD_START_THRESHOLD, cold_start_reading, cold_start_scores
 
 
 @pytest.mark.parametrize(

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from adaptive_gates import load_outcomes
-from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
+from adaptive_gates.answering.answerer import LLMAnswerer, build_prompt, clean_answer
+from adaptive_gates.answering.collection import outcome_usage
 from adaptive_gates.cli import main
-from adaptive_gates.collection import outcome_usage
-from adaptive_gates.data import write_jsonl
 from adaptive_gates.models import OpenAIChatModel, TokenUsage, chat_many
-from adaptive_gates.models.chat import user
+from adaptive_gates.models.chat.base import user
+from adaptive_gates.records.data import write_jsonl
 from openai_server import ChatCompletionsServer, Fault
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -162,7 +162,7 @@ def test_collect_through_a_server_keeps_logprobs_and_token_counts(
 def test_collect_asks_plain_questions_for_a_self_report_by_default(
     openai_server, openai_base_url, four_questions, corpus_path, request_timeout, tmp_path, capsys
 ):
-    from adaptive_gates.signals.self_report import SELF_REPORT_INSTRUCTION, read_self_report
+    from adaptive_gates.answering.self_report import SELF_REPORT_INSTRUCTION, read_self_report
 
     questions = tmp_path / "traffic.txt"
     asked = [json.loads(line)["question"] for line in four_questions.read_text().splitlines()][:2]

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from adaptive_gates import QARecord, load_outcomes
-from adaptive_gates.answering import LLMAnswerer, build_prompt, clean_answer
-from adaptive_gates.collection import collect_outcomes, outcome_usage
-from adaptive_gates.data import CorpusRecord
+from adaptive_gates.answering.answerer import LLMAnswerer, build_prompt, clean_answer
+from adaptive_gates.answering.collection import collect_outcomes, outcome_usage
 from adaptive_gates.models import LocalChatModel
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -144,12 +144,12 @@ def test_logprobs_need_an_answerer_that_gives_its_replies(tmp_path):
 
 
 def test_plain_questions_are_collected_with_a_self_report_and_the_models_name(tmp_path, lm):
-    from adaptive_gates.collection import MODEL_FIELD
-    from adaptive_gates.data import load_qa
-    from adaptive_gates.gates.fitted_on import MODEL_FIELD as FITTED_ON_FIELD
-    from adaptive_gates.models.chat import user
+    from adaptive_gates.answering.collection import MODEL_FIELD
+    from adaptive_gates.answering.self_report import CERTAINTY_FIELD, SELF_REPORT_INSTRUCTION, read_self_report
+    from adaptive_gates.gates.base.fitted_on import MODEL_FIELD as FITTED_ON_FIELD
+    from adaptive_gates.models.chat.base import user
     from adaptive_gates.models.embedded import SMOLLM2_ID
-    from adaptive_gates.signals.self_report import CERTAINTY_FIELD, SELF_REPORT_INSTRUCTION, read_self_report
+    from adaptive_gates.records.data import load_qa
 
     questions = tmp_path / "traffic.txt"
     questions.write_text("What is the capital of France?\n\nWho discovered penicillin?\n", encoding="utf-8")

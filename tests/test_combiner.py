@@ -13,16 +13,16 @@ import sys
 import numpy as np
 import pytest
 
-from adaptive_gates.data import CorpusRecord
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.errors import GateLoadError
 from adaptive_gates.evaluation import gap_capture, gate_curve, oracle_curve, random_auc
-from adaptive_gates.gates.boosted_trees import TreeEnsemble
-from adaptive_gates.gates.combiner import FeatureCombiner, fit_feature_combiner, refit_feature_combiner
-from adaptive_gates.gates.stacking import head_outcomes
+from adaptive_gates.gates.combiner.features import FeatureCombiner, fit_feature_combiner, refit_feature_combiner
+from adaptive_gates.gates.combiner.logistic import head_outcomes
+from adaptive_gates.gates.combiner.trees import TreeEnsemble
 from adaptive_gates.persistence.saved_format import save_array
+from adaptive_gates.records.data import CorpusRecord
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.selfknowledge import outcome_scores
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES, draft_features
 from adaptive_gates.signals.question_features import FEATURE_NAMES, question_features
 
@@ -123,7 +123,7 @@ def test_a_saved_combiner_scores_the_same_once_loaded_without_scikit_learn(rows,
     np.save(tmp_path / "vectors.npy", vectors, allow_pickle=False)
     script = f"""
 import sys, numpy as np
-from adaptive_gates.gates.combiner import FeatureCombiner
+from adaptive_gates.gates.combiner.features import FeatureCombiner
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
 from adaptive_gates.signals.question_features import FEATURE_NAMES
 combiner = FeatureCombiner.load({str(path)!r}, (*FEATURE_NAMES, *DRAFT_FEATURE_NAMES))
@@ -249,7 +249,7 @@ def test_a_refit_keeps_what_the_first_rows_taught_it(rows, blend, embeddings) ->
 
 
 def test_an_integer_row_weight_counts_as_that_many_copies_of_the_row(rows) -> None:
-    from adaptive_gates.gates.stacking import fit_combiner, standardisation
+    from adaptive_gates.gates.combiner.logistic import fit_combiner, standardisation
 
     _, x, a, b = rows
     weights = np.where(np.arange(200) % 3 == 0, 3.0, 1.0)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from adaptive_gates import SKRKnnGate, label_outcomes
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 
 #: Decisions each reader makes at least (it goes on while the writers are busy).
 MIN_DECISIONS = 40

@@ -1,4 +1,4 @@
-"""Every registered gate passes the conformance checks (``adaptive_gates.gates.conformance``):
+"""Every registered gate passes the conformance checks (``adaptive_gates.gates.base.conformance``):
 parameters, clone, save/load, sync against async, batch against single, bad input, and
 no reading of other objects' private attributes. Each gate is built fitted on real
 outcome records, with the real embedder and the embedded SmolLM2."""
@@ -26,7 +26,7 @@ from adaptive_gates import (
     ThrustGate,
     VerbalizedGate,
 )
-from adaptive_gates.gates.conformance import GATE_CHECKS
+from adaptive_gates.gates.base.conformance import GATE_CHECKS
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.retrieval import BM25Retriever
 from shared_data import packaged_wiki_paragraphs

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from adaptive_gates import PopularityGate, SKRClassifierGate, SKRIclGate, ThrustGate
-from adaptive_gates.gates.constraints import (
+from adaptive_gates.gates.base.constraints import (
     Boolean,
     Callable,
     InstanceOf,

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from adaptive_gates import ExactMemory, GateLoadError, SKRKnnGate, load_gate
-from adaptive_gates.data import CorpusRecord
 from adaptive_gates.persistence.saved_format import with_checksums
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever, DenseRetriever
 from adaptive_gates.retrieval.dense import INDEX_FILE
 from saved_layouts import resign

@@ -7,7 +7,7 @@ import pytest
 
 from adaptive_gates import PopularityGate, outcome_scores
 from adaptive_gates.evaluation import ALL, cross_fitted_decisions, cross_fitted_reports, evaluate_scores
-from adaptive_gates.folds import fold_splits
+from adaptive_gates.gates.base.folds import fold_splits
 
 
 @pytest.fixture(scope="module")

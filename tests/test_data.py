@@ -5,7 +5,7 @@ import re
 import pytest
 
 from adaptive_gates import DataFormatError, OutcomeRecord, load_corpus, load_outcomes, load_qa
-from adaptive_gates.data import recover_torn_tail, write_jsonl
+from adaptive_gates.records.data import recover_torn_tail, write_jsonl
 
 
 def _write(path, lines):
@@ -138,7 +138,7 @@ def test_duplicate_ids_are_named_with_their_lines(tmp_path, caplog):
         {"id": i, "question": f"question {n}", "answers": ["a"]} for n, i in enumerate(["a", "b", "a", "c", "b", "a"])
     ]
     path = _write(tmp_path / "qa.jsonl", [json.dumps(r) for r in rows])
-    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+    with caplog.at_level("WARNING", logger="adaptive_gates.records.data"):
         assert len(load_qa(path)) == 6  # a warning, not a refusal: the records are all there
     (warning,) = caplog.records
     assert (
@@ -146,7 +146,7 @@ def test_duplicate_ids_are_named_with_their_lines(tmp_path, caplog):
         == f"{path}: ids repeated on more than one line (2): id 'a' on lines 1, 3, 6; id 'b' on lines 2, 5"
     )
     caplog.clear()
-    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+    with caplog.at_level("WARNING", logger="adaptive_gates.records.data"):
         load_qa(_write(tmp_path / "unique.jsonl", [json.dumps(r) for r in rows[:2]]))
     assert not caplog.records
 
@@ -157,7 +157,7 @@ def test_a_torn_last_line_is_set_aside(tmp_path, caplog):
     # A write cut inside a multi-byte character: neither UTF-8 nor JSON.
     torn = '{"id": "q2", "question": "caf\u00e9'.encode()[:-1]
     path.write_bytes(whole + torn)
-    with caplog.at_level("WARNING", logger="adaptive_gates.data"):
+    with caplog.at_level("WARNING", logger="adaptive_gates.records.data"):
         side = recover_torn_tail(path)
     assert side == tmp_path / "o.jsonl.torn" and side.read_bytes() == torn + b"\n"
     assert path.read_bytes() == whole and len(load_outcomes(path)) == 1
@@ -288,7 +288,7 @@ def test_malformed_answer_logprobs_are_named_with_file_and_line(tmp_path, logpro
 
 
 def test_a_chosen_token_of_no_probability_is_refused_an_alternative_is_not():
-    from adaptive_gates.token_logprobs import tokens_from_openai
+    from adaptive_gates.records.token_logprobs import tokens_from_openai
 
     alternative = {"token": "b", "logprob": float("-inf")}
     assert tokens_from_openai([{"token": "a", "logprob": -0.1, "top_logprobs": [alternative]}])[0].top[0][1] < -1e308

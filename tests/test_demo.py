@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import PopularityGate, load_outcomes, outcome_scores
-from adaptive_gates.datasets import ADARAGUE_TASKS, adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes
 from adaptive_gates.evaluation import cross_fitted_decisions, random_band
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "selective_qa_demo.py"

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import CorpusRecord, write_jsonl
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.errors import BackendMisconfiguredError, GateLoadError
 from adaptive_gates.evaluation import evaluate_offline
 from adaptive_gates.models import LocalChatModel
+from adaptive_gates.records.data import CorpusRecord, write_jsonl
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
 
@@ -204,7 +204,7 @@ def test_a_retrieval_past_its_timeout_gives_a_recorded_fallback(fitted, records)
 
 
 def test_a_long_draft_whose_usage_says_it_is_short_is_no_draft(fitted, records, retriever, openai_server):
-    from adaptive_gates.models.openai_chat import OpenAIChatModel
+    from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
     from openai_server import Fault
 
     remote = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url)
@@ -303,8 +303,8 @@ def smollm2_drafted(records, lm):
     mechanism, not of what the columns are worth)."""
     from dataclasses import replace
 
-    from adaptive_gates.answering import ANSWER_STOP, build_prompt, clean_answer
-    from adaptive_gates.models.chat import user
+    from adaptive_gates.answering.answerer import ANSWER_STOP, build_prompt, clean_answer
+    from adaptive_gates.models.chat.base import user
 
     rows = records[: DRAFTED_FIT + DRAFTED_HELD_OUT]
     replies = LocalChatModel(lm).chat_batch(
@@ -343,7 +343,7 @@ def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
     smollm2_drafted, retriever, openai_server, openai_base_url
 ):
     from adaptive_gates.errors import LogprobsUnavailableError
-    from adaptive_gates.models.openai_chat import OpenAIChatModel
+    from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
     from openai_server import Fault
 
     chat = OpenAIChatModel(openai_server.model_id, base_url=openai_base_url)
@@ -356,8 +356,8 @@ def test_a_backend_without_log_probabilities_is_refused_not_a_fallback(
 
 @pytest.mark.parametrize("logprob", [7.0, -math.inf, math.nan])
 def test_malformed_log_probabilities_read_as_finite_columns(logprob):
+    from adaptive_gates.records.token_logprobs import TokenLogprob
     from adaptive_gates.signals.draft import logprob_features
-    from adaptive_gates.token_logprobs import TokenLogprob
 
     rows = logprob_features([(TokenLogprob("Paris", logprob, ()),), ()])
     assert rows.shape == (2, 4) and np.all(np.isfinite(rows))
@@ -369,7 +369,7 @@ def test_malformed_log_probabilities_read_as_finite_columns(logprob):
 
 def _content_records(records):
     """Records whose recorded draft is an answer: neither empty nor a hedge."""
-    from adaptive_gates.metrics import normalize_answer
+    from adaptive_gates.records.answer_metrics import normalize_answer
     from adaptive_gates.signals.draft import hedge
 
     return [r for r in records if normalize_answer(r.pred_no_retrieval) and hedge(r.pred_no_retrieval) is None]
@@ -379,14 +379,14 @@ def _stating(record, certainty, draft=None):
     """``record`` with a stated certainty (and another draft, if given)."""
     from dataclasses import replace
 
-    from adaptive_gates.signals.self_report import CERTAINTY_FIELD
+    from adaptive_gates.answering.self_report import CERTAINTY_FIELD
 
     drafted = record.pred_no_retrieval if draft is None else draft
     return replace(record, pred_no_retrieval=drafted, extra={**record.extra, CERTAINTY_FIELD: certainty})
 
 
 def test_the_cold_start_scores_abstention_and_stated_certainty_offline(records, retriever):
-    from adaptive_gates.metrics import normalize_answer
+    from adaptive_gates.records.answer_metrics import normalize_answer
     from adaptive_gates.signals.draft import hedge
 
     gate = DraftCheckGate(retriever=retriever, cold_start=True)
@@ -412,9 +412,9 @@ def test_the_cold_start_scores_abstention_and_stated_certainty_offline(records, 
 
 
 def test_a_cold_start_decision_reads_the_self_report_and_keeps_its_passages(records, retriever, lm, tmp_path):
-    from adaptive_gates.gates.cold_start import cold_start_reading
-    from adaptive_gates.models.chat import user
-    from adaptive_gates.signals.self_report import read_self_report
+    from adaptive_gates.answering.self_report import read_self_report
+    from adaptive_gates.gates.draft_check.cold_start import cold_start_reading
+    from adaptive_gates.models.chat.base import user
 
     chat = LocalChatModel(lm)
     gate = DraftCheckGate(chat, retriever, cold_start=True, max_tokens=6)
@@ -433,7 +433,7 @@ def test_a_cold_start_decision_reads_the_self_report_and_keeps_its_passages(reco
         assert decision.retrieve == (reading.score > 0.6)
         assert decision.passages == tuple(retriever.search(question, 3))  # answered over if it retrieves
     # with no combiner yet there is nothing to learn into from a served decision
-    from adaptive_gates.feedback import FeedbackNotSupportedError
+    from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
 
     with pytest.raises(FeedbackNotSupportedError, match="in its cold start the gate has no fitted combiner"):
         gate.record_decision_feedback(decisions[0], correct=True)
@@ -468,7 +468,7 @@ def test_outcomes_hand_the_cold_start_over_to_the_fitted_combiner(records, retri
 
 
 def test_the_stated_certainty_is_two_columns_of_a_gate_that_reads_the_self_report(records, retriever, caplog):
-    from adaptive_gates.selfknowledge import outcome_scores
+    from adaptive_gates.records.selfknowledge import outcome_scores
 
     # Llama's real drafts, each given a stated doubt where it was wrong without passages:
     # a check of the mechanism (the labels are Llama's), not of what the columns are worth
@@ -492,7 +492,7 @@ def test_the_stated_certainty_is_two_columns_of_a_gate_that_reads_the_self_repor
 
 
 def test_agreement_enters_only_where_cross_fitting_shows_it_helps(records, retriever, tmp_path, caplog):
-    from adaptive_gates.gates.agreement_check import AGREEMENT_COLUMNS
+    from adaptive_gates.gates.draft_check.agreement_check import AGREEMENT_COLUMNS
 
     with caplog.at_level("INFO", logger="adaptive_gates"):
         gate = DraftCheckGate(retriever=retriever, embedding=False, self_report=False).fit_outcomes(records[:TRAIN])

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, TASK_FIELD, adarague_outcomes
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
-from adaptive_gates.datasets import ADARAGUE_TASKS, TASK_FIELD, adarague_outcomes
 from adaptive_gates.errors import GateLoadError, UsageError
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
+from adaptive_gates.records.data import write_jsonl
 from adaptive_gates.retrieval import BM25Retriever
 from shared_data import packaged_wiki_paragraphs
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate
-from adaptive_gates.data import CorpusRecord
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.errors import GateLoadError
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate, pretrained
-from adaptive_gates.data import CorpusRecord
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.errors import GateLoadError
-from adaptive_gates.metrics import normalize_answer
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
+from adaptive_gates.records.answer_metrics import normalize_answer
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.signals.draft import read_draft
 from adaptive_gates.signals.draft_profile import MIN_DRAFTS, DraftProfile, DraftWatch, compare

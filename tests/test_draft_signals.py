@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from adaptive_gates.data import CorpusRecord
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.records.data import CorpusRecord
+from adaptive_gates.records.selfknowledge import outcome_scores
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.selfknowledge import outcome_scores
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES, answer_kind, draft_features, explain, hedge, read_draft
 
 COLUMN = {name: i for i, name in enumerate(DRAFT_FEATURE_NAMES)}

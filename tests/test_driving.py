@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from adaptive_gates.driving import adrive, drive
+from adaptive_gates.gates.base.driving import adrive, drive
 
 
 def doubling(values, log):

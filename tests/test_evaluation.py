@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 
 from adaptive_gates import VerbalizedGate
-from adaptive_gates.calibration import threshold_for_objective, threshold_for_rate
-from adaptive_gates.data import QARecord
 from adaptive_gates.evaluation import (
     calls_to_match_always,
     evaluate_live,
@@ -17,9 +15,11 @@ from adaptive_gates.evaluation import (
     random_auc,
     random_band,
 )
-from adaptive_gates.folds import fold_splits
-from adaptive_gates.gates.percentile import CV_FOLDS, cross_fit
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.gates.base.calibration import threshold_for_objective, threshold_for_rate
+from adaptive_gates.gates.base.folds import fold_splits
+from adaptive_gates.gates.base.percentile import CV_FOLDS, cross_fit
+from adaptive_gates.models.chat.base import ChatReply
+from adaptive_gates.records.data import QARecord
 from adaptive_gates.retrieval import BM25Retriever
 from test_chat_gate_logic import ScriptedChat
 

@@ -24,9 +24,9 @@ from adaptive_gates import (
     VerbalizedGate,
     load_gate,
 )
-from adaptive_gates.feedback import FEEDBACK_FILE, feedback_label
+from adaptive_gates.gates.base.feedback import FEEDBACK_FILE, feedback_label
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 from feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
 
 # Three wordings of one question each. Fitted on the shared NQ outcomes, the kNN gate

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.errors import GateLoadError
-from adaptive_gates.gates.fitted_on import FittedOn, same_model
+from adaptive_gates.gates.base.fitted_on import FittedOn, same_model
 from adaptive_gates.persistence.saved_format import with_checksums
-from adaptive_gates.selfknowledge import agreement_records, label_outcomes, outcome_scores
+from adaptive_gates.records.selfknowledge import agreement_records, label_outcomes, outcome_scores
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 

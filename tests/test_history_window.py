@@ -1,5 +1,5 @@
 """The one rule every door judges a chat by: the latest question, with the earlier user
-questions it leans on and nothing else (``adaptive_gates.history_window``)."""
+questions it leans on and nothing else (``adaptive_gates.answering.history_window``)."""
 
 from __future__ import annotations
 

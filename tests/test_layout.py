@@ -97,7 +97,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_the_package_has_no_import_cycle() -> None:
     for typing_too in (False, True):
         graph = _graph(typing_too=typing_too)
-        assert "adaptive_gates.models.local_lm" in graph
+        assert "adaptive_gates.models.lm.local" in graph
         assert _cycle(graph) is None, f"import cycle: {_cycle(graph)}"
 
 
@@ -166,13 +166,13 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 
 def test_the_layer_rule_catches_an_upward_import() -> None:
-    assert _layer("adaptive_gates.seakr.uncertainty") < _layer("adaptive_gates.gates.seakr")
-    assert _layer("adaptive_gates.gates.base") < _layer("adaptive_gates.evaluation.offline")
-    assert _layer("adaptive_gates.folds") < _layer("adaptive_gates.gates.base")
-    assert _layer("adaptive_gates.data") < _layer("adaptive_gates.models.chat")
+    assert _layer("adaptive_gates.seakr.uncertainty") < _layer("adaptive_gates.seakr.gate")
+    assert _layer("adaptive_gates.gates.base.gate") < _layer("adaptive_gates.evaluation.offline")
+    assert _layer("adaptive_gates.gates.base.folds") < _layer("adaptive_gates.gates.base.gate")
+    assert _layer("adaptive_gates.records.data") < _layer("adaptive_gates.models.chat.base")
     assert (
         _layer("adaptive_gates.seakr.uncertainty")
-        < _layer("adaptive_gates.gates.seakr")
+        < _layer("adaptive_gates.seakr.gate")
         < _layer("adaptive_gates.seakr.pipeline")
     )
     assert _layer("adaptive_gates.seakr.pipeline") < _layer("adaptive_gates.cli")
@@ -204,7 +204,9 @@ def test_each_models_module_imports_alone() -> None:
 
 
 def test_the_import_check_finds_a_module_that_fails_alone() -> None:
-    code = _IMPORT_EACH_ALONE.replace("MODULES", repr(["adaptive_gates.models.embedder", "adaptive_gates.no_such"]))
+    code = _IMPORT_EACH_ALONE.replace(
+        "MODULES", repr(["adaptive_gates.models.embedding.embedder", "adaptive_gates.no_such"])
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert list(json.loads(done.stdout)) == ["adaptive_gates.no_such"]
 
@@ -264,10 +266,10 @@ def test_the_extension_api_check_finds_a_deep_import(tmp_path: Path) -> None:
     module = tmp_path / "adapter.py"
     module.write_text(
         "from adaptive_gates.extend import drive\n"
-        "from adaptive_gates.gates.base import Gate\n"
-        "import adaptive_gates.data\n"
+        "from adaptive_gates.gates.base.gate import Gate\n"
+        "import adaptive_gates.records.data\n"
     )
     assert _outside_the_extension_api(_core_imports(module)) == {
-        ("adaptive_gates.gates.base", "Gate"),
-        ("adaptive_gates.data", "<module>"),
+        ("adaptive_gates.gates.base.gate", "Gate"),
+        ("adaptive_gates.records.data", "<module>"),
     }

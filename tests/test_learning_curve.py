@@ -24,8 +24,8 @@ from adaptive_gates.evaluation import (
     plot_learning_curve,
     random_band,
 )
-from adaptive_gates.folds import cross_fitted_scores, fit_gate, fold_splits
-from adaptive_gates.selfknowledge import agreement_records, outcome_scores
+from adaptive_gates.gates.base.folds import cross_fitted_scores, fit_gate, fold_splits
+from adaptive_gates.records.selfknowledge import agreement_records, outcome_scores
 
 OTHER_LLM = "acme/Other-LLM-7B"
 

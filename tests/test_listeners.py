@@ -162,7 +162,10 @@ def test_a_failing_listener_changes_no_decision(knn, questions, caplog) -> None:
     for g in (knn, gate):
         g.add_listener(failing)
     try:
-        with caplog.at_level(logging.ERROR, logger="adaptive_gates.listeners"), listening(OnlyDecisions(), recorder):
+        with (
+            caplog.at_level(logging.ERROR, logger="adaptive_gates.gates.base.listeners"),
+            listening(OnlyDecisions(), recorder),
+        ):
             got = {"knn": knn.decide_batch(questions[:2]), "prompt": asyncio.run(gate.adecide_batch(questions[:2]))}
     finally:
         for g in (knn, gate):

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adaptive_gates import DataFormatError, ExactMemory, GateLoadError, SKRKnnGate, load_outcomes
-from adaptive_gates.data import write_jsonl
 from adaptive_gates.persistence.saved_format import with_checksums
+from adaptive_gates.records.data import write_jsonl
 from saved_layouts import resign
 
 QUESTIONS = ["who wrote hamlet", "capital of france", "when did ww2 end", "legs of a spider"]

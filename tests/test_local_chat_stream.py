@@ -20,7 +20,7 @@ from adaptive_gates.models import (
     astream_chat,
     stream_chat,
 )
-from adaptive_gates.models.generation import settled_length
+from adaptive_gates.models.lm.generation import settled_length
 from event_loop import run_beside_a_ticker
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

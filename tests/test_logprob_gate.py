@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 from adaptive_gates import LogprobGate, OutcomeRecord, SKRKnnGate, VerbalizedGate, load_gate
-from adaptive_gates.answering import ANSWER_STOP, LLMAnswerer, build_prompt, clean_answer
-from adaptive_gates.calibration import CalibrationWarning
+from adaptive_gates.answering.answerer import ANSWER_STOP, LLMAnswerer, build_prompt, clean_answer
+from adaptive_gates.bundled.datasets import packaged_qa
 from adaptive_gates.cli import main
-from adaptive_gates.data import load_outcomes, write_jsonl
-from adaptive_gates.datasets import packaged_qa
 from adaptive_gates.errors import GateLoadError
+from adaptive_gates.gates.base.calibration import CalibrationWarning
 from adaptive_gates.gates.logprob import DEFAULT_THRESHOLDS
 from adaptive_gates.models import LocalChatModel, OpenAIChatModel
-from adaptive_gates.models.chat import TokenLogprob, user
+from adaptive_gates.models.chat.base import TokenLogprob, user
+from adaptive_gates.records.data import load_outcomes, write_jsonl
 from adaptive_gates.signals.token_uncertainty import (
     SIGNALS,
     answer_tokens,

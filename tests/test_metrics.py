@@ -1,6 +1,6 @@
 import pytest
 
-from adaptive_gates.metrics import (
+from adaptive_gates.records.answer_metrics import (
     contains_answer,
     exact_match,
     extract_after_answer_is,

@@ -369,7 +369,7 @@ def test_a_missing_pymilvus_names_the_extra():
 
 
 def test_entries_read_every_row_in_insertion_order_past_one_page(milvus_uri, collection):
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
     from adaptive_gates.memory import FaissMemory
     from adaptive_gates.milvus.client import PAGE_SIZE
 

@@ -19,11 +19,11 @@ import pytest
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.models import OnnxEmbedder, SentenceEmbedder, default_embedder, sentence_embedder
 from adaptive_gates.models.embedded import embedded_minilm_dir
-from adaptive_gates.models.onnx_export import MIN_COSINE, cache_problem, cached_export, check_export
-from adaptive_gates.models.st_folder import UnsupportedFolder, read_pipeline
+from adaptive_gates.models.embedding.onnx.export import MIN_COSINE, cache_problem, cached_export, check_export
+from adaptive_gates.models.embedding.st_folder import UnsupportedFolder, read_pipeline
 from immutable import immutable
 
-EXPORT_LOG = "adaptive_gates.models.onnx_export"
+EXPORT_LOG = "adaptive_gates.models.embedding.onnx.export"
 
 
 @pytest.fixture(scope="module")

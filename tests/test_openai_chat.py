@@ -14,7 +14,7 @@ import pytest
 
 from adaptive_gates import SKRPromptGate, VerbalizedGate
 from adaptive_gates.errors import BackendError, BackendUnavailableError
-from adaptive_gates.gates.asking import ChatBackend
+from adaptive_gates.gates.base.asking import ChatBackend
 from adaptive_gates.models import (
     ChatChunk,
     ChatModel,

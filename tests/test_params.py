@@ -27,7 +27,7 @@ from adaptive_gates import (
     ThrustGate,
     VerbalizedGate,
 )
-from adaptive_gates.gates.asking import DEFAULT_DEADLINE
+from adaptive_gates.gates.base.asking import DEFAULT_DEADLINE
 from adaptive_gates.models import ChatReply, LocalCausalLM, LocalChatModel
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRKnnGate, load_gate
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.persistence.saved_format import with_checksums
 from immutable import immutable
 from saved_layouts import flatten_members
@@ -200,7 +200,7 @@ _KILLED_SAVE = textwrap.dedent(
     """
     import os, shutil, signal, sys
     from adaptive_gates import PopularityGate
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
 
     path, rule, function, number, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     records = adarague_outcomes("nq")[:60]
@@ -273,7 +273,7 @@ _REPEATED_SAVES = textwrap.dedent(
     """
     import os, sys, time
     from adaptive_gates import PopularityGate
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
 
     records = adarague_outcomes("nq")[:60]
     gate = PopularityGate(rule=sys.argv[2]).fit([r.question for r in records]).fit_outcomes(records)
@@ -313,7 +313,7 @@ _PAUSABLE_SAVE = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     from adaptive_gates import PopularityGate
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
 
     records = adarague_outcomes("nq")[:60]
     gate = PopularityGate(rule=sys.argv[2]).fit([r.question for r in records]).fit_outcomes(records)
@@ -371,7 +371,7 @@ _PAUSABLE_LOAD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    import adaptive_gates.gates.saved as saved
+    import adaptive_gates.gates.base.saved as saved
     from adaptive_gates import load_gate
 
     resume, real = Path(sys.argv[2]), saved.read_config
@@ -395,7 +395,7 @@ _OTHER_SAVE = textwrap.dedent(
     import sys
     from pathlib import Path
     from adaptive_gates import PopularityGate
-    from adaptive_gates.datasets import adarague_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
 
     gate = PopularityGate(rule="mean").fit([r.question for r in adarague_outcomes("trivia")[:200]])
     Path(f"{sys.argv[1]}-saving").touch()

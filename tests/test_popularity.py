@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import GateLoadError, PopularityGate, load_gate, outcome_scores
-from adaptive_gates.data import CorpusRecord
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.signals.word_rarity import WordRarity, capitalised_spans, content_words
 
 #: Real AdaRAGUE questions (NQ, HotpotQA, TriviaQA): each about an obscure subject,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates.models import LocalCausalLM, layer_module_path
-from adaptive_gates.seakr.prompts import DEFAULT_DEMOS, STEP_STOPS, build_prompt, snippet_template
+from adaptive_gates.seakr.reasoning_prompt import DEFAULT_DEMOS, STEP_STOPS, build_prompt, snippet_template
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -147,7 +147,7 @@ def test_threads_share_the_cache_safely(runs, lm: LocalCausalLM) -> None:
 def test_reranker_prompt_of_the_chosen_snippet_is_the_step_prompt() -> None:
     """Why the pipeline reuses whole prompts: re-ranking and reading the chosen snippet
     send the same text, so the step is generated from the kept cache."""
-    from adaptive_gates.prompts import fill
+    from adaptive_gates.answering.prompts import fill
 
     reasoning = " Arthur's Magazine was started in 1844."
     rerank = fill(snippet_template(DEMOS), snippet=SNIPPET, question=QUESTION, reasoning=reasoning)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 import pytest
 
 from adaptive_gates import LogprobGate, SKRIclGate, SKRPromptGate, VerbalizedGate
-from adaptive_gates.answering import LLMAnswerer
+from adaptive_gates.answering.answerer import LLMAnswerer
+from adaptive_gates.answering.prompts import JUDGEMENT, SKR_ALTERNATIVES, SKR_PROMPT, STRATEGIES, fill, quote_turns
 from adaptive_gates.evaluation.injection import (
     ATTACKS,
     POISONED_PASSAGE,
@@ -28,13 +29,12 @@ from adaptive_gates.evaluation.injection import (
     injection_flips,
     passage_injections,
 )
-from adaptive_gates.gates.seakr import DEFAULT_PROMPT_TEMPLATE
 from adaptive_gates.gates.skr_prompt import polar_need
-from adaptive_gates.models.chat import ChatReply
-from adaptive_gates.prompts import JUDGEMENT, SKR_ALTERNATIVES, SKR_PROMPT, STRATEGIES, fill, quote_turns
+from adaptive_gates.models.chat.base import ChatReply
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 from adaptive_gates.seakr import prompts as seakr_prompts
+from adaptive_gates.seakr.gate import DEFAULT_PROMPT_TEMPLATE
 from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from adaptive_gates.signals.certainty import parse_certainty
 
 QUESTION = "Who is the mayor of Springfield?"

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptive_gates.data import CorpusRecord
 from adaptive_gates.errors import BackendError, GateLoadError, InvalidQuestionError
 from adaptive_gates.models import Embedder, SentenceEmbedder
+from adaptive_gates.records.data import CorpusRecord
 from adaptive_gates.retrieval import BM25Retriever, DenseRetriever, Hit, Retriever
 from adaptive_gates.retrieval import bm25 as bm25_module
 from adaptive_gates.retrieval.base import CONFIG_FILE
@@ -500,7 +500,7 @@ def test_dense_real_corpus_round_trip(
 
 
 def test_a_cached_retriever_searches_each_query_once(wiki_paragraphs):
-    from adaptive_gates.gates.draft_check import retriever_kind
+    from adaptive_gates.gates.draft_check.gate import retriever_kind
     from adaptive_gates.retrieval import BM25Retriever, CachedRetriever
 
     searched: list[str] = []

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from adaptive_gates import ROUTES, GateDecision, PopularityGate
-from adaptive_gates.models.openai_chat import OpenAIChatModel
+from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.serve import ChatService
 

@@ -24,10 +24,10 @@ from adaptive_gates import (
     eigen_score,
     load_gate,
 )
-from adaptive_gates.answering import build_prompt
+from adaptive_gates.answering.answerer import build_prompt
 from adaptive_gates.errors import BackendError, GateLoadError, NotFittedError
 from adaptive_gates.models import LocalCausalLM, layer_module_path
-from adaptive_gates.models.generation import Generation
+from adaptive_gates.models.lm.generation import Generation
 from adaptive_gates.seakr import snippet_text
 from adaptive_gates.seakr.step import PseudoStep
 from adaptive_gates.seakr.uncertainty import UNDEFINED, UncertaintyEstimate
@@ -390,7 +390,7 @@ def test_live_eval_of_the_seakr_gate(qa_records, corpus_path, tmp_path) -> None:
     import json
 
     from adaptive_gates.cli import main
-    from adaptive_gates.data import write_jsonl
+    from adaptive_gates.records.data import write_jsonl
 
     rows = [{"id": r.id, "question": r.question, "answers": list(r.answers)} for r in qa_records[:4]]
     train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"

@@ -16,23 +16,23 @@ import math
 
 import pytest
 
+from adaptive_gates.answering.prompts import fill
 from adaptive_gates.cli import main
-from adaptive_gates.data import CorpusRecord, QARecord, iter_jsonl, write_jsonl
 from adaptive_gates.errors import BackendError, NotFittedError
-from adaptive_gates.metrics import extract_seakr_answer
 from adaptive_gates.models import LocalCausalLM
-from adaptive_gates.prompts import fill
+from adaptive_gates.records.answer_metrics import extract_seakr_answer
+from adaptive_gates.records.data import CorpusRecord, QARecord, iter_jsonl, write_jsonl
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.seakr.pipeline import SeaKRPipeline
-from adaptive_gates.seakr.prompts import (
+from adaptive_gates.seakr.queries import FUNCTION_WORDS, build_query, is_content_word, token_spans
+from adaptive_gates.seakr.reasoning import is_usable
+from adaptive_gates.seakr.reasoning_prompt import (
     DEFAULT_DEMOS,
     STEP_STOPS,
     build_prompt,
     clip_passage,
     snippet_template,
 )
-from adaptive_gates.seakr.queries import FUNCTION_WORDS, build_query, is_content_word, token_spans
-from adaptive_gates.seakr.reasoning import is_usable
 from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
 from adaptive_gates.seakr.runner import run_pipeline
 from adaptive_gates.seakr.trace import Step

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SeaKRGate, SelfAwareUncertainty, eigen_score, load_gate
-from adaptive_gates.answering import build_prompt
+from adaptive_gates.answering.answerer import build_prompt
 from adaptive_gates.models import LocalCausalLM, layer_module_path
 from adaptive_gates.seakr.step import pseudo_step
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from adaptive_gates.answering.self_report import SELF_REPORT_INSTRUCTION, SelfReport, read_self_report
 from adaptive_gates.signals.draft import hedge
-from adaptive_gates.signals.self_report import SELF_REPORT_INSTRUCTION, SelfReport, read_self_report
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_the_instruction_asks_for_a_short_answer_an_abstention_and_the_certainty
 
 
 def test_the_request_follows_any_answer_instruction():
-    from adaptive_gates.signals.self_report import SELF_REPORT_REQUEST, self_report_instruction
+    from adaptive_gates.answering.self_report import SELF_REPORT_REQUEST, self_report_instruction
 
     assert self_report_instruction() == SELF_REPORT_INSTRUCTION
     assert self_report_instruction("Answer in German.") == "Answer in German." + SELF_REPORT_REQUEST
@@ -45,7 +45,7 @@ def test_the_request_follows_any_answer_instruction():
 def test_a_records_certainty_is_read_strictly(outcome_records):
     from dataclasses import replace
 
-    from adaptive_gates.signals.self_report import CERTAINTY_FIELD, recorded_certainty, self_report_features
+    from adaptive_gates.answering.self_report import CERTAINTY_FIELD, recorded_certainty, self_report_features
 
     record = outcome_records[0]  # Llama's: asked plainly, no certainty recorded
     assert recorded_certainty(record) is None

@@ -17,10 +17,10 @@ import openai
 import pytest
 
 from adaptive_gates import LogprobGate, SKRKnnGate, VerbalizedGate
-from adaptive_gates.answering import build_prompt
-from adaptive_gates.models.chat import user
+from adaptive_gates.answering.answerer import build_prompt
+from adaptive_gates.models.chat.base import user
+from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.models.embedded import SMOLLM2_ID as MODEL  # the name the served embedded model answers as
-from adaptive_gates.models.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app

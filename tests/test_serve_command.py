@@ -79,8 +79,8 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
     the first through the console command, the others in this process (where loading or
     listening would fail the test)."""
     from adaptive_gates.cli import main
-    from adaptive_gates.models.embedder import SentenceEmbedder
-    from adaptive_gates.models.loaded_lm import LoadedCausalLM
+    from adaptive_gates.models.embedding.embedder import SentenceEmbedder
+    from adaptive_gates.models.lm.loaded import LoadedCausalLM
 
     nowhere = f"http://127.0.0.1:{free_port()}"
     cases = [
@@ -114,7 +114,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
 
 
 def test_with_no_arguments_the_command_serves_a_shipped_gate_over_a_shipped_corpus():
-    from adaptive_gates.shipped import pretrained_path
+    from adaptive_gates.bundled.shipped import pretrained_path
 
     shipped = {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()}
     with ServeProcess("--max-tokens", "6") as server:  # the test's own port; nothing else

@@ -19,8 +19,8 @@ import pytest
 
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.cli import main
-from adaptive_gates.decision import GateDecision
 from adaptive_gates.models.embedded import SMOLLM2_ID as MODEL  # the name the served embedded model answers as
+from adaptive_gates.records.decision import GateDecision
 from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from adaptive_gates import SKRKnnGate, VerbalizedGate, load_gate
-from adaptive_gates.data import iter_jsonl
 from adaptive_gates.models import LocalChatModel
+from adaptive_gates.records.data import iter_jsonl
 from milvus_server import free_port
 from serve_process import ServedApp, command_in_process
 

@@ -20,11 +20,11 @@ import httpx
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate
-from adaptive_gates.answering import ANSWER_STOP, build_prompt, clean_answer
-from adaptive_gates.calibration import CalibrationWarning
+from adaptive_gates.answering.answerer import ANSWER_STOP, build_prompt, clean_answer
 from adaptive_gates.cli import main
-from adaptive_gates.models.chat import user
-from adaptive_gates.models.openai_chat import OpenAIChatModel
+from adaptive_gates.gates.base.calibration import CalibrationWarning
+from adaptive_gates.models.chat.base import user
+from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app

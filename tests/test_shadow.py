@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate
-from adaptive_gates.data import CorpusRecord, OutcomeRecord
-from adaptive_gates.datasets import adarague_outcomes
-from adaptive_gates.decision import GateDecision
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.bundled.shipped import pretrained
 from adaptive_gates.errors import GateLoadError
-from adaptive_gates.feedback import FeedbackNotSupportedError
-from adaptive_gates.gates.combiner import refit_feature_combiner
-from adaptive_gates.gates.shadow import MIN_ROWS, Observation, pair, teaching, verdict
+from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
+from adaptive_gates.gates.combiner.features import refit_feature_combiner
+from adaptive_gates.gates.shadow.observations import MIN_ROWS, Observation, pair, teaching, verdict
+from adaptive_gates.records.data import CorpusRecord, OutcomeRecord
+from adaptive_gates.records.decision import GateDecision
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.shipped import pretrained
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -224,7 +224,7 @@ def test_a_hand_edited_log_is_refused(gate, records, retriever, cached_embedder,
 
 
 def test_the_log_reader_names_the_line_it_cannot_read(gate, records, tmp_path) -> None:
-    from adaptive_gates.gates.shadow import ShadowLog
+    from adaptive_gates.gates.shadow.observations import ShadowLog
 
     observe(gate, records[FIT : FIT + 3], rate=0.2)
     log = gate.shadow_

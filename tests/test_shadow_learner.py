@@ -13,10 +13,10 @@ import threading
 import pytest
 
 from adaptive_gates import DraftCheckGate, Gate, SKRKnnGate
-from adaptive_gates.data import CorpusRecord, OutcomeRecord
-from adaptive_gates.datasets import adarague_outcomes
-from adaptive_gates.decision import GateDecision
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.extend import ShadowLearner, door_learner
+from adaptive_gates.records.data import CorpusRecord, OutcomeRecord
+from adaptive_gates.records.decision import GateDecision
 from adaptive_gates.retrieval import BM25Retriever
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -125,7 +125,7 @@ def test_a_failing_answer_or_pair_is_logged_and_counted_never_raised(gate, recor
         raise TimeoutError("the upstream did not answer")
 
     record = records[FIT]
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow.learner"):
         learner.after_answer(decided(gate, record, False), False, record.pred_no_retrieval, failing)
         assert learner.drain(60.0)
         # a decision the gate cannot read (no question) is counted, not raised

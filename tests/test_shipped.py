@@ -15,12 +15,12 @@ import pytest
 
 import adaptive_gates
 from adaptive_gates import DraftCheckGate, StackedGate, pretrained
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.bundled.shipped import PRETRAINED, SHIPPED_MODEL, is_pretrained, pretrained_notice, pretrained_path
 from adaptive_gates.cli.files import saved_gate
-from adaptive_gates.datasets import adarague_outcomes
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.models.embedded import SMOLLM2_ID
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.shipped import PRETRAINED, SHIPPED_MODEL, is_pretrained, pretrained_notice, pretrained_path
 from shared_data import packaged_wiki_paragraphs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -109,7 +109,7 @@ def test_for_another_model_the_shipped_draft_check_starts_cold(retriever, lm, ca
 
 
 def test_for_llama_3_1_8b_the_shipped_fit_is_kept(retriever, openai_server, caplog):
-    from adaptive_gates.models.openai_chat import OpenAIChatModel
+    from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 
     llama = OpenAIChatModel("meta-llama/Llama-3.1-8B-Instruct", base_url=openai_server.base_url)
     with caplog.at_level("WARNING", logger="adaptive_gates"):

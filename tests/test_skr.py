@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import InvalidQuestionError, NotFittedError, SKRClassifierGate, SKRKnnGate, label_outcomes
-from adaptive_gates.data import OutcomeRecord
+from adaptive_gates.records.data import OutcomeRecord
 
 
 class AngleEmbedder:
@@ -244,7 +244,7 @@ def test_a_batch_that_is_not_a_sequence_of_questions_is_refused(small_gate, batc
 
 
 def test_calibrating_on_too_few_questions_warns(embedder):
-    from adaptive_gates.calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
+    from adaptive_gates.gates.base.calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
 
     gate = SKRKnnGate(embedder, k=2, weighting="similarity").fit(
         ["who wrote hamlet", "capital of peru", "speed of light"], [0, 1, 1]

@@ -26,7 +26,7 @@ from adaptive_gates import (
 )
 from adaptive_gates.memory.memories import l2_normalise
 from adaptive_gates.persistence.saved_format import with_checksums
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 
 
 def _split(records):

@@ -22,12 +22,12 @@ from adaptive_gates import (
 )
 from adaptive_gates.cli import main
 from adaptive_gates.evaluation import cross_fitted_scores
-from adaptive_gates.feedback import FEEDBACK_FILE
 from adaptive_gates.gates import stacked
-from adaptive_gates.gates.combiner import fit_feature_combiner
-from adaptive_gates.gates.stacking import fit_combiner, head_outcomes
+from adaptive_gates.gates.base.feedback import FEEDBACK_FILE
+from adaptive_gates.gates.combiner.features import fit_feature_combiner
+from adaptive_gates.gates.combiner.logistic import fit_combiner, head_outcomes
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
-from adaptive_gates.selfknowledge import UNKNOWN
+from adaptive_gates.records.selfknowledge import UNKNOWN
 from adaptive_gates.signals.question_features import FEATURE_NAMES
 from saved_layouts import flatten_members
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from adaptive_gates import GateLoadError, StackedGate, load_gate, outcome_scores
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.evaluation import cross_fitted_scores
 from adaptive_gates.gates import stacked
-from adaptive_gates.gates.combiner import fit_feature_combiner
+from adaptive_gates.gates.combiner.features import fit_feature_combiner
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 from adaptive_gates.signals.question_features import FEATURE_NAMES, question_features
 from saved_layouts import logistic_stacked_gate

@@ -16,9 +16,9 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.cli import main
-from adaptive_gates.data import load_outcomes, write_jsonl
 from adaptive_gates.gates.thrust import EPSILON, n_clusters
 from adaptive_gates.models import default_embedder
+from adaptive_gates.records.data import load_outcomes, write_jsonl
 
 
 class PointRepresenter:

@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SKRIclGate, SKRPromptGate, VerbalizedGate, load_gate
-from adaptive_gates.answering import LLMAnswerer
+from adaptive_gates.answering.answerer import LLMAnswerer
+from adaptive_gates.answering.prompts import SKR_ALTERNATIVES
 from adaptive_gates.cli import main
-from adaptive_gates.data import write_jsonl
 from adaptive_gates.errors import GateLoadError
 from adaptive_gates.evaluation import evaluate_live
 from adaptive_gates.models import OpenAIChatModel
-from adaptive_gates.prompts import SKR_ALTERNATIVES
+from adaptive_gates.records.data import write_jsonl
+from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.selfknowledge import KNOWN, UNKNOWN
 from adaptive_gates.signals.certainty import UNCERTAIN, clean_reply_answer, parse_certainty
 from openai_server import Fault
 

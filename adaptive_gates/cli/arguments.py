@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from ..validation import check_base_url
+from ..records.validation import check_base_url
 
 #: The most alternatives per token OpenAI gives.
 MAX_TOP_LOGPROBS = 20

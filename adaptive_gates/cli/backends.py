@@ -16,8 +16,8 @@ from .arguments import base_url
 from .files import input_file
 
 if TYPE_CHECKING:
-    from ..models.cached_embedder import CachedEmbedder
-    from ..models.chat import ChatModel
+    from ..models.chat.base import ChatModel
+    from ..models.embedding.cached import CachedEmbedder
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
 
@@ -56,7 +56,7 @@ def chat_model(args: argparse.Namespace) -> ChatModel | None:
         if args.base_url:
             raise UsageError("--base-url goes with --chat-model")
         return None
-    from ..models.openai_chat import OpenAIChatModel
+    from ..models.chat.openai_chat import OpenAIChatModel
 
     key = api_key(getattr(args, "api_key_env", None))
     timeout = getattr(args, "timeout", None)
@@ -78,8 +78,8 @@ def api_key(name: str | None, flag: str = "--api-key-env") -> str | None:
 
 def representer(args: argparse.Namespace) -> CachedEmbedder:
     """The representer of ``--representer`` (memoised: cross-fitting sees each question often)."""
-    from ..models.cached_embedder import CachedEmbedder
-    from ..representers import LMHiddenStateRepresenter
+    from ..models.embedding.cached import CachedEmbedder
+    from ..models.representers import LMHiddenStateRepresenter
 
     if args.representer == "embedder":
         if args.layer is not None or args.pooling is not None:
@@ -96,8 +96,8 @@ def memoised_embedder(args: argparse.Namespace) -> CachedEmbedder:
     """The sentence-transformers model of ``--embedder`` (default: the embedded MiniLM)
     behind a memo for the command: cross-fitting, calibration and a gate's members
     embed each question once, not once per fold."""
-    from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import sentence_embedder
+    from ..models.embedding.cached import CachedEmbedder
 
     return CachedEmbedder(sentence_embedder(args.embedder) if args.embedder else _default_embedder())
 

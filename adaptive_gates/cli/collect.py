@@ -8,8 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..answering import DEFAULT_MAX_NEW_TOKENS
-from ..collection import DRAFTS
+from ..answering.answerer import DEFAULT_MAX_NEW_TOKENS
+from ..answering.collection import DRAFTS
 from ..errors import UsageError
 from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
@@ -120,10 +120,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..answering import DEFAULT_INSTRUCTION, LLMAnswerer
-    from ..collection import collect_outcomes, outcome_usage
-    from ..data import load_qa
-    from ..models.local_lm import LocalCausalLM
+    from ..answering.answerer import DEFAULT_INSTRUCTION, LLMAnswerer
+    from ..answering.collection import collect_outcomes, outcome_usage
+    from ..models.lm.local import LocalCausalLM
+    from ..records.data import load_qa
 
     if args.chat_model is None and args.concurrency is not None:
         raise UsageError("--concurrency goes with --chat-model (a local model answers a batch at once)")

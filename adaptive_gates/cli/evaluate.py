@@ -33,9 +33,9 @@ from .gate_options import (
 from .saved_gates import check_scored_as_saved, load_saved_gate, saved_location
 
 if TYPE_CHECKING:
-    from ..answering import LLMAnswerer
-    from ..data import OutcomeRecord
-    from ..gates.base import Gate
+    from ..answering.answerer import LLMAnswerer
+    from ..gates.base.gate import Gate
+    from ..records.data import OutcomeRecord
 
 #: Folds of a cross-fitted report when ``--folds`` is not given.
 DEFAULT_FOLDS = 5
@@ -195,8 +195,8 @@ def _cross_fitted_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def _saved_report(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     """The gate saved in ``directory`` scored on --test as it is."""
-    from ..data import load_outcome_files
     from ..evaluation.offline import judge_fitted
+    from ..records.data import load_outcome_files
 
     gate = load_saved_gate(args, directory)
     test = load_outcome_files(args.test, require=gate.record_fields)
@@ -235,7 +235,7 @@ def _write_decisions(
 
 def _described(fitted_on: dict[str, Any]) -> str:
     """A report's ``fitted_on`` as ``FittedOn.describe`` says it."""
-    from ..gates.fitted_on import FittedOn
+    from ..gates.base.fitted_on import FittedOn
 
     return FittedOn.from_dict("report", fitted_on).describe()
 
@@ -276,8 +276,8 @@ def _how_judged(report: dict[str, Any]) -> str:
 
 def _live_report(args: argparse.Namespace) -> dict[str, Any]:
     """Fit (if the gate learns) and calibrate (if asked) on --train, then run live on --test."""
-    from ..data import load_qa
     from ..evaluation import evaluate_live
+    from ..records.data import load_qa
 
     if args.corpus is None:
         raise UsageError("--live needs --corpus (the passages to retrieve from)")
@@ -319,8 +319,8 @@ def _live_answerer(gate: Gate, batch_size: int) -> LLMAnswerer:
     drafts were written with, so a reused draft and an answer with passages differ by
     the passages alone (the log-prob and draft-check gates draft with the package's
     answer prompt, SKR §1.3; the others with the When-to-Retrieve prompts)."""
-    from ..answering import LLMAnswerer
-    from ..gates.draft_check import DraftCheckGate
+    from ..answering.answerer import LLMAnswerer
+    from ..gates.draft_check.gate import DraftCheckGate
     from ..gates.logprob import LogprobGate
 
     chat = getattr(gate, "chat", None)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from ..atomic_file import write_text_whole
+from ..persistence.atomic_file import write_text_whole
 from ..persistence.writable import check_creatable, check_writable
 
 #: What a file argument is to its command: read, written (replaced or appended to),
@@ -60,7 +60,7 @@ def plot_file(text: str) -> Path:
 
 def saved_gate(text: str) -> Path:
     """A saved gate's directory, or ``pretrained:<name>`` for a gate the package ships."""
-    from ..shipped import gate_location
+    from ..bundled.shipped import gate_location
 
     try:
         return gate_location(text)

@@ -22,7 +22,7 @@ from .gate_options import add_fold_arguments, add_gate_arguments, fit_labels, ga
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..data import OutcomeRecord
+    from ..records.data import OutcomeRecord
 
 #: Folds of the cross-fit behind calibration, the printed figure and the learning curve.
 DEFAULT_FOLDS = 5
@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..evaluation.learning_curve import default_sizes
     from ..evaluation.offline import fit_calibrated
-    from ..folds import cross_fitted_scores
+    from ..gates.base.folds import cross_fitted_scores
     from ..persistence.saved_format import check_save_target
 
     if args.train is None:

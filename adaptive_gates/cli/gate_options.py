@@ -14,9 +14,9 @@ from .backends import add_backend_arguments, backends_from_args
 from .files import input_file
 
 if TYPE_CHECKING:
-    from ..data import OutcomeRecord
-    from ..gates.base import Gate
-    from ..selfknowledge import Labels
+    from ..gates.base.gate import Gate
+    from ..records.data import OutcomeRecord
+    from ..records.selfknowledge import Labels
 
 #: The target a gate with two heads must fit on agreement labels: its "correct with
 #: retrieval" head would learn a constant (the answer over passages is the reference).
@@ -85,7 +85,7 @@ def fit_labels(args: argparse.Namespace) -> Labels:
 def buildable_gates() -> list[str]:
     """The registered gates a command line can build: all but those made of member
     gates (a cascade, a budget), which no flag can give."""
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
 
     return [name for name in Gate.gate_names() if not Gate.gate_class(name).member_params]
 
@@ -94,7 +94,7 @@ def gate_factory(args: argparse.Namespace, *, used_elsewhere: frozenset[str] = f
     """A factory of fresh gates as the command line describes them, tried once now so
     that a bad option fails before minutes of work. ``used_elsewhere``: backend flags
     the command reads for itself, not refused for a gate that takes no such backend."""
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
 
     if args.gate not in buildable_gates():
         if args.gate in Gate.gate_names():
@@ -138,8 +138,8 @@ def gate_outcomes(args: argparse.Namespace, paths: Path | Sequence[Path]) -> lis
     ``--train`` gives them), each holding the fields the chosen gate scores offline
     (``Gate.record_fields``, e.g. recorded log-probabilities): a line without one is an
     error naming its file and line before any work starts."""
-    from ..data import load_outcome_files
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
+    from ..records.data import load_outcome_files
 
     return load_outcome_files(paths, require=Gate.gate_class(args.gate).record_fields)
 

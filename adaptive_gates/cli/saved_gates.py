@@ -12,7 +12,7 @@ from ..errors import UsageError
 from .backends import backends_from_args
 
 if TYPE_CHECKING:
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
 
 #: How ``--gate`` names a shipped gate.
 PRETRAINED_PREFIX = "pretrained:"
@@ -24,8 +24,8 @@ def saved_location(text: str) -> Path | None:
     """The directory ``--gate`` names when it is a saved gate: ``pretrained:NAME`` or a
     directory (a registered gate's name is that gate, built fresh: a directory named
     like one is reached as ``./NAME``); ``None`` for a gate's name."""
-    from ..gates.base import Gate
-    from ..shipped import gate_location
+    from ..bundled.shipped import gate_location
+    from ..gates.base.gate import Gate
 
     if text.startswith(PRETRAINED_PREFIX):
         try:
@@ -50,8 +50,8 @@ def check_scored_as_saved(args: argparse.Namespace) -> None:
 def load_saved_gate(args: argparse.Namespace, directory: Path) -> Gate:
     """The gate saved in ``directory`` with the backends its class takes from the
     command line (a flag for a backend it does not take is refused)."""
-    from ..gates.base import Gate
-    from ..gates.saved import member_backends
+    from ..gates.base.gate import Gate
+    from ..gates.base.saved import member_backends
     from ..persistence.saved_format import config_field, read_config
 
     gate_type = config_field(read_config(directory), "gate_type", str)

@@ -16,7 +16,7 @@ from .files import input_file, output_file, report_file, write_report
 def add_parser(sub: Any) -> None:
     """The ``seakr`` subcommand: the SeaKR pipeline live on QA records."""
     from ..seakr.pipeline import MODES, RATIONALE_FORMS, SeaKRPipeline
-    from ..seakr.prompts import DEFAULT_DEMOS
+    from ..seakr.reasoning_prompt import DEFAULT_DEMOS
     from ..seakr.uncertainty import SelfAwareUncertainty
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
@@ -69,11 +69,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the SeaKR pipeline on QA records over a BM25 index of the corpus; report EM/F1."""
-    from ..data import load_qa
     from ..models.defaults import default_llm
-    from ..models.local_lm import LocalCausalLM
+    from ..models.lm.local import LocalCausalLM
+    from ..records.data import load_qa
     from ..retrieval import BM25Retriever
-    from ..seakr.prompts import DEFAULT_DEMOS
+    from ..seakr.reasoning_prompt import DEFAULT_DEMOS
     from ..seakr.runner import run_pipeline
     from ..seakr.uncertainty import SelfAwareUncertainty
 
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 def demo_count(text: str) -> int:
     """How many of the default demonstrations to use: at least one, at most all of them."""
-    from ..seakr.prompts import DEFAULT_DEMOS
+    from ..seakr.reasoning_prompt import DEFAULT_DEMOS
 
     value = positive_int(text)
     if value > len(DEFAULT_DEMOS):

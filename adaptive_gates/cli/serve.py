@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..gates.shadow_learner import DEFAULT_REFIT_EVERY
+from ..gates.shadow.learner import DEFAULT_REFIT_EVERY
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
@@ -41,8 +41,8 @@ from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
 if TYPE_CHECKING:
-    from ..gates.base import Gate
-    from ..models.chat import ChatModel
+    from ..gates.base.gate import Gate
+    from ..models.chat.base import ChatModel
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
     from ..serve.service import ChatService
@@ -274,10 +274,10 @@ def check_before_loading(args: argparse.Namespace) -> None:
     """What would fail only after minutes of loading, tried now: that the server can
     listen at ``--host``/``--port``, and, when feedback is saved over ``--gate``, that
     the gate's folder takes the new directory and holds nothing but the gate."""
+    from ..bundled.shipped import is_pretrained
     from ..persistence.saved_format import check_save_target
     from ..persistence.writable import check_creatable
     from ..serve.server import check_can_listen
-    from ..shipped import is_pretrained
 
     try:
         check_can_listen(args.host, args.port)
@@ -368,11 +368,11 @@ def _is_loopback(host: str) -> bool:
 def build_service(args: argparse.Namespace) -> ChatService:
     """The service the arguments describe: every input loaded and checked before the
     server listens."""
+    from ..bundled.shipped import is_pretrained, pretrained_notice
     from ..milvus.client import milvus_client
-    from ..models.cached_embedder import CachedEmbedder
     from ..models.defaults import default_embedder
+    from ..models.embedding.cached import CachedEmbedder
     from ..serve.service import ChatService
-    from ..shipped import is_pretrained, pretrained_notice
 
     if args.max_tokens > args.max_answer_tokens:
         raise UsageError(f"--max-tokens {args.max_tokens} is more than --max-answer-tokens {args.max_answer_tokens}")
@@ -431,7 +431,7 @@ def _shadow_learner(
 ) -> ServedShadowLearner | None:
     """The learner of ``--shadow-rate`` (``None`` without it), saving the gate after
     each refit as after feedback; refused for a gate that cannot learn so."""
-    from ..gates.shadow_learning import LearnsFromShadows
+    from ..gates.shadow.learning import LearnsFromShadows
     from ..serve.shadow import ServedShadowLearner
 
     if args.shadow_rate is None:
@@ -448,10 +448,10 @@ def _shadow_learner(
 def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> Retriever:
     """The corpus' retriever: dense over ``embedder`` (in Milvus with ``--milvus-uri``),
     or BM25 (the default for the shipped draft-check gate, fitted with it)."""
-    from ..data import load_corpus
-    from ..datasets import adarague_corpus
+    from ..bundled.datasets import adarague_corpus
+    from ..bundled.shipped import pretrained_path
+    from ..records.data import load_corpus
     from ..retrieval import BM25Retriever, DenseRetriever
-    from ..shipped import pretrained_path
 
     kind = args.retriever or ("bm25" if args.gate == pretrained_path("draft-check") else "dense")
     if kind == "bm25" and database is not None:
@@ -469,7 +469,7 @@ def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> R
 
 def _check_memory_gate(directory: Path, gate_type: str) -> None:
     """Refuse ``--milvus-uri`` for a saved gate (of ``gate_type``) that holds no SKR-kNN memory."""
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
     from ..gates.skr import SKRKnnGate
 
     if not issubclass(Gate.gate_class(gate_type), SKRKnnGate):
@@ -497,8 +497,8 @@ def _load_gate(directory: Path, gate_type: str, backends: dict[str, Any]) -> Gat
     """The saved gate (of ``gate_type``) with those of ``backends`` it takes (the
     upstream as its chat model if it asks an LLM: a verbalized gate's draft answers then
     come from the model that answers)."""
-    from ..gates.base import Gate
-    from ..gates.saved import member_backends
+    from ..gates.base.gate import Gate
+    from ..gates.base.saved import member_backends
 
     return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
 
@@ -519,7 +519,7 @@ def _serve_domain(gate: Gate, domain: str, directory: Path) -> None:
 
 def _saved_gate_type(directory: Path) -> str:
     """The registered gate type of the gate saved in ``directory``."""
-    from ..gates.base import Gate
+    from ..gates.base.gate import Gate
     from ..persistence.saved_format import config_field, read_config
 
     gate_type = config_field(read_config(directory), "gate_type", str)
@@ -535,10 +535,10 @@ def _upstream(args: argparse.Namespace) -> ChatModel:
     if args.upstream_model is None:
         if args.upstream_api_key_env:
             raise UsageError("--upstream-api-key-env goes with --upstream-base-url")
-        from ..models.local_chat import LocalChatModel
+        from ..models.chat.local import LocalChatModel
 
         return LocalChatModel()
-    from ..models.openai_chat import OpenAIChatModel
+    from ..models.chat.openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(
         args.upstream_model,

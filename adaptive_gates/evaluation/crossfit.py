@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..data import OutcomeRecord
-from ..folds import GateFactory, cross_fitted_folds
-from ..gates.base import Gate
-from ..selfknowledge import Labels, outcome_scores
+from ..gates.base.folds import GateFactory, cross_fitted_folds
+from ..gates.base.gate import Gate
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import Labels, outcome_scores
 from .judging import graded_outcomes, judged_by
 from .report import evaluate_scores
 from .units import lm_calls_per_decision

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-from ..models.chat import ChatOptions, ChatReply, Message
+from ..models.chat.base import ChatOptions, ChatReply, Message
 
 __all__ = [
     "ATTACKS",

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data import OutcomeRecord
-from ..gates.fitted_on import MODEL_FIELD, FittedOn, same_model
-from ..selfknowledge import Labels, labelled_records, outcome_scores
+from ..gates.base.fitted_on import MODEL_FIELD, FittedOn, same_model
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import Labels, labelled_records, outcome_scores
 
 
 class ModelMismatchWarning(UserWarning):

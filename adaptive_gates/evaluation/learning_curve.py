@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data import OutcomeRecord
-from ..folds import GateFactory, cross_fitted_scores
-from ..selfknowledge import Labels
+from ..gates.base.folds import GateFactory, cross_fitted_scores
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import Labels
 from .judging import graded_outcomes, judged_by
 from .random_band import random_band
 from .report import evaluate_scores

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ..answering import Answerer
-from ..data import QARecord
-from ..decision import GateDecision
-from ..gates.base import Gate
-from ..metrics import get_metric
+from ..answering.answerer import Answerer
+from ..gates.base.gate import Gate
+from ..records.answer_metrics import get_metric
+from ..records.data import QARecord
+from ..records.decision import GateDecision
 from ..retrieval.base import Retriever
 from .alignment import alignment_metrics
 from .report import evaluate_scores

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration import first_caller_outside_package, threshold_for_rate
-from ..data import OutcomeRecord
-from ..folds import GateFactory, cross_fitted_scores, fit_gate
-from ..gates.base import Gate
-from ..selfknowledge import Labels
+from ..gates.base.calibration import first_caller_outside_package, threshold_for_rate
+from ..gates.base.folds import GateFactory, cross_fitted_scores, fit_gate
+from ..gates.base.gate import Gate
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import Labels
 from .judging import ModelMismatchWarning, graded_outcomes, judged_by, model_mismatch
 from .report import evaluate_scores
 from .units import lm_calls_per_decision

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic_file import replaced_whole
 from ..models.optional import require
+from ..persistence.atomic_file import replaced_whole
 
 
 def check_plot_path(path: str | Path) -> None:

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..data import CorpusRecord
 from ..errors import GateLoadError
 from ..persistence.saved_format import read_json_object, save_array
-from ..validation import check_questions
-from .constraints import Integer
-from .percentile import FitPercentileGate, cross_fit
+from ..records.data import CorpusRecord
+from ..records.validation import check_questions
+from .base.constraints import Integer
+from .base.percentile import FitPercentileGate, cross_fit
 
 if TYPE_CHECKING:  # bm25s is imported on first fit, not with the package
     from ..retrieval.base import Hit

@@ -47,17 +47,17 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from ..calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
-from ..decision import GateDecision, RetrievalMode, check_retrieval_mode
 from ..errors import GateLoadError
-from ..feedback import Feedback
-from ..listeners import notify_decisions
 from ..persistence.saved_format import load_array, save_array
-from ..validation import check_batch
-from .assessment import Assessment, Verdict
-from .base import Gate
-from .constraints import InstanceOf, Integer, Real
-from .saved import save_member
+from ..records.decision import GateDecision, RetrievalMode, check_retrieval_mode
+from ..records.validation import check_batch
+from .base.assessment import Assessment, Verdict
+from .base.calibration import MIN_CALIBRATION_QUESTIONS, CalibrationWarning
+from .base.constraints import InstanceOf, Integer, Real
+from .base.feedback import Feedback
+from .base.gate import Gate
+from .base.listeners import notify_decisions
+from .base.saved import save_member
 
 logger = logging.getLogger(__name__)
 

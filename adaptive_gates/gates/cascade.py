@@ -31,14 +31,14 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from ..driving import adrive, drive
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import Feedback, FeedbackNotSupportedError
-from ..listeners import listening
-from .assessment import Assessment, Verdict
-from .base import Gate
-from .constraints import Constraint, InstanceOf, Real
-from .saved import save_member
+from .base.assessment import Assessment, Verdict
+from .base.constraints import Constraint, InstanceOf, Real
+from .base.driving import adrive, drive
+from .base.feedback import Feedback, FeedbackNotSupportedError
+from .base.gate import Gate
+from .base.listeners import listening
+from .base.saved import save_member
 
 logger = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
-from ..data import OutcomeRecord
+from ..answering.answerer import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt, clean_answer
 from ..errors import LogprobsUnavailableError
-from ..models.chat import ChatModel, ChatOptions, TokenLogprob, user
+from ..models.chat.base import ChatModel, ChatOptions, TokenLogprob, user
+from ..records.data import OutcomeRecord
 from ..signals.token_uncertainty import SIGNALS, answer_tokens, position_entropy, signal_values
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
-from .assessment import Assessment
-from .base import Gate
-from .constraints import Integer, OneOf, Text
+from .base.asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
+from .base.assessment import Assessment
+from .base.constraints import Integer, OneOf, Text
+from .base.gate import Gate
 
 #: The default threshold of each signal (ours, round values; calibrate for your model):
 #: retrieve when some answer token's entropy exceeds 2 nats (more spread than a

@@ -44,14 +44,14 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..data import CorpusRecord, OutcomeRecord
 from ..errors import GateLoadError
 from ..persistence.saved_format import load_array, read_json_object, save_array
-from ..selfknowledge import outcome_scores
+from ..records.data import CorpusRecord, OutcomeRecord
+from ..records.selfknowledge import outcome_scores
 from ..signals.word_rarity import RARE_ZIPF, TOP_ZIPF, QuestionRarity, WordRarity, content_words
-from .assessment import Assessment
-from .base import Gate
-from .constraints import OneOf
+from .base.assessment import Assessment
+from .base.constraints import OneOf
+from .base.gate import Gate
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Two gates over a memory of labelled past questions (D+ known, D- unknown):
 
 Both keep learning: ``add()`` puts newly labelled questions into the memory, and
 ``record_feedback()`` turns an answered question into such a label (rule:
-``adaptive_gates.feedback``), logged and saved with the gate. A question's latest
+``adaptive_gates.gates.base.feedback``), logged and saved with the gate. A question's latest
 feedback label (its verdict) outweighs every other label of it in the memory, and
 feedback never moves the prior the ratio vote's threshold is derived from (see
 ``SKRKnnGate`` for the rule this gives). A memory that keeps verdicts itself (a
@@ -26,20 +26,20 @@ from typing import Any, ClassVar, Literal, Self, get_args
 
 import numpy as np
 
-from ..calibration import first_caller_outside_package
-from ..data import OutcomeRecord
 from ..errors import GateLoadError
-from ..feedback import Feedback, FeedbackLog, FeedbackNotSupportedError, LearnsFromFeedback
 from ..memory.memories import FaissMemory, RemovableMemory, SKRMemory, keeps_verdicts, l2_normalise
 from ..models.protocols import Embedder, check_vectors
 from ..persistence.saved_format import load_array, save_array
-from ..selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
-from ..validation import check_labels, check_questions
-from .base import Gate
-from .constraints import Callable as IsCallable
-from .constraints import Integer, OneOf, Real
-from .encoder_record import check_encoder_record, encoder_record
-from .given_vectors import DecidesFromVectors, given_or
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import KNOWN, UNKNOWN, TiePolicy, label_outcomes
+from ..records.validation import check_labels, check_questions
+from .base.calibration import first_caller_outside_package
+from .base.constraints import Callable as IsCallable
+from .base.constraints import Integer, OneOf, Real
+from .base.encoder_record import check_encoder_record, encoder_record
+from .base.feedback import Feedback, FeedbackLog, FeedbackNotSupportedError, LearnsFromFeedback
+from .base.gate import Gate
+from .base.given_vectors import DecidesFromVectors, given_or
 
 logger = logging.getLogger(__name__)
 

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob
+from ..answering.prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
+from ..models.chat.base import ChatModel, ChatOptions, ChatReply, TokenLogprob
 from ..models.protocols import Embedder
-from ..prompts import SKR_KNOWN_DEMO, SKR_PROMPT, SKR_UNKNOWN_DEMO, fill
-from ..selfknowledge import KNOWN, UNKNOWN
+from ..records.selfknowledge import KNOWN, UNKNOWN
 from ..signals.word_choice import STATED_WORD_THRESHOLD, graded_need, word_share, word_start_token
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
-from .assessment import Assessment
-from .base import Gate
-from .constraints import Integer, OneOf, Text
+from .base.asking import DEFAULT_DEADLINE, AsksInRounds, Round, Rounds, describe_failure
+from .base.assessment import Assessment
+from .base.constraints import Integer, OneOf, Text
+from .base.gate import Gate
 from .skr import MemoryFactory, _SKRMemoryGate
 
 logger = logging.getLogger(__name__)

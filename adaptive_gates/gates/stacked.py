@@ -65,24 +65,31 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..data import OutcomeRecord
 from ..errors import GateLoadError, NotFittedError
-from ..feedback import FeedbackLog, LearnsFromFeedback
-from ..folds import cross_fitted_scores
-from ..metrics import normalize_answer
-from ..models.cached_embedder import CachedEmbedder
+from ..models.embedding.cached import CachedEmbedder
 from ..models.protocols import Embedder, check_vectors
 from ..persistence.saved_format import check_saved_backend
-from ..selfknowledge import outcome_scores
+from ..records.answer_metrics import normalize_answer
+from ..records.data import OutcomeRecord
+from ..records.selfknowledge import outcome_scores
 from ..signals.question_features import FEATURE_NAMES, question_features
-from .base import Gate
+from .base.constraints import Boolean, Integer, OneOf, Real
+from .base.feedback import FeedbackLog, LearnsFromFeedback
+from .base.folds import cross_fitted_scores
+from .base.gate import Gate
+from .base.saved import save_member
 from .bm25_difficulty import BM25DifficultyGate
-from .combiner import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner, refit_feature_combiner
-from .constraints import Boolean, Integer, OneOf, Real
+from .combiner.features import (
+    MODELS,
+    FeatureCombiner,
+    Model,
+    default_threshold,
+    fit_feature_combiner,
+    refit_feature_combiner,
+)
+from .combiner.logistic import TARGETS, Combiner, CombinerRows, Target, feedback_outcomes, head_outcomes
 from .popularity import PopularityGate
-from .saved import save_member
 from .skr import SKRClassifierGate, SKRKnnGate
-from .stacking import TARGETS, Combiner, CombinerRows, Target, feedback_outcomes, head_outcomes
 from .thrust import ThrustGate
 
 logger = logging.getLogger(__name__)

@@ -29,12 +29,12 @@ import numpy as np
 
 from ..errors import GateLoadError
 from ..models.protocols import check_vectors
+from ..models.representers import Representer, describe, rebuild_embedded
 from ..persistence.saved_format import check_saved_backend, load_array, save_array
-from ..representers import Representer, describe, rebuild_embedded
-from ..validation import check_questions
-from .constraints import Integer, OneOf
-from .given_vectors import DecidesFromVectors, given_or
-from .percentile import FitPercentileGate, cross_fit
+from ..records.validation import check_questions
+from .base.constraints import Integer, OneOf
+from .base.given_vectors import DecidesFromVectors, given_or
+from .base.percentile import FitPercentileGate, cross_fit
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class ThrustGate(FitPercentileGate, DecidesFromVectors):
             return self.representer
         with self._representer_lock:
             if self._default_representer is None:
-                from ..representers import LMHiddenStateRepresenter
+                from ..models.representers import LMHiddenStateRepresenter
 
                 self._default_representer = LMHiddenStateRepresenter()
             return self._default_representer

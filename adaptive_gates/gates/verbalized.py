@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..models.chat import ChatModel, ChatOptions, ChatReply, TokenLogprob, user
-from ..prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
+from ..answering.prompts import CHALLENGE, JUDGEMENT, STRATEGIES, fill
+from ..models.chat.base import ChatModel, ChatOptions, ChatReply, TokenLogprob, user
 from ..signals.certainty import (
     CERTAIN,
     UNCERTAIN,
@@ -28,10 +28,10 @@ from ..signals.certainty import (
     uncertain_share,
 )
 from ..signals.word_choice import STATED_WORD_THRESHOLD, graded_need
-from .asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
-from .assessment import Assessment
-from .base import Gate
-from .constraints import Integer, OneOf, Text
+from .base.asking import DEFAULT_DEADLINE, AsksInRounds, Replies, Round, Rounds, describe_failure
+from .base.assessment import Assessment
+from .base.constraints import Integer, OneOf, Text
+from .base.gate import Gate
 
 logger = logging.getLogger(__name__)
 

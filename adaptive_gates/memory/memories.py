@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import GateLoadError
 from ..persistence.saved_format import MAX_DIMENSION, config_field, load_array, read_json_file, save_array
-from ..selfknowledge import KNOWN, UNKNOWN
+from ..records.selfknowledge import KNOWN, UNKNOWN
 from . import faiss_index
 from .faiss_index import DEFAULT_SWITCH_AT, IndexKind, IndexSettings
 

@@ -29,11 +29,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import CollectionMismatchError, GateLoadError, StoreContentError
-from ..feedback import FeedbackNotSupportedError
+from ..gates.base.feedback import FeedbackNotSupportedError
 from ..memory.memories import _dimension, check_added, l2_normalise
-from ..metrics import normalize_answer
 from ..persistence.saved_format import config_field
-from ..selfknowledge import KNOWN, UNKNOWN
+from ..records.answer_metrics import normalize_answer
+from ..records.selfknowledge import KNOWN, UNKNOWN
 from .client import (
     MAX_VARCHAR,
     VECTOR_FIELD,

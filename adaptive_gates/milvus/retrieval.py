@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data import CorpusRecord, load_corpus
 from ..errors import CollectionMismatchError
 from ..models.protocols import Embedder
+from ..records.data import CorpusRecord, load_corpus
+from ..records.validation import check_question, check_questions
 from ..retrieval.base import Hit, check_k, make_hit, passage_text
 from ..retrieval.dense import unit_vectors
-from ..validation import check_question, check_questions
 from .client import MAX_VARCHAR, VECTOR_FIELD, Field, MilvusCollection, check_varchar, milvus_client
 
 __all__ = ["MilvusRetriever"]

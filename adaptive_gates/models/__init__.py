@@ -4,9 +4,8 @@ OpenAI-compatible), plus the embedded defaults.
 Importing this package is cheap; torch, transformers and openai load on first model use.
 """
 
-from .adapted_chat import AdaptedChatModel
-from .adapted_embedder import AdaptedEmbedder
-from .chat import (
+from .chat.adapted import AdaptedChatModel
+from .chat.base import (
     ChatModel,
     ChatOptions,
     ChatReply,
@@ -17,18 +16,19 @@ from .chat import (
     TokenUsage,
     with_achat,
 )
-from .chat_batch import achat_each, chat_each, chat_many
-from .chat_stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
+from .chat.batch import achat_each, chat_each, chat_many
+from .chat.local import LocalChatModel, chat_model_or_default
+from .chat.openai_chat import OpenAIChatModel
+from .chat.stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
 from .defaults import EmbedderBackend, default_embedder, default_llm, sentence_embedder
 from .embedded import cache_dir, embedded_minilm_dir, embedded_smollm2_gguf
-from .embedder import SentenceEmbedder
-from .generation import Generation
-from .local_chat import LocalChatModel, chat_model_or_default
-from .local_lm import LocalCausalLM, layer_module_path
-from .onnx_embedder import OnnxEmbedder
-from .openai_chat import OpenAIChatModel
+from .embedding.adapted import AdaptedEmbedder
+from .embedding.embedder import SentenceEmbedder
+from .embedding.onnx.embedder import OnnxEmbedder
+from .lm.generation import Generation
+from .lm.local import LocalCausalLM, layer_module_path
+from .lm.token_stream import TokenStream
 from .protocols import Embedder, ProbingLM
-from .token_stream import TokenStream
 
 __all__ = [
     "AdaptedChatModel",

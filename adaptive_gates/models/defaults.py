@@ -10,10 +10,10 @@ import threading
 from typing import Literal
 
 from .embedded import MINILM_ID, SMOLLM2_ID
-from .embedder import SentenceEmbedder
-from .embedding_input import DEFAULT_BATCH_SIZE
-from .local_lm import LocalCausalLM
-from .onnx_embedder import OnnxEmbedder
+from .embedding.embedder import SentenceEmbedder
+from .embedding.inputs import DEFAULT_BATCH_SIZE
+from .embedding.onnx.embedder import OnnxEmbedder
+from .lm.local import LocalCausalLM
 
 # The ids are named here too: gates record them next to the default they stand for.
 __all__ = ["MINILM_ID", "SMOLLM2_ID", "EmbedderBackend", "default_embedder", "default_llm", "sentence_embedder"]

@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import BackendError
 
 if TYPE_CHECKING:
-    from .generation import Generation
-    from .probe import ProbedSample
+    from .lm.generation import Generation
+    from .lm.probe import ProbedSample
 
 
 @runtime_checkable

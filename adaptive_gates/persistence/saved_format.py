@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import strict_json
 from ..errors import GateLoadError
+from . import strict_json
 from .directory_swap import replace_directory
 
 FORMAT = "adaptive-gates/gate"

@@ -1,5 +1,5 @@
 """The retriever contract (``Retriever``; the ``Hit`` it returns is a record of
-``adaptive_gates.data``, re-exported here) and the saving and loading both retrievers share.
+``adaptive_gates.records.data``, re-exported here) and the saving and loading both retrievers share.
 
 A saved retriever is a directory holding ``config.json``, the backend's own index
 files and ``corpus.jsonl``; nothing is pickled, so loading never runs code. It is
@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..data import CorpusRecord, Hit, load_corpus, passage_text, write_jsonl
 from ..errors import AdaptiveGatesError, GateLoadError
 from ..persistence.saved_format import read_config as read_checked_config
 from ..persistence.saved_format import read_json_object, save_directory, write_directory
+from ..records.data import CorpusRecord, Hit, load_corpus, passage_text, write_jsonl
 
 __all__ = ["Hit", "Retriever", "passage_text"]
 

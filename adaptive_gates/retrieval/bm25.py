@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..data import CorpusRecord, load_corpus
 from ..errors import GateLoadError
 from ..persistence.directory_swap import reading
 from ..persistence.saved_format import load_array, read_json_file
-from ..validation import check_question, check_questions
+from ..records.data import CorpusRecord, load_corpus
+from ..records.validation import check_question, check_questions
 from .base import (
     CONFIG_FILE,
     Hit,

@@ -15,13 +15,13 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ..data import CorpusRecord, load_corpus
 from ..errors import BackendError, GateLoadError
 from ..memory.faiss_index import write_index
 from ..memory.memories import check_index_rows
 from ..models.protocols import Embedder
 from ..persistence.directory_swap import reading
-from ..validation import check_question, check_questions
+from ..records.data import CorpusRecord, load_corpus
+from ..records.validation import check_question, check_questions
 from .base import (
     CONFIG_FILE,
     Hit,

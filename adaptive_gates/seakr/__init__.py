@@ -9,7 +9,7 @@
 - ``pipeline``, the multi-hop pipeline (SPEC §4) that runs the gate on every reasoning
   step, ``routes`` its final answer's routes, and ``runner`` the pipeline over a QA set,
   scored and checkpointed. These three stand above the gate
-  (``adaptive_gates.gates.seakr.SeaKRGate``) and are imported on first use: this package
+  (``adaptive_gates.seakr.gate.SeaKRGate``) and are imported on first use: this package
   is imported by the gate itself.
 """
 

@@ -43,14 +43,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..calibration import Calibration
 from ..errors import NotFittedError
-from ..gates.seakr import SeaKRGate
-from ..metrics import extract_seakr_answer
+from ..gates.base.calibration import Calibration
 from ..models.protocols import check_probing_lm
+from ..records.answer_metrics import extract_seakr_answer
+from ..records.validation import check_question
 from ..retrieval.base import Hit, Retriever
-from ..validation import check_question
-from .prompts import (
+from .gate import SeaKRGate
+from .queries import build_query
+from .reasoning_prompt import (
     ANSWER_STOPS,
     DEFAULT_DEMOS,
     STEP_STOPS,
@@ -61,13 +62,12 @@ from .prompts import (
     prompt_template,
     snippet_template,
 )
-from .queries import build_query
 from .routes import FinalAnswer
 from .step import pseudo_step
 from .trace import Candidate, SeaKRResult, Step
 
 if TYPE_CHECKING:
-    from ..models.generation import Generation
+    from ..models.lm.generation import Generation
     from ..models.protocols import ProbingLM
     from .reasoning import ReasoningSelector
     from .rerank import UncertaintyReranker

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..metrics import normalize_answer
-from ..validation import check_stops
+from ..records.answer_metrics import normalize_answer
+from ..records.validation import check_stops
 from .uncertainty import SelfAwareUncertainty
 
 #: Normalised answers that count as no answer (SeaKR's "unknown").

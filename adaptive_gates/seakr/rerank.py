@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION
-from ..prompts import check_template, fill
-from ..validation import check_stops
-from .prompts import snippet_template
+from ..answering.answerer import ANSWER_STOP, DEFAULT_INSTRUCTION
+from ..answering.prompts import check_template, fill
+from ..records.validation import check_stops
+from .reasoning_prompt import snippet_template
 from .snippets import snippet_text
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 

@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..metrics import extract_seakr_answer
-from .prompts import ANSWER_STOPS, STEP_STOPS
+from ..records.answer_metrics import extract_seakr_answer
+from .reasoning_prompt import ANSWER_STOPS, STEP_STOPS
 from .trace import Route, SeaKRResult, Step
 
 if TYPE_CHECKING:
-    from ..models.generation import Generation
+    from ..models.lm.generation import Generation
     from ..retrieval.base import Hit
     from .reasoning import AnswerCandidate, ReasoningSelector
 

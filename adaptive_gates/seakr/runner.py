@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..data import QARecord, iter_jsonl, recover_torn_tail, write_jsonl
-from ..metrics import exact_match, token_f1
+from ..records.answer_metrics import exact_match, token_f1
+from ..records.data import QARecord, iter_jsonl, recover_torn_tail, write_jsonl
 from ..retrieval.base import Retriever
 from .pipeline import SeaKRPipeline
 

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..validation import check_stops
+from ..records.validation import check_stops
 from .uncertainty import SelfAwareUncertainty, UncertaintyEstimate
 
 if TYPE_CHECKING:
-    from ..models.generation import Generation
+    from ..models.lm.generation import Generation
     from ..models.protocols import ProbingLM
 
 

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..metrics import normalize_answer
 from ..models.protocols import check_probing_lm
-from ..validation import check_sampling
+from ..records.answer_metrics import normalize_answer
+from ..records.validation import check_sampling
 
 if TYPE_CHECKING:
-    from ..models.probe import ProbedSample
+    from ..models.lm.probe import ProbedSample
     from ..models.protocols import ProbingLM
 
 logger = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ class SelfAwareUncertainty:
     @property
     def module_path(self) -> str:
         """The sub-module whose output is read at the closing EOS."""
-        from ..models.local_lm import layer_module_path
+        from ..models.lm.local import layer_module_path
 
         return layer_module_path(self.layer_, "mlp" if self.site == "mlp_output" else None)
 

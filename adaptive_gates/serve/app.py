@@ -29,7 +29,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..feedback import FeedbackNotSupportedError
+from ..gates.base.feedback import FeedbackNotSupportedError
 from .access import RequireKeys
 from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..answering.history_window import standalone_question
 from ..errors import InvalidQuestionError
-from ..history_window import standalone_question
-from ..models.chat import Message
-from ..validation import check_question
+from ..models.chat.base import Message
+from ..records.validation import check_question
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..models.chat import Message
+from ..models.chat.base import Message
 from .protocol import send_error
 
 #: UTF-8 bytes a token at most, where the answering model's tokenizer is not at hand:

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..models.chat import ChatOptions, Message, TokenUsage
-from ..validation import check_encodable
+from ..models.chat.base import ChatOptions, Message, TokenUsage
+from ..records.validation import check_encodable
 
 #: The response header that carries the decision's summary.
 DECISION_HEADER = "X-Adaptive-Gates-Decision"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..decision import AnswerRoute, GateDecision
-from ..feedback import Feedback
+from ..gates.base.feedback import Feedback
+from ..records.decision import AnswerRoute, GateDecision
 from ..retrieval.base import Hit
 
 

@@ -19,13 +19,13 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..answering import DEFAULT_INSTRUCTION, build_prompt
-from ..decision import DRAFT
+from ..answering.answerer import DEFAULT_INSTRUCTION, build_prompt
 from ..errors import BackendMisconfiguredError, BackendUnavailableError, ContextLengthExceededError
-from ..gates.base import Gate
-from ..models.chat import ChatModel, ChatOptions, Message, TokenUsage
-from ..models.chat_stream import astream_chat
-from ..models.unavailable import is_timeout
+from ..gates.base.gate import Gate
+from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
+from ..models.chat.stream import astream_chat
+from ..models.chat.unavailable import is_timeout
+from ..records.decision import DRAFT
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
 from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter

@@ -37,11 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..answering import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt
-from ..gates.base import Gate
-from ..gates.shadow import Observation, Source
-from ..gates.shadow_learner import DEFAULT_REFIT_EVERY, ShadowLearner
-from ..models.chat import ChatModel, user
+from ..answering.answerer import ANSWER_STOP, DEFAULT_INSTRUCTION, build_prompt
+from ..gates.base.gate import Gate
+from ..gates.shadow.learner import DEFAULT_REFIT_EVERY, ShadowLearner
+from ..gates.shadow.observations import Observation, Source
+from ..models.chat.base import ChatModel, user
 from .records import ServedDecision
 
 logger = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..metrics import first_line
+from ..records.answer_metrics import first_line
 from .word_choice import word_share, word_start_token
 
 if TYPE_CHECKING:
-    from ..models.chat import TokenLogprob
+    from ..models.chat.base import TokenLogprob
 
 CERTAIN = "certain"
 UNCERTAIN = "uncertain"

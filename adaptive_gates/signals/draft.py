@@ -74,8 +74,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import contains_answer, normalize_answer
-from ..token_logprobs import TokenLogprob
+from ..records.answer_metrics import contains_answer, normalize_answer
+from ..records.token_logprobs import TokenLogprob
 from .certainty import parse_certainty
 from .question_features import question_opening
 from .token_uncertainty import answer_tokens, position_entropy

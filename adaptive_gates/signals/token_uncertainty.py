@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..models.chat import TokenLogprob
+    from ..models.chat.base import TokenLogprob
 
 #: The signals, in the order reports list them.
 SIGNALS: tuple[str, ...] = ("max-entropy", "mean-entropy", "perplexity", "min-prob")

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..models.chat import TokenLogprob
+    from ..models.chat.base import TokenLogprob
 
 #: The default threshold of a gate whose score comes from ``graded_need``: scores at or
 #: below it were stated "no retrieval", scores above it "retrieve".

@@ -41,7 +41,7 @@ class GateRunnable(GateEventsInNames, RunnableSerializable[Any, GateDecision]):
     (or a message list) under ``input_key`` and optionally the chat history under
     ``history_key`` (``InputType`` and ``get_input_schema()`` describe these forms).
     With ``history_window > 0`` a follow-up is judged after as many of the last
-    ``history_window`` human questions as it leans on (``adaptive_gates.history_window``:
+    ``history_window`` human questions as it leans on (``adaptive_gates.answering.history_window``:
     "And when did he die?" after "Who wrote Hamlet?"; a question that stands alone is
     judged alone); with ``condense`` (e.g.
     ``condense_question_chain(llm)``) it judges the follow-up rewritten as a

@@ -63,8 +63,8 @@ def condense_question_chain(llm: BaseChatModel) -> Runnable:
 def condense_inputs(inputs: dict[str, Any]) -> dict[str, str]:
     """``CONDENSE_PROMPT``'s variables from ``{"chat_history": [messages], "question": str}``
     (the messages in any form LangChain reads as messages): each message a
-    ``type: "text"`` line (``adaptive_gates.prompts.quote_turns``), the question quoted
-    (``adaptive_gates.prompts.quote_question``)."""
+    ``type: "text"`` line (``adaptive_gates.answering.prompts.quote_turns``), the question quoted
+    (``adaptive_gates.answering.prompts.quote_question``)."""
     history: Sequence[BaseMessage] = convert_to_messages(inputs["chat_history"])
     return {
         "chat_history": quote_turns((m.type, m.text) for m in history),
@@ -74,6 +74,6 @@ def condense_inputs(inputs: dict[str, Any]) -> dict[str, str]:
 
 def standalone_from_history(question: str, history: Sequence[BaseMessage], window: int) -> str:
     """The question made standalone with as many of the last ``window`` human questions
-    of ``history`` as it leans on (``adaptive_gates.history_window``): the AI's replies
+    of ``history`` as it leans on (``adaptive_gates.answering.history_window``): the AI's replies
     and system messages are never judged."""
     return standalone_question(question, [m.text for m in history if m.type == "human"], window)

@@ -3,7 +3,7 @@
 A piece of work that waits on LangChain (a runnable's call, a gate's decisions, a
 custom event) is a generator that yields each step and is sent back what it gave
 (or has the step's exception thrown in). ``run`` drives it blocking, ``arun``
-awaiting, with the core's drivers (``adaptive_gates.driving``), as a gate's rounds of
+awaiting, with the core's drivers (``adaptive_gates.gates.base.driving``), as a gate's rounds of
 LLM requests are driven.
 """
 

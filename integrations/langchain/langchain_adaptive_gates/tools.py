@@ -4,7 +4,7 @@ An agent that calls its retrieval tool on every turn pays for a retrieval each t
 and may get passages that turn a right answer wrong. ``create_gated_retriever_tool``
 is LangChain's ``create_retriever_tool`` with a gate in front (a ``GatedRetriever``):
 when the gate says the model knows, the tool answers that retrieval is not needed
-(``adaptive_gates.agent_tool``) instead of with passages. Either way the tool returns
+(``adaptive_gates.answering.agent_tool``) instead of with passages. Either way the tool returns
 content and an artifact (``response_format="content_and_artifact"``): the artifact is
 ``{"decision": GateDecision.to_dict(), "documents": [...]}``, so the ``ToolMessage``
 an agent graph keeps carries the decision.

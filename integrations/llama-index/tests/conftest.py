@@ -19,7 +19,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 
-from adaptive_gates.datasets import packaged_corpus, packaged_qa
+from adaptive_gates.bundled.datasets import packaged_corpus, packaged_qa
 
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
 pytest.register_assert_rewrite(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adaptive_gates.models import ChatReply
-from adaptive_gates.models.chat import Message
+from adaptive_gates.models.chat.base import Message
 
 
 class ScriptedChat:

@@ -34,8 +34,8 @@ from llama_index.query_engine.adaptive_gates.standalone import implausible
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
 
 from adaptive_gates import VerbalizedGate
-from adaptive_gates.models.chat import ChatReply, with_achat
-from adaptive_gates.prompts import quote_question, quote_turns
+from adaptive_gates.answering.prompts import quote_question, quote_turns
+from adaptive_gates.models.chat.base import ChatReply, with_achat
 
 from .conftest import FORGED_REPLY, KNOWN, UNKNOWN
 from .doubles import ScriptedChat

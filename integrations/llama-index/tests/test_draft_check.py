@@ -29,7 +29,7 @@ from llama_index.selectors.adaptive_gates import GateSelector, decision_of
 from llama_index.workflows.adaptive_gates import AdaptiveRAGWorkflow
 
 from adaptive_gates import DraftCheckGate
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.models import LocalChatModel
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -22,7 +22,7 @@ from llama_index.query_engine.adaptive_gates import (
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of
 
 from adaptive_gates import Gate, VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat.base import ChatReply
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

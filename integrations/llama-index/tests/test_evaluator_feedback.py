@@ -11,7 +11,7 @@ from llama_index.core.evaluation import RelevancyEvaluator, SemanticSimilarityEv
 from llama_index.query_engine.adaptive_gates import AdaptiveQueryEngine, EvaluatorFeedback
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.selfknowledge import KNOWN as KNOWN_LABEL
+from adaptive_gates.records.selfknowledge import KNOWN as KNOWN_LABEL
 
 from .conftest import KNOWN, UNKNOWN
 

@@ -18,9 +18,9 @@ from llama_index.query_engine.adaptive_gates import ROUTE_KEY, AdaptiveChatEngin
 from llama_index.selectors.adaptive_gates import GateSelector, decision_of, response_feedback
 
 from adaptive_gates import PopularityGate, SKRKnnGate
-from adaptive_gates.datasets import adarague_outcomes
-from adaptive_gates.feedback import FeedbackNotSupportedError
-from adaptive_gates.models.cached_embedder import CachedEmbedder
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
+from adaptive_gates.models.embedding.cached import CachedEmbedder
 from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 
 from .conftest import KNOWN, UNKNOWN

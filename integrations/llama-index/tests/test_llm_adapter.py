@@ -15,7 +15,7 @@ from llama_index.llms.adaptive_gates import AdaptiveGatesLLM
 
 from adaptive_gates import BackendError, SKRKnnGate
 from adaptive_gates.models import ChatReply, Embedder
-from adaptive_gates.models.chat import with_achat
+from adaptive_gates.models.chat.base import with_achat
 
 from .doubles import ScriptedChat
 

@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
     socket.socket.connect = refuse
     socket.create_connection = refuse
 
-    from adaptive_gates.datasets import packaged_corpus
+    from adaptive_gates.bundled.datasets import packaged_corpus
     from llama_index.core import Document, Settings, VectorStoreIndex
     from llama_index.core.utils import get_tokenizer
     from llama_index.embeddings.adaptive_gates import AdaptiveGatesEmbedding

@@ -22,7 +22,7 @@ from llama_index.query_engine.adaptive_gates import (
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent
 
 from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat.base import ChatReply
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

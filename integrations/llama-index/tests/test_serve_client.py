@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
-from adaptive_gates.datasets import packaged_corpus
+from adaptive_gates.bundled.datasets import packaged_corpus
 from serve_process import serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast

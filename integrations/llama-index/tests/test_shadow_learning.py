@@ -31,8 +31,8 @@ from llama_index.workflows.adaptive_gates import AdaptiveRAGWorkflow
 from pydantic import PrivateAttr
 
 from adaptive_gates import DraftCheckGate
-from adaptive_gates.answering import clean_answer
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.answering.answerer import clean_answer
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.extend import ShadowLearner
 from adaptive_gates.models import LocalChatModel
 
@@ -160,7 +160,7 @@ def test_a_failing_shadow_is_logged_and_the_user_keeps_the_response(drafting, ke
     engine = AdaptiveQueryEngine(drafting, keywords, llm=answerer, node_postprocessors=[held], shadow_learner=learner)
     plain = AdaptiveQueryEngine(drafting, keywords, llm=answerer).query(question)
 
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow.learner"):
         response = engine.query(question)
         held._released.set()
         assert learner.drain(PATIENCE)
@@ -241,7 +241,7 @@ def test_a_failing_chat_shadow_is_logged_and_the_reply_kept(drafting, keywords, 
     chat = AdaptiveContextChatEngine.from_defaults(
         drafting, keywords, llm=answerer, node_postprocessors=[held], shadow_learner=learner
     )
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow.learner"):
         reply = chat.chat(question)
         assert learner.drain(PATIENCE)
     assert reply.response == decision_of(reply).draft_answer and reply.metadata[ROUTE_KEY] == "draft"
@@ -300,7 +300,7 @@ def test_a_failing_workflow_shadow_is_logged_and_the_answer_kept(
         raise ConnectionError("the LLM service is gone")
 
     monkeypatch.setattr(workflow.response_synthesizer, "synthesize", gone)
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow.learner"):
         response = _answer(workflow, question)
         assert learner.drain(PATIENCE)
     assert response.response == decision_of(response).draft_answer and response.metadata[ROUTE_KEY] == "draft"

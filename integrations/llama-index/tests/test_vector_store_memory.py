@@ -32,8 +32,8 @@ N_ASKED = 40
 def labelled_questions() -> tuple[list[str], list[int]]:
     """Real questions with real self-knowledge labels (1 = retrieve): the packaged
     AdaRAGUE NQ outcome records (Llama-3.1-8B) labelled by ``label_outcomes``."""
-    from adaptive_gates.datasets import adarague_outcomes
-    from adaptive_gates.selfknowledge import label_outcomes
+    from adaptive_gates.bundled.datasets import adarague_outcomes
+    from adaptive_gates.records.selfknowledge import label_outcomes
 
     knowledge = label_outcomes(adarague_outcomes("nq"))
     unique = dict(

@@ -21,7 +21,7 @@ from llama_index.workflows.adaptive_gates import (
 )
 
 from adaptive_gates import BackendError, Gate, VerbalizedGate
-from adaptive_gates.models.chat import ChatReply
+from adaptive_gates.models.chat.base import ChatReply
 
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat

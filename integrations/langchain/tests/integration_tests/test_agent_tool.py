@@ -9,7 +9,7 @@ from langchain_core.messages import ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
 
-from adaptive_gates.agent_tool import not_needed_reply
+from adaptive_gates.answering.agent_tool import not_needed_reply
 from langchain_adaptive_gates import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, create_gated_retriever_tool
 from openai_server import Fault
 

@@ -10,7 +10,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
-from adaptive_gates.prompts import quote_question, quote_turns
+from adaptive_gates.answering.prompts import quote_question, quote_turns
 from langchain_adaptive_gates import GateRunnable, condense_question_chain
 from langchain_adaptive_gates.history import CONDENSE_INSTRUCTION
 

@@ -9,8 +9,8 @@ import pytest
 from langchain_classic.evaluation import load_evaluator
 
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.selfknowledge import KNOWN as KNOWN_LABEL
-from adaptive_gates.selfknowledge import UNKNOWN as UNKNOWN_LABEL
+from adaptive_gates.records.selfknowledge import KNOWN as KNOWN_LABEL
+from adaptive_gates.records.selfknowledge import UNKNOWN as UNKNOWN_LABEL
 from langchain_adaptive_gates import EvaluatorFeedback, GateRunnable
 
 from ..conftest import KNOWN, UNKNOWN

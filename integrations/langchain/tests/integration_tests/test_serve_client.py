@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 from langchain_openai import ChatOpenAI
 
-from adaptive_gates.data import CorpusRecord
+from adaptive_gates.records.data import CorpusRecord
 from serve_process import serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast

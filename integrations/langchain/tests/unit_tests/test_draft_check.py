@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from pydantic import Field
 
 from adaptive_gates import DraftCheckGate, GateDecision
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from langchain_adaptive_gates import (
     AdaptiveGatesChatModel,
     GatedRetriever,

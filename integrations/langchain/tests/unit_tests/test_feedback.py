@@ -9,8 +9,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
 
 from adaptive_gates import PopularityGate, SKRKnnGate
-from adaptive_gates.datasets import adarague_outcomes
-from adaptive_gates.feedback import FeedbackNotSupportedError
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
 from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 from langchain_adaptive_gates import AdaptiveGatesChatModel, GatedRetriever, GateFeedback, gated_router
 

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 
-from adaptive_gates.seakr.prompts import DEFAULT_DEMOS
+from adaptive_gates.seakr.reasoning_prompt import DEFAULT_DEMOS
 from langchain_adaptive_gates import AdaptiveGatesEmbeddings, RetrieverSearch, SeaKRChain
 
 from ..stores import faiss_store

@@ -18,8 +18,8 @@ from langchain_community.retrievers import TFIDFRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from adaptive_gates import DraftCheckGate, GateDecision
-from adaptive_gates.answering import clean_answer
-from adaptive_gates.datasets import adarague_outcomes
+from adaptive_gates.answering.answerer import clean_answer
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.extend import ShadowLearner
 from langchain_adaptive_gates import (
     AdaptiveGatesChatModel,
@@ -158,7 +158,7 @@ def test_a_failing_shadow_is_logged_and_the_user_keeps_the_answer(gate, tfidf, a
     app = create_adaptive_rag_graph(gate, tfidf, llm.runnable, shadow_learner=learner)
     plain = create_adaptive_rag_graph(gate, tfidf, answerer).invoke({"question": question}, DRAFT)
 
-    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow_learner"):
+    with caplog.at_level(logging.WARNING, logger="adaptive_gates.gates.shadow.learner"):
         state = app.invoke({"question": question}, DRAFT)
         llm.released.set()
         assert learner.drain(PATIENCE)

@@ -38,7 +38,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     standalone question. With ``history_window`` set the engine skips the LLM call
     and asks the message made standalone by the core's rule instead: after as many of
     the last ``history_window`` user messages as it leans on
-    (``adaptive_gates.history_window``). A condensing LLM that fails or says nothing does not end the
+    (``adaptive_gates.answering.history_window``). A condensing LLM that fails or says nothing does not end the
     turn: the message itself is asked, and the failure is in the response's metadata.
 
     Each response's ``metadata`` holds the decision (``"gate_decision"``), the route

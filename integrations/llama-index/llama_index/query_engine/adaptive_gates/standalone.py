@@ -61,8 +61,8 @@ class CondenseInputs(TypedDict):
 
 def condense_inputs(history: Sequence[ChatMessage], message: str) -> CondenseInputs:
     """The condensing prompt's ``chat_history`` and ``question``: each turn a
-    ``role: "text"`` line (``adaptive_gates.prompts.quote_turns``), the follow-up quoted
-    (``adaptive_gates.prompts.quote_question``). LlamaIndex pastes both in as they come,
+    ``role: "text"`` line (``adaptive_gates.answering.prompts.quote_turns``), the follow-up quoted
+    (``adaptive_gates.answering.prompts.quote_question``). LlamaIndex pastes both in as they come,
     so a turn could write a forged ``assistant:`` line of its own."""
     return CondenseInputs(
         chat_history=quote_turns((m.role.value, m.content or "") for m in history), question=quote_question(message)

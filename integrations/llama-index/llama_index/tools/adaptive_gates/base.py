@@ -3,7 +3,7 @@
 An agent that calls its retrieval tool on every turn pays for a retrieval each time,
 and may get passages that turn a right answer wrong. This tool asks the gate first
 (through a ``GatedRetriever``): when it says the model knows, the tool's content says
-retrieval is not needed (``adaptive_gates.agent_tool``) instead of giving passages.
+retrieval is not needed (``adaptive_gates.answering.agent_tool``) instead of giving passages.
 Either way its ``ToolOutput.raw_output`` is the ``GatedNodes`` (the nodes, none when
 not retrieved, and the ``GateDecision``), so an agent's tool-call events carry the
 decision.

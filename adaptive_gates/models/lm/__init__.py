@@ -1,0 +1,1 @@
+"""The local causal LM: loading, generation, streaming, prefix caching and the hidden-state probe."""
