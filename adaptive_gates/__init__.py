@@ -59,13 +59,13 @@ from .seakr import (
     AnswerCandidate,
     RankedSnippet,
     ReasoningSelector,
+    SeaKRGate,
     Selection,
     SelfAwareUncertainty,
     UncertaintyEstimate,
     UncertaintyReranker,
     eigen_score,
 )
-from .seakr.gate import SeaKRGate
 
 __version__ = "0.1.0"
 
