@@ -12,7 +12,7 @@ collection's cost (``outcome_usage``), and names the model that answered (``llm`
 ``MODEL_FIELD``: a gate fitted on the records records whose they are).
 
 With ``draft="self-report"`` the answer without retrieval is asked with the
-self-report instruction (``signals.self_report``: the answer or "unknown", then
+self-report instruction (``answering.self_report``: the answer or "unknown", then
 "certain" or "uncertain"): ``pred_no_retrieval`` is the answer without its marker and
 ``certainty_no_retrieval`` the certainty stated (``null`` when none was), which is
 what the draft-check gate's cold start and its ``self_report`` columns read. The answer
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 #: The ``usage`` field of a record: the tokens of each of its two answers.
 USAGE_FIELD = "usage"
 _ANSWERS = ("no_retrieval", "one_retrieval")
-#: The field naming the model that answered: the one ``gates.fitted_on`` reads
+#: The field naming the model that answered: the one ``gates.base.fitted_on`` reads
 #: (``MODEL_FIELD``) to record whose outcomes a gate was fitted on.
 MODEL_FIELD = "llm"
 #: How the answer without retrieval is asked: with the self-report instruction, or

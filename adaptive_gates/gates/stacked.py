@@ -45,7 +45,7 @@ out-of-fold member scores (a serving member would score it in-sample); any other
 scored by the serving members, which never saw it: out-of-sample too, only by members
 fitted on all rows rather than on (folds - 1)/folds of them.
 
-Persistence: one directory; the members are saved into it as ``gates.saved`` does for
+Persistence: one directory; the members are saved into it as ``gates.base.saved`` does for
 every gate that holds gates (each in its sub-folder ``member-<i>-<name>/``), beside the
 combiner's files (``FeatureCombiner.write_files``), its training rows, the default
 threshold and the feedback log. A gate saved before the combiner took embeddings and

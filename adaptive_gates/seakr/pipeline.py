@@ -25,7 +25,7 @@ Simple-QA mode: one retrieval with the question, re-rank the candidates by U, an
 from the best one. Two baselines share the prompt: ``no-retrieval`` and
 ``single-retrieval`` (the question's top snippets in context).
 
-The prompt is SeaKR's code form (``seakr.prompts``) given to the model as a raw
+The prompt is SeaKR's code form (``seakr.reasoning_prompt``) given to the model as a raw
 completion text: on 16 HotpotQA dev questions SmolLM2-135M-Instruct ended its chain of
 thought with "So the answer is …" 10 times with the raw text, 4 times when the same text
 was sent as a chat message.

@@ -1,6 +1,6 @@
 """SeaKR's test of one context (SPEC §4.2): pseudo-generate the next step greedily and,
 unless it is empty, estimate the model's uncertainty U of the context. The gate
-(``gates.seakr``) and the pipeline's loop both take their decisions from it."""
+(``seakr.gate``) and the pipeline's loop both take their decisions from it."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ class SelfAwareUncertainty:
         variant: ``"seakr"`` (Gram matrix Z J Zᵀ) or ``"inside"`` (``torch.cov``).
         early_stop: ``None`` (the paper: always k samples in one batch), or m in 2..k:
             draw the first m samples; when none is empty and all give the same answer
-            after answer normalisation (``metrics.normalize_answer``), stop, and compute
+            after answer normalisation (``answer_metrics.normalize_answer``), stop, and compute
             U as if every further sample repeated them (their states cycled to k rows),
             on the scale of k samples that a threshold was calibrated on. Otherwise draw
             the other k − m (the prompt's states kept by the prefix cache): every sample

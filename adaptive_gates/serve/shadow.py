@@ -23,7 +23,7 @@ are real requests to the upstream: they compete with users' requests for it (an
 embedded model answers one at a time).
 
 The recording, the draws and the refits are the core's ``ShadowLearner``
-(``gates.shadow_learner``), as in the framework doors; the server adds its admin list,
+(``gates.shadow.learner``), as in the framework doors; the server adds its admin list,
 its upstream's shadow answers and the saving.
 """
 

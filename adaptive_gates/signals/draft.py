@@ -29,7 +29,7 @@ Agreement with one cheap retrieval over the question (top-k passages, best first
 Only a content draft can agree (not empty, no hedge, not yes/no); for the others
 these columns are 0.
 - ``agree_any``: the normalised draft occurs in a passage as whole tokens
-  (``metrics.contains_answer`` with the passage as the text searched). A draft the
+  (``answer_metrics.contains_answer`` with the passage as the text searched). A draft the
   corpus states is most likely right already, and retrieving the same passages
   would change little.
 - ``agree_top``: it occurs in the best passage: the one the retrieval trusts most.

@@ -21,14 +21,14 @@ load; the gate records which kind of retriever it was fitted with and warns when
 scores through another (retrieval scores and agreement read differently).
 
 With ``self_report`` the draft is asked with the self-report instruction
-(``signals.self_report``): the answer or "unknown", then the model's certainty; the
+(``answering.self_report``): the answer or "unknown", then the model's certainty; the
 draft served is the answer without its marker, and the certainty is two more columns.
 With ``cold_start`` an unfitted gate decides from that self-report alone
-(``gates.cold_start``: an abstention or stated doubt retrieves), so it is ready without
+(``gates.draft_check.cold_start``: an abstention or stated doubt retrieves), so it is ready without
 any outcome of the model at hand; ``fit_outcomes`` then hands over to the combiner.
 Whether the combiner reads the draft's agreement with the passages is the
 ``agreement`` parameter's, by default decided on the records fitted on
-(``gates.agreement_check``).
+(``gates.draft_check.agreement_check``).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
     a person can check (``reasons``: the agreement found, the hedge matched, a
     mismatched answer kind), each head's probability and the passages' count. In the
     cold start (``cold_start``, before any fit) the need score is the fixed one of
-    ``gates.cold_start`` (1.0 for an abstention, 0.75 for stated doubt, 0.5 for no
+    ``gates.draft_check.cold_start`` (1.0 for an abstention, 0.75 for stated doubt, 0.5 for no
     certainty stated, 0.0 for stated certainty), retrieving above 0.6, with its reason.
 
     Args:
@@ -124,7 +124,7 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
             default: it is what the cold start reads and what ``collect`` records; a
             gate saved before it existed loads with it off, as it was fitted.
         cold_start: until ``fit_outcomes`` runs, decide from what the model says about
-            itself (``gates.cold_start``): retrieve on an empty or hedged draft or
+            itself (``gates.draft_check.cold_start``): retrieve on an empty or hedged draft or
             stated uncertainty, with no fitted weights. Off by default: an unfitted gate
             then refuses to decide.
         agreement: whether the combiner reads the draft's agreement with the passages
@@ -146,12 +146,12 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
         fallback_retrieve: the decision taken when a question or a backend fails.
         domain_field: fit with a domain indicator: each outcome record's domain is
             ``record.extra[domain_field]`` (e.g. ``"task"``), one-hot columns
-            ``domain=<name>`` and ``domain=other`` (``gates.domain_columns``).
+            ``domain=<name>`` and ``domain=other`` (``gates.draft_check.domain_columns``).
         domain: the deployment's domain, read at decision time by a gate fitted with
             ``domain_field`` (a serving parameter: setting it keeps the fitted state);
             unset or never seen in fitting, questions read as ``other``.
         draft_embedding: also read the draft's own embedding (the question encoder's),
-            reduced by a PCA learned in ``fit`` (``gates.draft_embedding``): one more
+            reduced by a PCA learned in ``fit`` (``gates.draft_check.draft_embedding``): one more
             encoder call per decision.
         draft_embedding_dims: that PCA's components.
 
@@ -479,7 +479,7 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
         self, features: np.ndarray, a: np.ndarray, b: np.ndarray, embeddings: np.ndarray | None
     ) -> AgreementCheck:
         """Whether the combiner reads the agreement columns (``agreement``); with
-        ``"auto"``, as cross-fitting on these rows shows (``gates.agreement_check``)."""
+        ``"auto"``, as cross-fitting on these rows shows (``gates.draft_check.agreement_check``)."""
         if self.agreement != "auto":
             return AgreementCheck(self.agreement == "always", f"agreement={self.agreement!r}")
         return check_agreement(self._fit_combiner, features, self._all_columns(), a, b, embeddings)

@@ -189,7 +189,7 @@ class LearnsFromShadows:
 
     def refit_observations(self) -> bool:
         """Refit the combiner now on the fit's rows and every observation logged
-        (``gates.shadow.refit``); whether it refitted (a gate without fit rows waits
+        (``gates.shadow.observations.refit``); whether it refitted (a gate without fit rows waits
         for enough observations)."""
         with self._learning_lock():
             return self._refit()

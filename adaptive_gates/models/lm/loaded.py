@@ -3,7 +3,7 @@
 ``LoadedCausalLM`` loads the model and tokenizer, formats and encodes prompts, decodes
 tokens, keeps the prompt-prefix cache and captures a sub-module's activations; the
 inference calls built on these (generation, sampling, SeaKR's probe, hidden states,
-log-probabilities) are ``LocalCausalLM``'s, in ``models.local_lm`` and ``models.probe``.
+log-probabilities) are ``LocalCausalLM``'s, in ``models.lm.local`` and ``models.lm.probe``.
 """
 
 from __future__ import annotations

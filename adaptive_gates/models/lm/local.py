@@ -4,8 +4,8 @@ It offers what the gates need: batched greedy generation, k samples sharing one 
 prefill, pooled hidden states, activation capture, and token log-probabilities; and,
 opt-in, a cache of recent prompts' KV states so that prompts sharing a long start (a
 few-shot block) do not recompute it. What the calls share (loading, prompts, tokens,
-the prefix cache, activation capture) is the base class's, in ``models.loaded_lm``;
-SeaKR's probe (``sample_with_states``) lives in ``models.probe``.
+the prefix cache, activation capture) is the base class's, in ``models.lm.loaded``;
+SeaKR's probe (``sample_with_states``) lives in ``models.lm.probe``.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class LocalCausalLM(LoadedCausalLM):
 
         return TokenStream(run, self._decode, stops, self._eos_ids(), self.model_id)
 
-    #: SeaKR's probe, written in ``models.probe`` and bound here as a method.
+    #: SeaKR's probe, written in ``models.lm.probe`` and bound here as a method.
     sample_with_states = probe.sample_with_states
 
     def _shared_prefix_cache(self, ids: torch.Tensor, k: int) -> Any:
