@@ -2,7 +2,7 @@
 ``LangChainChatModel`` (here wrapping the embedded SmolLM2 as a real LangChain chat
 model) answers each question both ways, with log-probs and token counts."""
 
-from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
+from support.collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel
 
 

@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableLambda
 from adaptive_gates import PopularityGate, SKRKnnGate
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
-from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
+from support.feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 from langchain_adaptive_gates import AdaptiveGatesChatModel, GatedRetriever, GateFeedback, gated_router
 
 KNOWN = ["Who wrote Hamlet?", "What is the capital of France?", "Who painted the Mona Lisa?"]
