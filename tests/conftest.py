@@ -30,7 +30,11 @@ from adaptive_gates.records.data import (
 )
 
 pytest.register_assert_rewrite(
-    "support.openai_server", "support.collect_checks", "support.feedback_checks", "support.serve_process", "support.browser"
+    "support.openai_server",
+    "support.collect_checks",
+    "support.feedback_checks",
+    "support.serve_process",
+    "support.browser",
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
 from support.browser import browser_page, pytest_runtest_protocol  # noqa: E402, F401

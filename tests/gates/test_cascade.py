@@ -26,8 +26,8 @@ from adaptive_gates import (
 )
 from adaptive_gates.models.chat.base import ChatReply
 from adaptive_gates.persistence.saved_format import with_checksums
-from support.saved_layouts import flatten_members
 from gates.test_skr_prompt import ScriptedChat
+from support.saved_layouts import flatten_members
 
 
 class Calls(DecisionListener):

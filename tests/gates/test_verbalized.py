@@ -3,7 +3,7 @@ and through the real OpenAI-compatible test server; live evaluation and its CLI.
 
 These tests assert what must hold whatever the real model replies (its replies are
 parsed, decisions follow what they state, drafts are reused); each branch of the
-decision logic is pinned down with scripted replies in ``test_chat_gate_logic.py``."""
+decision logic is pinned down with scripted replies in ``test_skr_prompt.py``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The server is what ``adaptive-gates serve`` builds from its command line, over an SKR-kNN
 gate fitted on real outcome records, a corpus of real Wikipedia paragraphs and the
 embedded SmolLM2, served over real HTTP from this process (the tests are about the page;
-``test_serve_command.py`` runs the command as a process of its own); Debian's chromium
+``tests/cli/test_serve.py`` runs the command as a process of its own); Debian's chromium
 drives the page as a user would. The gate decides, not the
 135M model, so the questions are chosen by what the fitted gate does with them.
 """

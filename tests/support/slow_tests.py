@@ -97,7 +97,8 @@ def write_slow_list(records: Path, out: Path = SLOW_LIST, *, add: bool = False) 
             measured[entry["test"]] = entry["cpu_seconds"]
     slow = sorted(test for test, seconds in measured.items() if seconds >= SLOW_CPU_SECONDS)
     header = [
-        f"# Tests that took at least {SLOW_CPU_SECONDS:g} CPU seconds (`make slow-tests`; tests/support/slow_tests.py).",
+        f"# Tests that took at least {SLOW_CPU_SECONDS:g} CPU seconds"
+        " (`make slow-tests`; tests/support/slow_tests.py).",
         "# Each line: the test, its CPU seconds.",
     ]
     out.write_text("\n".join(header + [f"{test} {measured[test]:.1f}" for test in slow]) + "\n", encoding="utf-8")

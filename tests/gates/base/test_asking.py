@@ -15,8 +15,8 @@ import pytest
 from adaptive_gates import SKRPromptGate, VerbalizedGate, listening
 from adaptive_gates.errors import BackendUnavailableError
 from adaptive_gates.models import ChatModel, ChatReply, LocalChatModel, OpenAIChatModel, with_achat
-from support.openai_server import ChatCompletionsServer, Fault
 from gates.test_skr_prompt import QUESTION, ScriptedChat
+from support.openai_server import ChatCompletionsServer, Fault
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
