@@ -93,21 +93,21 @@ test: browser $(STAMP)
 	exit $$status
 
 # The developer's loop: everything but the browser, Milvus and live-server tests and the
-# tests that took the most CPU when last measured (tests/slow_tests.txt).
+# tests that took the most CPU when last measured (tests/support/slow_tests.txt).
 test-fast: MARKS = not browser and not milvus and not live_server and not slow
 test-fast: $(STAMP)
 	$(run_suites)
 
-# Measure every test's CPU time over the whole suite and write tests/slow_tests.txt anew;
+# Measure every test's CPU time over the whole suite and write tests/support/slow_tests.txt anew;
 # then measure the fast loop's tests and add those that now pay a setup a slow test paid.
 slow-tests: export ADAPTIVE_GATES_RECORD_CPU = $(abspath $(VENV))/cpu-seconds.jsonl
 slow-tests: browser $(STAMP)
 	rm -f $(ADAPTIVE_GATES_RECORD_CPU)
 	$(run_suites)
-	$(PY) tests/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU)
+	$(PY) tests/support/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU)
 	rm -f $(ADAPTIVE_GATES_RECORD_CPU)
 	$(MAKE) --no-print-directory test-fast
-	$(PY) tests/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU) --add
+	$(PY) tests/support/slow_tests.py $(ADAPTIVE_GATES_RECORD_CPU) --add
 
 # The tests whose data differs without ../shared/data (marked shared_data), run without
 # it: what CI repeats after `make test`, as on a user's clone. The others' inputs are the
@@ -121,7 +121,7 @@ test-without-shared-data: browser $(STAMP)
 # conversation; tests never write into the tracked tree.
 page-screenshot: browser $(STAMP)
 	ADAPTIVE_GATES_PAGE_SCREENSHOT=$(abspath docs/serve-page.png) $(ONE_THREAD) $(PY) -m pytest -q \
-		tests/test_serve_page.py -k test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate
+		tests/serve/test_app_page.py -k test_an_answer_streams_with_its_decision_and_a_thumbs_down_teaches_the_gate
 
 bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py

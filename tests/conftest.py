@@ -30,16 +30,20 @@ from adaptive_gates.records.data import (
 )
 
 pytest.register_assert_rewrite(
-    "openai_server", "collect_checks", "feedback_checks", "serve_process", "browser"
+    "support.openai_server",
+    "support.collect_checks",
+    "support.feedback_checks",
+    "support.serve_process",
+    "support.browser",
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
-from browser import browser_page, pytest_runtest_protocol  # noqa: E402, F401
-from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
-from milvus_server import milvus_uri  # noqa: E402, F401
-from openai_server import openai_server, served_chat_model  # noqa: E402, F401
-from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
-from serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
-from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+from support.browser import browser_page, pytest_runtest_protocol  # noqa: E402, F401
+from support.fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
+from support.milvus_server import milvus_uri  # noqa: E402, F401
+from support.openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from support.scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
+from support.serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
+from support.shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     SHARED_DATA,
     packaged_wiki_paragraphs,
     pytest_runtest_call,
@@ -47,7 +51,7 @@ from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared t
     pytest_runtest_teardown,
     reads_shared_data,
 )
-from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
+from support.slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
 
 
 def pytest_report_header(config) -> str:

@@ -56,7 +56,7 @@ class LocalCausalLM(LoadedCausalLM):
     blank line as one token alone, as two before "Context"), and whole prompts sent twice
     (a greedy step, then the uncertainty of the same prompt) are reused as well. Outputs
     match those without the cache up to float rounding, as the split prefill sums in
-    another order (see ``tests/test_prefix_cache.py``).
+    another order (see ``tests/models/lm/test_prefix_cache.py``).
     """
 
     # -------------------------------------------------------------- generation

@@ -15,15 +15,15 @@ import pytest
 from .stores import faiss_store
 
 # The core suite's shared checks (pythonpath in pyproject.toml) report like test code.
-pytest.register_assert_rewrite("openai_server", "collect_checks", "feedback_checks")
-from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
-from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
-from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+pytest.register_assert_rewrite("support.openai_server", "support.collect_checks", "support.feedback_checks")
+from support.fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
+from support.scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
+from support.shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
 )
-from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
+from support.slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows;
 #: questions about figures that change or that no model carries; and follow-ups whose

@@ -23,18 +23,18 @@ from adaptive_gates.bundled.datasets import packaged_corpus, packaged_qa
 
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
 pytest.register_assert_rewrite(
-    "openai_server", "collect_checks", "feedback_checks"
+    "support.openai_server", "support.collect_checks", "support.feedback_checks"
 )  # shared checks report like test code
 # imported once the rewrite is registered; the names are fixtures
-from fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
-from openai_server import openai_server, served_chat_model  # noqa: E402, F401
-from scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
-from shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
+from support.fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
+from support.openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from support.scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
+from support.shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
 )
-from slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
+from support.slow_tests import pytest_runtest_logstart, pytest_runtest_makereport  # noqa: E402, F401
 
 #: Hand-labelled SKR memory (1 = the model needs retrieval): plain facts an LLM knows,
 #: and questions about figures that change or that no model carries.

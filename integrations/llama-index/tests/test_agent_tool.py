@@ -11,7 +11,7 @@ from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.llms.openai_like import OpenAILike
 from llama_index.tools.adaptive_gates import GatedRetrieverTool
 
-from openai_server import Fault
+from support.openai_server import Fault
 
 from .conftest import KNOWN, UNKNOWN
 

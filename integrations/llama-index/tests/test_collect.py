@@ -4,7 +4,7 @@ LLM) answers each question both ways, with log-probs and token counts."""
 
 from llama_index.llms.adaptive_gates import AdaptiveGatesLLM, LlamaIndexChatModel
 
-from collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
+from support.collect_checks import check_collects_outcomes_with_logprobs_and_usage  # the core suite's
 
 
 def test_a_llama_index_llm_collects_outcomes_with_logprobs_and_usage(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
+from support.example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "llamaindex_workflow.py"

@@ -21,7 +21,7 @@ from adaptive_gates import PopularityGate, SKRKnnGate
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
 from adaptive_gates.models.embedding.cached import CachedEmbedder
-from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
+from support.feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 
 from .conftest import KNOWN, UNKNOWN
 

@@ -12,7 +12,7 @@ from llama_index.vector_stores.adaptive_gates import VectorStoreMemory
 from llama_index.vector_stores.milvus import MilvusVectorStore
 
 from adaptive_gates import BackendMisconfiguredError, SKRKnnGate
-from milvus_server import milvus_uri  # noqa: F401  # the core suite's fixture (a real server)
+from support.milvus_server import milvus_uri  # noqa: F401  # the core suite's fixture (a real server)
 
 
 def test_the_memory_refuses_the_store_naming_the_versions(milvus_uri, core_embedder):  # noqa: F811

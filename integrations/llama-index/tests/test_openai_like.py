@@ -6,7 +6,7 @@ import pytest
 from llama_index.llms.adaptive_gates import LlamaIndexChatModel
 from llama_index.llms.openai_like import OpenAILike
 
-from openai_server import (  # the core suite's test server and its checks
+from support.openai_server import (  # the core suite's test server and its checks
     check_a_closed_port_is_unavailable,
     check_a_hung_server_is_asked_once_per_batch,
     check_replies_carry_the_servers_logprobs,

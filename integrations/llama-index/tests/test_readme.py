@@ -13,7 +13,11 @@ import pytest
 from llama_index.core import Settings
 from llama_index.core.instrumentation import get_dispatcher
 
-from readme_blocks import readme_blocks, reply_cap, run_readme  # the core suite's (pythonpath in pyproject.toml)
+from support.readme_blocks import (  # the core suite's (pythonpath in pyproject.toml)
+    readme_blocks,
+    reply_cap,
+    run_readme,
+)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOP_README = Path(__file__).resolve().parents[3] / "README.md"

@@ -8,7 +8,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
 from adaptive_gates.bundled.datasets import packaged_corpus
-from serve_process import serving
+from support.serve_process import serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 

@@ -1,7 +1,7 @@
 import pytest
 
 # the core suite's test server and its fixtures (pythonpath in pyproject.toml)
-from openai_server import openai_server, served_chat_model  # noqa: F401
+from support.openai_server import openai_server, served_chat_model  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from langgraph.prebuilt import create_react_agent
 
 from adaptive_gates.answering.agent_tool import not_needed_reply
 from langchain_adaptive_gates import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, create_gated_retriever_tool
-from openai_server import Fault
+from support.openai_server import Fault
 
 pytestmark = [
     pytest.mark.usefixtures("one_torch_thread"),

@@ -7,8 +7,8 @@ from langchain_core.prompts import ChatPromptTemplate
 
 from adaptive_gates import SKRPromptGate
 from adaptive_gates.models import LocalChatModel
-from event_loop import run_beside_a_ticker  # the core suite's (pythonpath in pyproject.toml)
 from langchain_adaptive_gates import AdaptiveGatesChatModel, LangChainChatModel
+from support.event_loop import run_beside_a_ticker  # the core suite's (pythonpath in pyproject.toml)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

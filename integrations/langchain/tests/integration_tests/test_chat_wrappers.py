@@ -12,7 +12,7 @@ from langchain_openai import ChatOpenAI
 
 from adaptive_gates import BackendUnavailableError, SKRPromptGate
 from langchain_adaptive_gates import LangChainChatModel
-from openai_server import ChatCompletionsServer
+from support.openai_server import ChatCompletionsServer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

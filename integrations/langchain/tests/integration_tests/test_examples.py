@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
+from support.example_scripts import run_scripts  # the core suite's (pythonpath in pyproject.toml)
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 DECISION = re.compile(r"^   retrieve\? (yes|no)  score (\S+)  threshold (\S+)  \(skr-knn\)$", re.M)

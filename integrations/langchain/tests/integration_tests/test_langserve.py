@@ -15,7 +15,7 @@ import pytest
 
 from adaptive_gates.serve.health import wait_until_healthy
 from langchain_adaptive_gates import GateRunnable
-from milvus_server import free_port
+from support.milvus_server import free_port
 
 from ..input_forms import NOT_INPUTS
 

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from readme_blocks import readme_blocks, reply_cap, run_readme  # the core suite's (pythonpath in pyproject.toml)
+from support.readme_blocks import (  # the core suite's (pythonpath in pyproject.toml)
+    readme_blocks,
+    reply_cap,
+    run_readme,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CORE_README = Path(__file__).resolve().parents[4] / "README.md"

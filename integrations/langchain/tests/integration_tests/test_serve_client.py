@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessageChunk
 from langchain_openai import ChatOpenAI
 
 from adaptive_gates.records.data import CorpusRecord
-from serve_process import serving
+from support.serve_process import serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 

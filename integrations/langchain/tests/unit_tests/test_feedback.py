@@ -11,8 +11,8 @@ from langchain_core.runnables import RunnableLambda
 from adaptive_gates import PopularityGate, SKRKnnGate
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.gates.base.feedback import FeedbackNotSupportedError
-from feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 from langchain_adaptive_gates import AdaptiveGatesChatModel, GatedRetriever, GateFeedback, gated_router
+from support.feedback_checks import check_rounds_of_judged_answers  # the core suite's check of the rule
 
 KNOWN = ["Who wrote Hamlet?", "What is the capital of France?", "Who painted the Mona Lisa?"]
 UNKNOWN = ["What was the population of Tuvalu in the 2021 census?", "What did the report published yesterday conclude?"]

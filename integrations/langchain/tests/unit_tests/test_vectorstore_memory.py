@@ -14,7 +14,7 @@ from adaptive_gates import GateLoadError, SKRKnnGate, StoreContentError
 from adaptive_gates.memory.memories import FaissMemory, SKRMemory, l2_normalise
 from adaptive_gates.models.embedding.cached import CachedEmbedder
 from langchain_adaptive_gates import LABEL_KEY, AdaptiveGatesEmbeddings, VectorStoreMemory
-from restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
+from support.restart_checks import (  # the core suite's (pythonpath in pyproject.toml)
     check_a_saved_gate_decides_the_same_after_a_restart,
     run_in_new_process,
 )
