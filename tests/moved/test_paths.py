@@ -51,7 +51,7 @@ def test_an_old_path_gives_the_new_module_with_a_warning(old, fresh_old_paths):
 def test_the_from_import_form_works_and_warns(fresh_old_paths):
     from adaptive_gates.records import data
 
-    with pytest.warns(DeprecationWarning, match="adaptive_gates.data moved to adaptive_gates.records.data"):
+    with pytest.warns(DeprecationWarning, match=r"adaptive_gates\.data moved to adaptive_gates\.records\.data"):
         from adaptive_gates import data as old  # type: ignore[attr-defined]
     assert old is data
 
@@ -83,7 +83,7 @@ def test_a_moved_name_is_found_through_its_old_package(package, name):
 
 
 def test_an_unknown_name_raises_attribute_error():
-    with pytest.raises(AttributeError, match="'adaptive_gates.memory' has no attribute 'NoSuchThing'"):
+    with pytest.raises(AttributeError, match=r"'adaptive_gates\.memory' has no attribute 'NoSuchThing'"):
         moved_attribute("adaptive_gates.memory", "NoSuchThing")
     with pytest.raises(AttributeError, match="NoSuchGate"):
         adaptive_gates.gates.NoSuchGate  # noqa: B018
