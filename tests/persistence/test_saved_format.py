@@ -112,10 +112,10 @@ def test_another_format_is_refused(tmp_path, field, value, message):
 def test_a_modified_or_missing_file_is_refused(tmp_path):
     path = _save(tmp_path / "gate", member=True)
     save_array(path, "weights.npy", WEIGHTS * 2)
-    with pytest.raises(GateLoadError, match="file 'weights.npy' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"file 'weights\.npy' does not match its checksum"):
         read_config(path)
     (path / "weights.npy").unlink()
-    with pytest.raises(GateLoadError, match="missing file 'weights.npy'"):
+    with pytest.raises(GateLoadError, match=r"missing file 'weights\.npy'"):
         read_config(path)
 
 
@@ -123,7 +123,7 @@ def test_a_modified_member_is_refused_by_its_holder(tmp_path):
     path = _save(tmp_path / "gate", member=True)
     _rewrite_config(path / "member", lambda c: c.update(with_checksums({**c, "state": {"bias": 2}})))
     read_config(path / "member")  # consistent on its own
-    with pytest.raises(GateLoadError, match="file 'member/config.json' does not match its checksum"):
+    with pytest.raises(GateLoadError, match=r"file 'member/config\.json' does not match its checksum"):
         read_config(path)
 
 
@@ -161,7 +161,7 @@ def test_read_json_file_names_what_is_wrong(tmp_path, content, message):
 
 
 def test_read_json_file_of_a_missing_name(tmp_path):
-    with pytest.raises(GateLoadError, match="missing state.json"):
+    with pytest.raises(GateLoadError, match=r"missing state\.json"):
         read_json_file(tmp_path, "state.json")
 
 
@@ -232,7 +232,7 @@ def test_load_array_refuses_objects_and_lying_headers(tmp_path):
     with pytest.raises(GateLoadError, match="but has 8 bytes of data"):
         load_array(tmp_path, "huge.npy")
     (tmp_path / "text.npy").write_bytes(b"not an array at all")
-    with pytest.raises(GateLoadError, match="not a .npy array"):
+    with pytest.raises(GateLoadError, match=r"not a \.npy array"):
         load_array(tmp_path, "text.npy")
     save_array(tmp_path, "ints.npy", np.arange(3))
     with pytest.raises(GateLoadError, match="expected a plain array of kind 'f'"):
