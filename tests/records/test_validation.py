@@ -101,7 +101,7 @@ def test_text_and_positive_ints():
         with pytest.raises(ValueError, match=message):
             check_text(bad, "text")
     check_positive(1, "k")
-    for bad in [0, -3, 2.0, "2", None]:
+    for bad in [0, -3, 2.0, "2", None, True]:
         with pytest.raises(ValueError, match="k must be a positive int"):
             check_positive(bad, "k")
 
@@ -119,6 +119,7 @@ def test_sampling_settings():
     check_sampling(k=3, temperature=0.7, top_k=0, top_p=1.0, max_new_tokens=16)
     for settings, message in [
         ({"k": 0}, "k must be a positive int"),
+        ({"k": True}, "k must be a positive int"),
         ({"max_new_tokens": 0}, "max_new_tokens must be a positive int"),
         ({"temperature": 0.0}, "temperature must be > 0"),
         ({"temperature": float("nan")}, "temperature must be > 0"),
