@@ -151,8 +151,8 @@ def check_text(text: object, what: str) -> None:
 
 
 def check_positive(value: object, name: str) -> None:
-    """Raise ``ValueError`` unless ``value`` is an int >= 1."""
-    if not isinstance(value, int) or value < 1:
+    """Raise ``ValueError`` unless ``value`` is an int >= 1 (a bool is no count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
