@@ -29,12 +29,20 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..gates.base.feedback import FeedbackNotSupportedError
+from ..errors import (
+    ConversationTooLongError,
+    FeedbackNotSupportedError,
+    FeedbackRefusedError,
+    GateBackendError,
+    UnknownDecisionError,
+    UnknownLessonError,
+    UpstreamError,
+)
 from .access import RequireKeys
 from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
-from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit, client_of
+from .limits import LimitBody, LimitInFlight, RateLimit, client_of
 from .openapi_spec import documented_openapi
 from .protocol import (
     DECISION_HEADER,
@@ -46,15 +54,7 @@ from .protocol import (
     event,
 )
 from .readiness import Readiness
-from .service import (
-    ChatService,
-    FeedbackRefusedError,
-    GateBackendError,
-    Prepared,
-    UnknownDecisionError,
-    UnknownLessonError,
-    UpstreamError,
-)
+from .service import ChatService, Prepared
 
 logger = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConversationTooLongError
 from ..models.chat.base import Message
 from .protocol import send_error
 
@@ -63,11 +64,6 @@ class Limits:
         rates = [rate for rate in (self.requests_per_minute, self.feedback_per_hour) if rate is not None]
         if any(bound < 1 for bound in [*bounds, *rates]):
             raise ValueError(f"every limit must be >= 1, got {self}")
-
-
-class ConversationTooLongError(ValueError):
-    """A message or the conversation is longer than the server takes (OpenAI's
-    ``context_length_exceeded``)."""
 
 
 def token_counter(model: object) -> Callable[[str], int]:

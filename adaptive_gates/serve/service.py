@@ -20,7 +20,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..answering.answerer import DEFAULT_INSTRUCTION, build_prompt
-from ..errors import BackendMisconfiguredError, BackendUnavailableError, ContextLengthExceededError
+from ..errors import (
+    AlreadyJudgedError,
+    AlreadyRevertedError,
+    BackendMisconfiguredError,
+    BackendUnavailableError,
+    ContextLengthExceededError,
+    ConversationTooLongError,
+    FeedbackQuotaError,
+    GateBackendError,
+    MemoryUnavailableError,
+    NotYourDecisionError,
+    UnknownDecisionError,
+    UnknownLessonError,
+    UpstreamError,
+)
+from ..errors import (
+    FeedbackRefusedError as FeedbackRefusedError,  # importable here as before
+)
 from ..gates.base.gate import Gate
 from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat.stream import astream_chat
@@ -28,83 +45,12 @@ from ..models.chat.unavailable import is_timeout
 from ..records.decision import DRAFT
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
-from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
+from .limits import Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
 from .shadow import ServedShadowLearner
 
 logger = logging.getLogger(__name__)
-
-
-class UpstreamError(Exception):
-    """The upstream LLM failed (``timed_out``: gave no answer in time)."""
-
-    def __init__(self, message: str, *, timed_out: bool) -> None:
-        super().__init__(message)
-        self.timed_out = timed_out
-
-
-class GateBackendError(Exception):
-    """The gate's backend cannot serve it at all (``BackendMisconfiguredError``), e.g. an
-    upstream that gives no log-probs to a gate that reads them."""
-
-
-class UnknownDecisionError(KeyError):
-    """Feedback names a decision the server does not hold (never taken, or too old)."""
-
-
-class UnknownLessonError(KeyError):
-    """A revert names an answer no listed lesson was given on."""
-
-
-class FeedbackRefusedError(Exception):
-    """Feedback the server will not take (``status``: the HTTP status that says why)."""
-
-    status = 400
-    code = "feedback_refused"
-    #: Seconds after which the same verdict may be taken (sent as ``Retry-After``).
-    retry_after: int | None = None
-
-
-class NotYourDecisionError(FeedbackRefusedError):
-    """Only the key that got the answer, or an admin key, may judge it."""
-
-    status = 403
-    code = "not_your_decision"
-
-
-class AlreadyJudgedError(FeedbackRefusedError):
-    """The answer has its verdict; a second would count the same answer twice."""
-
-    status = 409
-    code = "already_judged"
-
-
-class FeedbackQuotaError(FeedbackRefusedError):
-    """The client gave as many verdicts as it may for now (``retry_after`` seconds)."""
-
-    status = 429
-    code = "feedback_quota_exceeded"
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class AlreadyRevertedError(FeedbackRefusedError):
-    """The lesson was taken back already; a second revert would take back another."""
-
-    status = 409
-    code = "already_reverted"
-
-
-class MemoryUnavailableError(FeedbackRefusedError):
-    """The database holding the gate's memory cannot be reached: the verdict is not
-    taken, and may be sent again once it is back."""
-
-    status = 503
-    code = "memory_unavailable"
-    retry_after = 5
 
 
 @dataclass
