@@ -43,7 +43,8 @@ from typing import Any
 from unittest import mock
 
 from _common import markdown_table, write_results
-from adaptive_gates import SKRPromptGate, VerbalizedGate, answering, prompts
+from adaptive_gates import SKRPromptGate, VerbalizedGate
+from adaptive_gates.answering import answerer, prompts
 from adaptive_gates.answering.answerer import LLMAnswerer
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.evaluation.injection import (
@@ -78,7 +79,7 @@ def defence_off() -> Iterator[None]:
     try:
         with (
             mock.patch.dict(prompts.UNTRUSTED_SLOTS, clear=True),
-            mock.patch.object(answering, "quote_passages", _raw_passages),
+            mock.patch.object(answerer, "quote_passages", _raw_passages),
         ):
             yield
     finally:

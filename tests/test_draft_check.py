@@ -123,7 +123,7 @@ def test_the_threshold_splits_the_training_rows_as_the_logistic_gain_does(fitted
 def test_a_saved_gate_loads_to_the_same_scores_and_refuses_other_features(
     fitted, records, retriever, tmp_path, monkeypatch
 ):
-    from adaptive_gates.gates import draft_check
+    from adaptive_gates.gates.draft_check import gate as draft_check
 
     fitted.save(tmp_path / "gate")
     loaded = Gate.load(tmp_path / "gate", retriever=retriever, embedder=fitted.embedder, chat=fitted.chat)

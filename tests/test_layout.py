@@ -101,81 +101,88 @@ def test_the_package_has_no_import_cycle() -> None:
         assert _cycle(graph) is None, f"import cycle: {_cycle(graph)}"
 
 
-#: The layers, lowest first: a module imports its own layer and those below only. A
-#: module's place is its package (``gates``) or, where a package spans two layers, the
-#: module itself (``seakr.pipeline``); every module has one.
-LAYERS = (
-    # records and rules, which everything reads and writes: no backend in them
-    (
-        "agent_tool",
-        "atomic_file",
-        "calibration",
-        "data",
-        "decision",
-        "driving",
-        "errors",
-        "feedback",
-        "folds",
-        "history_window",
-        "listeners",
-        "metrics",
-        "persistence",
-        "prompts",
-        "selfknowledge",
-        "strict_json",
-        "token_logprobs",
-        "validation",
-    ),
-    # backends, and what is read with them
-    (
-        "models",
-        "retrieval",
-        "memory",
-        "milvus",
-        "representers",
-        "signals",
-        "seakr",
-        "answering",
-        "collection",
-        "datasets",
-    ),
-    ("gates",),
-    # built on the gates
-    ("seakr.pipeline", "seakr.routes", "seakr.runner", "evaluation", "serve", "extend", "shipped"),
-    # the command and the package's front door
-    ("cli", "<package>"),
+#: The package's floors, lowest first: the folders (and the public face's files) of
+#: ``adaptive_gates``. A module imports from its own floor and the floors below only.
+FLOORS = (
+    "errors",  # the exception tree every floor raises
+    "moved",  # old import paths, found by name only
+    "persistence",  # the checked format of a saved directory, whole-file writes, strict JSON
+    "records",  # decisions, outcome records, metrics, self-knowledge labels, input checks
+    "models",  # chat models, embedders, the causal LM
+    "signals",  # what a gate reads of a question, a draft or its tokens
+    "memory",  # SKR's memory of labelled questions
+    "retrieval",  # BM25 and dense retrievers
+    "answering",  # answering with or without passages, prompts, collecting outcomes
+    "gates",  # the methods, their contract (base) and the learning they share (combiner)
+    "milvus",  # the SKR memory and the corpus in Milvus
+    "seakr",  # SeaKR: its gate, re-ranker, selector and multi-hop pipeline
+    "evaluation",  # gap capture, curves, reports
+    "bundled",  # the data and the fitted gates that install with the package
+    "serve",  # the OpenAI-compatible server
+    "extend",  # what framework packages build on
+    "cli",  # the command
+    "<package>",  # the front door (``adaptive_gates/__init__.py``)
 )
 
 
-def _layer(module: str) -> int:
+def _floor(module: str) -> int:
+    """The floor of ``module``: the index in ``FLOORS`` of its first name under the package."""
     parts = module.split(".")[1:]
-    places = [".".join(parts[:2]), parts[0]] if parts else ["<package>"]  # the most specific first
-    for place in places:
-        for level, names in enumerate(LAYERS):
-            if place in names:
-                return level
-    return -1
+    return FLOORS.index(parts[0] if parts else "<package>")
 
 
-def test_no_module_imports_a_layer_above_its_own() -> None:
+def _children_graph(folder: str, graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The imports between the children (files and folders) of ``folder``, as the
+    picture of that folder draws them: one arrow from child to child."""
+    prefix = f"{folder}."
+    arrows: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if not module.startswith(prefix):
+            continue
+        child = module[len(prefix) :].split(".")[0]
+        for other in imported:
+            if other.startswith(prefix) and (target := other[len(prefix) :].split(".")[0]) != child:
+                arrows.setdefault(child, set()).add(target)
+    return arrows
+
+
+def test_every_folder_and_face_file_has_a_floor() -> None:
+    names = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if p.suffix == ".py" or (p / "__init__.py").is_file()
+    }
+    assert names - {"__init__"} == set(FLOORS) - {"<package>"}
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "errors.py", "extend.py"]
+
+
+def test_no_module_imports_a_floor_above_its_own() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
-        assert _layer(module) >= 0, f"{module} is in no layer: add its place to LAYERS"
-        above = {m for m in _imports(path) if _layer(m) > _layer(module)}
-        assert not above, f"{module} imports a layer above its own: {sorted(above)}"
+        above = {m for m in _imports(path, typing_too=True) if _floor(m) > _floor(module)}
+        assert not above, f"{module} imports a floor above its own: {sorted(above)}"
 
 
-def test_the_layer_rule_catches_an_upward_import() -> None:
-    assert _layer("adaptive_gates.seakr.uncertainty") < _layer("adaptive_gates.seakr.gate")
-    assert _layer("adaptive_gates.gates.base.gate") < _layer("adaptive_gates.evaluation.offline")
-    assert _layer("adaptive_gates.gates.base.folds") < _layer("adaptive_gates.gates.base.gate")
-    assert _layer("adaptive_gates.records.data") < _layer("adaptive_gates.models.chat.base")
-    assert (
-        _layer("adaptive_gates.seakr.uncertainty")
-        < _layer("adaptive_gates.seakr.gate")
-        < _layer("adaptive_gates.seakr.pipeline")
-    )
-    assert _layer("adaptive_gates.seakr.pipeline") < _layer("adaptive_gates.cli")
+def test_no_import_runs_back_up_inside_any_folder() -> None:
+    """In every folder, its files and subfolders import each other in one direction
+    only: no two children reach each other, at any depth."""
+    graph = _graph(typing_too=True)
+    folders = sorted(_module_name(p) for p in PACKAGE.rglob("__init__.py"))
+    assert "adaptive_gates.gates.base" in folders
+    for folder in folders:
+        children = _children_graph(folder, graph)
+        assert _cycle(children) is None, f"in {folder}: {' -> '.join(_cycle(children) or [])}"
+
+
+def test_the_floor_rules_catch_an_upward_import() -> None:
+    assert _floor("adaptive_gates.records.data") < _floor("adaptive_gates.models.chat.base")
+    assert _floor("adaptive_gates.seakr.uncertainty") > _floor("adaptive_gates.gates.base.gate")
+    assert _floor("adaptive_gates.gates.base.gate") < _floor("adaptive_gates.evaluation.offline")
+    assert _floor("adaptive_gates.cli.command") < _floor("adaptive_gates")
+    # a folder whose children import each other in a circle
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}
+    assert _cycle(_children_graph("p", graph)) == ["a", "b", "a"]
+    assert _cycle(_children_graph("p.a", graph)) is None
 
 
 #: Imports each of ``MODULES`` as if alone in one interpreter: before each, every module of
@@ -196,7 +203,7 @@ print(json.dumps(failed))
 
 
 def test_each_models_module_imports_alone() -> None:
-    modules = [_module_name(f) for f in sorted((PACKAGE / "models").glob("*.py")) if f.name != "__init__.py"]
+    modules = [_module_name(f) for f in sorted((PACKAGE / "models").rglob("*.py")) if f.name != "__init__.py"]
     assert len(modules) > 10
     code = _IMPORT_EACH_ALONE.replace("MODULES", repr(modules))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -22,9 +22,9 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.errors import CollectionMismatchError
-from adaptive_gates.memory import MilvusMemory
-from adaptive_gates.milvus.memory import question_key
-from adaptive_gates.retrieval import DenseRetriever, MilvusRetriever
+from adaptive_gates.milvus.memory import MilvusMemory, question_key
+from adaptive_gates.milvus.retrieval import MilvusRetriever
+from adaptive_gates.retrieval import DenseRetriever
 from milvus_server import MilvusServer
 from restart_checks import decisions_compared, run_in_new_process
 
@@ -108,7 +108,7 @@ def test_attach_memory_moves_a_fitted_gate_with_its_verdicts(milvus_uri, embedde
 _SECOND_PROCESS = """
 import json, sys
 from adaptive_gates import SKRKnnGate
-from adaptive_gates.memory import MilvusMemory
+from adaptive_gates.milvus.memory import MilvusMemory
 uri, collection, path, question, rewording = sys.argv[1:]
 gate = SKRKnnGate.load(path, memory=MilvusMemory.factory(uri, collection))
 seen = gate.decide(question).to_dict()
@@ -355,7 +355,7 @@ def test_milvus_retriever_finds_what_dense_finds_and_reuses_its_index(
 _WITHOUT_PYMILVUS = """
 import json, sys
 sys.modules["pymilvus"] = None  # an import of it fails as if it were not installed
-from adaptive_gates.memory import MilvusMemory
+from adaptive_gates.milvus.memory import MilvusMemory
 try:
     MilvusMemory("http://127.0.0.1:9", "memory", 4)
 except ImportError as exc:

@@ -21,8 +21,8 @@ from adaptive_gates.models import (
     default_embedder,
     default_llm,
     layer_module_path,
-    local_lm,
 )
+from adaptive_gates.models.lm import local as local_lm
 
 FRANCE = "What is the capital of France?"
 

@@ -32,7 +32,7 @@ from adaptive_gates.evaluation.injection import (
 from adaptive_gates.gates.skr_prompt import polar_need
 from adaptive_gates.models.chat.base import ChatReply
 from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
-from adaptive_gates.seakr import prompts as seakr_prompts
+from adaptive_gates.seakr import reasoning_prompt as seakr_prompts
 from adaptive_gates.seakr.gate import DEFAULT_PROMPT_TEMPLATE
 from adaptive_gates.seakr.rerank import DEFAULT_RERANK_TEMPLATE
 from adaptive_gates.signals.certainty import parse_certainty

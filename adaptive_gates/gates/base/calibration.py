@@ -87,7 +87,8 @@ class Calibration:
 def first_caller_outside_package() -> int:
     """The ``stacklevel`` (seen from the function that calls this) of the first frame
     that is not this package's code."""
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    root = sys.modules[__name__.partition(".")[0]].__file__ or __file__
+    package = os.path.dirname(os.path.abspath(root)) + os.sep
     frame, level = sys._getframe(1), 1
     while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
