@@ -13,7 +13,7 @@ from readme_blocks import readme_blocks, run_readme
 
 pytestmark = pytest.mark.live_server  # a real app and model: left out of make test-fast
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "serve_from_python.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "serve_from_python.md"
 
 
 def test_the_page_opens_with_a_five_line_example():
