@@ -83,3 +83,93 @@ class ContextLengthExceededError(AdaptiveGatesError, ValueError):
         self.prompt_tokens = prompt_tokens
         self.new_tokens = new_tokens
         self.window = window
+
+
+class FeedbackNotSupportedError(AdaptiveGatesError, NotImplementedError):
+    """``record_feedback`` on a gate that cannot learn from feedback."""
+
+
+class UnsupportedFolderError(AdaptiveGatesError, ValueError):
+    """A model folder is not a sentence-transformers pipeline this package can run by
+    itself (the ONNX embedder); the message says what is not."""
+
+
+class ExportMismatchError(BackendError):
+    """An ONNX export's vectors differ from sentence-transformers' on the check sentences."""
+
+
+# ---------------------------------------------------------------------- the server
+class ConversationTooLongError(AdaptiveGatesError, ValueError):
+    """A message or the conversation is longer than the server takes (OpenAI's
+    ``context_length_exceeded``)."""
+
+
+class UpstreamError(AdaptiveGatesError):
+    """The server's upstream LLM failed (``timed_out``: gave no answer in time)."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class GateBackendError(AdaptiveGatesError):
+    """The served gate's backend cannot serve it at all (``BackendMisconfiguredError``),
+    e.g. an upstream that gives no log-probs to a gate that reads them."""
+
+
+class UnknownDecisionError(AdaptiveGatesError, KeyError):
+    """Feedback names a decision the server does not hold (never taken, or too old)."""
+
+
+class UnknownLessonError(AdaptiveGatesError, KeyError):
+    """A revert names an answer no listed lesson was given on."""
+
+
+class FeedbackRefusedError(AdaptiveGatesError):
+    """Feedback the server will not take (``status``: the HTTP status that says why)."""
+
+    status = 400
+    code = "feedback_refused"
+    #: Seconds after which the same verdict may be taken (sent as ``Retry-After``).
+    retry_after: int | None = None
+
+
+class NotYourDecisionError(FeedbackRefusedError):
+    """Only the key that got the answer, or an admin key, may judge it."""
+
+    status = 403
+    code = "not_your_decision"
+
+
+class AlreadyJudgedError(FeedbackRefusedError):
+    """The answer has its verdict; a second would count the same answer twice."""
+
+    status = 409
+    code = "already_judged"
+
+
+class FeedbackQuotaError(FeedbackRefusedError):
+    """The client gave as many verdicts as it may for now (``retry_after`` seconds)."""
+
+    status = 429
+    code = "feedback_quota_exceeded"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AlreadyRevertedError(FeedbackRefusedError):
+    """The lesson was taken back already; a second revert would take back another."""
+
+    status = 409
+    code = "already_reverted"
+
+
+class MemoryUnavailableError(FeedbackRefusedError):
+    """The database holding the gate's memory cannot be reached: the verdict is not
+    taken, and may be sent again once it is back."""
+
+    status = 503
+    code = "memory_unavailable"
+    retry_after = 5

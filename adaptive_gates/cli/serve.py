@@ -1,7 +1,8 @@
 """``adaptive-gates serve``: an OpenAI-compatible chat server that retrieves only when
 its gate says so, with a page at ``/`` that shows every decision.
 
-The gate is loaded from its directory, the corpus' passages are indexed in process
+The flags are read here; ``serve.build`` assembles the service they describe. The
+gate is loaded from its directory, the corpus' passages are indexed in process
 (embedded into faiss, or BM25), and the upstream LLM is an OpenAI-compatible server (vLLM,
 llama.cpp, Ollama, OpenAI) or, without one, the embedded model. Feedback on an answer
 teaches the gate; what it learns is saved back to the gate's directory (``--no-save``
@@ -20,19 +21,18 @@ corpus never reads one that is not its own.
 from __future__ import annotations
 
 import argparse
-import functools
-import hashlib
+import dataclasses
 import ipaddress
 import logging
 import math
 import sys
 import time
-from collections.abc import Callable, Sized
-from pathlib import Path
+from collections.abc import Sized
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..gates.shadow.learner import DEFAULT_REFIT_EVERY
+from ..serve.build import DEFAULT_GATE
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
@@ -41,28 +41,13 @@ from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
 if TYPE_CHECKING:
-    from ..gates.base.gate import Gate
     from ..models.chat.base import ChatModel
-    from ..models.protocols import Embedder
-    from ..retrieval.base import Retriever
     from ..serve.service import ChatService
-    from ..serve.shadow import ServedShadowLearner
 
 logger = logging.getLogger(__name__)
 
-#: The gate served when none is named: one the package ships, fitted.
-DEFAULT_GATE = "pretrained:draft-check"
-
-#: Requests a minute a key (or an address) may send, unless told otherwise.
-DEFAULT_RATE_LIMIT = 120
-#: Verdicts an hour a key (or an address) may give, unless told otherwise.
-DEFAULT_FEEDBACK_PER_HOUR = 60
 #: Seconds answers under way get to finish when the server is told to stop.
 DEFAULT_DRAIN_SECONDS = 10.0
-
-#: Question vectors the server keeps (a few MB): the retrieval after a decision, and
-#: questions asked again, reuse them.
-QUERY_MEMO = 4096
 
 
 def add_parser(sub: Any) -> None:
@@ -179,55 +164,17 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_limits(serve: argparse.ArgumentParser) -> None:
-    """The bounds on what a request and a client may cost (``serve.limits``)."""
-    defaults = Limits()
+    """The bounds on what a request and a client may cost: a flag for each field of
+    ``Limits`` (its metadata), and how long answers under way get when the server stops."""
     limits = serve.add_argument_group("limits", "what one request, or one client, may cost")
-    limits.add_argument(
-        "--max-body-bytes",
-        type=positive_int,
-        default=defaults.max_body_bytes,
-        help=f"the largest request body; larger gets 413 (default {defaults.max_body_bytes})",
-    )
-    limits.add_argument(
-        "--max-message-tokens",
-        type=positive_int,
-        default=defaults.max_message_tokens,
-        help="the longest message, in the answering model's tokens (estimated at 3 bytes a token for a remote "
-        f"one); longer gets 400 context_length_exceeded (default {defaults.max_message_tokens})",
-    )
-    limits.add_argument(
-        "--max-conversation-tokens",
-        type=positive_int,
-        default=defaults.max_conversation_tokens,
-        help=f"the longest conversation, every message counted (default {defaults.max_conversation_tokens})",
-    )
-    limits.add_argument(
-        "--max-answer-tokens",
-        type=positive_int,
-        default=defaults.max_answer_tokens,
-        help="the most tokens a request may ask an answer to be (max_tokens); more gets 400, and --max-tokens "
-        f"may not be more (default {defaults.max_answer_tokens})",
-    )
-    limits.add_argument(
-        "--max-in-flight",
-        type=positive_int,
-        default=defaults.max_in_flight,
-        help=f"chat requests answered at once; more get 503 with Retry-After (default {defaults.max_in_flight})",
-    )
-    limits.add_argument(
-        "--rate-limit",
-        type=non_negative_int,
-        default=DEFAULT_RATE_LIMIT,
-        help="requests a minute an API key (without keys: a client address) may send to /v1/, in bursts up to "
-        f"as many; more get 429 with Retry-After; 0: no limit (default {DEFAULT_RATE_LIMIT})",
-    )
-    limits.add_argument(
-        "--feedback-per-hour",
-        type=non_negative_int,
-        default=DEFAULT_FEEDBACK_PER_HOUR,
-        help="verdicts an API key (without keys: a client address) may give an hour; more get 429; 0: no limit "
-        f"(default {DEFAULT_FEEDBACK_PER_HOUR})",
-    )
+    for bound in dataclasses.fields(Limits):
+        default = bound.default if bound.default is not None else bound.metadata["command_default"]
+        limits.add_argument(
+            bound.metadata["flag"],
+            type=positive_int if bound.default is not None else non_negative_int,
+            default=default,
+            help=f"{bound.metadata['help']} (default {default})",
+        )
     limits.add_argument(
         "--drain-seconds",
         type=seconds,
@@ -235,6 +182,15 @@ def _add_limits(serve: argparse.ArgumentParser) -> None:
         help="on SIGTERM or Ctrl-C, how long answers under way may take to finish before they are cut "
         f"(default {DEFAULT_DRAIN_SECONDS:g})",
     )
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """The ``Limits`` the flags set (0, for a bound that may be off: off)."""
+    values: dict[str, Any] = {}
+    for bound in dataclasses.fields(Limits):
+        value = getattr(args, bound.metadata["flag"].removeprefix("--").replace("-", "_"))
+        values[bound.name] = (value or None) if bound.default is None else value
+    return Limits(**values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,178 +322,41 @@ def _is_loopback(host: str) -> bool:
 
 
 def build_service(args: argparse.Namespace) -> ChatService:
-    """The service the arguments describe: every input loaded and checked before the
-    server listens."""
-    from ..bundled.shipped import is_pretrained, pretrained_notice
-    from ..milvus.client import milvus_client
-    from ..models.defaults import default_embedder
-    from ..models.embedding.cached import CachedEmbedder
-    from ..serve.service import ChatService
+    """The service the arguments describe (``serve.build``): every input loaded and
+    checked before the server listens."""
+    from ..serve.build import build_service as build
 
     if args.max_tokens > args.max_answer_tokens:
         raise UsageError(f"--max-tokens {args.max_tokens} is more than --max-answer-tokens {args.max_answer_tokens}")
-    upstream = _upstream(args)
-    # The database is reached, and the gate's directory read, before any model loads: a
-    # wrong address or directory fails at once.
-    database = None if args.milvus_uri is None else milvus_client(args.milvus_uri)
-    gate_type = _saved_gate_type(args.gate)
-    if database is not None:
-        _check_memory_gate(args.gate, gate_type)  # before the corpus is indexed in the database
-    corpus = args.corpus or "of the package's Wikipedia paragraphs"
-    say(f"loading the {gate_type} gate and the models, indexing the corpus {corpus} ...")
-    # One memo for the gate and the retriever: a question the gate embedded is searched
-    # with the same vector, and a question asked again is not embedded again.
-    embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
-    retriever = _retriever(args, embedder, database)
-    served = served_backends(Served(chat=upstream, embedder=embedder, retriever=retriever))
-    gate = _load_gate(args.gate, gate_type, served)
-    if is_pretrained(args.gate):  # whose outcomes it holds, against the model it now serves
-        say(pretrained_notice(args.gate.name, upstream.model_id))
-    if args.domain is not None:
-        _serve_domain(gate, args.domain, args.gate)
-    if database is None:
-        # what feedback taught is saved over the gate's directory, for the next start (a
-        # shipped gate's directory is the package's own: never written)
-        keep = args.no_save or is_pretrained(args.gate)
-        after_feedback = None if keep else functools.partial(gate.save, args.gate, overwrite=True)
-    else:
-        _memory_in_milvus(gate, database, args)
-        after_feedback = None  # the database holds what feedback teaches
-    return ChatService(
-        gate,
-        retriever,
-        upstream,
-        shadow=_shadow_learner(gate, upstream, args, after_feedback),
+    return build(
+        gate=args.gate,
+        chat=_upstream(args),
+        retriever=args.retriever,
+        corpus=args.corpus,
+        limits=limits_from(args),
         k=args.k,
         history_window=args.history_window,
         max_tokens=args.max_tokens,
         upstream_timeout=args.upstream_timeout,
-        after_feedback=after_feedback,
         model_names=args.model_name or (),
-        limits=Limits(
-            max_body_bytes=args.max_body_bytes,
-            max_message_tokens=args.max_message_tokens,
-            max_conversation_tokens=args.max_conversation_tokens,
-            max_answer_tokens=args.max_answer_tokens,
-            max_in_flight=args.max_in_flight,
-            requests_per_minute=args.rate_limit or None,
-            feedback_per_hour=args.feedback_per_hour or None,
-        ),
+        domain=args.domain,
+        save=not args.no_save,
+        shadow_rate=args.shadow_rate,
+        shadow_refit_every=args.shadow_refit_every,
+        milvus_uri=args.milvus_uri,
+        gate_backends=lambda chat, embedder, retriever: served_backends(Served(chat, embedder, retriever)),
+        progress=say,
     )
 
 
-def _shadow_learner(
-    gate: Gate, upstream: ChatModel, args: argparse.Namespace, save: Callable[[], object] | None
-) -> ServedShadowLearner | None:
-    """The learner of ``--shadow-rate`` (``None`` without it), saving the gate after
-    each refit as after feedback; refused for a gate that cannot learn so."""
-    from ..gates.shadow.learning import LearnsFromShadows
-    from ..serve.shadow import ServedShadowLearner
-
-    if args.shadow_rate is None:
-        return None
-    if not isinstance(gate, LearnsFromShadows):
-        raise UsageError(f"--shadow-rate: a draft-check gate learns from served pairs; --gate holds a {gate.name} gate")
-    if gate.logprob_features:
-        raise UsageError("--shadow-rate: this gate reads the draft's log-probabilities, which decisions do not keep")
-    return ServedShadowLearner(
-        gate, upstream, rate=args.shadow_rate, refit_every=args.shadow_refit_every, after_learning=save
-    )
-
-
-def _retriever(args: argparse.Namespace, embedder: Embedder, database: Any) -> Retriever:
-    """The corpus' retriever: dense over ``embedder`` (in Milvus with ``--milvus-uri``),
-    or BM25 (the default for the shipped draft-check gate, fitted with it)."""
-    from ..bundled.datasets import adarague_corpus
-    from ..bundled.shipped import pretrained_path
-    from ..records.data import load_corpus
-    from ..retrieval import BM25Retriever, DenseRetriever
-
-    kind = args.retriever or ("bm25" if args.gate == pretrained_path("draft-check") else "dense")
-    if kind == "bm25" and database is not None:
-        raise UsageError("--milvus-uri keeps a dense index of the corpus; it does not go with --retriever bm25")
-    records = adarague_corpus() if args.corpus is None else load_corpus(args.corpus)
-    if kind == "bm25":
-        return BM25Retriever.from_records(records)
-    if database is None:
-        return DenseRetriever.from_records(records, embedder)
-    from ..milvus.retrieval import MilvusRetriever
-
-    name = "corpus_" + ("adarague" if args.corpus is None else _digest(args.corpus))
-    return MilvusRetriever.from_records(records, embedder, database, name)
-
-
-def _check_memory_gate(directory: Path, gate_type: str) -> None:
-    """Refuse ``--milvus-uri`` for a saved gate (of ``gate_type``) that holds no SKR-kNN memory."""
-    from ..gates.base.gate import Gate
-    from ..gates.skr import SKRKnnGate
-
-    if not issubclass(Gate.gate_class(gate_type), SKRKnnGate):
-        raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {directory} holds a {gate_type} gate")
-
-
-def _memory_in_milvus(gate: Gate, database: Any, args: argparse.Namespace) -> None:
-    """Move the gate onto its memory in Milvus (filled from the gate by the first server)."""
-    from ..gates.skr import SKRKnnGate
-    from ..milvus.memory import MilvusMemory
-    from ..persistence.saved_format import CONFIG_FILE
-
-    if not isinstance(gate, SKRKnnGate):
-        raise UsageError(f"--milvus-uri keeps an SKR-kNN gate's memory; --gate {args.gate} holds a {gate.name} gate")
-    memory_name = "skr_" + _digest(args.gate / CONFIG_FILE)
-    gate.attach_memory(MilvusMemory(database, memory_name, gate.memory_.dimension))
-
-
-def _digest(path: Path) -> str:
-    """A short name for what ``path`` holds."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def _load_gate(directory: Path, gate_type: str, backends: dict[str, Any]) -> Gate:
-    """The saved gate (of ``gate_type``) with those of ``backends`` it takes (the
-    upstream as its chat model if it asks an LLM: a verbalized gate's draft answers then
-    come from the model that answers)."""
-    from ..gates.base.gate import Gate
-    from ..gates.base.saved import member_backends
-
-    return Gate.load(directory, **member_backends(Gate.gate_class(gate_type), backends))
-
-
-def _serve_domain(gate: Gate, domain: str, directory: Path) -> None:
-    """Set the domain a gate fitted with a domain indicator reads its questions as (a
-    serving parameter: the fitted gate stays as it is)."""
-    if "domain" not in gate.param_names() or getattr(gate, "domains_", None) is None:
-        raise UsageError(f"--domain: the {gate.name} gate at {directory} was not fitted with a domain indicator")
-    try:
-        gate.set_params(domain=domain)
-    except ValueError as exc:
-        raise UsageError(f"--domain {domain!r}: {exc}") from None
-    known = gate.domains_  # type: ignore[attr-defined]  # checked above
-    if domain not in known:
-        say(f"--domain {domain!r} is none of the domains the gate was fitted on ({', '.join(known)}): read as 'other'")
-
-
-def _saved_gate_type(directory: Path) -> str:
-    """The registered gate type of the gate saved in ``directory``."""
-    from ..gates.base.gate import Gate
-    from ..persistence.saved_format import config_field, read_config
-
-    gate_type = config_field(read_config(directory), "gate_type", str)
-    if gate_type not in Gate.gate_names():
-        raise UsageError(f"--gate {directory}: field 'gate_type' is {gate_type!r}, which is no known gate")
-    return gate_type
-
-
-def _upstream(args: argparse.Namespace) -> ChatModel:
+def _upstream(args: argparse.Namespace) -> ChatModel | None:
     """The answering LLM: the OpenAI-compatible server named, or the embedded model."""
     if (args.upstream_base_url is None) != (args.upstream_model is None):
         raise UsageError("--upstream-base-url and --upstream-model go together")
     if args.upstream_model is None:
         if args.upstream_api_key_env:
             raise UsageError("--upstream-api-key-env goes with --upstream-base-url")
-        from ..models.chat.local import LocalChatModel
-
-        return LocalChatModel()
+        return None  # the embedded model
     from ..models.chat.openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(

@@ -29,12 +29,20 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..gates.base.feedback import FeedbackNotSupportedError
+from ..errors import (
+    ConversationTooLongError,
+    FeedbackNotSupportedError,
+    FeedbackRefusedError,
+    GateBackendError,
+    UnknownDecisionError,
+    UnknownLessonError,
+    UpstreamError,
+)
 from .access import RequireKeys
 from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
-from .limits import ConversationTooLongError, LimitBody, LimitInFlight, RateLimit, client_of
+from .limits import LimitBody, LimitInFlight, RateLimit, client_of
 from .openapi_spec import documented_openapi
 from .protocol import (
     DECISION_HEADER,
@@ -42,19 +50,12 @@ from .protocol import (
     FeedbackRequest,
     chunk,
     completion,
+    decision_header,
     error_body,
     event,
 )
 from .readiness import Readiness
-from .service import (
-    ChatService,
-    FeedbackRefusedError,
-    GateBackendError,
-    Prepared,
-    UnknownDecisionError,
-    UnknownLessonError,
-    UpstreamError,
-)
+from .service import AnswerStream, ChatService
 
 logger = logging.getLogger(__name__)
 
@@ -120,29 +121,27 @@ def create_app(
             return _answer_too_long(body, options["max_tokens"], service.limits.max_answer_tokens)
         try:
             messages = body.chat_messages()
-            prepared = await service.prepare(messages, options, owner)
-        except ConversationTooLongError as exc:
-            return _too_long(exc)
         except ValueError as exc:
             return _error(400, str(exc), param="messages")
-        except GateBackendError as exc:
-            return JSONResponse(error_body(str(exc), "upstream_error"), status_code=502)
-        headers = {DECISION_HEADER: prepared.served.header()}
         if body.stream:
-            return await _streamed(service, prepared, headers, body.include_usage)
+            return await _streamed(
+                service.answer_stream(messages, options, owner), service.model_id, body.include_usage
+            )
         try:
-            answered = await _unless_client_leaves(request, service.complete(prepared))
-        except ConversationTooLongError as exc:
-            return _too_long(exc)
-        except UpstreamError as exc:
-            return _upstream_failure(exc)
-        if answered is None:
+            answer = await _unless_client_leaves(request, service.answer(messages, options, owner))
+        except (ValueError, GateBackendError, UpstreamError) as exc:
+            return _refusal(exc)
+        if answer is None:
             return Response(status_code=499)  # nobody reads it: the client left, the generation stopped
-        text, finish_reason = answered
-        record = service.finish(prepared, stream=False, answer=text)
-        usage = service.usage(prepared, text)
-        payload = completion(_completion_id(prepared), service.model_id, text, finish_reason, record, usage)
-        return JSONResponse(payload, headers=headers)
+        payload = completion(
+            _completion_id(answer.decision_id),
+            service.model_id,
+            answer.text,
+            answer.finish_reason,
+            answer.record,
+            answer.usage,
+        )
+        return JSONResponse(payload, headers={DECISION_HEADER: decision_header(answer.summary)})
 
     @app.post("/v1/feedback")
     async def feedback(body: FeedbackRequest, request: Request) -> JSONResponse:
@@ -215,42 +214,50 @@ def create_app(
     return app
 
 
-async def _streamed(service: ChatService, prepared: Prepared, headers: dict[str, str], include_usage: bool) -> Response:
+async def _streamed(stream: AnswerStream, model: str, include_usage: bool) -> Response:
     """The answer as server-sent events (with ``include_usage``, a last chunk with the
-    usage). The first piece is awaited before the response starts, so an upstream that
-    fails at once still gets its 502/504; one that fails later ends the stream with an
-    error event."""
-    pieces = service.stream(prepared)
+    usage). The first piece is awaited before the response starts, so a request refused,
+    or an upstream that fails at once, still gets its status; one that fails later ends
+    the stream with an error event."""
     try:
-        first = await anext(pieces, None)
-    except ConversationTooLongError as exc:
-        return _too_long(exc)
-    except UpstreamError as exc:
-        return _upstream_failure(exc)
-    completion_id = _completion_id(prepared)
-    model = service.model_id
+        first = await anext(stream, None)
+    except (ValueError, GateBackendError, UpstreamError) as exc:
+        return _refusal(exc)
+    assert stream.decision_id is not None and stream.summary is not None  # set by the first anext
+    completion_id = _completion_id(stream.decision_id)
+    headers = {DECISION_HEADER: decision_header(stream.summary)}
 
     async def events() -> AsyncIterator[bytes]:
-        answer = [] if first is None else [first]
         try:
             yield event(chunk(completion_id, model, {"role": "assistant", "content": ""}))
             if first is not None:
                 yield event(chunk(completion_id, model, {"content": first}))
-                async for piece in pieces:
-                    answer.append(piece)
+                async for piece in stream:
                     yield event(chunk(completion_id, model, {"content": piece}))
         except UpstreamError as exc:
             yield event(error_body(str(exc), "upstream_error"))
             return
         finally:
-            await pieces.aclose()
-        record = service.finish(prepared, stream=True, answer="".join(answer))
-        yield event(chunk(completion_id, model, {}, prepared.finish_reason, record))
+            await stream.aclose()
+        assert stream.record is not None and stream.usage is not None  # set once the last piece was read
+        yield event(chunk(completion_id, model, {}, stream.finish_reason, stream.record))
         if include_usage:
-            yield event(chunk(completion_id, model, None, usage=service.usage(prepared, "".join(answer))))
+            yield event(chunk(completion_id, model, None, usage=stream.usage))
         yield event("[DONE]")
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _refusal(exc: ValueError | GateBackendError | UpstreamError) -> JSONResponse:
+    """The response to an answer refused or failed before its first piece: a request the
+    server cannot answer (400), a gate backend or an upstream that fails (502, 504)."""
+    if isinstance(exc, ConversationTooLongError):
+        return _too_long(exc)
+    if isinstance(exc, GateBackendError):
+        return JSONResponse(error_body(str(exc), "upstream_error"), status_code=502)
+    if isinstance(exc, UpstreamError):
+        return _upstream_failure(exc)
+    return _error(400, str(exc), param="messages")
 
 
 async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]) -> T | None:
@@ -288,8 +295,8 @@ def _model_not_found(name: str, served: tuple[str, ...]) -> JSONResponse:
     return JSONResponse(error_body(message, param="model", code="model_not_found"), status_code=404)
 
 
-def _completion_id(prepared: Prepared) -> str:
-    return "chatcmpl-" + prepared.served.id.removeprefix("dec-")
+def _completion_id(decision_id: str) -> str:
+    return "chatcmpl-" + decision_id.removeprefix("dec-")
 
 
 async def _teaching(work: Coroutine[Any, Any, dict[str, Any]], unknown: str) -> JSONResponse:

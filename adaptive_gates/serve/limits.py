@@ -16,15 +16,24 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConversationTooLongError
 from ..models.chat.base import Message
 from .protocol import send_error
 
 #: UTF-8 bytes a token at most, where the answering model's tokenizer is not at hand:
 #: BPE tokenizers pack English at about four, so the estimate errs toward refusing.
 BYTES_PER_TOKEN_ESTIMATE = 3
+
+
+def limit(default: int | None, flag: str, help: str, *, command_default: int | None = None) -> Any:
+    """A field of ``Limits`` with what ``adaptive-gates serve`` makes of it: its ``flag``,
+    the ``help`` text (without the default, which is added) and, for a bound that is off
+    by default here (``None``), the ``command_default`` the command sets it to (0 on the
+    command line: off)."""
+    return field(default=default, metadata={"flag": flag, "help": help, "command_default": command_default})
 
 
 @dataclass(frozen=True)
@@ -42,15 +51,41 @@ class Limits:
             minute, in bursts up to the same number; ``None``: no limit.
         feedback_per_hour: verdicts a key (or an address) may give an hour; ``None``:
             no limit.
+
+    Each field's metadata gives the command's flag for it (``limit``): a new bound is
+    one line here.
     """
 
-    max_body_bytes: int = 1_000_000
-    max_message_tokens: int = 2_000
-    max_conversation_tokens: int = 4_000
-    max_answer_tokens: int = 1_024
-    max_in_flight: int = 8
-    requests_per_minute: int | None = None
-    feedback_per_hour: int | None = None
+    max_body_bytes: int = limit(1_000_000, "--max-body-bytes", "the largest request body; larger gets 413")
+    max_message_tokens: int = limit(
+        2_000,
+        "--max-message-tokens",
+        "the longest message, in the answering model's tokens (estimated at 3 bytes a token for a remote one); "
+        "longer gets 400 context_length_exceeded",
+    )
+    max_conversation_tokens: int = limit(
+        4_000, "--max-conversation-tokens", "the longest conversation, every message counted"
+    )
+    max_answer_tokens: int = limit(
+        1_024,
+        "--max-answer-tokens",
+        "the most tokens a request may ask an answer to be (max_tokens); more gets 400, and --max-tokens may not "
+        "be more",
+    )
+    max_in_flight: int = limit(8, "--max-in-flight", "chat requests answered at once; more get 503 with Retry-After")
+    requests_per_minute: int | None = limit(
+        None,
+        "--rate-limit",
+        "requests a minute an API key (without keys: a client address) may send to /v1/, in bursts up to as many; "
+        "more get 429 with Retry-After; 0: no limit",
+        command_default=120,
+    )
+    feedback_per_hour: int | None = limit(
+        None,
+        "--feedback-per-hour",
+        "verdicts an API key (without keys: a client address) may give an hour; more get 429; 0: no limit",
+        command_default=60,
+    )
 
     def __post_init__(self) -> None:
         bounds = [
@@ -63,11 +98,6 @@ class Limits:
         rates = [rate for rate in (self.requests_per_minute, self.feedback_per_hour) if rate is not None]
         if any(bound < 1 for bound in [*bounds, *rates]):
             raise ValueError(f"every limit must be >= 1, got {self}")
-
-
-class ConversationTooLongError(ValueError):
-    """A message or the conversation is longer than the server takes (OpenAI's
-    ``context_length_exceeded``)."""
 
 
 def token_counter(model: object) -> Callable[[str], int]:

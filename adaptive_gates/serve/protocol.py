@@ -170,6 +170,11 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+def decision_header(summary: dict[str, Any]) -> str:
+    """A decision's summary as compact ASCII JSON, fit for ``DECISION_HEADER``."""
+    return json.dumps(summary, separators=(",", ":"), ensure_ascii=True)
+
+
 def usage_field(usage: TokenUsage) -> dict[str, int]:
     """OpenAI's ``usage`` object."""
     return {

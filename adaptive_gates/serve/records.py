@@ -3,7 +3,6 @@ and for the page), and the running totals of what the gate saved."""
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -49,10 +48,6 @@ class ServedDecision:
             "threshold": _finite(d.threshold),
             "gate": d.gate,
         }
-
-    def header(self) -> str:
-        """``summary`` as compact ASCII JSON, fit for an HTTP header."""
-        return json.dumps(self.summary(), separators=(",", ":"), ensure_ascii=True)
 
     def to_dict(self, stats: dict[str, Any]) -> dict[str, Any]:
         """The record a completion carries (``adaptive_gates``)."""

@@ -20,7 +20,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..answering.answerer import DEFAULT_INSTRUCTION, build_prompt
-from ..errors import BackendMisconfiguredError, BackendUnavailableError, ContextLengthExceededError
+from ..errors import (
+    AlreadyJudgedError,
+    AlreadyRevertedError,
+    BackendMisconfiguredError,
+    BackendUnavailableError,
+    ContextLengthExceededError,
+    ConversationTooLongError,
+    FeedbackQuotaError,
+    GateBackendError,
+    MemoryUnavailableError,
+    NotYourDecisionError,
+    UnknownDecisionError,
+    UnknownLessonError,
+    UpstreamError,
+)
+from ..errors import (
+    FeedbackRefusedError as FeedbackRefusedError,  # importable here as before
+)
 from ..gates.base.gate import Gate
 from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat.stream import astream_chat
@@ -28,7 +45,7 @@ from ..models.chat.unavailable import is_timeout
 from ..records.decision import DRAFT
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
-from .limits import ConversationTooLongError, Limits, TokenBuckets, check_conversation, token_counter
+from .limits import Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
 from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
 from .shadow import ServedShadowLearner
@@ -36,79 +53,34 @@ from .shadow import ServedShadowLearner
 logger = logging.getLogger(__name__)
 
 
-class UpstreamError(Exception):
-    """The upstream LLM failed (``timed_out``: gave no answer in time)."""
+@dataclass(frozen=True)
+class Answer:
+    """An answered request.
 
-    def __init__(self, message: str, *, timed_out: bool) -> None:
-        super().__init__(message)
-        self.timed_out = timed_out
+    Attributes:
+        text: the answer the user gets.
+        finish_reason: ``"stop"``, or ``"length"`` when the answer was cut at its token cap.
+        record: the decision record (``adaptive_gates`` in a completion): the decision,
+            the route, the passages used, where the time went and the running totals;
+            its ``"id"`` is what feedback on the answer names.
+        usage: what the answer cost in tokens.
+        summary: the few fields of the decision a response header carries.
+    """
 
+    text: str
+    finish_reason: str
+    record: dict[str, Any]
+    usage: TokenUsage
+    summary: dict[str, Any]
 
-class GateBackendError(Exception):
-    """The gate's backend cannot serve it at all (``BackendMisconfiguredError``), e.g. an
-    upstream that gives no log-probs to a gate that reads them."""
-
-
-class UnknownDecisionError(KeyError):
-    """Feedback names a decision the server does not hold (never taken, or too old)."""
-
-
-class UnknownLessonError(KeyError):
-    """A revert names an answer no listed lesson was given on."""
-
-
-class FeedbackRefusedError(Exception):
-    """Feedback the server will not take (``status``: the HTTP status that says why)."""
-
-    status = 400
-    code = "feedback_refused"
-    #: Seconds after which the same verdict may be taken (sent as ``Retry-After``).
-    retry_after: int | None = None
-
-
-class NotYourDecisionError(FeedbackRefusedError):
-    """Only the key that got the answer, or an admin key, may judge it."""
-
-    status = 403
-    code = "not_your_decision"
-
-
-class AlreadyJudgedError(FeedbackRefusedError):
-    """The answer has its verdict; a second would count the same answer twice."""
-
-    status = 409
-    code = "already_judged"
-
-
-class FeedbackQuotaError(FeedbackRefusedError):
-    """The client gave as many verdicts as it may for now (``retry_after`` seconds)."""
-
-    status = 429
-    code = "feedback_quota_exceeded"
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class AlreadyRevertedError(FeedbackRefusedError):
-    """The lesson was taken back already; a second revert would take back another."""
-
-    status = 409
-    code = "already_reverted"
-
-
-class MemoryUnavailableError(FeedbackRefusedError):
-    """The database holding the gate's memory cannot be reached: the verdict is not
-    taken, and may be sent again once it is back."""
-
-    status = 503
-    code = "memory_unavailable"
-    retry_after = 5
+    @property
+    def decision_id(self) -> str:
+        """The id feedback on this answer names."""
+        return str(self.record["id"])
 
 
 @dataclass
-class Prepared:
+class _Prepared:
     """A request decided and ready to answer: the decision record, and what the
     upstream is asked (nothing when a draft is served)."""
 
@@ -119,6 +91,58 @@ class Prepared:
     started: float  # perf_counter() when the request arrived
     usage: TokenUsage | None = None  # as the upstream reported it
     finish_reason: str = "stop"  # "length" when the answer was cut at its token cap
+
+
+class AnswerStream:
+    """An answer piece by piece (``ChatService.answer_stream``): an async iterator of
+    text pieces. The first ``anext`` decides (and retrieves), so it raises what
+    ``ChatService.answer`` raises; after it, ``decision_id`` and ``summary`` are set.
+    Once the last piece was read, ``finish_reason``, ``record`` and ``usage`` are set and
+    the answer is recorded. Closed early (``aclose``: a client that left), the upstream's
+    generation stops and nothing is recorded; ``record`` stays ``None``.
+    """
+
+    def __init__(
+        self,
+        service: ChatService,
+        messages: list[Message],
+        options: ChatOptions,
+        owner: str | None,
+        *,
+        streamed: bool = True,
+    ) -> None:
+        self.decision_id: str | None = None
+        self.summary: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.record: dict[str, Any] | None = None
+        self.usage: TokenUsage | None = None
+        self._pieces = self._run(service, messages, options, owner, streamed)
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return await anext(self._pieces)
+
+    async def aclose(self) -> None:
+        """Stop the answer: the upstream's generation ends at its next token."""
+        await self._pieces.aclose()
+
+    async def _run(
+        self, service: ChatService, messages: list[Message], options: ChatOptions, owner: str | None, streamed: bool
+    ) -> AsyncGenerator[str, None]:
+        prepared = await service._prepare(messages, options, owner)
+        self.decision_id = prepared.served.id
+        self.summary = prepared.served.summary()
+        answer: list[str] = []
+        async with contextlib.aclosing(service._stream(prepared)) as pieces:
+            async for piece in pieces:
+                answer.append(piece)
+                yield piece
+        text = "".join(answer)
+        self.record = service._finish(prepared, stream=streamed, answer=text)
+        self.usage = service._usage(prepared, text)
+        self.finish_reason = prepared.finish_reason
 
 
 class ChatService:
@@ -197,15 +221,34 @@ class ChatService:
         return self.upstream.model_id
 
     # ------------------------------------------------------------------ answering
-    async def prepare(self, messages: list[Message], options: ChatOptions, owner: str | None = None) -> Prepared:
-        """Decide on the conversation's last user turn and retrieve if the gate says so;
-        ``owner`` (the asking key's id) alone may judge the answer, besides an admin.
+    async def answer(self, messages: list[Message], options: ChatOptions, owner: str | None = None) -> Answer:
+        """Answer the conversation: the gate judges its last user turn, the passages are
+        retrieved if it says so, and the upstream answers (or the gate's draft is
+        served); the answer is recorded under its decision's id. ``owner`` (the asking
+        key's id) alone may judge the answer, besides an admin. Cancelled (a client that
+        left), the generation stops and nothing is recorded.
 
         Raises:
-            ConversationTooLongError: a message or the conversation is past the limits.
+            ConversationTooLongError: a message or the conversation is past the limits,
+                or the prompt, passages added, is past the upstream's window.
             ValueError: the conversation does not end with a user message with text.
             GateBackendError: the gate's backend cannot serve it at all.
+            UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
         """
+        stream = AnswerStream(self, messages, options, owner, streamed=False)
+        async with contextlib.aclosing(stream):
+            text = "".join([piece async for piece in stream])
+        assert stream.record is not None and stream.usage is not None and stream.summary is not None
+        return Answer(text, stream.finish_reason or "stop", stream.record, stream.usage, stream.summary)
+
+    def answer_stream(self, messages: list[Message], options: ChatOptions, owner: str | None = None) -> AnswerStream:
+        """``answer`` piece by piece as the upstream makes it (a draft as one piece); its
+        first ``anext`` raises what ``answer`` raises before any piece, a later one an
+        ``UpstreamError`` when the upstream fails midway (nothing is then recorded)."""
+        return AnswerStream(self, messages, options, owner)
+
+    async def _prepare(self, messages: list[Message], options: ChatOptions, owner: str | None) -> _Prepared:
+        """Decide on the conversation's last user turn and retrieve if the gate says so."""
         started = time.perf_counter()
         check_conversation(messages, self.limits, self._count_tokens)
         turn = read_turn(messages, self.history_window)
@@ -224,7 +267,7 @@ class ChatService:
         served.latency_ms["retrieval"] = retrieval_ms
         prompt = build_prompt(turn.question, [h.as_passage() for h in passages], self.instruction)
         upstream_messages = [*turn.earlier, {"role": "user", "content": prompt}]
-        return Prepared(served, upstream_messages, {"max_tokens": self.max_tokens, **options}, draft, started)
+        return _Prepared(served, upstream_messages, {"max_tokens": self.max_tokens, **options}, draft, started)
 
     async def _retrieve(self, query: str) -> tuple[list[Hit], float]:
         """The top passages and the milliseconds it took; none when the retriever fails
@@ -237,25 +280,10 @@ class ChatService:
             hits = []
         return hits, (time.perf_counter() - started) * 1000
 
-    async def complete(self, prepared: Prepared) -> tuple[str, str]:
-        """The whole answer and its finish reason, gathered from ``stream``: cancelled (a
-        client that left), it stops the generation instead of letting it run on.
-
-        Raises:
-            ConversationTooLongError: the prompt, passages added, is past the upstream's window.
-            UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
-        """
-        async with contextlib.aclosing(self.stream(prepared)) as pieces:
-            text = "".join([piece async for piece in pieces])
-        return text, prepared.finish_reason
-
-    async def stream(self, prepared: Prepared) -> AsyncGenerator[str, None]:
-        """The answer piece by piece as the upstream makes it (a draft as one piece).
-
-        Raises:
-            ConversationTooLongError: the prompt, passages added, is past the upstream's window.
-            UpstreamError: the upstream failed, or sent nothing for ``upstream_timeout``.
-        """
+    async def _stream(self, prepared: _Prepared) -> AsyncGenerator[str, None]:
+        """The answer piece by piece as the upstream makes it (a draft as one piece); a
+        prompt past the upstream's window raises ``ConversationTooLongError``, a failing
+        or silent upstream ``UpstreamError``."""
         if prepared.draft is not None:
             yield prepared.draft
             return
@@ -292,7 +320,7 @@ class ChatService:
         logger.warning("%s", message)
         return UpstreamError(message, timed_out=timed_out)
 
-    def usage(self, prepared: Prepared, answer: str) -> TokenUsage:
+    def _usage(self, prepared: _Prepared, answer: str) -> TokenUsage:
         """What the answer cost in tokens: as the upstream reported it, else counted in
         the upstream's tokens (``limits.token_counter``) over the messages it was (or, for
         a served draft, would have been) asked and the answer."""
@@ -301,7 +329,7 @@ class ChatService:
         prompt = sum(self._count_tokens(m["content"]) for m in prepared.messages)
         return TokenUsage(prompt, self._count_tokens(answer))
 
-    def finish(self, prepared: Prepared, *, stream: bool, answer: str | None = None) -> dict[str, Any]:
+    def _finish(self, prepared: _Prepared, *, stream: bool, answer: str | None = None) -> dict[str, Any]:
         """Record an answered request (``answer``: what the user got, for shadow
         learning to read once it is sent); return its decision record."""
         served = prepared.served

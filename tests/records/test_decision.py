@@ -11,7 +11,7 @@ import pytest
 from adaptive_gates import ROUTES, GateDecision, PopularityGate
 from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.retrieval import BM25Retriever
-from adaptive_gates.serve import ChatService
+from adaptive_gates.serve import ChatService, UpstreamError
 
 
 def decision(retrieve: bool, draft: str | None) -> GateDecision:
@@ -57,11 +57,19 @@ class Drafting(PopularityGate):
 
 @pytest.mark.parametrize("draft, route", [("", "direct"), ("  ", "direct"), ("Paris", "draft")])
 def test_the_server_serves_a_draft_only_when_it_is_usable(draft, route, corpus_path):
-    never_called = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")  # prepare() asks no upstream
-    service = ChatService(Drafting(draft), BM25Retriever.from_jsonl(corpus_path), never_called)
-    prepared = asyncio.run(service.prepare([{"role": "user", "content": "What is the capital of France?"}], {}))
-    assert prepared.served.route == route
-    assert prepared.draft == (draft if route == "draft" else None)
+    unreachable = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", max_retries=0)  # a draft asks no upstream
+    service = ChatService(Drafting(draft), BM25Retriever.from_jsonl(corpus_path), unreachable)
+
+    async def first_piece() -> tuple[str | None, dict]:
+        stream = service.answer_stream([{"role": "user", "content": "What is the capital of France?"}], {})
+        try:
+            return await anext(stream), stream.summary or {}
+        except UpstreamError:  # not a draft: the upstream was asked
+            return None, stream.summary or {}
+
+    served, summary = asyncio.run(first_piece())
+    assert summary["route"] == route
+    assert served == (draft if route == "draft" else None)
 
 
 def test_a_decision_taken_again_serves_the_draft_it_wrote_where_it_stops_retrieving(lm):

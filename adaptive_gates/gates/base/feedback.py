@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from ...errors import AdaptiveGatesError, GateLoadError
+from ...errors import FeedbackNotSupportedError as FeedbackNotSupportedError  # its former home
+from ...errors import GateLoadError
 from ...persistence import strict_json
 from ...records.answer_metrics import normalize_answer
 from ...records.selfknowledge import KNOWN, UNKNOWN
@@ -52,10 +53,6 @@ logger = logging.getLogger(__name__)
 
 #: The file a saved gate keeps its feedback log in.
 FEEDBACK_FILE = "feedback.jsonl"
-
-
-class FeedbackNotSupportedError(AdaptiveGatesError, NotImplementedError):
-    """``record_feedback`` on a gate that cannot learn from feedback."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 outside sentence-transformers: a Transformer, one pooling, optionally a Normalize.
 
 Anything else (a Dense layer, several poolings, weighted-mean or last-token pooling,
-prompt-only pooling) is refused with ``UnsupportedFolder`` saying what, so the caller
+prompt-only pooling) is refused with ``UnsupportedFolderError`` saying what, so the caller
 can use sentence-transformers itself.
 """
 
@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from ...errors import UnsupportedFolderError
 
 Pooling = Literal["mean", "cls", "max"]
 
@@ -26,8 +28,8 @@ _POOLING_MODES: dict[str, Pooling] = {
 _UNSUPPORTED_MODES = ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
 
 
-class UnsupportedFolder(ValueError):
-    """The folder is not a sentence-transformers pipeline this package can run by itself."""
+#: The former name of ``UnsupportedFolderError``.
+UnsupportedFolder = UnsupportedFolderError
 
 
 @dataclass(frozen=True)
@@ -43,37 +45,38 @@ class FolderPipeline:
 
 
 def read_pipeline(folder: Path) -> FolderPipeline:
-    """The pipeline of ``folder`` (its modules.json and module configs), or ``UnsupportedFolder``."""
+    """The pipeline of ``folder`` (its modules.json and module configs), or ``UnsupportedFolderError``."""
     modules = _json(folder / "modules.json")
     if not isinstance(modules, list) or not modules:
-        raise UnsupportedFolder(f"{folder / 'modules.json'}: expected a non-empty list of modules")
+        raise UnsupportedFolderError(f"{folder / 'modules.json'}: expected a non-empty list of modules")
     if not all(isinstance(m, dict) for m in modules):
-        raise UnsupportedFolder(f"{folder / 'modules.json'}: each module must be a JSON object")
+        raise UnsupportedFolderError(f"{folder / 'modules.json'}: each module must be a JSON object")
     types = [str(m.get("type", "")) for m in modules]
     if types not in ([_TRANSFORMER, _POOLING], [_TRANSFORMER, _POOLING, _NORMALIZE]):
-        raise UnsupportedFolder(f"{folder / 'modules.json'}: modules {types} are not Transformer, Pooling[, Normalize]")
+        message = f"modules {types} are not Transformer, Pooling[, Normalize]"
+        raise UnsupportedFolderError(f"{folder / 'modules.json'}: {message}")
     if modules[0].get("path", "") != "":
-        raise UnsupportedFolder(f"{folder / 'modules.json'}: the Transformer module is not the folder itself")
+        raise UnsupportedFolderError(f"{folder / 'modules.json'}: the Transformer module is not the folder itself")
     pooling_file = folder / str(modules[1].get("path", "")) / "config.json"
     pooling = _json(pooling_file)
     if not isinstance(pooling, dict):
-        raise UnsupportedFolder(f"{pooling_file}: expected a JSON object")
+        raise UnsupportedFolderError(f"{pooling_file}: expected a JSON object")
     modes = [mode for key, mode in _POOLING_MODES.items() if pooling.get(key)]
     unsupported = [key for key in _UNSUPPORTED_MODES if pooling.get(key)]
     if unsupported or len(modes) != 1:
-        raise UnsupportedFolder(f"{pooling_file}: supported is exactly one of {list(_POOLING_MODES)}")
+        raise UnsupportedFolderError(f"{pooling_file}: supported is exactly one of {list(_POOLING_MODES)}")
     if pooling.get("include_prompt") is False:
-        raise UnsupportedFolder(f"{pooling_file}: include_prompt=false is not supported")
+        raise UnsupportedFolderError(f"{pooling_file}: include_prompt=false is not supported")
     dimension = pooling.get("word_embedding_dimension")
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
-        raise UnsupportedFolder(f"{pooling_file}: word_embedding_dimension must be a positive int")
+        raise UnsupportedFolderError(f"{pooling_file}: word_embedding_dimension must be a positive int")
     config_file = folder / "sentence_bert_config.json"
     config = _json(config_file) if config_file.is_file() else {}
     if not isinstance(config, dict):
-        raise UnsupportedFolder(f"{config_file}: expected a JSON object")
+        raise UnsupportedFolderError(f"{config_file}: expected a JSON object")
     max_seq_length = config.get("max_seq_length")
     if max_seq_length is not None and (isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)):
-        raise UnsupportedFolder(f"{config_file}: max_seq_length must be an int")
+        raise UnsupportedFolderError(f"{config_file}: max_seq_length must be an int")
     return FolderPipeline(
         pooling=modes[0],
         dimension=dimension,
@@ -87,4 +90,4 @@ def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UnsupportedFolder(f"{path}: cannot read it as JSON ({exc})") from exc
+        raise UnsupportedFolderError(f"{path}: cannot read it as JSON ({exc})") from exc

@@ -284,16 +284,18 @@ def test_the_server_answers_over_the_passages_the_gate_checked_or_serves_the_dra
     gate.calibrate_scores(np.linspace(-2.0, -1.0, 40) if route == "retrieve" else np.linspace(2.0, 3.0, 40), 0.5)
     service = ChatService(gate, counting, gate.chat, max_tokens=8)
     question = records[TRAIN + 1].question
-    prepared = asyncio.run(service.prepare([{"role": "user", "content": question}], {}))
-    decision = prepared.served.decision
+    answer = asyncio.run(service.answer([{"role": "user", "content": question}], {}))
     assert counting.searches == 1  # the gate's check; the server did not search again
-    assert prepared.served.route == route
-    if route == "retrieve":
-        assert prepared.served.passages == list(decision.passages) == counting.search(question, 3)
-        assert decision.passages[0].as_passage() in prepared.messages[-1]["content"]
+    decision = answer.record["decision"]
+    assert answer.record["route"] == route
+    checked = [(p["id"], p["text"]) for p in decision["passages"]]
+    assert len(checked) == 3
+    if route == "retrieve":  # answered over the passages the gate checked
+        assert [(p["id"], p["text"]) for p in answer.record["passages"]] == checked
+        assert checked == [(h.id, h.text) for h in counting.search(question, 3)]
     else:
-        assert prepared.draft == decision.draft_answer == decision.details["draft"]
-        assert prepared.served.passages == [] and len(decision.passages) == 3
+        assert answer.text == decision["draft_answer"] == decision["details"]["draft"]
+        assert answer.record["passages"] == []
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import BackendError, MissingExtraError
+from ....errors import BackendError, MissingExtraError, UnsupportedFolderError
 from ... import embedded
 from ...optional import require
 from ..embedder import SentenceEmbedder
 from ..inputs import DEFAULT_BATCH_SIZE, checked_embeddings, shows_progress, texts_to_embed
-from ..st_folder import UnsupportedFolder
 from .export import cached_export, onnx_pipeline
 from .runner import OnnxPipeline, intra_op_threads
 
@@ -130,7 +129,7 @@ class OnnxEmbedder:
             return embedded.embedded_minilm_dir()
         folder = Path(self._name).expanduser()
         if not (folder / "modules.json").is_file():
-            raise UnsupportedFolder(f"{self._name!r} is not a local sentence-transformers folder")
+            raise UnsupportedFolderError(f"{self._name!r} is not a local sentence-transformers folder")
         return folder
 
     def __repr__(self) -> str:

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import BackendError
+from ....errors import BackendError, ExportMismatchError, UnsupportedFolderError
 from ....persistence.directory_swap import exclusive_lock
 from ...embedded import cache_dir, discard_dir, publish_dir
 from ...optional import require
-from ..st_folder import UnsupportedFolder, read_pipeline
+from ..st_folder import read_pipeline
 from .runner import INPUT_NAMES, OnnxPipeline, max_length, open_session
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,8 @@ _MODEL_FILE = "model.onnx"
 _MANIFEST = "manifest.json"
 
 
-class ExportMismatch(BackendError):
-    """The export's vectors differ from sentence-transformers' on the check sentences."""
+#: The former name of ``ExportMismatchError``.
+ExportMismatch = ExportMismatchError
 
 
 def export_key(folder: Path) -> str:
@@ -74,7 +74,7 @@ def export_key(folder: Path) -> str:
 
 def cached_export(folder: Path) -> Path:
     """The checked ONNX file of ``folder``'s Transformer, exported first if not cached.
-    Raises ``ExportMismatch`` when the export fails the check, ``UnsupportedFolder``
+    Raises ``ExportMismatchError`` when the export fails the check, ``UnsupportedFolderError``
     for pipelines this package does not run."""
     read_pipeline(folder)  # refuse unsupported folders before any work
     target = cache_dir() / f"onnx-{export_key(folder)[:32]}"
@@ -156,7 +156,7 @@ def _export_checked(folder: Path, out: Path) -> None:
     _export(folder, model_file)
     cosine = check_export(folder, model_file)
     if not cosine >= MIN_COSINE:
-        raise ExportMismatch(
+        raise ExportMismatchError(
             f"the ONNX export of {folder} does not match sentence-transformers: least cosine "
             f"{cosine:.7f} < {MIN_COSINE} on the check sentences"
         )
@@ -179,7 +179,7 @@ def _export(folder: Path, model_file: Path) -> None:
     transformer, tokenizer = model[0].auto_model, model.tokenizer
     names = [name for name in INPUT_NAMES if name in tokenizer.model_input_names]
     if names[:2] != ["input_ids", "attention_mask"]:
-        raise UnsupportedFolder(
+        raise UnsupportedFolderError(
             f"{folder}: the tokenizer gives {tokenizer.model_input_names}, not input_ids and attention_mask"
         )
     example = tokenizer(["a first example", "a second, somewhat longer example"], padding=True, return_tensors="pt")
