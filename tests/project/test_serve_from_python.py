@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from readme_blocks import readme_blocks, run_readme
+from support.readme_blocks import readme_blocks, run_readme
 
 pytestmark = pytest.mark.live_server  # a real app and model: left out of make test-fast
 
