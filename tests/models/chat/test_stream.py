@@ -14,6 +14,7 @@ from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.models.chat.stream import ChatChunk, StreamingChatModel, astream_chat, stream_chat
 
 QUESTION = user("What is the capital of France?")
+LONG = user("Write a long story about a dragon who learns to cook.")
 
 
 class WholeReplyChat:
@@ -90,16 +91,18 @@ def test_astream_chat_gives_the_same_pieces(local_chat):
 
 
 def test_closing_the_stream_early_stops_the_generation(local_chat, lm):
-    pieces = stream_chat(local_chat, QUESTION, max_tokens=200)
+    pieces = stream_chat(local_chat, LONG, max_tokens=200)
     first = next(pieces)
     assert first.reply is None
+    assert not _model_is_free(lm)  # still generating
     pieces.close()
     assert _model_is_free(lm)
 
 
 def test_leaving_an_async_stream_early_frees_the_model(local_chat, lm):
     async def first_piece():
-        async for piece in astream_chat(local_chat, QUESTION, max_tokens=200):
+        async for piece in astream_chat(local_chat, LONG, max_tokens=200):
+            assert not _model_is_free(lm)  # still generating
             return piece
         return None
 
