@@ -97,6 +97,11 @@ def test_bad_settings_are_refused_at_once(kwargs, named):
         LMHiddenStateRepresenter(**kwargs)
 
 
+def test_a_single_string_is_refused_not_represented_by_character(last_layer):
+    with pytest.raises(TypeError, match="not a single string"):
+        last_layer.embed("Who wrote Hamlet?")
+
+
 def test_truncation_keeps_only_the_first_tokens(lm):
     short = LMHiddenStateRepresenter(lm, pooling="mean", max_length=4)
     a, b = short.embed(["The capital of France is Paris", "The capital of France was Rome"])

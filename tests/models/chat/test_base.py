@@ -118,6 +118,7 @@ def test_resolved_options_read_one_stop_string_as_that_one():
         ({"temperature": math.inf}, "temperature"),
         ({"temperature": math.nan}, "temperature"),
         ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": True}, "temperature"),
         ({"stop": [""]}, "stop"),
         ({"stop": ["ok", 3]}, "stop"),
     ],

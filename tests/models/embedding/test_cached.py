@@ -85,6 +85,14 @@ def test_the_least_recently_used_text_is_dropped_first():
     assert len(cached) == 2 and "a" not in cached
 
 
+def test_a_single_string_is_refused_not_embedded_by_character():
+    inner = CountingEmbedder()
+    cached = CachedEmbedder(inner)
+    with pytest.raises(TypeError, match="not a single string"):
+        cached.embed("who wrote hamlet")
+    assert inner.seen == [] and len(cached) == 0
+
+
 def test_nothing_to_embed_gives_no_rows(embedder):
     out = CachedEmbedder(embedder).embed([])
     assert out.shape == (0, 384) and out.dtype == np.float32

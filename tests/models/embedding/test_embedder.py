@@ -89,7 +89,7 @@ def test_bad_input_is_refused(torch_embedder):
         torch_embedder.embed(["fine", 42])
 
 
-@pytest.mark.parametrize("batch_size", [0, -1, 2.5, "8"])
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, "8", True])
 def test_batch_size_must_be_a_positive_int(batch_size):
     with pytest.raises(ValueError, match="batch_size"):
         SentenceEmbedder(batch_size=batch_size)
