@@ -160,7 +160,8 @@ def test_chat_each_abandons_requests_still_running_at_the_deadline():
     assert time.monotonic() - start < 5
     assert isinstance(results[0], BackendUnavailableError)
     assert "gave no reply before the deadline" in str(results[0])
-    assert _texts(results[1:]) in (["b", "c"], ["BackendUnavailableError", "BackendUnavailableError"])
+    assert all(isinstance(r, BackendUnavailableError) for r in results[1:])  # never sent
+    assert model.asked == ["wait"]
 
 
 def test_chat_each_sends_nothing_past_the_deadline():

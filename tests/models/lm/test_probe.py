@@ -135,3 +135,13 @@ def test_one_non_empty_prompt_string_is_needed(lm, prompt):
 def test_the_local_lm_offers_the_probe_as_a_method(lm, samples):
     found = lm.sample_with_states(PROMPT, 1, module_path=MODULE, max_new_tokens=3, seed=0)
     assert found[0].generation.token_ids == samples[0].generation.token_ids
+
+
+def test_the_prefix_cache_gives_the_same_samples(lm, samples):
+    with lm.prefix_cache(2):
+        first = sample_with_states(lm, PROMPT, 3, module_path=MODULE, max_new_tokens=3, seed=0)
+        again = sample_with_states(lm, PROMPT, 3, module_path=MODULE, max_new_tokens=3, seed=0)  # from the cache
+    for found in (first, again):
+        assert [s.generation.token_ids for s in found] == [s.generation.token_ids for s in samples]
+        for mine, theirs in zip(found, samples):
+            np.testing.assert_allclose(mine.state, theirs.state, atol=1e-3, rtol=1e-3)

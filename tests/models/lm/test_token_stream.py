@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -202,3 +203,16 @@ def test_an_unstarted_stream_closes_without_generating(lm):
 def test_bad_arguments_are_refused_before_generating(lm, kwargs, problem):
     with pytest.raises(ValueError, match=problem):
         lm.stream("Hi", **kwargs)
+
+
+def test_a_stream_left_unread_runs_to_its_end_and_frees_the_model(lm):
+    stream = lm.stream(LONG, max_new_tokens=8)
+    next(stream)  # started, then left alone
+    deadline = time.monotonic() + 60
+    while _held_elsewhere(lm) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _held_elsewhere(lm)
+    pieces = list(stream)  # what it queued meanwhile is still there
+    assert stream.generation.finish_reason in {"length", "eos"}
+    assert len(stream.generation.token_ids) <= 8
+    assert pieces or stream.generation.text
