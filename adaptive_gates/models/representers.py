@@ -111,6 +111,8 @@ class LMHiddenStateRepresenter:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The pooled hidden states, float32 ``(len(texts), hidden size)``."""
+        if isinstance(texts, str):  # not a batch of its characters
+            raise TypeError("embed() takes a sequence of strings, not a single string")
         states = self.lm.hidden_states(
             list(texts),
             layers=[self.layer],

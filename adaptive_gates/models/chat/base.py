@@ -124,7 +124,8 @@ class ResolvedChatOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-        if not isinstance(self.temperature, (int, float)) or not 0 <= self.temperature < math.inf:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
             raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature!r}")
         object.__setattr__(self, "stops", tuple(check_stops(stop)))
 

@@ -63,6 +63,8 @@ class CachedEmbedder:
                 self._table.popitem(last=False)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):  # not a batch of its characters
+            raise TypeError("embed() takes a sequence of strings, not a single string")
         texts = list(texts)
         with self._lock:
             known = {t: self._table[t] for t in texts if t in self._table}

@@ -31,7 +31,7 @@ class SentenceEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         normalize: bool = True,
     ) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         self._name = model
         self.device = device
