@@ -66,9 +66,9 @@ def test_one_fitting_query_has_a_zero_fit_score():
 
 
 def test_bad_fitting_questions_are_refused():
-    with pytest.raises(ValueError, match="at least one fitting question"):
+    with pytest.raises(ValueError, match=r"at least one fitting question"):
         BM25DifficultyGate().fit([])
-    with pytest.raises(ValueError, match="has a word BM25 can index"):
+    with pytest.raises(ValueError, match=r"has a word BM25 can index"):
         BM25DifficultyGate().fit(["who is it?", "what was that?"])
     with pytest.raises(InvalidQuestionError):
         BM25DifficultyGate().fit(["fine question", "   "])
@@ -83,7 +83,7 @@ def test_saved_and_loaded_it_scores_the_same(gate, fitting, tmp_path):
     assert config["state"]["query_terms"] == "content-distinct"
     loaded = BM25DifficultyGate.load(path)
     np.testing.assert_allclose(
-        loaded.score(fitting[:5] + ["x-ray crystallography?"]), gate.score(fitting[:5] + ["x-ray crystallography?"])
+        loaded.score([*fitting[:5], "x-ray crystallography?"]), gate.score([*fitting[:5], "x-ray crystallography?"])
     )
     assert loaded.threshold_ == gate.threshold_
 
@@ -91,10 +91,10 @@ def test_saved_and_loaded_it_scores_the_same(gate, fitting, tmp_path):
 def test_a_saved_queries_file_is_checked(tmp_path, fitting):
     gate = BM25DifficultyGate()
     (tmp_path / "queries.json").write_text(json.dumps({"queries": fitting[:3]}))
-    with pytest.raises(GateLoadError, match="'state.n_queries' is 4"):
+    with pytest.raises(GateLoadError, match=r"'state.n_queries' is 4"):
         gate._load_state(tmp_path, {"n_queries": 4, "query_terms": "content-distinct"})
-    with pytest.raises(GateLoadError, match="'state.query_terms' must be"):
+    with pytest.raises(GateLoadError, match=r"'state.query_terms' must be"):
         gate._load_state(tmp_path, {"n_queries": 3, "query_terms": "stemmed"})
     (tmp_path / "queries.json").write_text(json.dumps({"queries": ["ok?", ""]}))
-    with pytest.raises(GateLoadError, match="non-empty list of questions"):
+    with pytest.raises(GateLoadError, match=r"non-empty list of questions"):
         gate._load_state(tmp_path, {"n_queries": 2})

@@ -22,11 +22,11 @@ def test_missing_parts_are_filled_with_one_none_per_score():
 
 
 def test_parts_of_another_length_are_refused():
-    with pytest.raises(ValueError, match="2 scores has parts of lengths"):
+    with pytest.raises(ValueError, match=r"2 scores has parts of lengths"):
         Assessment([0.1, 0.2], [{}])
-    with pytest.raises(ValueError, match="lengths"):
+    with pytest.raises(ValueError, match=r"lengths"):
         Assessment([0.1, 0.2], [{}, {}], drafts=["only one"])
-    with pytest.raises(ValueError, match="lengths"):
+    with pytest.raises(ValueError, match=r"lengths"):
         Assessment([0.1], [{}], passages=[None, None])
 
 
@@ -37,7 +37,7 @@ def test_of_passes_an_assessment_through_and_wraps_a_pair():
     assert isinstance(wrapped, Assessment)
     np.testing.assert_array_equal(wrapped.scores, [1.0, 2.0, 3.0])
     assert wrapped.details == [{"i": 0}, {"i": 1}, {"i": 2}]
-    with pytest.raises(ValueError, match="lengths"):
+    with pytest.raises(ValueError, match=r"lengths"):
         Assessment.of(([1, 2], [{}]))
 
 

@@ -46,16 +46,16 @@ def test_ties_take_the_closest_reachable_rate_and_fewer_on_a_draw():
 
 @pytest.mark.parametrize("rate", [-0.1, 1.5, math.nan])
 def test_a_rate_outside_zero_one_is_refused(rate):
-    with pytest.raises(ValueError, match="target_rate"):
+    with pytest.raises(ValueError, match=r"target_rate"):
         threshold_for_rate(np.arange(5.0), rate)
 
 
 def test_empty_or_non_finite_scores_are_refused():
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(ValueError, match=r"at least one"):
         threshold_for_rate(np.array([]), 0.5)
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match=r"finite"):
         threshold_for_rate(np.array([0.1, math.nan]), 0.5)
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match=r"finite"):
         threshold_for_objective(np.array([0.1, math.inf]), [0, 1], [1, 1])
 
 
@@ -88,9 +88,9 @@ def test_graded_outcomes_and_bad_outcomes():
     assert calibration.accuracy == pytest.approx((1.0 + 0.5) / 2)
     with pytest.raises(ValueError):
         threshold_for_objective(np.array([0.8, 0.2]), [0, 2], [1, 1])
-    with pytest.raises(ValueError, match="2 scores for 3/2"):
+    with pytest.raises(ValueError, match=r"2 scores for 3/2"):
         threshold_for_objective(np.array([0.8, 0.2]), [0, 1, 1], [1, 1])
-    with pytest.raises(ValueError, match="max_rate"):
+    with pytest.raises(ValueError, match=r"max_rate"):
         threshold_for_objective(np.array([0.8, 0.2]), [0, 1], [1, 1], max_rate=1.2)
 
 
@@ -114,16 +114,16 @@ def test_threshold_at_rate_reads_the_kept_sample():
     assert np.mean(scores > calibration.threshold_at_rate(0.2)) == pytest.approx(0.2)
     assert np.mean(scores > calibration.threshold_at_rate(0.8)) == pytest.approx(0.8)
     old = Calibration("rate", 0.5, 100, 0.5, target_rate=0.5)
-    with pytest.raises(ValueError, match="kept no scores"):
+    with pytest.raises(ValueError, match=r"kept no scores"):
         old.threshold_at_rate(0.2)
     assert Calibration.from_dict(old.to_dict()).score_sample is None
 
 
 def test_too_few_questions_warn_at_the_callers_line():
-    with pytest.warns(CalibrationWarning, match="calibrated on 3 questions") as caught:
+    with pytest.warns(CalibrationWarning, match=r"calibrated on 3 questions") as caught:
         threshold_for_rate(np.array([0.1, 0.2, 0.3]), 0.3).warn_if_too_few()
     assert caught[0].filename == __file__
-    with pytest.warns(CalibrationWarning, match="1 question,.*best accuracy"):
+    with pytest.warns(CalibrationWarning, match=r"1 question,.*best accuracy"):
         threshold_for_objective(np.array([0.5]), [0], [1]).warn_if_too_few()
     enough = threshold_for_rate(np.arange(float(MIN_CALIBRATION_QUESTIONS)), 0.5)
     with warnings.catch_warnings():

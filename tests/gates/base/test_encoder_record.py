@@ -44,20 +44,20 @@ def test_a_matching_record_gives_its_width(embedder, tmp_path):
     ],
 )
 def test_malformed_records_are_refused(record, tmp_path, embedder):
-    with pytest.raises(GateLoadError, match="'state.encoder' is missing or malformed"):
+    with pytest.raises(GateLoadError, match=r"'state.encoder' is missing or malformed"):
         check_encoder_record(tmp_path, record, embedder)
 
 
 def test_another_encoder_or_width_is_refused(embedder, tmp_path):
     other = AdaptedEmbedder(embedder.embed, "someone/other-encoder", dimension=embedder.dimension)
     saved = encoder_record(other, other.dimension)
-    with pytest.raises(GateLoadError, match="pass embedder= with that model"):
+    with pytest.raises(GateLoadError, match=r"pass embedder= with that model"):
         check_encoder_record(tmp_path, saved, None)
-    with pytest.raises(GateLoadError, match="'state.encoder.id' is 'someone/other-encoder'"):
+    with pytest.raises(GateLoadError, match=r"'state.encoder.id' is 'someone/other-encoder'"):
         check_encoder_record(tmp_path, saved, embedder)
     assert check_encoder_record(tmp_path, saved, other) == embedder.dimension
     narrower = encoder_record(embedder, 128)
-    with pytest.raises(GateLoadError, match="'state.encoder.dimension' is 128"):
+    with pytest.raises(GateLoadError, match=r"'state.encoder.dimension' is 128"):
         check_encoder_record(tmp_path, narrower, embedder)
 
 
@@ -68,7 +68,7 @@ def test_a_saved_gate_refuses_to_load_with_another_encoder(embedder, qa_records,
     state = json.loads((path / "config.json").read_text())["state"]["encoder"]
     assert state == {"id": MINILM_ID, "dimension": embedder.dimension}
     other = AdaptedEmbedder(embedder.embed, "someone/other-encoder", dimension=embedder.dimension)
-    with pytest.raises(GateLoadError, match="other-encoder"):
+    with pytest.raises(GateLoadError, match=r"other-encoder"):
         SKRKnnGate.load(path, embedder=other)
     loaded = SKRKnnGate.load(path, embedder=embedder)
     np.testing.assert_allclose(loaded.score(questions[:3]), gate.score(questions[:3]))

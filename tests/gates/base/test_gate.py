@@ -41,9 +41,9 @@ def test_every_gate_class_is_registered_by_name():
     assert names == sorted(names)
     assert {"bm25-difficulty", "skr-knn", "popularity", "logprob"} <= set(names)
     assert Gate.gate_class("bm25-difficulty") is BM25DifficultyGate
-    with pytest.raises(ValueError, match="unknown gate 'nope'; choose from"):
+    with pytest.raises(ValueError, match=r"unknown gate 'nope'; choose from"):
         Gate.gate_class("nope")
-    with pytest.raises(ValueError, match="unknown gate"):
+    with pytest.raises(ValueError, match=r"unknown gate"):
         Gate.gate_class(None)
 
 
@@ -57,9 +57,9 @@ def test_an_unfitted_gate_says_how_to_fit_it(questions):
 
 
 def test_gates_without_a_verb_say_so():
-    with pytest.raises(NotImplementedError, match="LogprobGate has no fit"):
+    with pytest.raises(NotImplementedError, match=r"LogprobGate has no fit"):
         LogprobGate().fit(["Who wrote Hamlet?"])
-    with pytest.raises(NotImplementedError, match="VerbalizedGate does not learn from outcome records; it is ready"):
+    with pytest.raises(NotImplementedError, match=r"VerbalizedGate does not learn from outcome records; it is ready"):
         VerbalizedGate().fit_outcomes([])
 
 
@@ -111,7 +111,7 @@ def test_calibration_to_a_rate_and_back(bm25, questions):
     finally:
         bm25.reset_threshold()
     assert bm25.calibration_ is None
-    with pytest.raises(ValueError, match="is not calibrated"):
+    with pytest.raises(ValueError, match=r"is not calibrated"):
         bm25.threshold_at_rate(0.5)
 
 
@@ -128,13 +128,13 @@ def test_calibration_for_accuracy_on_outcomes(outcome_records):
 
 def test_calibrate_refuses_mixed_or_missing_goals(bm25, questions):
     scores = bm25.score(questions[60:80])
-    with pytest.raises(ValueError, match="either target_rate or"):
+    with pytest.raises(ValueError, match=r"either target_rate or"):
         bm25.calibrate_scores(scores)
-    with pytest.raises(ValueError, match="either target_rate or"):
+    with pytest.raises(ValueError, match=r"either target_rate or"):
         bm25.calibrate_scores(scores, 0.3, correct_without=[0] * 20, correct_with=[1] * 20)
-    with pytest.raises(ValueError, match="needs both"):
+    with pytest.raises(ValueError, match=r"needs both"):
         bm25.calibrate_scores(scores, correct_without=[0] * 20)
-    with pytest.raises(ValueError, match="max_rate applies to outcome calibration only"):
+    with pytest.raises(ValueError, match=r"max_rate applies to outcome calibration only"):
         bm25.calibrate_scores(scores, 0.3, max_rate=0.5)
     assert bm25.calibration_ is None
 
@@ -186,15 +186,15 @@ def test_params_follow_the_scikit_learn_conventions(bm25):
 
 def test_feedback_is_refused_by_gates_that_do_not_learn_online(bm25, questions):
     assert bm25.learns_online is False
-    with pytest.raises(FeedbackNotSupportedError, match="does not learn from feedback"):
+    with pytest.raises(FeedbackNotSupportedError, match=r"does not learn from feedback"):
         bm25.record_feedback(questions[0], True, True)
     decision = bm25.decide(questions[62])
     with pytest.raises(FeedbackNotSupportedError):
         bm25.record_decision_feedback(decision, correct=True)
-    with pytest.raises(ValueError, match="must be a GateDecision"):
+    with pytest.raises(ValueError, match=r"must be a GateDecision"):
         bm25.record_decision_feedback("not a decision", correct=True)
     anonymous = GateDecision(retrieve=True, score=0.5, threshold=0.1, gate="bm25-difficulty")
-    with pytest.raises(ValueError, match="does not carry the question"):
+    with pytest.raises(ValueError, match=r"does not carry the question"):
         bm25.record_decision_feedback(anonymous, correct=True)
 
 
@@ -223,9 +223,9 @@ def test_listeners_hear_every_decision_until_removed(questions):
     gate.remove_listener(heard)
     gate.decide(questions[31])
     assert len(heard.decisions) == 2
-    with pytest.raises(ValueError, match="is not a listener"):
+    with pytest.raises(ValueError, match=r"is not a listener"):
         gate.remove_listener(heard)
-    with pytest.raises(TypeError, match="needs on_decision or on_llm_call"):
+    with pytest.raises(TypeError, match=r"needs on_decision or on_llm_call"):
         gate.add_listener(object())
 
 

@@ -54,7 +54,7 @@ def test_set_level_takes_a_name_or_a_rate(fitted, level, rate):
 
 @pytest.mark.parametrize("level", ["high", 1.5, -0.2])
 def test_bad_levels_are_refused(fitted, level):
-    with pytest.raises(ValueError, match="level must be one of|target_rate"):
+    with pytest.raises(ValueError, match=r"level must be one of|target_rate"):
         fitted.set_level(level)
     assert fitted.calibration_ is None
 
@@ -62,7 +62,7 @@ def test_bad_levels_are_refused(fitted, level):
 def test_an_unfitted_gate_has_no_fit_scores_or_level():
     gate = BM25DifficultyGate()
     assert not gate.is_fitted
-    with pytest.raises(NotFittedError, match="fit_outcomes"):
+    with pytest.raises(NotFittedError, match=r"fit_outcomes"):
         _ = gate.fit_scores_
     with pytest.raises(NotFittedError):
         gate.set_level("medium")

@@ -63,9 +63,9 @@ def test_fractional_outcomes_become_weighted_rows():
     x, labels, weights = weighted_rows(z, y, None, "test")
     # positive rows weighted by y, negative rows by 1 - y; NaN and zero weights dropped
     assert sorted(zip(x[:, 0], labels, weights)) == [(0.0, 0.0, 0.75), (0.0, 1.0, 0.25), (1.0, 1.0, 1.0)]
-    with pytest.raises(ValueError, match="test is 1 on every training row"):
+    with pytest.raises(ValueError, match=r"test is 1 on every training row"):
         weighted_rows(z, np.array([1.0, 1.0, np.nan]), None, "test")
-    with pytest.raises(ValueError, match="is missing on every training row"):
+    with pytest.raises(ValueError, match=r"is missing on every training row"):
         weighted_rows(z, np.full(3, np.nan), None, "test")
     _, _, halved = weighted_rows(z, y, [0.5, 0.5, 0.5], "test")
     assert sorted(halved) == [0.125, 0.375, 0.5]
@@ -73,11 +73,11 @@ def test_fractional_outcomes_become_weighted_rows():
 
 def test_row_weights_are_checked():
     np.testing.assert_array_equal(row_weights(None, 3), [1.0, 1.0, 1.0])
-    with pytest.raises(ValueError, match="one weight per row"):
+    with pytest.raises(ValueError, match=r"one weight per row"):
         row_weights([1.0, 2.0], 3)
-    with pytest.raises(ValueError, match="finite, non-negative"):
+    with pytest.raises(ValueError, match=r"finite, non-negative"):
         row_weights([1.0, -1.0, 1.0], 3)
-    with pytest.raises(ValueError, match="finite, non-negative"):
+    with pytest.raises(ValueError, match=r"finite, non-negative"):
         row_weights([1.0, np.inf, 1.0], 3)
 
 
@@ -107,13 +107,13 @@ def test_the_helps_combiner_scores_a_probability(rows):
     scores = combiner.score(features)
     assert np.all((scores > 0) & (scores < 1))
     assert combiner.base_rate == pytest.approx(np.mean(b > a))
-    with pytest.raises(ValueError, match="has the heads"):
+    with pytest.raises(ValueError, match=r"has the heads"):
         fit_combiner(features, head_outcomes(a, b, "gain"), "helps", C=1.0)
 
 
 def test_a_head_with_one_outcome_has_nothing_to_learn(rows):
     _, features, a, _ = rows
-    with pytest.raises(ValueError, match="correctness with retrieval is 1 on every training row"):
+    with pytest.raises(ValueError, match=r"correctness with retrieval is 1 on every training row"):
         fit_combiner(features, {"with": np.ones(200), "without": a}, "gain", C=1.0)
 
 
@@ -129,9 +129,9 @@ def test_combiner_and_rows_round_trip(rows, tmp_path):
     back = CombinerRows.load(tmp_path, rows_state, n_features=2)
     assert back.questions == tuple(questions)
     np.testing.assert_array_equal(back.features, features)
-    with pytest.raises(GateLoadError, match="rows_features.npy' must hold 200x3"):
+    with pytest.raises(GateLoadError, match=r"rows_features.npy' must hold 200x3"):
         CombinerRows.load(tmp_path, rows_state, n_features=3)
-    with pytest.raises(GateLoadError, match="'state.rows.size' is missing"):
+    with pytest.raises(GateLoadError, match=r"'state.rows.size' is missing"):
         CombinerRows.load(tmp_path, {"size": 0}, n_features=2)
 
 
@@ -155,8 +155,8 @@ def test_bad_combiner_arrays_are_refused(tmp_path):
     save_array(tmp_path, "combiner_mean.npy", np.zeros(2))
     save_array(tmp_path, "combiner_helps.npy", np.ones(2))
     save_array(tmp_path, "combiner_scale.npy", np.array([1.0, 0.0]))
-    with pytest.raises(GateLoadError, match="must hold positive values"):
+    with pytest.raises(GateLoadError, match=r"must hold positive values"):
         Combiner.load(tmp_path, state, n_features=2)
     save_array(tmp_path, "combiner_scale.npy", np.array([1.0, np.nan]))
-    with pytest.raises(GateLoadError, match="must hold 2 finite values"):
+    with pytest.raises(GateLoadError, match=r"must hold 2 finite values"):
         Combiner.load(tmp_path, state, n_features=2)

@@ -38,20 +38,20 @@ def test_the_export_scores_as_scikit_learn_does(model, data):
 
 def test_rows_of_another_width_are_refused(model, data):
     trees = TreeEnsemble.from_sklearn(model, n_features=3)
-    with pytest.raises(ValueError, match="expected rows of 3 features"):
+    with pytest.raises(ValueError, match=r"expected rows of 3 features"):
         trees.raw(data[0][:, :2])
-    with pytest.raises(ValueError, match="expected rows of 3 features"):
+    with pytest.raises(ValueError, match=r"expected rows of 3 features"):
         trees.raw(data[0][0])
 
 
 def test_only_binary_numeric_classifiers_export(data):
     x, y = data
     three = HistGradientBoostingClassifier(max_iter=3).fit(x, y + (np.arange(len(y)) % 3 == 0))
-    with pytest.raises(ValueError, match="has 3 classes"):
+    with pytest.raises(ValueError, match=r"has 3 classes"):
         TreeEnsemble.from_sklearn(three, n_features=3)
     categorical = np.c_[np.arange(len(y)) % 4, x[:, :1]]
     model = HistGradientBoostingClassifier(max_iter=3, categorical_features=[0]).fit(categorical, y)
-    with pytest.raises(ValueError, match="categorical splits"):
+    with pytest.raises(ValueError, match=r"categorical splits"):
         TreeEnsemble.from_sklearn(model, n_features=2)
 
 
@@ -61,7 +61,7 @@ def test_saved_trees_load_and_score_the_same(model, data, tmp_path):
     assert state["columns"] == list(NODE_COLUMNS)
     loaded = TreeEnsemble.load(tmp_path, state, "helps", 3, "state.trees")
     np.testing.assert_array_equal(loaded.raw(data[0]), trees.raw(data[0]))
-    with pytest.raises(GateLoadError, match="a split on a feature outside 0..1"):
+    with pytest.raises(GateLoadError, match=r"a split on a feature outside 0..1"):
         TreeEnsemble.load(tmp_path, state, "helps", 2, "state.trees")
 
 
@@ -112,7 +112,7 @@ def test_a_hand_made_tree_scores_and_bad_tables_are_refused(tmp_path):
         with pytest.raises(GateLoadError, match=message):
             TreeEnsemble.load(tmp_path, state, "t", 1, "state.trees")
     save_array(tmp_path, "t_nodes.npy", np.array(good, dtype=np.float32))
-    with pytest.raises(GateLoadError, match="float64 values"):
+    with pytest.raises(GateLoadError, match=r"float64 values"):
         TreeEnsemble.load(tmp_path, state, "t", 1, "state.trees")
     for offsets, message in [([1, 3], "starting at 0"), ([0, 0, 3], "must increase"), ([0.0, 3.0], "integer offsets")]:
         save_array(tmp_path, "t_offsets.npy", np.array(offsets))
