@@ -42,7 +42,7 @@ def test_of_passes_an_assessment_through_and_wraps_a_pair():
 
 
 def test_reason_prefers_the_stated_fallback_then_flags_non_finite_scores():
-    hits = (Hit("p1", 0.9, "Paris is the capital of France."),)
+    hits = (Hit("p1", "Paris is the capital of France.", 0.9),)
     assessment = Assessment(
         [0.3, math.nan, math.inf, math.nan],
         [{}, {}, {}, {}],
