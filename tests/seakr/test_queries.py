@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -25,7 +26,7 @@ def test_token_spans_cover_the_decoded_text(lm):
     assert len(spans) == len(ids)
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(s <= e for s, e in spans)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert "".join(text[s:e] for s, e in spans) == text
 
 
@@ -68,5 +69,5 @@ def test_with_no_word_left_the_question_is_the_query(lm):
 def test_bad_arguments_are_refused(lm):
     with pytest.raises(ValueError, match=r"theta must be in \[0, 1\)"):
         build_query("x", [1], [0.0], lm.tokenizer, "q", theta=1.0)
-    with pytest.raises(ValueError, match="2 token ids but 1 log-probabilities"):
+    with pytest.raises(ValueError, match=r"2 token ids but 1 log-probabilities"):
         build_query("x", [1, 2], [0.0], lm.tokenizer, "q")

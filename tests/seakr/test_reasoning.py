@@ -32,7 +32,9 @@ def test_the_lower_uncertainty_wins_and_ties_go_first():
 
 def test_an_undefined_uncertainty_ranks_last():
     selector = ReasoningSelector(SelfAwareUncertainty(k=2))
-    chosen = selector.select([AnswerCandidate("Lyon", uncertainty=math.nan), AnswerCandidate("Paris", uncertainty=50.0)])
+    chosen = selector.select(
+        [AnswerCandidate("Lyon", uncertainty=math.nan), AnswerCandidate("Paris", uncertainty=50.0)]
+    )
     assert chosen.answer == "Paris"
     assert chosen.to_dict()["uncertainties"] == [None, 50.0]
 
@@ -68,14 +70,14 @@ def test_uncertainty_is_estimated_from_the_prompts_with_the_real_model(lm, one_t
 
 def test_bad_candidates_and_settings_are_refused():
     selector = ReasoningSelector(SelfAwareUncertainty(k=2))
-    with pytest.raises(ValueError, match="non-empty sequence of AnswerCandidate"):
+    with pytest.raises(ValueError, match=r"non-empty sequence of AnswerCandidate"):
         selector.select([])
-    with pytest.raises(ValueError, match="non-empty sequence of AnswerCandidate"):
+    with pytest.raises(ValueError, match=r"non-empty sequence of AnswerCandidate"):
         selector.select(["Paris"])
-    with pytest.raises(ValueError, match="candidate 1 needs a prompt or an uncertainty"):
+    with pytest.raises(ValueError, match=r"candidate 1 needs a prompt or an uncertainty"):
         selector.select([AnswerCandidate("Lyon", uncertainty=1.0), AnswerCandidate("Paris", prompt="  ")])
-    with pytest.raises(ValueError, match="must be a SelfAwareUncertainty"):
+    with pytest.raises(ValueError, match=r"must be a SelfAwareUncertainty"):
         ReasoningSelector({"k": 2})
-    with pytest.raises(ValueError, match="stop strings must be non-empty strings"):
+    with pytest.raises(ValueError, match=r"stop strings must be non-empty strings"):
         ReasoningSelector(stop=[""])
     assert ReasoningSelector(stop="\n").stop == ["\n"]

@@ -21,9 +21,9 @@ def test_strings_and_framework_objects_give_their_text(wiki_paragraphs):
 
 
 def test_objects_without_text_are_refused():
-    with pytest.raises(TypeError, match="must be a str or have page_content"):
+    with pytest.raises(TypeError, match=r"must be a str or have page_content"):
         snippet_text(42)
-    with pytest.raises(TypeError, match="must be a str or have page_content"):
+    with pytest.raises(TypeError, match=r"must be a str or have page_content"):
         snippet_text({"text": "a dict is not a document"})
-    with pytest.raises(TypeError, match="the snippet's text must be a str, got NoneType from CorpusRecord"):
+    with pytest.raises(TypeError, match=r"the snippet's text must be a str, got NoneType from CorpusRecord"):
         snippet_text(CorpusRecord("p1", "title", None))
