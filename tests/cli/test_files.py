@@ -85,9 +85,8 @@ def test_reports_are_written_whole_and_failures_name_the_flag(tmp_path):
     path.write_text("old")
     write_report("--json", path, '{"n": 1}')
     assert json.loads(path.read_text()) == {"n": 1}
-    with pytest.raises(OSError, match=r"--json .*: cannot write \(disk full\)"):
-        with written_output("--json", path):
-            raise OSError(28, "disk full")
+    with pytest.raises(OSError, match=r"--json .*: cannot write \(disk full\)"), written_output("--json", path):
+        raise OSError(28, "disk full")
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a folder would be")
     with pytest.raises(OSError, match=r"--plot .*blocker/r.json: cannot write"):
