@@ -125,6 +125,7 @@ def test_the_log_appends_removes_and_finds_verdicts():
     log.append(judged, np.array([3.0, 4.0]), None)
     assert len(log) == 2 and log.entries() == [first, judged]
     entries, features, embeddings = log.rows()
+    assert entries == [first, judged]
     np.testing.assert_array_equal(features, [[1, 2], [3, 4]])
     assert embeddings is None
     assert log.wrong_with_retrieval("who wrote hamlet")
