@@ -143,6 +143,7 @@ def test_combiner_and_rows_round_trip(rows, tmp_path):
         ({"target": "gain", "intercepts": {"with": 0.1}, "base_rate": 0.0}, "intercepts' must give a number per head"),
         ({"target": "helps", "intercepts": {"helps": True}, "base_rate": 0.0}, "intercepts' must give a number"),
         ({"target": "helps", "intercepts": {"helps": 0.1}}, "base_rate' is missing"),
+        ({"target": "helps", "intercepts": {"helps": 0.1}, "base_rate": True}, "base_rate' is missing or not a number"),
     ],
 )
 def test_malformed_combiner_states_are_refused(tmp_path, state, message):
