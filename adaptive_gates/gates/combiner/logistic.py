@@ -84,8 +84,9 @@ class Combiner:
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in intercepts.values())
         ):
             raise GateLoadError(f"{directory}: field 'state.combiner.intercepts' must give a number per head {names}")
-        if not isinstance(state.get("base_rate"), (int, float)):
-            raise GateLoadError(f"{directory}: field 'state.combiner.base_rate' is missing")
+        base_rate = state.get("base_rate")
+        if isinstance(base_rate, bool) or not isinstance(base_rate, (int, float)):
+            raise GateLoadError(f"{directory}: field 'state.combiner.base_rate' is missing or not a number")
 
         def vector(name: str) -> np.ndarray:
             array = load_array(directory, name).astype(np.float64)
