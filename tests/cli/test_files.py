@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 import pytest
 
@@ -21,8 +20,7 @@ from adaptive_gates.cli.files import (
     write_report,
     written_output,
 )
-
-needs_permissions = pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+from support.immutable import immutable
 
 
 def test_inputs_must_exist(tmp_path):
@@ -49,16 +47,11 @@ def test_outputs_are_tried_before_the_work(tmp_path):
     assert gate_directory(str(tmp_path / "gates" / "g")) == tmp_path / "gates" / "g"
 
 
-@needs_permissions
 def test_a_read_only_folder_is_refused(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        with pytest.raises(argparse.ArgumentTypeError, match=r"locked"):
-            report_file(str(locked / "report.json"))
-    finally:
-        locked.chmod(0o700)
+    with immutable(locked), pytest.raises(argparse.ArgumentTypeError, match=r"locked"):
+        report_file(str(locked / "report.json"))
 
 
 def test_plots_need_a_format_suffix(tmp_path):

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 
 import pytest
 
 from adaptive_gates.persistence.writable import PROBE_PREFIX, check_creatable, check_writable
-
-
-@contextlib.contextmanager
-def _immutable(path):
-    """``path`` unchangeable inside the block, root included (``chattr +i``)."""
-    subprocess.run(["chattr", "+i", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True)
+from support.immutable import immutable
 
 
 def test_an_existing_file_is_checked_without_touching_it(tmp_path):
@@ -45,7 +34,7 @@ def test_an_immutable_folder_refuses_new_files_even_to_root(tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir()
     assert os.access(folder, os.W_OK)  # what os.access would wrongly promise
-    with _immutable(folder), pytest.raises(OSError, match=r"^cannot write in .*locked \(Operation not permitted\)$"):
+    with immutable(folder), pytest.raises(OSError, match=r"^cannot write in .*locked \(Operation not permitted\)$"):
         check_creatable(folder / "gate")
     assert not any(p.name.startswith(PROBE_PREFIX) for p in folder.iterdir())
 
@@ -54,7 +43,7 @@ def test_an_immutable_file_refuses_writing(tmp_path):
     path = tmp_path / "report.json"
     path.write_text("kept")
     with (
-        _immutable(path),
+        immutable(path),
         pytest.raises(OSError, match=r"^cannot write to .*report\.json \(Operation not permitted\)$"),
     ):
         check_writable(path)
