@@ -41,7 +41,7 @@ PRETRAINED: tuple[str, ...] = ("draft-check", "stacked")
 SHIPPED_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 #: How a command line names a shipped gate where it takes a gate's directory.
 PREFIX = "pretrained:"
-_ROOT = Path(__file__).parent / "bundled" / "pretrained"
+_ROOT = Path(__file__).parent / "pretrained"
 
 
 def pretrained_path(name: str) -> Path:
