@@ -126,7 +126,7 @@ test-without-shared-data: export ADAPTIVE_GATES_SHARED_DATA = /nonexistent
 test-without-shared-data: browser $(STAMP)
 	$(run_suites)
 
-# The README's picture of the chat page (docs/serve-page.png), from the page test's
+# The serve page's picture of the chat page (docs/serve-page.png), from the page test's
 # conversation; tests never write into the tracked tree.
 page-screenshot: browser $(STAMP)
 	ADAPTIVE_GATES_PAGE_SCREENSHOT=$(abspath docs/serve-page.png) $(ONE_THREAD) $(PY) -m pytest -q \
