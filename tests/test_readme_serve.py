@@ -30,7 +30,7 @@ def block_with(marker: str, language: str = "python", page: Path = SERVE_PAGE) -
     return found[0]
 
 
-def test_the_key_file_block_starts_a_server_only_its_keys_reach(served_gate_dir, served_corpus, tmp_path):
+def test_the_readme_key_file_block_starts_a_server_only_its_keys_reach(served_gate_dir, served_corpus, tmp_path):
     """The bash block as pasted: its first line writes the key file; the second starts
     the command on every address with it (the gate and corpus are this run's)."""
     make_keys, serve = block_with("--api-key-file keys.txt", "bash").strip().splitlines()
@@ -61,7 +61,9 @@ def test_the_serve_page_shows_the_readmes_client_snippet():
     assert block_with(marker, page=SERVE_PAGE) == block_with(marker, page=README)
 
 
-def test_the_client_snippet_sees_the_decision(served_gate_dir, wiki_paragraphs, embedder, served_chat_model, capsys):
+def test_the_readme_client_snippet_sees_the_decision(
+    served_gate_dir, wiki_paragraphs, embedder, served_chat_model, capsys
+):
     code = block_with("x-adaptive-gates-decision", page=README)
     gate = SKRKnnGate.load(served_gate_dir, embedder=embedder)
     with serving(gate, wiki_paragraphs[:20], served_chat_model, max_tokens=6) as served:
@@ -71,7 +73,7 @@ def test_the_client_snippet_sees_the_decision(served_gate_dir, wiki_paragraphs, 
     assert namespace["record"]["decision"]["question"] == "Who wrote Hamlet?"
 
 
-def test_the_milvus_snippet_shares_a_verdict(tmp_path, monkeypatch, capsys):
+def test_the_readme_milvus_snippet_shares_a_verdict(tmp_path, monkeypatch, capsys):
     code = block_with("MilvusMemory.factory")
     monkeypatch.chdir(tmp_path)  # it saves gates/skr-milvus where it runs
     with MilvusServer(tmp_path / "milvus") as milvus:
