@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo lint test test-fast slow-tests test-without-shared-data page-screenshot bench clean
+.PHONY: install browser demo lint docs test test-fast slow-tests test-without-shared-data page-screenshot bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
 
+# The documentation site (mkdocs.yml over docs/), built as strictly as it is published: a
+# warning (a broken link or anchor, a page left out of the nav, a docstring mkdocstrings
+# cannot read) fails it. Built into a temporary folder, removed after; nothing is fetched.
+docs: $(STAMP)
+	@site=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$site; \
+		status=$$?; rm -rf $$site; exit $$status
+
 # Debian's chromium, for the serve page's browser tests (Playwright drives it; its own
 # browser download is never used). Only the tests need it, and installing it needs root:
 # said first, before any other work.
@@ -84,12 +91,14 @@ endef
 run_suites = @$(suites); exit $$status
 
 # The whole suite, as CI runs it (tests/README.md says what is slow and why). The lint
-# runs beside the first suite, on the core its start leaves idle; its output follows
-# the suites'.
+# and the strict build of the docs site run beside the first suite, on the core its
+# start leaves idle; their output follows the suites'.
 test: browser $(STAMP)
-	@lint_log=$$(mktemp); $(MAKE) --no-print-directory lint > $$lint_log 2>&1 & lint=$$!; \
+	@lint_log=$$(mktemp); \
+	{ $(MAKE) --no-print-directory lint; checks=$$?; $(MAKE) --no-print-directory docs || checks=1; exit $$checks; } \
+		> $$lint_log 2>&1 & lint=$$!; \
 	$(suites); \
-	echo "make lint:"; wait $$lint || status=1; cat $$lint_log; rm -f $$lint_log; \
+	echo "make lint, make docs:"; wait $$lint || status=1; cat $$lint_log; rm -f $$lint_log; \
 	exit $$status
 
 # The developer's loop: everything but the browser, Milvus and live-server tests and the
@@ -117,7 +126,7 @@ test-without-shared-data: export ADAPTIVE_GATES_SHARED_DATA = /nonexistent
 test-without-shared-data: browser $(STAMP)
 	$(run_suites)
 
-# The README's picture of the chat page (docs/serve-page.png), from the page test's
+# The serve page's picture of the chat page (docs/serve-page.png), from the page test's
 # conversation; tests never write into the tracked tree.
 page-screenshot: browser $(STAMP)
 	ADAPTIVE_GATES_PAGE_SCREENSHOT=$(abspath docs/serve-page.png) $(ONE_THREAD) $(PY) -m pytest -q \

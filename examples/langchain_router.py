@@ -10,7 +10,7 @@
    retrieval calls the chain no longer makes are counted from the callbacks.
 
 With the 135M-parameter SmolLM2 on BoolQ the gate's choices are close to chance
-(see the README: the model answers "no" to nearly everything without passages);
+(see docs/getting_started.md, "What the demo shows": the model answers "no" to nearly everything without passages);
 the example shows the wiring, the evidence and the saving, not a better model.
 
     python examples/langchain_router.py --n 8 --n-fit 24

@@ -1,5 +1,6 @@
-"""The README's serve and Milvus snippets, run as a user pastes them, against a real
-server and a real Milvus (Lite) server process; only their addresses are this run's."""
+"""The serve and Milvus snippets of the README and of the serve page (docs/serve.md), run
+as a user pastes them, against a real server and a real Milvus (Lite) server process;
+only their addresses are this run's."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ from support.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SERVE_PAGE = ROOT / "docs" / "serve.md"
 
 
-def block_with(marker: str, language: str = "python") -> str:
-    """The README's one ``language`` block that holds ``marker``."""
-    found = [code for _, code in readme_blocks(README, language) if marker in code]
-    assert len(found) == 1, f"{len(found)} README {language} blocks hold {marker!r}"
+def block_with(marker: str, language: str = "python", page: Path = SERVE_PAGE) -> str:
+    """The one ``language`` block of ``page`` that holds ``marker``."""
+    found = [code for _, code in readme_blocks(page, language) if marker in code]
+    assert len(found) == 1, f"{len(found)} {page.name} {language} blocks hold {marker!r}"
     return found[0]
 
 
@@ -52,10 +55,16 @@ def test_the_readme_key_file_block_starts_a_server_only_its_keys_reach(served_ga
         assert "0.0.0.0" in server.output() and not any(key in server.output() for key in roles.values())
 
 
+def test_the_serve_page_shows_the_readmes_client_snippet():
+    """The one snippet on both pages, so the run below covers both."""
+    marker = "x-adaptive-gates-decision"
+    assert block_with(marker, page=SERVE_PAGE) == block_with(marker, page=README)
+
+
 def test_the_readme_client_snippet_sees_the_decision(
     served_gate_dir, wiki_paragraphs, embedder, served_chat_model, capsys
 ):
-    code = block_with("x-adaptive-gates-decision")
+    code = block_with("x-adaptive-gates-decision", page=README)
     gate = SKRKnnGate.load(served_gate_dir, embedder=embedder)
     with serving(gate, wiki_paragraphs[:20], served_chat_model, max_tokens=6) as served:
         namespace: dict = {}

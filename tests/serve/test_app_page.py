@@ -35,7 +35,8 @@ MAX_TOKENS = 12
 #: Enough tokens to finish an answer whose text is not what a test checks.
 FEW_TOKENS = 1
 #: Where the screenshot of a conversation goes when it is wanted (``make page-screenshot``
-#: writes the README's); otherwise the test's own folder, so a test run leaves the tree as it was.
+#: writes the serve page's, docs/serve-page.png); otherwise the test's own folder, so a
+#: test run leaves the tree as it was.
 SCREENSHOT_ENV = "ADAPTIVE_GATES_PAGE_SCREENSHOT"
 
 

@@ -21,12 +21,19 @@ def readme_blocks(readme: Path, language: str = "python") -> list[tuple[int, str
 
 
 def run_readme(
-    readme: Path, namespace: dict[str, Any], after_block: Callable[[dict[str, Any]], None] | None = None
+    readme: Path,
+    namespace: dict[str, Any],
+    after_block: Callable[[dict[str, Any]], None] | None = None,
+    rewrite: Callable[[str], str | None] | None = None,
 ) -> int:
     """Run every python block of ``readme`` in ``namespace``, in order; the number run.
     A failing block raises ``AssertionError`` naming its line. ``after_block(namespace)``,
-    if given, runs after each block (to adjust what the blocks built, as a test may)."""
+    if given, runs after each block (to adjust what the blocks built, as a test may).
+    ``rewrite(code)``, if given, gives the code to run instead (a user's address made this
+    run's), or None to leave the block to the test that runs it elsewhere."""
     blocks = readme_blocks(readme)
+    if rewrite is not None:
+        blocks = [(line, new) for line, code in blocks if (new := rewrite(code)) is not None]
     for line, code in blocks:
         try:
             exec(compile(code, f"{readme.name}:{line}", "exec"), namespace)

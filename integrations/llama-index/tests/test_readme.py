@@ -21,6 +21,7 @@ from support.readme_blocks import (  # the core suite's (pythonpath in pyproject
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOP_README = Path(__file__).resolve().parents[3] / "README.md"
+DOCS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "llamaindex.md"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -55,3 +56,11 @@ def test_the_top_level_readmes_llamaindex_snippet_runs_as_pasted(capsys):
     exec(compile(code, f"README.md:{line}", "exec"), namespace)
     assert "GateDecision(" in capsys.readouterr().out
     assert namespace["engine"].gate is namespace["gate"]
+
+
+@pytest.mark.usefixtures("settings_put_back")
+def test_the_docs_llamaindex_page_runs_in_order(capsys):
+    """The site's LlamaIndex page (docs/llamaindex.md), its blocks as one session."""
+    namespace: dict = {"__name__": "docs"}
+    assert run_readme(DOCS_PAGE, namespace, after_block=reply_cap(MAX_TOKENS)) >= 1
+    assert "GateDecision(" in capsys.readouterr().out

@@ -21,6 +21,7 @@ from support.readme_blocks import (  # the core suite's (pythonpath in pyproject
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CORE_README = Path(__file__).resolve().parents[4] / "README.md"
+DOCS_PAGE = Path(__file__).resolve().parents[4] / "docs" / "langchain.md"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -58,6 +59,15 @@ def test_the_top_level_readme_langchain_block_runs_as_pasted():
     (block,) = [code for _, code in readme_blocks(CORE_README) if "from langchain_adaptive_gates import" in code]
     namespace: dict = {"__name__": "readme"}
     exec(compile(block, f"{CORE_README.name}:langchain", "exec"), namespace)
+    assert (
+        namespace["app"].invoke({"question": "Who wrote Hamlet?"})["gate_decision"]["question"] == "Who wrote Hamlet?"
+    )
+
+
+def test_the_docs_langchain_page_runs_in_order():
+    """The site's LangChain page (docs/langchain.md), its blocks as one session."""
+    namespace: dict = {"__name__": "docs"}
+    assert run_readme(DOCS_PAGE, namespace, after_block=reply_cap(MAX_TOKENS, "chat_model")) >= 1
     assert (
         namespace["app"].invoke({"question": "Who wrote Hamlet?"})["gate_decision"]["question"] == "Who wrote Hamlet?"
     )
