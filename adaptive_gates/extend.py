@@ -15,6 +15,13 @@ from __future__ import annotations
 from .answering.agent_tool import not_needed_reply
 from .answering.history_window import refers_back, standalone_question
 from .answering.prompts import QA, quote_question, quote_turns
+from .gates.base.door_policy import (
+    RAISED_BY_DOORS,
+    adecide_batch_or_fallback,
+    adecide_or_fallback,
+    decide_batch_or_fallback,
+    decide_or_fallback,
+)
 from .gates.base.driving import adrive, drive
 from .gates.base.feedback import Feedback
 from .gates.base.given_vectors import VECTOR_QUESTION, DecidesFromVectors
@@ -37,6 +44,7 @@ __all__ = [
     "KNOWN",
     "LABEL_KEY",
     "QA",
+    "RAISED_BY_DOORS",
     "RETRIEVE",
     "ROUTES",
     "UNKNOWN",
@@ -51,8 +59,12 @@ __all__ = [
     "ShadowLearner",
     "Similarity",
     "StoreBackedMemory",
+    "adecide_batch_or_fallback",
+    "adecide_or_fallback",
     "adrive",
     "check_retrieval_mode",
+    "decide_batch_or_fallback",
+    "decide_or_fallback",
     "door_learner",
     "drive",
     "first_stop",
