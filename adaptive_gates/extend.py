@@ -34,6 +34,7 @@ from .persistence.atomic_file import write_text_whole
 from .persistence.saved_format import read_json_file
 from .records.decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
 from .records.selfknowledge import KNOWN, UNKNOWN
+from .records.token_logprobs import tokens_from_openai, tokens_to_openai
 from .retrieval.base import Hit
 from .seakr.queries import is_content_word
 
@@ -78,5 +79,7 @@ __all__ = [
     "read_json_file",
     "refers_back",
     "standalone_question",
+    "tokens_from_openai",
+    "tokens_to_openai",
     "write_text_whole",
 ]

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Usag
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
     ChatChunk,
     ChatModel,
@@ -241,17 +242,6 @@ def usage_metadata(reply: ChatReply) -> UsageMetadata | None:
 
 
 def openai_logprobs(reply: ChatReply, top: int) -> dict[str, Any]:
-    """``reply``'s token log-probabilities in OpenAI's ``logprobs`` format."""
-    return {
-        "content": [
-            {
-                "token": t.token,
-                "logprob": t.logprob,
-                "bytes": list(t.token.encode("utf-8")),
-                "top_logprobs": [
-                    {"token": alt, "logprob": lp, "bytes": list(alt.encode("utf-8"))} for alt, lp in t.top[:top]
-                ],
-            }
-            for t in reply.tokens or ()
-        ]
-    }
+    """``reply``'s token log-probabilities in OpenAI's ``logprobs`` format (the core's
+    writer, ``tokens_to_openai``, with each token's UTF-8 ``bytes``)."""
+    return {"content": tokens_to_openai(reply.tokens or (), top=top, with_bytes=True)}

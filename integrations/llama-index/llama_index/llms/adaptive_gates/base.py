@@ -23,6 +23,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field, PrivateAttr
 
+from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
     ChatChunk,
     ChatModel,
@@ -227,11 +228,15 @@ def raw_response(reply: ChatReply) -> dict[str, Any] | None:
 
 
 def token_logprobs(reply: ChatReply) -> list[list[LogProb]] | None:
-    """LlamaIndex's ``logprobs``: per token, the chosen token then its alternatives."""
+    """LlamaIndex's ``logprobs``: per token, the chosen token then its alternatives
+    (written by the core's ``tokens_to_openai``, as OpenAI's entries with their bytes)."""
     if reply.tokens is None:
         return None
     return [
-        [LogProb(token=t.token, logprob=t.logprob, bytes=list(t.token.encode("utf-8")))]
-        + [LogProb(token=alt, logprob=lp, bytes=list(alt.encode("utf-8"))) for alt, lp in t.top if alt != t.token]
-        for t in reply.tokens
+        [_logprob(entry)] + [_logprob(alt) for alt in entry["top_logprobs"] if alt["token"] != entry["token"]]
+        for entry in tokens_to_openai(reply.tokens, with_bytes=True)
     ]
+
+
+def _logprob(entry: dict[str, Any]) -> LogProb:
+    return LogProb(token=entry["token"], logprob=entry["logprob"], bytes=entry["bytes"])
