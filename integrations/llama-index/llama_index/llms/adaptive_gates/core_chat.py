@@ -120,9 +120,9 @@ def parse_logprobs(logprobs: Sequence[Sequence[LogProb]] | None) -> tuple[TokenL
             {
                 "token": position[0].token,
                 "logprob": position[0].logprob,
-                "top_logprobs": sorted(
-                    ({"token": e.token, "logprob": e.logprob} for e in position), key=lambda alt: -alt["logprob"]
-                ),
+                "top_logprobs": [
+                    {"token": e.token, "logprob": e.logprob} for e in sorted(position, key=lambda e: -e.logprob)
+                ],
             }
             for position in logprobs
         ]
