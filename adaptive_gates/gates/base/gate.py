@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from .params import (
     validating,
 )
 from .saved import load_member, load_saved, write_gate
+
+if TYPE_CHECKING:
+    from ...models.protocols import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,11 @@ class Gate(ABC):
         """The object in attribute ``slot``, built by ``build`` on first use, once
         whichever threads ask (``params.built_once``)."""
         return built_once(self, slot, build)
+
+    def _given_or_default_encoder(self, given: Embedder | None) -> Embedder:
+        """``given``, or the embedded all-MiniLM-L6-v2 built on first use into
+        ``_default_encoder`` (``_built_once``): the sentence encoder of a gate given none."""
+        return given if given is not None else self._built_once("_default_encoder", _default_embedder)
 
     # ----------------------------------------------------------------- subclass hooks
     @property
@@ -722,6 +730,12 @@ class _Batch:
     @property
     def to_score(self) -> list[str]:
         return list(self.clean.values())
+
+
+def _default_embedder() -> Embedder:
+    from ...models.defaults import default_embedder  # loads a model: only when a gate needs it
+
+    return default_embedder()
 
 
 def load_gate(path: str | Path, **backends: Any) -> Gate:
