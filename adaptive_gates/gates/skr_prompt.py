@@ -250,12 +250,12 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
             raise ValueError(f"n_demos must be an even number >= 2, got {params['n_demos']}")
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        # the memory's state, then the chat model's record (``AsksInRounds``, first in line)
-        return {**_SKRMemoryGate._save_state(self, directory), **super()._save_state(directory)}
+        # the memory's state (the gate after AsksInRounds in line), then the chat model's record
+        return {**super(AsksInRounds, self)._save_state(directory), **super()._save_state(directory)}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        super()._load_state(directory, state)  # the chat model's record (``AsksInRounds``)
-        _SKRMemoryGate._load_state(self, directory, state)
+        super()._load_state(directory, state)  # the chat model's record (AsksInRounds)
+        super(AsksInRounds, self)._load_state(directory, state)  # the memory
 
     def _demo_reply(self, label: int) -> str:
         """The paper's demonstration answers, flipped for a "yes means known" template."""
