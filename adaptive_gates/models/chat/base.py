@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Protocol, TypedDict, Unpack, cast, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, cast, runtime_checkable
 
 from ...records.token_logprobs import TokenLogprob
 from ...records.validation import check_encodable, check_stops
@@ -103,6 +103,42 @@ class ChatOptions(TypedDict, total=False):
     temperature: float
     top_logprobs: int
     stop: Sequence[str] | None
+
+
+def options_from_openai(
+    owner: str,
+    call: Mapping[str, Any],
+    *,
+    max_tokens: int,
+    temperature: float,
+    logprobs: bool,
+    top_logprobs: int,
+    stop: Sequence[str] | None = None,
+    also_taken: Collection[str] = (),
+) -> tuple[ChatOptions, int]:
+    """A core chat call's options from the keywords of a framework's call in OpenAI's
+    names (``call``: ``max_tokens``, ``temperature``, ``logprobs``, ``top_logprobs``)
+    over the model's own settings, and how many alternatives per token to return: what a
+    framework's chat model built on a core one (LangChain's, LlamaIndex's) asks it.
+    ``stop``: the call's stop strings, when the framework has them (none: ``None``).
+
+    Raises:
+        TypeError: ``call`` holds a keyword ``owner`` does not take (``also_taken`` are
+            the framework's own, read elsewhere).
+    """
+    unknown = set(call) - {"max_tokens", "temperature", "logprobs", "top_logprobs", *also_taken}
+    if unknown:
+        raise TypeError(f"unsupported call options for {owner}: {sorted(unknown)}")
+    top = int(call.get("top_logprobs", top_logprobs))
+    options = ChatOptions(
+        max_tokens=call.get("max_tokens", max_tokens),
+        temperature=call.get("temperature", temperature),
+        # The core returns tokens only when alternatives are asked for; one is the least.
+        top_logprobs=max(top, 1) if call.get("logprobs", logprobs) else 0,
+    )
+    if stop is not None:
+        options["stop"] = list(stop) or None
+    return options, top
 
 
 @dataclass(frozen=True)

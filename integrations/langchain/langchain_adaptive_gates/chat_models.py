@@ -21,6 +21,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    options_from_openai,
     stream_chat,
 )
 
@@ -137,20 +138,15 @@ class AdaptiveGatesChatModel(BaseChatModel):
     def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[ChatOptions, int]:
         """The core call's options (per-call kwargs, OpenAI's names, over the model's
         fields) and how many alternatives per token to return."""
-        unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs"}
-        if unknown:
-            raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
-        wants_logprobs = kwargs.get("logprobs", self.logprobs)
-        top = kwargs.get("top_logprobs", self.top_logprobs)
-        stops = [*(self.stop or []), *(stop or [])]
-        options = ChatOptions(
-            max_tokens=kwargs.get("max_tokens", self.max_tokens),
-            temperature=kwargs.get("temperature", self.temperature),
-            # The core returns tokens only when alternatives are asked for; one is the least.
-            top_logprobs=max(int(top), 1) if wants_logprobs else 0,
-            stop=stops or None,
+        return options_from_openai(
+            type(self).__name__,
+            kwargs,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            logprobs=self.logprobs,
+            top_logprobs=self.top_logprobs,
+            stop=[*(self.stop or []), *(stop or [])],
         )
-        return options, int(top)
 
     def _generate(
         self,

@@ -31,6 +31,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    options_from_openai,
     stream_chat,
 )
 
@@ -101,17 +102,16 @@ class AdaptiveGatesLLM(CustomLLM):
 
     def _options(self, kwargs: dict[str, Any]) -> ChatOptions:
         """The core call's options: per-call ``kwargs`` (OpenAI's names) over the fields."""
-        unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs", "formatted"}
-        if unknown:
-            raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
-        wants = kwargs.get("logprobs", self.logprobs)
-        top = int(kwargs.get("top_logprobs", self.top_logprobs))
-        return ChatOptions(
-            max_tokens=kwargs.get("max_tokens", self.max_tokens),
-            temperature=kwargs.get("temperature", self.temperature),
-            # The core returns tokens only when alternatives are asked for; one is the least.
-            top_logprobs=max(top, 1) if wants else 0,
+        options, _ = options_from_openai(
+            type(self).__name__,
+            kwargs,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            logprobs=self.logprobs,
+            top_logprobs=self.top_logprobs,
+            also_taken={"formatted"},  # LlamaIndex's own, for completions
         )
+        return options
 
     def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
         return self.backend.chat(to_core_messages(messages), **self._options(kwargs))
