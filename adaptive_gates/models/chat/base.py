@@ -105,36 +105,37 @@ class ChatOptions(TypedDict, total=False):
     stop: Sequence[str] | None
 
 
+#: The keywords of a framework's call that ``options_from_openai`` reads, by OpenAI's names.
+OPENAI_CALL_OPTIONS = ("max_tokens", "temperature", "logprobs", "top_logprobs")
+
+
 def options_from_openai(
-    owner: str,
+    model: object,
     call: Mapping[str, Any],
     *,
-    max_tokens: int,
-    temperature: float,
-    logprobs: bool,
-    top_logprobs: int,
     stop: Sequence[str] | None = None,
     also_taken: Collection[str] = (),
 ) -> tuple[ChatOptions, int]:
     """A core chat call's options from the keywords of a framework's call in OpenAI's
-    names (``call``: ``max_tokens``, ``temperature``, ``logprobs``, ``top_logprobs``)
-    over the model's own settings, and how many alternatives per token to return: what a
+    names (``call``: ``OPENAI_CALL_OPTIONS``) over ``model``'s own settings (its
+    attributes of those names), and how many alternatives per token to return: what a
     framework's chat model built on a core one (LangChain's, LlamaIndex's) asks it.
     ``stop``: the call's stop strings, when the framework has them (none: ``None``).
 
     Raises:
-        TypeError: ``call`` holds a keyword ``owner`` does not take (``also_taken`` are
+        TypeError: ``call`` holds a keyword ``model`` does not take (``also_taken`` are
             the framework's own, read elsewhere).
     """
-    unknown = set(call) - {"max_tokens", "temperature", "logprobs", "top_logprobs", *also_taken}
+    unknown = set(call) - {*OPENAI_CALL_OPTIONS, *also_taken}
     if unknown:
-        raise TypeError(f"unsupported call options for {owner}: {sorted(unknown)}")
-    top = int(call.get("top_logprobs", top_logprobs))
+        raise TypeError(f"unsupported call options for {type(model).__name__}: {sorted(unknown)}")
+    asked = {name: call.get(name, getattr(model, name)) for name in OPENAI_CALL_OPTIONS}
+    top = int(asked["top_logprobs"])
     options = ChatOptions(
-        max_tokens=call.get("max_tokens", max_tokens),
-        temperature=call.get("temperature", temperature),
+        max_tokens=asked["max_tokens"],
+        temperature=asked["temperature"],
         # The core returns tokens only when alternatives are asked for; one is the least.
-        top_logprobs=max(top, 1) if call.get("logprobs", logprobs) else 0,
+        top_logprobs=max(top, 1) if asked["logprobs"] else 0,
     )
     if stop is not None:
         options["stop"] = list(stop) or None

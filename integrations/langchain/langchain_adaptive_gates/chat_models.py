@@ -138,15 +138,7 @@ class AdaptiveGatesChatModel(BaseChatModel):
     def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[ChatOptions, int]:
         """The core call's options (per-call kwargs, OpenAI's names, over the model's
         fields) and how many alternatives per token to return."""
-        return options_from_openai(
-            type(self).__name__,
-            kwargs,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            logprobs=self.logprobs,
-            top_logprobs=self.top_logprobs,
-            stop=[*(self.stop or []), *(stop or [])],
-        )
+        return options_from_openai(self, kwargs, stop=[*(self.stop or []), *(stop or [])])
 
     def _generate(
         self,

@@ -102,16 +102,7 @@ class AdaptiveGatesLLM(CustomLLM):
 
     def _options(self, kwargs: dict[str, Any]) -> ChatOptions:
         """The core call's options: per-call ``kwargs`` (OpenAI's names) over the fields."""
-        options, _ = options_from_openai(
-            type(self).__name__,
-            kwargs,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            logprobs=self.logprobs,
-            top_logprobs=self.top_logprobs,
-            also_taken={"formatted"},  # LlamaIndex's own, for completions
-        )
-        return options
+        return options_from_openai(self, kwargs, also_taken={"formatted"})[0]  # formatted: LlamaIndex's own
 
     def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
         return self.backend.chat(to_core_messages(messages), **self._options(kwargs))
