@@ -1,6 +1,8 @@
 """What a framework package builds on, beside the package root and ``adaptive_gates.models``.
 
-An adapter of LangChain, LlamaIndex or another framework reads decisions and routes,
+An adapter of LangChain, LlamaIndex or another framework asks a gate for its decisions
+by one policy (``decide_or_fallback``), reads and writes token log-probabilities in
+OpenAI's shape (``tokens_from_openai``, ``tokens_to_openai``), reads decisions and routes,
 drives a gate's rounds of LLM requests on the framework's own models, hears decisions
 and LLM calls, teaches a gate through feedback and through the pairs of the decisions
 it answers (``ShadowLearner``), and keeps an SKR memory in the framework's vector
