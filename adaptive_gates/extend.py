@@ -1,6 +1,8 @@
 """What a framework package builds on, beside the package root and ``adaptive_gates.models``.
 
-An adapter of LangChain, LlamaIndex or another framework reads decisions and routes,
+An adapter of LangChain, LlamaIndex or another framework asks a gate for its decisions
+by one policy (``decide_or_fallback``), reads and writes token log-probabilities in
+OpenAI's shape (``tokens_from_openai``, ``tokens_to_openai``), reads decisions and routes,
 drives a gate's rounds of LLM requests on the framework's own models, hears decisions
 and LLM calls, teaches a gate through feedback and through the pairs of the decisions
 it answers (``ShadowLearner``), and keeps an SKR memory in the framework's vector
@@ -15,6 +17,13 @@ from __future__ import annotations
 from .answering.agent_tool import not_needed_reply
 from .answering.history_window import refers_back, standalone_question
 from .answering.prompts import QA, quote_question, quote_turns
+from .gates.base.door_policy import (
+    RAISED_BY_DOORS,
+    adecide_batch_or_fallback,
+    adecide_or_fallback,
+    decide_batch_or_fallback,
+    decide_or_fallback,
+)
 from .gates.base.driving import adrive, drive
 from .gates.base.feedback import Feedback
 from .gates.base.given_vectors import VECTOR_QUESTION, DecidesFromVectors
@@ -27,6 +36,7 @@ from .persistence.atomic_file import write_text_whole
 from .persistence.saved_format import read_json_file
 from .records.decision import DIRECT, DRAFT, RETRIEVE, ROUTES, AnswerRoute, RetrievalMode, check_retrieval_mode
 from .records.selfknowledge import KNOWN, UNKNOWN
+from .records.token_logprobs import tokens_from_openai, tokens_to_openai
 from .retrieval.base import Hit
 from .seakr.queries import is_content_word
 
@@ -37,6 +47,7 @@ __all__ = [
     "KNOWN",
     "LABEL_KEY",
     "QA",
+    "RAISED_BY_DOORS",
     "RETRIEVE",
     "ROUTES",
     "UNKNOWN",
@@ -51,8 +62,12 @@ __all__ = [
     "ShadowLearner",
     "Similarity",
     "StoreBackedMemory",
+    "adecide_batch_or_fallback",
+    "adecide_or_fallback",
     "adrive",
     "check_retrieval_mode",
+    "decide_batch_or_fallback",
+    "decide_or_fallback",
     "door_learner",
     "drive",
     "first_stop",
@@ -66,5 +81,7 @@ __all__ = [
     "read_json_file",
     "refers_back",
     "standalone_question",
+    "tokens_from_openai",
+    "tokens_to_openai",
     "write_text_whole",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -125,12 +124,6 @@ class LogprobGate(AsksInRounds, Gate):
     def _fit_outcomes(self, records: list[OutcomeRecord], metric: str) -> None:
         """Nothing to learn: the gate as it is (so offline evaluation, which fits every
         gate on the training records, treats it like the others; calibrating is apart)."""
-
-    def _save_state(self, directory: Path) -> dict[str, Any]:
-        return self._backend.state()
-
-    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        self._backend.check_state(directory, state)
 
     # ------------------------------------------------------------------ scoring
     def prompt(self, question: str) -> str:

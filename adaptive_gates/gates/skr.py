@@ -69,8 +69,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
         super().__init__(fallback_retrieve=fallback_retrieve)
         self.embedder = embedder
         self.memory = memory
-        self._default_embedder: Embedder | None = None
-        self._embedder_lock = threading.Lock()
+        self._default_encoder: Embedder | None = None
         self._memory: SKRMemory | None = None
         self._feedback: FeedbackLog | None = None
         self._prior: tuple[int, int] | None = None
@@ -79,14 +78,7 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
     # ------------------------------------------------------------------ backend
     def _encoder(self) -> Embedder:
         """The sentence encoder in use; the embedded all-MiniLM-L6-v2 unless one was given."""
-        if self.embedder is not None:
-            return self.embedder
-        with self._embedder_lock:
-            if self._default_embedder is None:
-                from ..models.defaults import default_embedder
-
-                self._default_embedder = default_embedder()
-            return self._default_embedder
+        return self._given_or_default_encoder(self.embedder)
 
     def _embed(self, questions: list[str]) -> np.ndarray:
         return given_or(questions, self._encode)  # a vector decide_vector gave, if any

@@ -196,12 +196,6 @@ class SKRPromptGate(_PolarQuestionMixin, Gate):
     def is_fitted(self) -> bool:
         return True
 
-    def _save_state(self, directory: Path) -> dict[str, Any]:
-        return self._backend.state()
-
-    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        self._backend.check_state(directory, state)
-
     def _prompts(self, questions: list[str]) -> list[tuple[list[dict[str, str]], dict[str, Any]]]:
         return [([{"role": "user", "content": fill(self.template, question=q)}], {}) for q in questions]
 
@@ -256,11 +250,12 @@ class SKRIclGate(_PolarQuestionMixin, _SKRMemoryGate):
             raise ValueError(f"n_demos must be an even number >= 2, got {params['n_demos']}")
 
     def _save_state(self, directory: Path) -> dict[str, Any]:
-        return {**super()._save_state(directory), **self._backend.state()}
+        # the memory's state (the gate after AsksInRounds in line), then the chat model's record
+        return {**super(AsksInRounds, self)._save_state(directory), **super()._save_state(directory)}
 
     def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        self._backend.check_state(directory, state)
-        super()._load_state(directory, state)
+        super()._load_state(directory, state)  # the chat model's record (AsksInRounds)
+        super(AsksInRounds, self)._load_state(directory, state)  # the memory
 
     def _demo_reply(self, label: int) -> str:
         """The paper's demonstration answers, flipped for a "yes means known" template."""

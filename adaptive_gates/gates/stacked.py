@@ -57,7 +57,6 @@ embedding.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,15 +64,15 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 
-from ..errors import GateLoadError, NotFittedError
+from ..errors import GateLoadError
 from ..models.embedding.cached import CachedEmbedder
 from ..models.protocols import Embedder, check_vectors
-from ..persistence.saved_format import check_saved_backend
 from ..records.answer_metrics import normalize_answer
 from ..records.data import OutcomeRecord
 from ..records.selfknowledge import outcome_scores
 from ..signals.question_features import FEATURE_NAMES, question_features
 from .base.constraints import Boolean, Integer, OneOf, Real
+from .base.encoder_record import check_encoder_record, encoder_record
 from .base.feedback import FeedbackLog, LearnsFromFeedback
 from .base.folds import cross_fitted_scores
 from .base.gate import Gate
@@ -87,6 +86,7 @@ from .combiner.features import (
     fit_feature_combiner,
     refit_feature_combiner,
 )
+from .combiner.held import HoldsCombiner
 from .combiner.logistic import TARGETS, Combiner, CombinerRows, Target, feedback_outcomes, head_outcomes
 from .popularity import PopularityGate
 from .skr import SKRClassifierGate, SKRKnnGate
@@ -153,7 +153,7 @@ def _same_question(question: str) -> str:
     return normalize_answer(question)
 
 
-class StackedGate(LearnsFromFeedback, Gate):
+class StackedGate(HoldsCombiner, LearnsFromFeedback, Gate):
     """Retrieve when a combiner of member gates, question features and the question's
     embedding expects it to pay.
 
@@ -227,7 +227,6 @@ class StackedGate(LearnsFromFeedback, Gate):
         self.folds = folds
         self.seed = seed
         self._names = parse_members(members)
-        self._encoder_lock = threading.Lock()
         self._default_encoder: Embedder | None = None
         self._members: list[Gate] | None = None
         self._combiner: FeatureCombiner | None = None
@@ -255,13 +254,6 @@ class StackedGate(LearnsFromFeedback, Gate):
         return dict(zip(self._names, self._fitted_value(self._members)))
 
     @property
-    def combiner_(self) -> FeatureCombiner:
-        """The fitted combiner."""
-        if self._combiner is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit_outcomes() or load() first")
-        return self._combiner
-
-    @property
     def feature_names_(self) -> list[str]:
         """The combiner's named columns in order: the members' scores, then the question
         features (the embedding's components follow them, unnamed)."""
@@ -272,14 +264,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         questions; ``None`` if neither needs one."""
         if not self.embedding and not any(MEMBERS[n].backend for n in self._names):
             return None
-        if self.embedder is not None:
-            return self.embedder
-        with self._encoder_lock:
-            if self._default_encoder is None:
-                from ..models.defaults import default_embedder
-
-                self._default_encoder = default_embedder()
-            return self._default_encoder
+        return self._given_or_default_encoder(self.embedder)
 
     def _embeddings(self, questions: list[str], encoder: Embedder | None = None) -> np.ndarray | None:
         """The questions' embeddings the combiner reads (``None`` without ``embedding``);
@@ -444,7 +429,7 @@ class StackedGate(LearnsFromFeedback, Gate):
         if self.embedding:
             encoder = self._encoder()
             assert encoder is not None  # the embedding needs one
-            state["encoder"] = {"id": encoder.model_id, "dimension": int(encoder.dimension)}
+            state["encoder"] = encoder_record(encoder, encoder.dimension)
         if len(self.feedback_):  # a gate without feedback saves no log
             state["feedback"] = self.feedback_.save(directory)
         return state
@@ -461,7 +446,7 @@ class StackedGate(LearnsFromFeedback, Gate):
                 f"{directory}: field 'state.members' does not hold the {len(self._names)} members {list(self._names)}"
             )
         if self.embedding:
-            self._check_saved_encoder(directory, state.get("encoder"))
+            check_encoder_record(directory, state.get("encoder"), self.embedder)
         encoder = self._encoder()
         members = []
         for i, (name, member_state) in enumerate(zip(self._names, saved)):
@@ -487,26 +472,6 @@ class StackedGate(LearnsFromFeedback, Gate):
             self._check_projection(directory, combiner, state["encoder"], len(rows.questions))
         self._feedback = FeedbackLog.load(directory, state.get("feedback"))
         self._members, self._combiner, self._rows, self._threshold = members, combiner, rows, float(threshold)
-
-    def _check_saved_encoder(self, directory: Path, saved: Any) -> None:
-        """Refuse a saved embedding made by another encoder than the one given (or the default's)."""
-        if (
-            not isinstance(saved, dict)
-            or not isinstance(saved.get("id"), str)
-            or not isinstance(saved.get("dimension"), int)
-        ):
-            raise GateLoadError(f"{directory}: field 'state.encoder' is missing or malformed")
-        if self.embedder is None:
-            from ..models.defaults import MINILM_ID
-
-            check_saved_backend(
-                directory, "state.encoder.id", saved["id"], MINILM_ID, "encoder", pass_argument="embedder"
-            )
-            return
-        check_saved_backend(directory, "state.encoder.id", saved["id"], self.embedder.model_id, "embedder")
-        check_saved_backend(
-            directory, "state.encoder.dimension", saved["dimension"], self.embedder.dimension, "embedder's dimension"
-        )
 
     def _load_combiner(self, directory: Path, state: Any) -> FeatureCombiner:
         """The saved combiner, checked against the gate's parameters; one saved as a

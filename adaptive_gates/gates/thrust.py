@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -187,7 +186,6 @@ class ThrustGate(FitPercentileGate, DecidesFromVectors):
         super().__init__(fallback_retrieve=fallback_retrieve)
         self.representer = representer
         self._default_representer: Representer | None = None
-        self._representer_lock = threading.Lock()
         self.n_clusters_rule = n_clusters_rule
         self.scale = scale
         self.level_scores = level_scores
@@ -201,12 +199,7 @@ class ThrustGate(FitPercentileGate, DecidesFromVectors):
         """f(q) in use; the embedded SmolLM2's last hidden layer unless one was given."""
         if self.representer is not None:
             return self.representer
-        with self._representer_lock:
-            if self._default_representer is None:
-                from ..models.representers import LMHiddenStateRepresenter
-
-                self._default_representer = LMHiddenStateRepresenter()
-            return self._default_representer
+        return self._built_once("_default_representer", _default_representer)
 
     def _represent(self, questions: list[str]) -> np.ndarray:
         return given_or(questions, self._encode).astype(np.float64)  # a vector decide_vector gave, if any
@@ -422,3 +415,9 @@ class ThrustGate(FitPercentileGate, DecidesFromVectors):
         check_saved_backend(
             directory, "state.representer.dimension", record["dimension"], rep.dimension, "representer's dimension"
         )
+
+
+def _default_representer() -> Representer:
+    from ..models.representers import LMHiddenStateRepresenter  # loads the LM: only when the gate needs it
+
+    return LMHiddenStateRepresenter()

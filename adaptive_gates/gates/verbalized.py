@@ -11,7 +11,6 @@ import logging
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -132,12 +131,6 @@ class VerbalizedGate(AsksInRounds, Gate):
 
     def _default_threshold(self) -> float:
         return STATED_WORD_THRESHOLD  # the model's own word decides
-
-    def _save_state(self, directory: Path) -> dict[str, Any]:
-        return self._backend.state()
-
-    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
-        self._backend.check_state(directory, state)
 
     # ------------------------------------------------------------------ scoring
     def _round(self, conversations: list[list[dict[str, str]]], purpose: str, max_tokens: int) -> Round:

@@ -14,6 +14,7 @@ from .chat.base import (
     ThreadedAsyncChat,
     TokenLogprob,
     TokenUsage,
+    options_from_openai,
     with_achat,
 )
 from .chat.batch import achat_each, chat_each, chat_many
@@ -64,6 +65,7 @@ __all__ = [
     "embedded_minilm_dir",
     "embedded_smollm2_gguf",
     "layer_module_path",
+    "options_from_openai",
     "sentence_embedder",
     "stream_chat",
     "with_achat",

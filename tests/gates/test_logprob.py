@@ -171,7 +171,7 @@ def test_through_the_openai_server_blocking_and_awaited(openai_server, openai_ba
 MISBEHAVIOUR_ERRORS = {
     Fault.LOGPROB_ABOVE_ZERO: r"MalformedReplyError: the reply's token 0 \(.+\) has log-probability 7\.0, outside",
     Fault.LOGPROB_MINUS_INF: r"MalformedReplyError: the reply's token 0 \(.+\) has log-probability -inf, outside",
-    Fault.LOGPROB_NAN: r"BackendError: .*malformed logprobs in the response \(a logprob is NaN\)",
+    Fault.LOGPROB_NAN: r"BackendError: .*malformed logprobs in the response \(entry 0: 'logprob' must be a finite",
     Fault.EMPTY_REPLY: r"^the reply holds no answer: ''$",
     Fault.BLANK_REPLY: r"^the reply holds no answer: '\\n'$",
 }

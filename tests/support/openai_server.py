@@ -40,6 +40,7 @@ import pytest
 
 from adaptive_gates import BackendUnavailableError, VerbalizedGate
 from adaptive_gates.models import ChatChunk, ChatReply, LocalChatModel, SyncChatModel, TokenLogprob, TokenUsage
+from adaptive_gates.records.token_logprobs import tokens_to_openai
 
 log = logging.getLogger(__name__)
 
@@ -359,12 +360,7 @@ def _choice(reply: ChatReply, top_logprobs: int | None) -> dict[str, Any]:
     """The OpenAI ``choices[0]`` object of ``reply``; logprobs when they were asked for."""
     logprobs = None
     if top_logprobs is not None and reply.tokens is not None:
-        logprobs = {
-            "content": [
-                {**_token(t.token, t.logprob), "top_logprobs": [_token(alt, lp) for alt, lp in t.top[:top_logprobs]]}
-                for t in reply.tokens
-            ]
-        }
+        logprobs = {"content": tokens_to_openai(reply.tokens, top=top_logprobs, with_bytes=True)}
     return {
         "index": 0,
         "message": {"role": "assistant", "content": reply.text},
@@ -379,10 +375,6 @@ def _text(content: object) -> str:
     if isinstance(content, list):
         return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content if isinstance(content, str) else ""
-
-
-def _token(token: str, logprob: float) -> dict[str, Any]:
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
 
 
 def _json(payload: object) -> bytes:

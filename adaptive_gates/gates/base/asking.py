@@ -233,6 +233,16 @@ class AsksInRounds:
             "_chat_backend", lambda: ChatBackend(self.chat, max_workers=self.max_workers, deadline=self.deadline)
         )
 
+    def _save_state(self, directory: Path) -> dict[str, Any]:
+        """What a gate that learns nothing but asks its LLM saves: the record of the chat
+        model it was built with (``ChatBackend.state``). A gate with fitted state of its
+        own saves it beside this record."""
+        return self._backend.state()
+
+    def _load_state(self, directory: Path, state: dict[str, Any]) -> None:
+        """Refuse a saved gate whose chat model is not the one given (``ChatBackend.check_state``)."""
+        self._backend.check_state(directory, state)
+
     def _rounds(self, questions: list[str]) -> Rounds:
         """The scoring of validated questions, as rounds of requests."""
         raise NotImplementedError

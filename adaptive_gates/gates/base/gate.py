@@ -21,19 +21,19 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
-from ...errors import BackendError, BackendMisconfiguredError, InvalidQuestionError, NotFittedError, StoreContentError
+from ...errors import BackendError, BackendMisconfiguredError, NotFittedError, StoreContentError
 from ...persistence.saved_format import save_directory
 from ...records.data import Hit, OutcomeRecord
 from ...records.decision import GateDecision
 from ...records.selfknowledge import Labels, labelled_records
-from ...records.validation import check_batch, check_question, check_questions
+from ...records.validation import check_batch, check_questions
 from .assessment import Assessment, Verdict
+from .batch import Batch, assemble_decisions, open_batch
 from .calibration import Calibration, threshold_for_objective, threshold_for_rate
 from .constraints import Boolean
 from .feedback import Feedback, FeedbackNotSupportedError
@@ -50,6 +50,9 @@ from .params import (
     validating,
 )
 from .saved import load_member, load_saved, write_gate
+
+if TYPE_CHECKING:
+    from ...models.protocols import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,11 @@ class Gate(ABC):
         """The object in attribute ``slot``, built by ``build`` on first use, once
         whichever threads ask (``params.built_once``)."""
         return built_once(self, slot, build)
+
+    def _given_or_default_encoder(self, given: Embedder | None) -> Embedder:
+        """``given``, or the embedded all-MiniLM-L6-v2 built on first use into
+        ``_default_encoder`` (``_built_once``): the sentence encoder of a gate given none."""
+        return given if given is not None else self._built_once("_default_encoder", _default_embedder)
 
     # ----------------------------------------------------------------- subclass hooks
     @property
@@ -593,86 +601,32 @@ class Gate(ABC):
             scored = exc
         return self._close_batch(batch, scored)
 
-    def _open_batch(self, questions: Sequence[str]) -> _Batch:
+    def _open_batch(self, questions: Sequence[str]) -> Batch:
         """A batch checked and ready to score, with the threshold it is decided by."""
         items = check_batch(questions)
         self._check_fitted()
-        batch = _Batch(items, self.threshold_, time.perf_counter())
-        for i, question in enumerate(items):
-            try:
-                batch.clean[i] = check_question(question)
-            except InvalidQuestionError as exc:
-                batch.problems[i] = f"invalid question: {exc}"
-        return batch
+        return open_batch(items, self.threshold_, time.perf_counter())
 
-    def _close_batch(self, batch: _Batch, scored: Assessment | Exception | None) -> list[GateDecision]:
+    def _close_batch(self, batch: Batch, scored: Assessment | Exception | None) -> list[GateDecision]:
         """The decisions of a batch from the assessment of its clean questions (or the
-        exception scoring them raised), sent to the listeners."""
-        problems = dict(batch.problems)
-        judged: list[int] = []  # batch positions decided by their score
-        at: dict[int, int] = {}  # batch position -> position in the assessment
+        exception scoring them raised; ``assemble_decisions``), logged and sent to the
+        listeners."""
         if isinstance(scored, Exception):
             # a store holding foreign entries is a setup to fix, not a bug to trace
             trace = None if isinstance(scored, StoreContentError) else scored
             logger.error("%s: scoring failed: %s", self.name, scored, exc_info=trace)
-            problems.update({i: f"backend error: {type(scored).__name__}: {scored}" for i in batch.clean})
-        elif scored is not None:
-            for j, i in enumerate(batch.clean):
-                at[i] = j
-                reason = scored.reason(j)
-                if reason is None:
-                    judged.append(i)
-                else:
-                    problems[i] = reason
-        threshold = batch.threshold
         latency = (time.perf_counter() - batch.start) * 1000 / max(len(batch.questions), 1)
-        retrieve: dict[int, bool] = {}
-        thresholds: dict[int, float] = {}
-        assessment = scored if isinstance(scored, Assessment) else None
-        if judged:
-            assert assessment is not None
-            rows = [at[i] for i in judged]
-            flags, used = self._verdicts(
-                assessment.scores[rows],
-                threshold,
-                [assessment.details[j] for j in rows],
-                [assessment.verdicts[j] for j in rows],
-            )
-            retrieve, thresholds = dict(zip(judged, map(bool, flags))), dict(zip(judged, map(float, used)))
-        decisions = []
-        for i, question in enumerate(batch.questions):
-            details, calls, drafted, passages = (
-                (
-                    assessment.details[at[i]],
-                    assessment.llm_calls[at[i]],
-                    assessment.drafts[at[i]],
-                    assessment.passages[at[i]],
-                )
-                if assessment is not None and i in at
-                else (None, None, None, None)
-            )
-            if i in problems:
-                decisions.append(
-                    self.fallback_decision(question, problems[i], threshold, latency, details, calls, drafted, passages)
-                )
-                continue
-            assert assessment is not None  # judged: only an assessment judges
-            j = at[i]
-            decisions.append(
-                GateDecision(
-                    retrieve=retrieve[i],
-                    score=float(assessment.scores[j]),
-                    threshold=thresholds[i],
-                    gate=self.name,
-                    latency_ms=latency,
-                    question=batch.clean[i],
-                    details=details or {},
-                    draft_answer=None if retrieve[i] else drafted,
-                    llm_calls=calls,
-                    answer_without_retrieval=drafted,
-                    passages=passages,
-                )
-            )
+        decisions = assemble_decisions(
+            batch,
+            scored,
+            gate=self.name,
+            fallback_retrieve=self.fallback_retrieve,
+            verdicts=self._verdicts,
+            latency_ms=latency,
+        )
+        for decision in decisions:
+            if decision.is_fallback:
+                logger.warning("%s: fallback decision (%s)", self.name, decision.error)
         notify_decisions(decisions, self._listeners)
         return decisions
 
@@ -708,20 +662,10 @@ class Gate(ABC):
         return f"{type(self).__name__}({params})"
 
 
-@dataclass
-class _Batch:
-    """A batch being decided: the questions as given, the threshold read for it, when
-    it started, and its questions split into clean ones (to score) and refused ones."""
+def _default_embedder() -> Embedder:
+    from ...models.defaults import default_embedder  # loads a model: only when a gate needs it
 
-    questions: list[object]
-    threshold: float
-    start: float
-    clean: dict[int, str] = field(default_factory=dict)
-    problems: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def to_score(self) -> list[str]:
-        return list(self.clean.values())
+    return default_embedder()
 
 
 def load_gate(path: str | Path, **backends: Any) -> Gate:

@@ -50,7 +50,7 @@ from ...answering.self_report import (
     self_report_features,
     self_report_instruction,
 )
-from ...errors import BackendMisconfiguredError, LogprobsUnavailableError, NotFittedError
+from ...errors import BackendMisconfiguredError, LogprobsUnavailableError
 from ...models.chat.base import ChatModel, ChatOptions, TokenLogprob, user
 from ...models.protocols import Embedder, check_vectors
 from ...records.data import Hit, OutcomeRecord
@@ -67,6 +67,7 @@ from ..base.encoder_record import check_encoder_record, encoder_record
 from ..base.feedback import FeedbackNotSupportedError
 from ..base.gate import Gate
 from ..combiner.features import MODELS, FeatureCombiner, Model, default_threshold, fit_feature_combiner
+from ..combiner.held import HoldsCombiner
 from ..combiner.logistic import TARGETS, Target
 from ..shadow.learning import LearnsFromShadows
 from .agreement_check import AgreementCheck, check_agreement, without_agreement
@@ -89,7 +90,7 @@ AGREEMENT = ("auto", "always", "never")
 _BEFORE_ADDED = {"self_report": False, "agreement": "always", "cold_start": False}
 
 
-class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
+class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
     """Retrieve when the LLM's own draft, checked against one cheap retrieval, looks
     likely to be improved by answering over those passages.
 
@@ -277,13 +278,6 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
         return self._agreement_check
 
     @property
-    def combiner_(self) -> FeatureCombiner:
-        """The fitted combiner."""
-        if self._combiner is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted: {self.fit_hint()}")
-        return self._combiner
-
-    @property
     def columns(self) -> tuple[str, ...]:
         """The combiner's feature columns, in order (before the embedding's components):
         those the parameters ask for, without the agreement columns where the fit left
@@ -332,9 +326,7 @@ class DraftCheckGate(LearnsFromShadows, AsksInRounds, Gate):
         return {**added, **current}
 
     def _encoder(self) -> Embedder:
-        if self.embedder is not None:
-            return self.embedder
-        return self._built_once("_default_encoder", _default_embedder)
+        return self._given_or_default_encoder(self.embedder)
 
     def _search(self, questions: list[str]) -> list[tuple[Hit, ...]]:
         """The ``k`` best passages of each question from the gate's retriever."""
@@ -797,9 +789,3 @@ def retriever_kind(retriever: Retriever) -> str:
     while hasattr(retriever, "wrapped"):
         retriever = retriever.wrapped
     return type(retriever).__name__
-
-
-def _default_embedder() -> Embedder:
-    from ...models.defaults import default_embedder
-
-    return default_embedder()

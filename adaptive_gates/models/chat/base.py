@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Protocol, TypedDict, Unpack, cast, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, cast, runtime_checkable
 
 from ...records.token_logprobs import TokenLogprob
 from ...records.validation import check_encodable, check_stops
@@ -103,6 +103,43 @@ class ChatOptions(TypedDict, total=False):
     temperature: float
     top_logprobs: int
     stop: Sequence[str] | None
+
+
+#: The keywords of a framework's call that ``options_from_openai`` reads, by OpenAI's names.
+OPENAI_CALL_OPTIONS = ("max_tokens", "temperature", "logprobs", "top_logprobs")
+
+
+def options_from_openai(
+    model: object,
+    call: Mapping[str, Any],
+    *,
+    stop: Sequence[str] | None = None,
+    also_taken: Collection[str] = (),
+) -> tuple[ChatOptions, int]:
+    """A core chat call's options from the keywords of a framework's call in OpenAI's
+    names (``call``: ``OPENAI_CALL_OPTIONS``) over ``model``'s own settings (its
+    attributes of those names), and how many alternatives per token to return: what a
+    framework's chat model built on a core one (LangChain's, LlamaIndex's) asks it.
+    ``stop``: the call's stop strings, when the framework has them (none: ``None``).
+
+    Raises:
+        TypeError: ``call`` holds a keyword ``model`` does not take (``also_taken`` are
+            the framework's own, read elsewhere).
+    """
+    unknown = set(call) - {*OPENAI_CALL_OPTIONS, *also_taken}
+    if unknown:
+        raise TypeError(f"unsupported call options for {type(model).__name__}: {sorted(unknown)}")
+    asked = {name: call.get(name, getattr(model, name)) for name in OPENAI_CALL_OPTIONS}
+    top = int(asked["top_logprobs"])
+    options = ChatOptions(
+        max_tokens=asked["max_tokens"],
+        temperature=asked["temperature"],
+        # The core returns tokens only when alternatives are asked for; one is the least.
+        top_logprobs=max(top, 1) if asked["logprobs"] else 0,
+    )
+    if stop is not None:
+        options["stop"] = list(stop) or None
+    return options, top
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Generator, Iterator, Mapping, Sequen
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ...errors import BackendError, BackendUnavailableError
+from ...records.token_logprobs import tokens_from_openai
 from ...records.validation import check_base_url
 from ..optional import require
 from .base import ChatOptions, ChatReply, Message, ResolvedChatOptions, TokenLogprob, TokenUsage, check_messages
@@ -202,8 +203,8 @@ class OpenAIChatModel:
             raise self._error(client, "the response's first choice has no text content")
         entries = getattr(getattr(choice, "logprobs", None), "content", None)
         try:
-            tokens = None if entries is None else tuple(_token_logprob(e) for e in entries)
-        except (AttributeError, TypeError, ValueError) as exc:
+            tokens = None if entries is None else tokens_from_openai(entries, strict=False)
+        except ValueError as exc:
             raise self._error(client, f"malformed logprobs in the response ({exc})") from exc
         usage = TokenUsage.from_openai(getattr(completion, "usage", None))
         return ChatReply(text, tokens, getattr(choice, "finish_reason", None) or "stop", usage)
@@ -268,7 +269,7 @@ class _StreamedReply:
         self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
         entries = getattr(getattr(choice, "logprobs", None), "content", None)
         if entries:
-            self.tokens = [*(self.tokens or []), *(_token_logprob(e) for e in entries)]
+            self.tokens = [*(self.tokens or []), *tokens_from_openai(entries, strict=False)]
         piece = getattr(getattr(choice, "delta", None), "content", None)
         if not isinstance(piece, str) or not piece:
             return ""
@@ -292,25 +293,6 @@ def _resolve_api_key(model: str, api_key: str | None, base_url: str | None) -> s
         f"no API key for chat model {model!r}: pass api_key=, set OPENAI_API_KEY, "
         "or give the base_url of a server that needs no key"
     )
-
-
-def _token_logprob(entry: Any) -> TokenLogprob:
-    """One ``logprobs.content`` entry (``token``, ``logprob``, ``top_logprobs``)."""
-    top = tuple((_text(alt.token), _logprob(alt.logprob)) for alt in entry.top_logprobs or ())
-    return TokenLogprob(_text(entry.token), _logprob(entry.logprob), top)
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"a token is {type(value).__name__}, not str")
-    return value
-
-
-def _logprob(value: object) -> float:
-    number = float(value)  # type: ignore[arg-type]  # float() is the check: a non-number raises TypeError
-    if math.isnan(number):
-        raise ValueError("a logprob is NaN")
-    return number
 
 
 def _cause(exc: Exception) -> str:

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Usag
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
     ChatChunk,
     ChatModel,
@@ -20,6 +21,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    options_from_openai,
     stream_chat,
 )
 
@@ -136,20 +138,7 @@ class AdaptiveGatesChatModel(BaseChatModel):
     def _options(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[ChatOptions, int]:
         """The core call's options (per-call kwargs, OpenAI's names, over the model's
         fields) and how many alternatives per token to return."""
-        unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs"}
-        if unknown:
-            raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
-        wants_logprobs = kwargs.get("logprobs", self.logprobs)
-        top = kwargs.get("top_logprobs", self.top_logprobs)
-        stops = [*(self.stop or []), *(stop or [])]
-        options = ChatOptions(
-            max_tokens=kwargs.get("max_tokens", self.max_tokens),
-            temperature=kwargs.get("temperature", self.temperature),
-            # The core returns tokens only when alternatives are asked for; one is the least.
-            top_logprobs=max(int(top), 1) if wants_logprobs else 0,
-            stop=stops or None,
-        )
-        return options, int(top)
+        return options_from_openai(self, kwargs, stop=[*(self.stop or []), *(stop or [])])
 
     def _generate(
         self,
@@ -241,17 +230,6 @@ def usage_metadata(reply: ChatReply) -> UsageMetadata | None:
 
 
 def openai_logprobs(reply: ChatReply, top: int) -> dict[str, Any]:
-    """``reply``'s token log-probabilities in OpenAI's ``logprobs`` format."""
-    return {
-        "content": [
-            {
-                "token": t.token,
-                "logprob": t.logprob,
-                "bytes": list(t.token.encode("utf-8")),
-                "top_logprobs": [
-                    {"token": alt, "logprob": lp, "bytes": list(alt.encode("utf-8"))} for alt, lp in t.top[:top]
-                ],
-            }
-            for t in reply.tokens or ()
-        ]
-    }
+    """``reply``'s token log-probabilities in OpenAI's ``logprobs`` format (the core's
+    writer, ``tokens_to_openai``, with each token's UTF-8 ``bytes``)."""
+    return {"content": tokens_to_openai(reply.tokens or (), top=top, with_bytes=True)}

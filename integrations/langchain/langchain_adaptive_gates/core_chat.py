@@ -3,7 +3,6 @@ it can stand behind the verbalized-confidence and SKR-prompt gates."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
 from adaptive_gates import BackendError
+from adaptive_gates.extend import tokens_from_openai
 from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 
 from .branch_types import is_message_type
@@ -134,18 +134,12 @@ def _usage(message: BaseMessage) -> TokenUsage | None:
 
 
 def parse_openai_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
-    """Tokens from OpenAI's ``{"content": [{"token", "logprob", "top_logprobs"}]}``;
-    ``None`` when absent or malformed (the gate then reads the text alone)."""
-    if not isinstance(logprobs, Mapping) or not isinstance(logprobs.get("content"), list):
+    """Tokens from OpenAI's ``{"content": [{"token", "logprob", "top_logprobs"}]}``
+    (the core's reader, ``tokens_from_openai``); ``None`` when absent or malformed (the
+    gate then reads the text alone)."""
+    if not isinstance(logprobs, Mapping):
         return None
-    tokens = []
-    for entry in logprobs["content"]:
-        try:
-            top = tuple((str(alt["token"]), float(alt["logprob"])) for alt in entry.get("top_logprobs") or ())
-            token = TokenLogprob(str(entry["token"]), float(entry["logprob"]), top)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        if not math.isfinite(token.logprob) and token.logprob != -math.inf:
-            return None
-        tokens.append(token)
-    return tuple(tokens) or None
+    try:
+        return tokens_from_openai(logprobs.get("content"), strict=False) or None
+    except ValueError:
+        return None

@@ -60,7 +60,11 @@ class GateRunnable(GateEventsInNames, RunnableSerializable[Any, GateDecision]):
     ``input_key``, a message list without a human message) or a question the gate
     refuses (empty, not a string, ``None``) gets the gate's fallback decision
     (retrieve, by default), with ``error`` saying what was wrong, logged as a warning;
-    so does a failing model. Per-request control comes from ``configurable`` (see
+    so does a failing model, and a gate that raises anything else (the exception as
+    ``error``). A gate that cannot decide at all raises, as in every door
+    (``adaptive_gates.extend.decide_or_fallback``): ``NotFittedError`` for one not
+    fitted or loaded, ``BackendMisconfiguredError`` for a backend that cannot serve
+    it. Per-request control comes from ``configurable`` (see
     ``langchain_adaptive_gates.control``; ``config_specs`` declares its keys); a bad
     control value or an unknown ``gate_`` key is a programming error and raises
     ``ValueError``. ``alternatives`` are the other gates a request may pick by name.

@@ -17,7 +17,7 @@ from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_eve
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from adaptive_gates import Gate, GateDecision
-from adaptive_gates.extend import adrive, drive, listening
+from adaptive_gates.extend import adecide_batch_or_fallback, adrive, decide_batch_or_fallback, drive, listening
 
 from .llm_events import LLMCalls
 
@@ -41,7 +41,9 @@ class Invoke:
 
 @dataclass(frozen=True)
 class Decide:
-    """``gate``'s decisions on ``texts``, with the LLM calls it made meanwhile."""
+    """``gate``'s decisions on ``texts``, with the LLM calls it made meanwhile, by the
+    core's door policy (``decide_batch_or_fallback``: a gate that raises gives its
+    recorded fallback; an unfitted or misconfigured one raises)."""
 
     gate: Gate
     texts: Sequence[str]
@@ -49,12 +51,12 @@ class Decide:
     def run(self) -> tuple[list[GateDecision], LLMCalls]:
         calls = LLMCalls()
         with listening(calls):
-            return self.gate.decide_batch(list(self.texts)), calls
+            return decide_batch_or_fallback(self.gate, list(self.texts)), calls
 
     async def arun(self) -> tuple[list[GateDecision], LLMCalls]:
         calls = LLMCalls()
         with listening(calls):
-            return await self.gate.adecide_batch(list(self.texts)), calls
+            return await adecide_batch_or_fallback(self.gate, list(self.texts)), calls
 
 
 @dataclass(frozen=True)

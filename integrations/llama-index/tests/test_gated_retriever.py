@@ -9,8 +9,9 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from llama_index.retrievers.adaptive_gates import METADATA_KEY, GatedNodes, GatedRetriever, bundle_decision
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, decision_of
 
-from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates import BackendError, NotFittedError, SKRKnnGate, VerbalizedGate
 
+from .buggy_gates import buggy_gate
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat
 
@@ -86,10 +87,18 @@ async def test_a_failing_gate_llm_gives_the_fallback_and_retrieves(index, record
 
 
 async def test_a_gate_that_raises_gives_its_fallback(index, core_embedder):
-    retriever = GatedRetriever(SKRKnnGate(core_embedder, k=1), index.as_retriever(similarity_top_k=1))
+    retriever = GatedRetriever(buggy_gate(core_embedder), index.as_retriever(similarity_top_k=1))
     for nodes, decision in await _both(retriever, KNOWN_Q):
-        assert decision.retrieve is True and decision.error.startswith("the gate raised NotFittedError")
+        assert decision.retrieve is True and decision.error.startswith("the gate raised AttributeError")
         assert len(nodes) == 1
+
+
+async def test_an_unfitted_gate_raises_not_fitted(index, core_embedder):
+    retriever = GatedRetriever(SKRKnnGate(core_embedder, k=1), index.as_retriever(similarity_top_k=1))
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        retriever.retrieve(KNOWN_Q)
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        await retriever.aretrieve(KNOWN_Q)
 
 
 def test_bad_parts_are_refused(index, knn_gate):

@@ -21,9 +21,10 @@ from llama_index.query_engine.adaptive_gates import (
 )
 from llama_index.selectors.adaptive_gates import GateDecisionEvent, GateLLMCallEvent
 
-from adaptive_gates import BackendError, SKRKnnGate, VerbalizedGate
+from adaptive_gates import BackendError, NotFittedError, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models.chat.base import ChatReply
 
+from .buggy_gates import buggy_gate
 from .conftest import KNOWN, UNKNOWN
 from .doubles import ScriptedChat
 
@@ -156,13 +157,21 @@ async def test_a_failing_gate_llm_ends_in_its_fallback_and_the_query_still_answe
 
 
 async def test_a_gate_that_raises_makes_the_engine_retrieve(brief_index, core_embedder, brief_llm):
-    unfitted = SKRKnnGate(core_embedder, k=1)  # decide() raises NotFittedError
-    engine = AdaptiveQueryEngine.from_index(brief_index, unfitted, llm=brief_llm, similarity_top_k=1)
+    engine = AdaptiveQueryEngine.from_index(brief_index, buggy_gate(core_embedder), llm=brief_llm, similarity_top_k=1)
     for response in (engine.query(KNOWN_Q), await engine.aquery(KNOWN_Q)):
         decision = response.metadata[METADATA_KEY]
-        assert decision["retrieve"] is True and decision["error"].startswith("the gate raised NotFittedError")
+        assert decision["retrieve"] is True and decision["error"].startswith("the gate raised AttributeError")
         assert decision["question"] == KNOWN_Q and decision["score"] is None
         assert response.metadata[ROUTE_KEY] == "retrieve" and len(response.source_nodes) == 1
+
+
+async def test_an_unfitted_gate_raises_not_fitted(brief_index, core_embedder, brief_llm):
+    unfitted = SKRKnnGate(core_embedder, k=1)
+    engine = AdaptiveQueryEngine.from_index(brief_index, unfitted, llm=brief_llm, similarity_top_k=1)
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        engine.query(KNOWN_Q)
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        await engine.aquery(KNOWN_Q)
 
 
 def test_the_direct_prompt_is_a_prompt_of_the_engine(brief_index, knn_gate, brief_llm):

@@ -22,9 +22,10 @@ from llama_index.selectors.adaptive_gates import (
     route_of,
 )
 
-from adaptive_gates import BackendError, GateDecision, PopularityGate, SKRKnnGate, VerbalizedGate
+from adaptive_gates import BackendError, GateDecision, NotFittedError, PopularityGate, SKRKnnGate, VerbalizedGate
 from adaptive_gates.models import ChatReply
 
+from .buggy_gates import buggy_gate
 from .doubles import ScriptedChat
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -207,26 +208,36 @@ def test_a_failing_llm_ends_in_the_recorded_fallback_and_the_query_still_answers
 
 
 async def test_a_gate_that_raises_is_treated_as_its_fallback(core_embedder, index, brief_llm):
-    unfitted = SKRKnnGate(core_embedder, k=1)  # decide() raises NotFittedError
-    response = await router(unfitted, index, brief_llm).aquery(UNKNOWN_Q)
+    response = await router(buggy_gate(core_embedder), index, brief_llm).aquery(KNOWN_Q)
     assert_answered(response, retrieved=True)
     decision = decision_of(response)
-    assert decision.retrieve and "NotFittedError" in decision.error and decision.question == UNKNOWN_Q
-    stays_direct = SKRKnnGate(core_embedder, k=1, fallback_retrieve=False)
+    assert decision.retrieve and decision.question == KNOWN_Q
+    assert decision.error.startswith("the gate raised AttributeError") and "tie_threshold" in decision.error
+    stays_direct = buggy_gate(core_embedder, fallback_retrieve=False)
     assert GateSelector(stays_direct).select(["direct", "retrieve"], UNKNOWN_Q).ind == 0
 
 
 def test_a_gate_that_raises_gives_one_fallback_blocking_or_awaited(core_embedder, observed):
     events, _ = observed
-    selector = GateSelector(SKRKnnGate(core_embedder, k=1))  # unfitted: decide() raises NotFittedError
-    blocking = selector.select(["direct", "retrieve"], UNKNOWN_Q)
-    awaited = asyncio.run(selector.aselect(["direct", "retrieve"], UNKNOWN_Q))
+    selector = GateSelector(buggy_gate(core_embedder))
+    blocking = selector.select(["direct", "retrieve"], KNOWN_Q)
+    awaited = asyncio.run(selector.aselect(["direct", "retrieve"], KNOWN_Q))
     assert blocking.ind == awaited.ind == 1
     decisions = [decision_of(blocking), decision_of(awaited)]
     assert [(d.retrieve, d.error, d.question) for d in decisions] == [
-        (True, decisions[0].error, UNKNOWN_Q)
-    ] * 2 and "NotFittedError" in decisions[0].error
+        (True, decisions[0].error, KNOWN_Q)
+    ] * 2 and "AttributeError" in decisions[0].error
     assert [e.decision["error"] for e in events.of(GateDecisionEvent)] == [decisions[0].error] * 2
+
+
+async def test_an_unfitted_gate_raises_not_fitted_as_in_every_door(core_embedder, index, brief_llm, observed):
+    events, _ = observed
+    engine = router(SKRKnnGate(core_embedder, k=1), index, brief_llm)
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        engine.query(UNKNOWN_Q)
+    with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+        await engine.aquery(UNKNOWN_Q)
+    assert events.of(GateDecisionEvent) == []
 
 
 def test_misconfigured_routes_are_refused_with_what_is_wrong(knn_gate):

@@ -2,11 +2,12 @@
 
 import asyncio
 
+import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableBranch, RunnableLambda
 
-from adaptive_gates import GateDecision, VerbalizedGate
+from adaptive_gates import GateDecision, NotFittedError, SKRKnnGate, VerbalizedGate
 from langchain_adaptive_gates import DECISION_EVENT, GateRunnable, LangChainChatModel
 
 from .chat_doubles import UnreachableChatModel, scripted
@@ -141,3 +142,36 @@ def test_failing_condenser_falls_back_to_the_window(knn_gate):
     decision = gate.invoke([("human", "Who wrote Hamlet?"), ("ai", "Shakespeare."), ("human", "When did he die?")])
     assert decision.question == "Who wrote Hamlet? When did he die?"
     assert "condenser timed out" in decision.details["condense_error"]
+
+
+class _BuggyKnnGate(SKRKnnGate):
+    """A custom gate with a bug in its own rule: deciding raises past the gate's guards."""
+
+    name = "buggy-knn"
+
+    def retrieves(self, scores, threshold=None):
+        return np.asarray(scores) > self.tie_threshold  # never set: the bug
+
+
+def test_an_unfitted_gate_raises_not_fitted_in_a_chain_as_in_every_door(core_embedder):
+    chain = RunnableLambda(lambda q: q.strip()) | GateRunnable(SKRKnnGate(core_embedder, k=1))
+    for call in (
+        lambda: chain.invoke(KNOWN_Q),
+        lambda: chain.batch([KNOWN_Q, UNKNOWN_Q]),
+        lambda: asyncio.run(chain.ainvoke(KNOWN_Q)),
+    ):
+        with pytest.raises(NotFittedError, match="SKRKnnGate is not fitted"):
+            call()
+
+
+def test_a_gate_that_raises_gives_its_recorded_fallback_and_the_chain_goes_on(core_embedder):
+    buggy = _BuggyKnnGate(core_embedder, k=1).fit([KNOWN_Q, UNKNOWN_Q], [0, 1])
+    branch = RunnableBranch(
+        (GateRunnable(buggy).as_condition(), RunnableLambda(lambda q: "rag")), RunnableLambda(lambda q: "direct")
+    )
+    assert branch.batch([KNOWN_Q, UNKNOWN_Q]) == ["rag", "rag"]
+    for decision in (GateRunnable(buggy).invoke(KNOWN_Q), asyncio.run(GateRunnable(buggy).ainvoke(KNOWN_Q))):
+        assert decision.is_fallback and decision.retrieve and decision.question == KNOWN_Q
+        assert decision.error.startswith("the gate raised AttributeError") and "tie_threshold" in decision.error
+    stays = _BuggyKnnGate(core_embedder, k=1, fallback_retrieve=False).fit([KNOWN_Q, UNKNOWN_Q], [0, 1])
+    assert GateRunnable(stays).invoke(UNKNOWN_Q).retrieve is False

@@ -23,6 +23,7 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 from pydantic import Field, PrivateAttr
 
+from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
     ChatChunk,
     ChatModel,
@@ -30,6 +31,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    options_from_openai,
     stream_chat,
 )
 
@@ -100,17 +102,7 @@ class AdaptiveGatesLLM(CustomLLM):
 
     def _options(self, kwargs: dict[str, Any]) -> ChatOptions:
         """The core call's options: per-call ``kwargs`` (OpenAI's names) over the fields."""
-        unknown = set(kwargs) - {"max_tokens", "temperature", "logprobs", "top_logprobs", "formatted"}
-        if unknown:
-            raise TypeError(f"unsupported call options for {type(self).__name__}: {sorted(unknown)}")
-        wants = kwargs.get("logprobs", self.logprobs)
-        top = int(kwargs.get("top_logprobs", self.top_logprobs))
-        return ChatOptions(
-            max_tokens=kwargs.get("max_tokens", self.max_tokens),
-            temperature=kwargs.get("temperature", self.temperature),
-            # The core returns tokens only when alternatives are asked for; one is the least.
-            top_logprobs=max(top, 1) if wants else 0,
-        )
+        return options_from_openai(self, kwargs, also_taken={"formatted"})[0]  # formatted: LlamaIndex's own
 
     def _reply(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatReply:
         return self.backend.chat(to_core_messages(messages), **self._options(kwargs))
@@ -227,11 +219,15 @@ def raw_response(reply: ChatReply) -> dict[str, Any] | None:
 
 
 def token_logprobs(reply: ChatReply) -> list[list[LogProb]] | None:
-    """LlamaIndex's ``logprobs``: per token, the chosen token then its alternatives."""
+    """LlamaIndex's ``logprobs``: per token, the chosen token then its alternatives
+    (written by the core's ``tokens_to_openai``, as OpenAI's entries with their bytes)."""
     if reply.tokens is None:
         return None
     return [
-        [LogProb(token=t.token, logprob=t.logprob, bytes=list(t.token.encode("utf-8")))]
-        + [LogProb(token=alt, logprob=lp, bytes=list(alt.encode("utf-8"))) for alt, lp in t.top if alt != t.token]
-        for t in reply.tokens
+        [_logprob(entry)] + [_logprob(alt) for alt in entry["top_logprobs"] if alt["token"] != entry["token"]]
+        for entry in tokens_to_openai(reply.tokens, with_bytes=True)
     ]
+
+
+def _logprob(entry: dict[str, Any]) -> LogProb:
+    return LogProb(token=entry["token"], logprob=entry["logprob"], bytes=entry["bytes"])

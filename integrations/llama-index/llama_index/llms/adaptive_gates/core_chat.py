@@ -4,7 +4,6 @@ verbalized-confidence and SKR-prompt gates."""
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +11,7 @@ from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.llms.types import ChatResponse, LogProb
 from llama_index.core.llms.custom import CustomLLM
 
-from adaptive_gates.extend import first_stop
+from adaptive_gates.extend import first_stop, tokens_from_openai
 from adaptive_gates.models import AdaptedChatModel, ChatReply, TokenLogprob, TokenUsage
 
 from .messages import from_core_messages
@@ -111,22 +110,25 @@ def to_chat_reply(response: ChatResponse, top_logprobs: int, stops: Sequence[str
 
 def parse_logprobs(logprobs: Sequence[Sequence[LogProb]] | None) -> tuple[TokenLogprob, ...] | None:
     """Tokens from LlamaIndex's per-position lists (the chosen token first, see
-    ``LlamaIndexChatModel``); ``None`` when absent or malformed (the gate then reads the
-    text alone)."""
-    if not logprobs:
+    ``LlamaIndexChatModel``), read by the core's ``tokens_from_openai`` as OpenAI's
+    entries (every entry of a position an alternative, most likely first); ``None`` when
+    absent or malformed (the gate then reads the text alone)."""
+    if not logprobs or not all(logprobs):  # a position without a token
         return None
-    tokens = []
-    for position in logprobs:
-        try:
-            entries = [(str(entry.token), float(entry.logprob)) for entry in position]
-        except (TypeError, ValueError, AttributeError):
-            return None
-        if not entries or any(math.isnan(lp) or lp == math.inf for _, lp in entries):
-            return None
-        chosen, chosen_logprob = entries[0]
-        top = tuple(sorted(entries, key=lambda entry: -entry[1]))
-        tokens.append(TokenLogprob(chosen, chosen_logprob, top))
-    return tuple(tokens)
+    try:
+        entries = [
+            {
+                "token": position[0].token,
+                "logprob": position[0].logprob,
+                "top_logprobs": [
+                    {"token": e.token, "logprob": e.logprob} for e in sorted(position, key=lambda e: -e.logprob)
+                ],
+            }
+            for position in logprobs
+        ]
+        return tokens_from_openai(entries, strict=False)
+    except (AttributeError, TypeError, ValueError):  # an entry that is no LogProb, a logprob that is no number
+        return None
 
 
 def _tokens_before(tokens: tuple[TokenLogprob, ...] | None, cut: int) -> tuple[TokenLogprob, ...] | None:

@@ -70,8 +70,10 @@ class AdaptiveQueryEngine(BaseQueryEngine):
     ``GateLLMCallEvent`` for each request the gate sent its LLM. A gate whose LLM fails
     gives its fallback decision (``error`` set) and the engine follows it; a gate that
     raises is treated the same way (its ``fallback_retrieve``, retrieve by default),
-    with the exception recorded as the decision's ``error`` (a ``BackendMisconfiguredError``,
-    a backend that cannot serve the gate at all, is raised). The async path awaits the
+    with the exception recorded as the decision's ``error``. A gate that cannot decide
+    at all is raised: ``NotFittedError`` (not fitted or loaded) and
+    ``BackendMisconfiguredError`` (a backend that cannot serve it); this is the core's
+    door policy (``adaptive_gates.extend.decide_or_fallback``). The async path awaits the
     gate, retriever, synthesizer and LLM natively or in worker threads: the event loop
     is never blocked.
 

@@ -61,7 +61,8 @@ class GatedRetriever(BaseRetriever):
     It is a ``BaseRetriever``, so it slots into ``RetrieverQueryEngine`` and anything
     else that takes one (a query the gate does not retrieve for is synthesised over no
     nodes). A gate whose LLM fails, or that raises, gives its fallback decision (retrieve
-    unless built with ``fallback_retrieve=False``) with ``error`` set; the async path
+    unless built with ``fallback_retrieve=False``) with ``error`` set; an unfitted gate
+    raises ``NotFittedError`` (``adaptive_gates.extend.decide_or_fallback``); the async path
     awaits the gate's ``adecide`` and the retriever's ``aretrieve``.
 
     Args:

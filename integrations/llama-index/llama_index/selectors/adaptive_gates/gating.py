@@ -1,31 +1,39 @@
-"""One gate decision per query, as the selector and the engines take it: never an
-exception, always observable.
+"""One gate decision per query, as the selector and the engines take it, always
+observable.
 
-The gate's own failures (a bad question, a failing LLM) already come back as its
-fallback decision with ``error`` set. A gate that raises anyway (an unfitted gate, a
-bug in a custom gate) must not take the user's query down either: the decision is
-then the gate's fallback (retrieve unless it was built with ``fallback_retrieve=False``)
-with the exception recorded as its ``error``. Only a backend that cannot serve the
-gate at all (``BackendMisconfiguredError``: e.g. no log-probabilities for the log-prob
-gate) is raised: a fallback on every query would hide the setting to fix.
+The gate is asked by the core's door policy (``decide_or_fallback``), the same as
+LangChain's: a bad question or a failing LLM comes back as the gate's fallback decision
+with ``error`` set, and so does a gate that raises anything else (a bug in a custom
+gate), with the exception recorded as its ``error``; the fallback retrieves unless the
+gate was built with ``fallback_retrieve=False``. A gate that cannot decide at all is
+raised: one not fitted (``NotFittedError``) or whose backend cannot serve it
+(``BackendMisconfiguredError``: e.g. no log-probabilities for the log-prob gate), since
+a fallback on every query would hide the setting to fix.
 
 An empty query is refused before the gate runs (``InvalidQuestionError``): its fallback
 would retrieve, and a retriever given no text fails inside the vector store. A query
 given only as its embedding (an embedding-only ``QueryBundle``) is decided from that
 embedding by a gate that can (``DecidesFromVectors``: SKR-kNN, SKR-cls, Thrust) and
-refused for any other gate.
-"""
+refused for any other gate."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from llama_index.core.instrumentation.dispatcher import Dispatcher
 
-from adaptive_gates import BackendMisconfiguredError, Gate, GateDecision, InvalidQuestionError
-from adaptive_gates.extend import DIRECT, DRAFT, VECTOR_QUESTION, AnswerRoute, DecidesFromVectors, Feedback
+from adaptive_gates import Gate, GateDecision, InvalidQuestionError
+from adaptive_gates.extend import (
+    DIRECT,
+    DRAFT,
+    VECTOR_QUESTION,
+    AnswerRoute,
+    DecidesFromVectors,
+    Feedback,
+    adecide_or_fallback,
+    decide_or_fallback,
+)
 
 from .events import fire_decision, forwarding_unless_scoped
 from .reason import decision_of
@@ -55,41 +63,14 @@ def asked_question(query_str: str) -> str:
     return query_str
 
 
-def raised_decision(gate: Gate, question: str, exc: BaseException) -> GateDecision:
-    """The decision taken when ``gate`` raised: its fallback, with the exception as ``error``."""
-    return gate.fallback_decision(question, f"the gate raised {type(exc).__name__}: {exc}")
-
-
 def _fired(question: str, decision: GateDecision, on: Dispatcher) -> Decided:
     payload = decision.to_dict()
     fire_decision(question, decision, on, payload=payload)
     return Decided(decision, payload)
 
 
-class _Taken:
-    """The decision a ``_taking`` block took."""
-
-    decision: GateDecision
-
-
-@contextlib.contextmanager
-def _taking(gate: Gate, question: str, on: Dispatcher) -> Iterator[_Taken]:
-    """The block in which ``gate`` decides ``question``, shared by ``decide`` and
-    ``adecide``: the gate's LLM calls in it are forwarded to ``on`` (to the user's
-    dispatcher instead, once each, inside a ``forwarding_llm_calls`` block), and a gate
-    that raises gets ``raised_decision``."""
-    taken = _Taken()
-    with forwarding_unless_scoped(on):
-        try:
-            yield taken
-        except BackendMisconfiguredError:
-            raise  # a setting to fix, not a passing failure
-        except Exception as exc:  # a gate must not take the query down
-            taken.decision = raised_decision(gate, question, exc)
-
-
-def by_embedding(gate: Gate, question: str, embedding: Sequence[float] | None) -> DecidesFromVectors | None:
-    """``gate``, when it is to decide from ``embedding``: the query has no text but an
+def vector_of(gate: Gate, question: str, embedding: Sequence[float] | None) -> Sequence[float] | None:
+    """``embedding``, when ``gate`` is to decide from it: the query has no text but an
     embedding, and the gate decides from vectors. ``None``: it judges ``question``.
 
     Raises:
@@ -104,32 +85,29 @@ def by_embedding(gate: Gate, question: str, embedding: Sequence[float] | None) -
             f"the query has no text, only an embedding, and the {gate.name} gate judges the question's"
             " text (the SKR-kNN, SKR-cls and Thrust gates decide from an embedding); pass the question"
         )
-    return gate
+    return embedding
 
 
 def decide(gate: Gate, question: str, on: Dispatcher, embedding: Sequence[float] | None = None) -> Decided:
     """``gate``'s decision on ``question``, fired as a ``GateDecisionEvent`` on ``on``
     from the caller's span (after a ``GateLLMCallEvent`` per request the gate sent its
     LLM). An empty ``question`` is decided from the query's ``embedding`` (see
-    ``by_embedding``), or raises ``InvalidQuestionError``."""
-    vector_gate = by_embedding(gate, question, embedding)
-    asked = question if vector_gate is None else VECTOR_QUESTION
-    with _taking(gate, asked, on) as taken:
-        taken.decision = gate.decide(question) if vector_gate is None else vector_gate.decide_vector(embedding or [])
-    return _fired(asked, taken.decision, on)
+    ``vector_of``), or raises ``InvalidQuestionError``."""
+    vector = vector_of(gate, question, embedding)
+    asked = question if vector is None else VECTOR_QUESTION
+    with forwarding_unless_scoped(on):
+        decision = decide_or_fallback(gate, asked, vector=vector)
+    return _fired(asked, decision, on)
 
 
 async def adecide(gate: Gate, question: str, on: Dispatcher, embedding: Sequence[float] | None = None) -> Decided:
     """``decide`` awaited: the gate's ``adecide`` / ``adecide_vector`` (worker thread or
     native async)."""
-    vector_gate = by_embedding(gate, question, embedding)
-    asked = question if vector_gate is None else VECTOR_QUESTION
-    with _taking(gate, asked, on) as taken:
-        if vector_gate is None:
-            taken.decision = await gate.adecide(question)
-        else:
-            taken.decision = await vector_gate.adecide_vector(embedding or [])
-    return _fired(asked, taken.decision, on)
+    vector = vector_of(gate, question, embedding)
+    asked = question if vector is None else VECTOR_QUESTION
+    with forwarding_unless_scoped(on):
+        decision = await adecide_or_fallback(gate, asked, vector=vector)
+    return _fired(asked, decision, on)
 
 
 def route_of(decision: GateDecision, reuse_draft: bool = True) -> AnswerRoute:

@@ -27,7 +27,7 @@ class GateSelector(BaseSelector):
     """Any core gate as the selector of a ``RouterQueryEngine`` or ``RouterRetriever``.
 
     The gate judges the query's ``query_str`` (a query given only as its ``embedding``:
-    see ``gating.by_embedding``); the selector picks the choice its decision routes to.
+    see ``gating.vector_of``); the selector picks the choice its decision routes to.
     By default there are two choices, in this order::
 
         RouterQueryEngine(
@@ -53,10 +53,12 @@ class GateSelector(BaseSelector):
     Selecting never fails because of the gate: a gate whose model fails returns its
     fallback decision (``GateDecision.error`` set; retrieve unless the gate was built
     with ``fallback_retrieve=False``) and the selector follows it; a gate that raises
-    (e.g. one not fitted) is treated the same way, with the gate's
-    ``fallback_retrieve`` and the exception recorded as the error; only a
-    ``BackendMisconfiguredError`` (a backend that cannot serve the gate at all, e.g.
-    one without log-probabilities) is raised. A ``routes`` entry
+    (e.g. a bug in a custom gate) is treated the same way, with the gate's
+    ``fallback_retrieve`` and the exception recorded as the error. A gate that cannot
+    decide at all is raised: ``NotFittedError`` (not fitted or loaded) and
+    ``BackendMisconfiguredError`` (a backend that cannot serve the gate, e.g. one
+    without log-probabilities). This is the core's door policy
+    (``adaptive_gates.extend.decide_or_fallback``), the same as LangChain's. A ``routes`` entry
     that names no choice raises ``ValueError``: that is a configuration mistake.
 
     Args:

@@ -25,7 +25,8 @@ async def gate_route_event(
     instrumentation ``GateDecisionEvent``. The gate's ``adecide`` runs in a worker
     thread or natively, so the workflow's loop is not blocked; a gate whose LLM fails,
     or that raises, routes by its fallback decision (retrieve by default) with
-    ``error`` set.
+    ``error`` set; a gate that is not fitted raises ``NotFittedError`` (the core's
+    door policy, ``adaptive_gates.extend.decide_or_fallback``).
     """
     if not isinstance(gate, Gate):
         raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
