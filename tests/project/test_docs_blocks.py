@@ -25,8 +25,10 @@ DOCS = ROOT / "docs"
 #: A marker a block holds -> the test that runs that block (with a real server, a real
 #: Milvus, or in its framework's suite, as the README's own blocks are run).
 ELSEWHERE = {
-    "x-adaptive-gates-decision": "tests/test_readme_serve.py",
-    "MilvusMemory.factory": "tests/test_readme_serve.py",
+    "x-adaptive-gates-decision": "tests/project/test_readme_serve.py",
+    "MilvusMemory.factory": "tests/project/test_readme_serve.py",
+    "service.answer(": "tests/project/test_serve_from_python.py",
+    "from adaptive_gates.serve import build_service": "tests/project/test_serve_from_python.py",
     "langchain_adaptive_gates": "integrations/langchain/tests/integration_tests/test_readme.py",
     "llama_index": "integrations/llama-index/tests/test_readme.py",
 }

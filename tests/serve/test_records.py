@@ -9,6 +9,7 @@ import pytest
 from adaptive_gates.gates import BM25DifficultyGate
 from adaptive_gates.gates.base.feedback import Feedback
 from adaptive_gates.records.data import Hit
+from adaptive_gates.serve.protocol import decision_header
 from adaptive_gates.serve.records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
 
 
@@ -36,7 +37,7 @@ def test_a_served_decision_gets_an_unguessable_id_and_its_summaries(decisions, w
     other = ServedDecision.new(retrieved, [])
     assert served.id.startswith("dec-") and len(served.id) == 36 and served.id != other.id
     assert served.route == "retrieve" and served.latency_ms == {"gate": retrieved.latency_ms}
-    summary = json.loads(served.header())
+    summary = served.summary()
     assert summary == {
         "id": served.id,
         "route": "retrieve",
@@ -45,7 +46,7 @@ def test_a_served_decision_gets_an_unguessable_id_and_its_summaries(decisions, w
         "threshold": retrieved.threshold,
         "gate": "bm25-difficulty",
     }
-    assert served.header().isascii()
+    assert decision_header(summary).isascii() and json.loads(decision_header(summary)) == summary
     record = served.to_dict({"requests": 1})
     assert record["passages"] == [{"id": p.id, "title": p.title, "text": p.text, "score": 7.5}]
     assert record["stats"] == {"requests": 1} and record["decision"]["question"] == retrieved.question

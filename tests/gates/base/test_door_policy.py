@@ -18,6 +18,7 @@ from adaptive_gates.extend import (
     decide_batch_or_fallback,
     decide_or_fallback,
 )
+from adaptive_gates.gates.base.gate import Gate
 from adaptive_gates.models import OpenAIChatModel
 
 QUESTIONS = ["Who wrote Hamlet?", "What is the capital of France?", "Population of Tuvalu in 2021?"]
@@ -32,6 +33,10 @@ class TieBreakingGate(SKRKnnGate):
 
     def retrieves(self, scores: np.ndarray, threshold: float | None = None) -> np.ndarray:
         return np.asarray(scores) > self.tie_threshold  # never set: the bug
+
+
+# The class registered itself when defined: a test's gate is no gate of the package.
+del Gate._registry[TieBreakingGate.name]
 
 
 class Heard:
