@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo lint docs test test-fast slow-tests test-without-shared-data page-screenshot bench clean
+.PHONY: install browser demo lint docs test test-fast slow-tests test-without-shared-data dist test-wheels page-screenshot bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -126,6 +126,24 @@ test-without-shared-data: export ADAPTIVE_GATES_SHARED_DATA = /nonexistent
 test-without-shared-data: browser $(STAMP)
 	$(run_suites)
 
+# The three distributions' wheels and sdists in dist/, as the index would take them: each
+# built in isolation from its folder (at the last commit's time, so a rebuild of the same
+# commit is the same bytes), then checked by twine.
+DISTRIBUTIONS := . integrations/langchain integrations/llama-index
+dist: $(STAMP)
+	rm -rf dist
+	@for folder in $(DISTRIBUTIONS); do \
+		SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(PY) -m build --quiet --outdir dist $$folder >/dev/null || exit 1; \
+	done
+	$(VENV)/bin/twine check --strict dist/*
+
+# The wheels as a user installs them: each into a fresh virtual environment with only the
+# READMEs' install lines, checked from outside the repository (release/check_wheels.py);
+# then the core's tests as its sdist ships them, collected and a few run from the sdist.
+test-wheels: dist
+	$(PY) release/check_wheels.py dist
+	$(PY) release/check_sdist.py dist
+
 # The serve page's picture of the chat page (docs/serve-page.png), from the page test's
 # conversation; tests never write into the tracked tree.
 page-screenshot: browser $(STAMP)
@@ -136,4 +154,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/skr_crossval.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
