@@ -142,3 +142,16 @@ def test_a_dependency_that_announces_a_break_is_bounded():
     local = _project(ROOT)["optional-dependencies"]["local"]
     (transformers,) = [r for r in local if r.startswith("transformers")]
     assert "<" in transformers
+
+
+@pytest.mark.parametrize("distribution", ["langchain-adaptive-gates", "llama-index-adaptive-gates"])
+def test_an_integration_imports_only_what_it_declares(distribution):
+    imports = _module("undeclared_imports")
+    folder = FOLDERS[distribution]
+    project = _project(folder)
+    extras = [extra for extra in project["optional-dependencies"] if extra != "test"]
+    requirements = project["dependencies"] + [r for extra in extras for r in project["optional-dependencies"][extra]]
+    code = [p for p in folder.rglob("*.py") if "tests" not in p.relative_to(folder).parts]
+    sources = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in code]
+    missing = imports.undeclared(imports.imports_in(sources), imports.requirement_names(requirements) | {distribution})
+    assert not missing, f"{distribution} imports what it does not declare: {missing}"
