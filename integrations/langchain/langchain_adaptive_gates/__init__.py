@@ -40,7 +40,7 @@ from .control import (
 )
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
-from .evaluation import EvaluatorFeedback, JudgedAnswer, score_verdict
+from .evaluation import EvaluatorFeedback, JudgedAnswer, distance_verdict, is_distance_evaluator, score_verdict
 from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
@@ -136,12 +136,14 @@ __all__ = [
     "create_adaptive_rag_graph",
     "create_gated_retriever_tool",
     "decision_documents",
+    "distance_verdict",
     "document_grader",
     "draft_message",
     "draft_text",
     "gate_node",
     "gated_router",
     "hit_documents",
+    "is_distance_evaluator",
     "llm_call_payload",
     "route_on_decision",
     "score_verdict",
