@@ -90,9 +90,13 @@ def accepted_forms(runnable: Runnable) -> Forms:
     schema = runnable.get_input_schema()
     if isinstance(runnable, BasePromptTemplate):
         return [schema, str] if len(runnable.input_variables) == 1 else [schema]
+    if not issubclass(schema, BaseModel):  # a pydantic v1 model: compared as a whole
+        return [schema]
     if issubclass(schema, RootModel) or ("root" in schema.model_fields and len(schema.model_fields) == 1):
         members = _members(schema.model_fields["root"].annotation)
-        return None if any(m is Any for m in members) else list(dict.fromkeys(members))
+        if any(m is Any for m in members):
+            return None
+        return [m for i, m in enumerate(members) if m not in members[:i]]  # once each; not all hash
     return [schema]
 
 
