@@ -138,8 +138,10 @@ def _merged(a: type[BaseModel], b: type[BaseModel]) -> type[BaseModel] | None:
                 annotation = known if annotation is Any else annotation
                 required = required or was_required
             fields[key] = (annotation, required)
-    if set(fields) == set(a.model_fields) and all(fields[k][1] == f.is_required() for k, f in a.model_fields.items()):
-        return a
+    for model in (a, b):  # one holds the other: it is the shape
+        same = all(fields[k] == (f.annotation, f.is_required()) for k, f in model.model_fields.items())
+        if set(fields) == set(model.model_fields) and same:
+            return model
     definitions = {key: (annotation, ... if required else None) for key, (annotation, required) in fields.items()}
     return create_model_v2(f"{a.__name__}And{b.__name__}", field_definitions=definitions)
 

@@ -166,10 +166,11 @@ class RequestControl:
 def refusing_unknown_keys(schema: type[BaseModel]) -> type[BaseModel]:
     """``schema`` (a runnable's ``config_schema()``) whose ``configurable`` refuses keys
     it does not declare: a misspelt ``gate_`` key with the did-you-mean of
-    ``RequestControl.from_config``, any other with pydantic's ``extra_forbidden``. The
-    refusal lives in the model's configuration too (``extra="forbid"``), so a copy of
-    the model that keeps only its fields and configuration (LangServe's, for each
-    served path) still refuses them."""
+    ``RequestControl.from_config``, any other with pydantic's ``extra_forbidden``.
+    ``configurable`` is declared as ``Configurable | None``: LangServe copies, for each
+    served path, the fields of the config model that are models (keeping their
+    configuration, not their validators) and keeps any other annotation as it is, so
+    the union reaches it whole and the client reads the did-you-mean."""
     field = schema.model_fields.get("configurable")
     declared = field.annotation if field is not None else None
     if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
