@@ -26,6 +26,7 @@
 from typing import TYPE_CHECKING, Any
 
 from .answers import ANSWER_KEY, DECISION_KEY, ROUTE_KEY, draft_message, draft_text
+from .branch_types import DisagreeingBranchesError
 from .chat_models import AdaptiveGatesChatModel
 from .compressors import ERROR_KEY, UNCERTAINTY_KEY, SeaKRCompressor
 from .control import (
@@ -39,7 +40,7 @@ from .control import (
 )
 from .core_chat import LangChainChatModel
 from .embeddings import AdaptiveGatesEmbeddings, LangChainEmbedder
-from .evaluation import EvaluatorFeedback, JudgedAnswer, score_verdict
+from .evaluation import EvaluatorFeedback, JudgedAnswer, distance_verdict, is_distance_evaluator, score_verdict
 from .feedback import GateFeedback
 from .gate_runnable import DECISION_EVENT, GateRunnable
 from .grading import GRADE_ERROR_KEY, GRADE_PROMPT, document_grader
@@ -65,7 +66,7 @@ __version__ = "0.1.0"
 
 #: The package's serialisable classes, for ``langchain_core.load.loads(...,
 #: valid_namespaces=["langchain_adaptive_gates"], additional_import_mappings=IMPORT_MAPPINGS)``.
-IMPORT_MAPPINGS = import_mappings(GatedRouter, SavedGateRunnable, ScoreBands)
+IMPORT_MAPPINGS = import_mappings(AdaptiveGatesChatModel, GatedRouter, SavedGateRunnable, ScoreBands)
 
 #: Names that need langgraph (the ``langgraph`` extra), imported on first use.
 _GRAPH_NAMES = ("AdaptiveRAGInput", "AdaptiveRAGState", "create_adaptive_rag_graph")
@@ -108,6 +109,7 @@ __all__ = [
     "AdaptiveRAGInput",
     "AdaptiveRAGState",
     "AnswerSelector",
+    "DisagreeingBranchesError",
     "EvaluatorFeedback",
     "GateContext",
     "GateFeedback",
@@ -134,12 +136,14 @@ __all__ = [
     "create_adaptive_rag_graph",
     "create_gated_retriever_tool",
     "decision_documents",
+    "distance_verdict",
     "document_grader",
     "draft_message",
     "draft_text",
     "gate_node",
     "gated_router",
     "hit_documents",
+    "is_distance_evaluator",
     "llm_call_payload",
     "route_on_decision",
     "score_verdict",

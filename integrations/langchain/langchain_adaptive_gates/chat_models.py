@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
+from langchain_core.load.serializable import SerializedConstructor, SerializedNotImplemented
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -26,9 +27,10 @@ from adaptive_gates.models import (
 )
 
 from .messages import ModelInput, to_core_messages
+from .serialization import InPackageNamespace
 
 
-class AdaptiveGatesChatModel(BaseChatModel):
+class AdaptiveGatesChatModel(InPackageNamespace, BaseChatModel):
     """A LangChain ``BaseChatModel`` over any chat model of the core.
 
     With no ``chat_model`` it answers with the embedded SmolLM2-135M-Instruct, offline.
@@ -75,6 +77,13 @@ class AdaptiveGatesChatModel(BaseChatModel):
 
     Async calls run the model in worker threads, so the event loop is never blocked.
 
+    LangChain serialises it (``dumps``; ``loads`` with
+    ``valid_namespaces=["langchain_adaptive_gates"]`` and
+    ``additional_import_mappings=IMPORT_MAPPINGS``) over the embedded SmolLM2 (no
+    ``chat_model``): its JSON holds the options, and loading builds the embedded model
+    again. A ``chat_model`` given as an object has no JSON form: the model is written
+    as not implemented, as LangChain writes any such object, and ``loads`` refuses it.
+
     Args:
         chat_model: a core ``ChatModel`` (``LocalChatModel`` over the embedded SmolLM2
             when omitted).
@@ -95,6 +104,12 @@ class AdaptiveGatesChatModel(BaseChatModel):
     top_logprobs: int = Field(default=0, ge=0)
 
     _backend: ChatModel | None = PrivateAttr(default=None)
+
+    def to_json(self) -> SerializedConstructor | SerializedNotImplemented:
+        """Its options over the embedded model; not implemented over a given one."""
+        if self.chat_model is not None:
+            return self.to_json_not_implemented()
+        return super().to_json()
 
     @property
     def backend(self) -> ChatModel:

@@ -19,6 +19,14 @@ The keys are declared to LangChain (``control_specs``), so a runnable's
 ``config_specs`` and ``config_schema()`` list them. The ``gate_`` prefix belongs to
 these keys: any other ``configurable`` key starting with it is refused as a misspelling;
 keys without it belong to other runnables and are left alone.
+
+A schema validates a config before the runnable sees it (LangServe validates each
+request's config with the served runnable's ``config_schema()`` and drops what the
+schema does not declare), so the package's runnables publish a schema that refuses
+what would otherwise vanish there (``refusing_unknown_keys``): its ``configurable``
+forbids keys that no part of the runnable declares (``additionalProperties: false``),
+and a misspelt ``gate_`` key fails validation with the same did-you-mean. Served with
+LangServe, such a request is answered with HTTP 422 naming the key.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from langchain_core.runnables import ConfigurableFieldSpec
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import RetrievalMode, check_retrieval_mode
@@ -153,6 +161,34 @@ class RequestControl:
         if self.target_rate is not None:
             details["gate_target_rate"] = self.target_rate
         return dataclasses.replace(gate.retaken_at(decision, self.threshold), details=details)
+
+
+def refusing_unknown_keys(schema: type[BaseModel]) -> type[BaseModel]:
+    """``schema`` (a runnable's ``config_schema()``) whose ``configurable`` refuses keys
+    it does not declare: a misspelt ``gate_`` key with the did-you-mean of
+    ``RequestControl.from_config``, any other with pydantic's ``extra_forbidden``.
+    ``configurable`` is declared as ``Configurable | None``: LangServe copies, for each
+    served path, the fields of the config model that are models (keeping their
+    configuration, not their validators) and keeps any other annotation as it is, so
+    the union reaches it whole and the client reads the did-you-mean."""
+    field = schema.model_fields.get("configurable")
+    declared = field.annotation if field is not None else None
+    if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
+        return schema
+
+    class Configurable(declared):  # type: ignore[valid-type, misc]  # a model built at run time
+        model_config = ConfigDict(extra="forbid")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _known_gate_keys(cls, data: Any) -> Any:
+            if isinstance(data, Mapping):
+                _check_keys(data)
+            return data
+
+    Configurable.__name__ = Configurable.__qualname__ = declared.__name__
+    Configurable.__doc__ = declared.__doc__
+    return create_model(schema.__name__, __base__=schema, configurable=(Configurable | None, None))
 
 
 def _check_keys(configurable: Mapping[str, Any]) -> None:

@@ -9,6 +9,11 @@ without it does: the one the gate already made (``answer_without_retrieval`` of 
 answer-first gate's decision), or, with ``draft_llm``, one asked for. Judged right, it
 teaches that retrieval was not needed for that question; judged wrong, that it was.
 
+A grade of 1 is right and 0 wrong (``score_verdict``); an evaluator that scores a
+distance instead (``embedding_distance``, ``string_distance``: 0 is an exact match) is
+read with ``max_distance=`` (``distance_verdict``: right when at most that far), and
+refused without it.
+
 The decision comes from wherever the run left it: a router's output
 (``output["gate_decision"]``), a ``GateFeedback`` handler (``feedback.decision(run_id)``),
 a gated tool's artifact; as a ``GateDecision`` or its dict.
@@ -16,6 +21,7 @@ a gated tool's artifact; as a ``GateDecision`` or its dict.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +34,43 @@ from adaptive_gates.extend import Feedback
 
 #: What a verdict is read from: an evaluator's result dict.
 Verdict = Callable[[Mapping[str, Any]], bool | None]
+
+
+#: LangChain's evaluators that score a distance (0: the same; larger: further apart),
+#: by class name (langchain-classic's embedding and string distance evaluators).
+DISTANCE_EVALUATORS = ("EmbeddingDistanceEvalChain", "StringDistanceEvalChain")
+
+
+def is_distance_evaluator(evaluator: Any) -> bool:
+    """Whether ``evaluator`` scores a distance rather than a grade: one of LangChain's
+    distance evaluators (``load_evaluator("embedding_distance")``, ``"string_distance"``)
+    or any whose ``evaluation_name`` ends in ``_distance``."""
+    if any(cls.__name__ in DISTANCE_EVALUATORS for cls in type(evaluator).__mro__):
+        return True
+    try:
+        name = getattr(evaluator, "evaluation_name", None)
+    except Exception:  # a property that cannot answer names no distance
+        return False
+    return isinstance(name, str) and name.endswith("_distance")
+
+
+def distance_verdict(max_distance: float) -> Verdict:
+    """The verdict of a distance evaluator: right when its score (the distance between the
+    answer and the reference) is at most ``max_distance``; ``None`` when it gave none."""
+    if isinstance(max_distance, bool) or not isinstance(max_distance, (int, float)) or not math.isfinite(max_distance):
+        raise ValueError(f"max_distance must be a finite number, got {max_distance!r}")
+    if max_distance < 0:
+        raise ValueError(f"max_distance must be at least 0 (a distance is), got {max_distance!r}")
+
+    def verdict(result: Mapping[str, Any]) -> bool | None:
+        score = result.get("score")
+        if score is None:
+            return None
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise ValueError(f"the evaluator scored {score!r}, not a distance")
+        return float(score) <= max_distance
+
+    return verdict
 
 
 def score_verdict(result: Mapping[str, Any]) -> bool | None:
@@ -65,6 +108,11 @@ class EvaluatorFeedback:
             call) so that answer is judged too; ``None``: only a stored one is judged.
         verdict: reads right (``True``) or wrong from the evaluator's result (default
             ``score_verdict``: a score of 1 or 0).
+        max_distance: for an evaluator that scores a distance (LangChain's
+            ``embedding_distance`` and ``string_distance``: 0 for an answer equal to the
+            reference, larger the further it is), the largest distance judged right
+            (``distance_verdict``). A distance evaluator without it is refused, since
+            its 0 would read as a wrong grade and teach the opposite.
     """
 
     def __init__(
@@ -73,12 +121,25 @@ class EvaluatorFeedback:
         evaluator: Any,
         *,
         draft_llm: BaseLanguageModel | None = None,
-        verdict: Verdict = score_verdict,
+        verdict: Verdict | None = None,
+        max_distance: float | None = None,
     ) -> None:
         if not isinstance(gate, Gate):
             raise TypeError(f"gate must be an adaptive_gates Gate, got {type(gate).__name__}")
         if not callable(getattr(evaluator, "aevaluate_strings", None)):
             raise TypeError(f"evaluator must be a LangChain string evaluator, got {type(evaluator).__name__}")
+        if verdict is not None and max_distance is not None:
+            raise ValueError("give verdict= or max_distance=, not both")
+        if max_distance is not None:
+            verdict = distance_verdict(max_distance)
+        elif verdict is None:
+            if is_distance_evaluator(evaluator):
+                raise ValueError(
+                    f"{type(evaluator).__name__} scores a distance (0 for an answer equal to the reference, "
+                    "larger the further it is), not a grade of 1 or 0: pass max_distance=, the largest distance "
+                    "judged right (or verdict= to read its result yourself)"
+                )
+            verdict = score_verdict
         self.gate = gate
         self.evaluator = evaluator
         self.draft_llm = draft_llm

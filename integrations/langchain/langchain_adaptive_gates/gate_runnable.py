@@ -22,7 +22,7 @@ from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import notify_decisions
 
 from . import steps
-from .control import RequestControl, control_specs
+from .control import RequestControl, control_specs, refusing_unknown_keys
 from .decision_schema import decision_json_model
 from .event_names import DECISION_EVENT as DECISION_EVENT  # where the package has always exported it
 from .event_names import GateEventsInNames
@@ -126,6 +126,11 @@ class GateRunnable(GateEventsInNames, RunnableSerializable[Any, GateDecision]):
         the condenser declares, since it runs with the request's config."""
         own = control_specs(list(self.gates), self.gate.name)
         return get_unique_config_specs([*own, *(self.condense.config_specs if self.condense else [])])
+
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        """LangChain's config schema, whose ``configurable`` refuses undeclared keys
+        (a misspelt ``gate_`` key with a did-you-mean; see ``control.refusing_unknown_keys``)."""
+        return refusing_unknown_keys(super().config_schema(include=include))
 
     def as_condition(self) -> Runnable[Any, bool]:
         """This gate as a ``RunnableBranch`` condition: true when the decision is to

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,10 +11,11 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import ConfigurableFieldSpec, Runnable, RunnableConfig, ensure_config
 from langchain_core.runnables.utils import get_unique_config_specs
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adaptive_gates import Gate, GateDecision
 
+from .control import refusing_unknown_keys
 from .gate_runnable import GateRunnable
 from .passages import decision_documents
 
@@ -73,6 +75,11 @@ class GatedRetriever(BaseRetriever):
         """The gate's control keys and what the wrapped retriever declares: both run
         with the call's config."""
         return get_unique_config_specs([*self.gate.config_specs, *self.retriever.config_specs])
+
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        """LangChain's config schema, whose ``configurable`` refuses undeclared keys
+        (a misspelt ``gate_`` key with a did-you-mean; see ``control.refusing_unknown_keys``)."""
+        return refusing_unknown_keys(super().config_schema(include=include))
 
     def retrieve(self, query: str, config: RunnableConfig | None = None) -> GatedDocuments:
         """The documents (none when the model knows) and the decision that chose them."""

@@ -34,13 +34,14 @@ from langchain_core.runnables.config import (
 from langchain_core.runnables.graph import Graph, Node
 from langchain_core.runnables.utils import ConfigurableFieldSpec, gather_with_concurrency, get_unique_config_specs
 from langchain_core.utils.pydantic import TypeBaseModel, create_model_v2
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from adaptive_gates import Gate, GateDecision
 
 from . import steps
 from .answers import DraftAnswer, WithDecision, decision_output_fields, draft_for, draft_route
-from .branch_types import common_output_type, input_source
+from .branch_types import AgreedInput, agreed_input, common_output_type
+from .control import refusing_unknown_keys
 from .event_names import GateEventsInNames
 from .gate_runnable import GateRunnable
 from .passages import ROUTE_DECISION_KEY, GatePassagesRetriever
@@ -75,8 +76,12 @@ class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[An
     by default the draft in the branches' output type (``"auto"``); ``None`` turns the
     route off.
 
-    Its input type is the first route's that declares one (else the gate's), its
-    output type the routes' common one; ``config_specs`` are the gate's and the
+    Its input type is the input every route accepts (``branch_types.agreed_input``: a
+    prompt's variables as a dict, a string when each route reads one, ...; the gate's
+    when no route declares one), so LangServe validates a request by what every route
+    can answer; routes that accept no input in common are refused when the router is
+    built (``DisagreeingBranchesError``, a ``ValueError`` naming each route's forms).
+    Its output type is the routes' common one; ``config_specs`` are the gate's and the
     routes'. With ``include_decision`` the output is ``{ANSWER_KEY: answer,
     DECISION_KEY: decision dict, ROUTE_KEY: route name}`` (see ``answers``).
 
@@ -115,6 +120,7 @@ class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[An
     include_decision: bool = False
 
     _answer_type: Any = PrivateAttr()
+    _input: AgreedInput | None = PrivateAttr()
     _route_names: list[str] = PrivateAttr()
     _given: dict[str, Any] = PrivateAttr()  # choose= and draft= as given, for the JSON
 
@@ -138,6 +144,7 @@ class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[An
             raise ValueError(f"{DRAFT!r} is the route of the gate's draft answers (draft=); name the route otherwise")
         coerced = {name: _coerce(branch, name) for name, branch in routes.items()}
         answer_type = common_output_type(list(coerced.values()))
+        agreed = agreed_input(coerced, "gated_router_input")  # refuses routes that agree on no input
         if draft is not None and draft != "auto" and not callable(draft):
             raise TypeError(f"draft must be 'auto', None or a function of the decision, got {draft!r}")
         answer_draft = draft_for(answer_type) if draft == "auto" else draft
@@ -157,6 +164,7 @@ class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[An
             name="gated_router",
         )
         self._answer_type = answer_type
+        self._input = agreed
         self._route_names = route_names
         self._given = {"choose": given_choose, "draft": draft}
         _warn_if_retrieving_twice(gate, self.routes.get(RETRIEVE))
@@ -192,12 +200,19 @@ class GatedRouter(GateEventsInNames, InPackageNamespace, RunnableSerializable[An
     def config_specs(self) -> list[ConfigurableFieldSpec]:
         return get_unique_config_specs(spec for dep in self.deps for spec in dep.config_specs)
 
+    def config_schema(self, *, include: Sequence[str] | None = None) -> type[BaseModel]:
+        """LangChain's config schema, whose ``configurable`` refuses undeclared keys
+        (a misspelt ``gate_`` key with a did-you-mean; see ``control.refusing_unknown_keys``)."""
+        return refusing_unknown_keys(super().config_schema(include=include))
+
     @property
     def InputType(self) -> Any:
-        return input_source(list(self.routes.values()), self.gate).InputType
+        """The input every route accepts (``branch_types.agreed_input``); the gate's when
+        no route declares one."""
+        return self.gate.InputType if self._input is None else self._input.annotation
 
     def get_input_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
-        return input_source(list(self.routes.values()), self.gate).get_input_schema(config)
+        return self.gate.get_input_schema(config) if self._input is None else self._input.schema
 
     @property
     def OutputType(self) -> Any:

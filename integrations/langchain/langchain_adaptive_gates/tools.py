@@ -7,7 +7,10 @@ when the gate says the model knows, the tool answers that retrieval is not neede
 (``adaptive_gates.answering.agent_tool``) instead of with passages. Either way the tool returns
 content and an artifact (``response_format="content_and_artifact"``): the artifact is
 ``{"decision": GateDecision.to_dict(), "documents": [...]}``, so the ``ToolMessage``
-an agent graph keeps carries the decision.
+an agent graph keeps carries the decision. Run inside a LangGraph graph (an agent's
+tool node), the tool also writes the decision to the graph's custom stream as
+``{DECISION_EVENT: decision}``, as the gate node does, so ``stream_mode="custom"``
+carries it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pydantic import BaseModel, Field
 from adaptive_gates import Gate
 from adaptive_gates.extend import not_needed_reply
 
-from .gate_runnable import GateRunnable
+from .gate_runnable import DECISION_EVENT, GateRunnable
+from .graph_runtime import write_decision
 from .retrievers import GatedDocuments, GatedRetriever
 
 #: What the tool's artifact holds, by key.
@@ -65,8 +69,9 @@ def create_gated_retriever_tool(
             content = document_separator.join(format_document(d, prompt) for d in found.documents)
         else:
             content = not_needed_reply(found.decision, query)
-        artifact = {ARTIFACT_DECISION_KEY: found.decision.to_dict(), ARTIFACT_DOCUMENTS_KEY: found.documents}
-        return content, artifact
+        decision = found.decision.to_dict()
+        write_decision(DECISION_EVENT, decision)  # a graph's custom stream; nothing outside a graph
+        return content, {ARTIFACT_DECISION_KEY: decision, ARTIFACT_DOCUMENTS_KEY: found.documents}
 
     def run(query: str, config: RunnableConfig) -> tuple[str, dict[str, Any]]:
         return reply(query, gated.retrieve(query, config))

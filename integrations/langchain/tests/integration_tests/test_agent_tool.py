@@ -2,7 +2,8 @@
 ``ChatOpenAI`` talking to the core suite's OpenAI-compatible server, scripted to call
 the tool it is offered (``Fault.CALLS_TOOLS``) and then answer with the embedded
 SmolLM2 from the tool's reply. The gate (SKR-kNN over the hand-labelled memory) says
-"not needed" for a question the model knows and retrieves for one it does not."""
+"not needed" for a question the model knows and retrieves for one it does not; the
+tool's decision is in the agent's custom stream."""
 
 import pytest
 from langchain_core.messages import ToolMessage
@@ -10,7 +11,12 @@ from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
 
 from adaptive_gates.answering.agent_tool import not_needed_reply
-from langchain_adaptive_gates import ARTIFACT_DECISION_KEY, ARTIFACT_DOCUMENTS_KEY, create_gated_retriever_tool
+from langchain_adaptive_gates import (
+    ARTIFACT_DECISION_KEY,
+    ARTIFACT_DOCUMENTS_KEY,
+    DECISION_EVENT,
+    create_gated_retriever_tool,
+)
 from support.openai_server import Fault
 
 pytestmark = [
@@ -60,6 +66,33 @@ async def test_the_agent_gets_passages_for_what_the_model_does_not_know(agent, b
     assert message.artifact[ARTIFACT_DECISION_KEY]["retrieve"] is True and len(documents) == 2
     assert message.content == "\n\n".join(d.page_content for d in documents)
     assert {d.page_content for d in documents} <= {r["passage"] for r in boolq}
+
+
+@pytest.mark.parametrize("path", ["stream", "astream"])
+async def test_the_tools_decision_is_in_the_agents_custom_stream(agent, path):
+    """As the gate node's is: ``stream_mode="custom"`` carries ``{DECISION_EVENT: decision}``,
+    the decision the tool message's artifact holds, before the agent's answer."""
+    ask = {"messages": [("user", "Who wrote Hamlet?")]}
+    modes = ["custom", "values"]
+    if path == "stream":
+        chunks = list(agent.stream(ask, stream_mode=modes))
+    else:
+        chunks = [chunk async for chunk in agent.astream(ask, stream_mode=modes)]
+    custom = [(i, chunk) for i, (mode, chunk) in enumerate(chunks) if mode == "custom"]
+    [(at, written)] = custom
+    state = chunks[-1][1]
+    assert written == {DECISION_EVENT: _tool_message(state).artifact[ARTIFACT_DECISION_KEY]}
+    assert written[DECISION_EVENT]["retrieve"] is False
+    answer = state["messages"][-1]
+    assert answer.type == "ai" and not answer.tool_calls and at < len(chunks) - 1  # written before the answer
+
+
+def test_the_tool_outside_a_graph_writes_nowhere_and_answers(knn_gate, passage_store):
+    tool = create_gated_retriever_tool(
+        passage_store("in-memory").as_retriever(search_kwargs={"k": 2}), knn_gate, "search", "Look up passages."
+    )
+    message = tool.invoke({"type": "tool_call", "id": "1", "name": "search", "args": {"query": "Who wrote Hamlet?"}})
+    assert message.artifact[ARTIFACT_DECISION_KEY]["retrieve"] is False
 
 
 def test_the_not_needed_reply_is_the_cores(knn_gate):

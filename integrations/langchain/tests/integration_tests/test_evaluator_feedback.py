@@ -1,7 +1,9 @@
 """LangChain's string evaluators teaching the gate through ``EvaluatorFeedback``:
-``exact_match`` (its reference sets the verdict, so each rule is shown on purpose) and
-the LLM-driven ``qa`` evaluator over the embedded SmolLM2, on decisions of the real
-SKR-kNN gate and answers of the embedded chat model."""
+``exact_match`` (its reference sets the verdict, so each rule is shown on purpose),
+``embedding_distance`` over the package's embeddings of the embedded MiniLM (a distance,
+0 for an exact match, read against ``max_distance``) and the LLM-driven ``qa`` evaluator
+over the embedded SmolLM2, on decisions of the real SKR-kNN gate and answers of the
+embedded chat model."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from langchain_classic.evaluation import load_evaluator
 from adaptive_gates import SKRKnnGate
 from adaptive_gates.records.selfknowledge import KNOWN as KNOWN_LABEL
 from adaptive_gates.records.selfknowledge import UNKNOWN as UNKNOWN_LABEL
-from langchain_adaptive_gates import EvaluatorFeedback, GateRunnable
+from langchain_adaptive_gates import AdaptiveGatesEmbeddings, EvaluatorFeedback, GateRunnable, is_distance_evaluator
 
 from ..conftest import KNOWN, UNKNOWN
 
@@ -79,3 +81,47 @@ def test_what_is_not_an_evaluator_or_a_decision_is_refused(gate, exact_match):
         EvaluatorFeedback(gate, object())
     with pytest.raises(ValueError, match="does not carry the question"):
         EvaluatorFeedback(gate, exact_match).teach({**gate.decide(CENSUS).to_dict(), "question": None}, "x")
+
+
+@pytest.fixture(scope="module")
+def embedding_distance(core_embedder):
+    return load_evaluator("embedding_distance", embeddings=AdaptiveGatesEmbeddings(core_embedder))
+
+
+async def test_an_embedding_distance_of_zero_is_a_right_answer_and_teaches_retrieval_was_not_needed(
+    gate, embedding_distance, chat_llm
+):
+    """The draft equal to the reference is at distance 0 (a grade of 0 would read it as
+    wrong and teach that retrieval was needed): right, so the gate stops retrieving."""
+    assert is_distance_evaluator(embedding_distance)
+    decision = gate.decide(CENSUS)
+    assert decision.retrieve
+    draft = (await chat_llm.ainvoke(CENSUS)).text
+    judge = EvaluatorFeedback(gate, embedding_distance, draft_llm=chat_llm, max_distance=0.05)
+    judged = await judge.ateach(decision, draft, reference=draft)
+    assert judged.answer["score"] == pytest.approx(0.0, abs=1e-6) and judged.draft is not None
+    assert [(f.retrieved, f.correct, f.label) for f in judged.taught] == [
+        (True, True, None),
+        (False, True, KNOWN_LABEL),
+    ]
+    assert not gate.decide(CENSUS).retrieve
+
+
+def test_an_answer_far_from_the_reference_is_wrong_by_distance(gate, embedding_distance):
+    decision = gate.decide(KNOWN[0])  # answered without retrieval: its answer says whether retrieval was needed
+    assert not decision.retrieve
+    judge = EvaluatorFeedback(gate, embedding_distance, max_distance=0.05)
+    judged = judge.teach(decision, "The annual rainfall of the Sahara desert.", reference="William Shakespeare")
+    assert judged.answer["score"] > 0.05
+    assert [(f.retrieved, f.correct, f.label) for f in judged.taught] == [(False, False, UNKNOWN_LABEL)]
+    assert gate.decide(KNOWN[0]).retrieve
+
+
+def test_a_distance_evaluator_without_a_largest_right_distance_is_refused(gate, embedding_distance, exact_match):
+    with pytest.raises(ValueError, match=r"scores a distance .* pass max_distance="):
+        EvaluatorFeedback(gate, embedding_distance)
+    with pytest.raises(ValueError, match="not both"):
+        EvaluatorFeedback(gate, embedding_distance, max_distance=0.1, verdict=lambda r: True)
+    with pytest.raises(ValueError, match="at least 0"):
+        EvaluatorFeedback(gate, embedding_distance, max_distance=-0.1)
+    assert not is_distance_evaluator(exact_match)

@@ -1,6 +1,7 @@
 """A gate runnable served by LangServe in a server process of its own: the schemas it
 publishes are the runnable's, and ``/invoke`` validates each input form the gate reads,
-answers with the decision, and refuses a value in no form with HTTP 422."""
+answers with the decision, and refuses a value in no form, and a misspelt gate key, with
+HTTP 422."""
 
 from __future__ import annotations
 
@@ -59,7 +60,11 @@ def test_the_published_schemas_are_the_runnables(served, knn_gate):
     assert httpx.get(f"{served}/gate/input_schema").json() == runnable.get_input_jsonschema()
     assert httpx.get(f"{served}/gate/output_schema").json() == runnable.get_output_jsonschema()
     config = httpx.get(f"{served}/gate/config_schema").json()
-    assert config == runnable.get_config_jsonschema()
+    # LangServe publishes the config schema of the runnable bound to the request's config
+    # (LangChain's own, without the refusal of undeclared keys it validates requests with):
+    # the keys are the runnable's.
+    declared = runnable.get_config_jsonschema()["$defs"]["Configurable"]
+    assert config["$defs"]["Configurable"]["properties"] == declared["properties"]
     assert {"gate_threshold", "gate_retrieval", "gate_name"} <= set(config["$defs"]["Configurable"]["properties"])
 
 
@@ -76,6 +81,18 @@ def test_invoke_takes_the_requests_control(served):
     body = {"input": KNOWN_Q, "config": {"configurable": {"gate_retrieval": "always"}}}
     decision = httpx.post(f"{served}/gate/invoke", json=body, timeout=120).json()["output"]
     assert decision["retrieve"] is True and decision["details"] == {"forced": "always"}
+
+
+def test_a_misspelt_gate_key_is_refused_with_422_naming_it(served):
+    """LangServe keeps of a request's config what the served schema declares: the schema
+    refuses a misspelt key instead of letting it vanish."""
+    body = {"input": KNOWN_Q, "config": {"configurable": {"gate_treshold": 0.3}}}
+    response = httpx.post(f"{served}/gate/invoke", json=body, timeout=120)
+    assert response.status_code == 422, response.text
+    assert "unknown configurable key 'gate_treshold'; did you mean 'gate_threshold'?" in response.text
+    batch = {"inputs": [KNOWN_Q], "config": {"configurable": {"gate_retreival": "always"}}}
+    response = httpx.post(f"{served}/gate/batch", json=batch, timeout=120)
+    assert response.status_code == 422 and "did you mean 'gate_retrieval'?" in response.text
 
 
 @pytest.mark.parametrize("name", ["number", "dict-without-question", "list-of-numbers", "unknown-message-type"])

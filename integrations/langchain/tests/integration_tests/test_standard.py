@@ -4,6 +4,7 @@ retriever."""
 from __future__ import annotations
 
 import pytest
+from langchain_core.load import dumpd, load
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_tests.integration_tests import (
     ChatModelIntegrationTests,
@@ -12,7 +13,7 @@ from langchain_tests.integration_tests import (
 )
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from langchain_adaptive_gates import AdaptiveGatesChatModel, AdaptiveGatesEmbeddings, GatedRetriever
+from langchain_adaptive_gates import IMPORT_MAPPINGS, AdaptiveGatesChatModel, AdaptiveGatesEmbeddings, GatedRetriever
 
 from ..conftest import KNOWN, UNKNOWN
 
@@ -27,6 +28,21 @@ class TestAdaptiveGatesChatModelUnit(ChatModelUnitTests):
     @property
     def standard_chat_model_params(self) -> dict:
         return {**super().standard_chat_model_params, "max_tokens": 8}  # short replies keep the suite quick
+
+    def test_serdes(self, model, snapshot) -> None:
+        """The suite's serialisation test, loading as this package's classes load: LangChain's
+        loader builds only the classes of its own partner packages unless told of others
+        (``additional_import_mappings=IMPORT_MAPPINGS``)."""
+        assert self.chat_model_class.is_lc_serializable()
+        serialized = dumpd(model)
+        assert serialized == snapshot(name="serialized")
+        loaded = load(
+            serialized,
+            valid_namespaces=model.get_lc_namespace()[:1],
+            allowed_objects="all",
+            additional_import_mappings=IMPORT_MAPPINGS,
+        )
+        assert isinstance(loaded, AdaptiveGatesChatModel) and loaded.dict() == model.dict()
 
 
 class TestAdaptiveGatesChatModelIntegration(ChatModelIntegrationTests):

@@ -189,11 +189,12 @@ def test_the_gated_retriever_returns_the_gates_passages(gate, users, question):
 
 def test_a_retrieve_branch_that_would_retrieve_again_is_warned_about(gate, users, tfidf, caplog):
     answer = ChatPromptTemplate.from_template("{context} {question}") | RunnableLambda(lambda p: p.to_string())
+    direct = ChatPromptTemplate.from_template("{question}") | RunnableLambda(lambda p: p.to_string())
     with caplog.at_level(logging.WARNING, logger="langchain_adaptive_gates.router"):
-        gated_router(gate, direct=answer, retrieval={"context": users, "question": RunnablePassthrough()} | answer)
+        gated_router(gate, direct=direct, retrieval={"context": users, "question": RunnablePassthrough()} | answer)
     assert "retrieve a second time" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="langchain_adaptive_gates.router"):
         checked = {"context": GatePassagesRetriever(retriever=users), "question": RunnablePassthrough()}
-        gated_router(gate, direct=answer, retrieval=checked | answer)
+        gated_router(gate, direct=direct, retrieval=checked | answer)
     assert caplog.text == ""

@@ -1,5 +1,5 @@
 """The router as a LangChain branch: serialised by LangChain (``dumps``/``loads``) with
-its gate as the directory it was saved in, and drawn by ``get_graph`` as one
+its gate as the directory it was saved in and the embedded chat model by its options, and drawn by ``get_graph`` as one
 conditional node with an edge per named route. Over a real SKR-kNN gate (embedded
 MiniLM), saved to and loaded from a real directory."""
 
@@ -9,12 +9,14 @@ import json
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.load import dumps, loads
-from langchain_core.prompts import PromptTemplate
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableLambda
 
 from adaptive_gates import GateLoadError, SKRKnnGate, VerbalizedGate
 from langchain_adaptive_gates import (
     IMPORT_MAPPINGS,
+    AdaptiveGatesChatModel,
     GatedRouter,
     LangChainChatModel,
     SavedGateRunnable,
@@ -109,6 +111,35 @@ def test_what_langchain_cannot_write_is_refused_when_loaded(knn_gate, saved):
     assert kwargs["choose"]["type"] == kwargs["routes"]["direct"]["kwargs"]["bound"]["type"] == "not_implemented"
     with pytest.raises(NotImplementedError):
         _load(dumps(by_function))
+
+
+def test_a_router_over_the_embedded_chat_model_is_written_and_loaded_again(saved, one_torch_thread):
+    """The embedded SmolLM2 as a LangChain chat model is written by its options; loaded,
+    the router answers as the one written. One over a given core chat model has no
+    JSON form: it is written as not implemented and refused when loaded."""
+    path, _ = saved
+    llm = AdaptiveGatesChatModel(max_tokens=3)
+    chain = ChatPromptTemplate.from_template("{question}") | llm | StrOutputParser()
+    router = gated_router(str(path), direct=chain, retrieval=chain)
+    text = dumps(router)
+    model = json.loads(text)["kwargs"]["routes"]["direct"]["kwargs"]["middle"][0]
+    assert model == {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain_adaptive_gates", "AdaptiveGatesChatModel"],
+        "kwargs": {"max_tokens": 3},
+        "name": "AdaptiveGatesChatModel",
+    }
+    loaded = _load(text)
+    assert isinstance(loaded.routes["direct"].middle[0], AdaptiveGatesChatModel)
+    assert loaded.invoke({"question": KNOWN_Q}) == router.invoke({"question": KNOWN_Q})
+    assert dumps(loaded) == text
+
+    given = AdaptiveGatesChatModel(chat_model=llm.backend, max_tokens=3)
+    over_given = gated_router(str(path), direct=given, retrieval=given)
+    assert json.loads(dumps(over_given))["kwargs"]["routes"]["direct"]["type"] == "not_implemented"
+    with pytest.raises(NotImplementedError, match="AdaptiveGatesChatModel"):
+        _load(dumps(over_given))
 
 
 def _drawn(graph):

@@ -1,17 +1,29 @@
 """The router's input and output types come from its branches (real chat chains over the
-embedded SmolLM2, string chains, plain functions), its schemas build as JSON and hold
-its real outputs, and the draft route answers in the branches' type."""
+embedded SmolLM2, string chains, retriever chains over the embedded MiniLM, plain
+functions): its input is what every branch reads, branches that read nothing in common
+are refused, its schemas build as JSON and hold its real outputs, its config schema
+refuses a misspelt gate key, and the draft route answers in the branches' type."""
+
+from operator import itemgetter
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.runnables import ConfigurableField, RunnableLambda
+from langchain_core.runnables import ConfigurableField, RunnableLambda, RunnablePassthrough
 from pydantic import ValidationError
 
 from adaptive_gates import VerbalizedGate
-from langchain_adaptive_gates import AdaptiveGatesChatModel, GatedRouter, GateRunnable, LangChainChatModel, gated_router
+from langchain_adaptive_gates import (
+    AdaptiveGatesChatModel,
+    DisagreeingBranchesError,
+    GatedRetriever,
+    GatedRouter,
+    GateRunnable,
+    LangChainChatModel,
+    gated_router,
+)
 
 from .chat_doubles import scripted
 
@@ -45,10 +57,13 @@ def _confident_gate():
 def test_chat_chains_give_the_prompt_input_and_a_message_output(knn_gate, llm):
     router = gated_router(knn_gate, direct=PROMPT | llm, retrieval=RAG_PROMPT | llm)
     assert isinstance(router, GatedRouter)
-    assert router.get_input_jsonschema() == PROMPT.get_input_jsonschema()
-    assert router.get_input_jsonschema()["required"] == ["question"]
+    # Each one-variable prompt reads a dict with its variable, or a string for it.
+    schema = router.get_input_jsonschema()
+    assert schema["anyOf"] == [{"$ref": "#/$defs/PromptInput"}, {"type": "string"}]
+    assert schema["$defs"]["PromptInput"] == PROMPT.get_input_jsonschema()
     with pytest.raises(ValidationError):
         router.get_input_schema().model_validate({"query": KNOWN_Q})
+    assert isinstance(router.invoke(KNOWN_Q), AIMessage)
     output = router.get_output_jsonschema()
     assert {"$ref": "#/$defs/AIMessage"} in output["oneOf"] and "Runnable" not in str(output)
     answer = router.invoke({"question": KNOWN_Q})
@@ -73,12 +88,12 @@ def test_untyped_branches_take_the_gates_input_and_build_a_schema(knn_gate):
     assert router.get_output_jsonschema() == {"title": "gated_router_output"}
 
 
-def test_the_first_typed_branch_gives_the_input_and_all_give_the_output(knn_gate, llm):
+def test_the_typed_branches_give_the_input_and_all_give_the_output(knn_gate, llm):
     def as_message(value: dict) -> AIMessage:
         return AIMessage(content=f"direct: {value['question']}")
 
     router = gated_router(knn_gate, direct=RunnableLambda(lambda q: q), retrieval=RAG_PROMPT | llm)
-    assert router.get_input_jsonschema() == RAG_PROMPT.get_input_jsonschema()
+    assert router.get_input_jsonschema()["$defs"]["PromptInput"] == RAG_PROMPT.get_input_jsonschema()
     mixed = gated_router(knn_gate, direct=as_message, retrieval=RAG_PROMPT | llm)
     # An AIMessage and a chat model's any-message: any message.
     assert mixed.OutputType == llm.OutputType
@@ -97,6 +112,43 @@ def test_the_first_typed_branch_gives_the_input_and_all_give_the_output(knn_gate
     assert gated_router(knn_gate, direct=count, retrieval=word).get_output_jsonschema() == {
         "title": "gated_router_output"
     }
+
+
+def test_the_input_is_what_every_branch_reads(knn_gate, llm, passage_store):
+    """A retriever chain reads a string, a chat model a string or messages, a prompt of
+    one variable that variable as a dict or a string: a string is what they share. A
+    branch reading its part of a dict (``itemgetter``) shares the dict with the prompt."""
+    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 1})
+    rag = {"context": retriever, "question": RunnablePassthrough()} | RAG_PROMPT | llm
+    assert gated_router(knn_gate, direct=PROMPT | llm, retrieval=rag).InputType is str
+    assert gated_router(knn_gate, direct=llm, retrieval=retriever).get_input_jsonschema()["type"] == "string"
+    by_key = {"context": itemgetter("question") | retriever, "question": itemgetter("question")} | RAG_PROMPT | llm
+    keyed = gated_router(knn_gate, direct=PROMPT | llm, retrieval=by_key)
+    assert keyed.get_input_jsonschema() == PROMPT.get_input_jsonschema()
+    # Two prompts of different variables read the dict holding both.
+    both = ChatPromptTemplate.from_messages([("human", "{context} {question}")])
+    merged = gated_router(knn_gate, direct=PROMPT | llm, retrieval=both | llm).get_input_jsonschema()
+    assert merged == both.get_input_jsonschema() and sorted(merged["required"]) == ["context", "question"]
+
+
+def test_branches_that_read_no_input_in_common_are_refused_when_built(knn_gate, llm, passage_store):
+    """The README's RAG chain reads a string only; a prompt of two variables, a dict only:
+    whatever the router were given, one of them could not read it."""
+    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 1})
+    rag = {"context": retriever, "question": RunnablePassthrough()} | RAG_PROMPT | llm
+    both = ChatPromptTemplate.from_messages([("human", "{context} {question}")]) | llm
+    with pytest.raises(DisagreeingBranchesError) as refused:
+        gated_router(knn_gate, direct=both, retrieval=rag)
+    message = str(refused.value)
+    assert "the routes accept no input in common" in message
+    assert "'direct' takes a dict with keys ['context', 'question']; 'retrieve' takes a string" in message
+    assert isinstance(refused.value, ValueError)
+
+    def count(value: list[int]) -> int:
+        return len(value)
+
+    with pytest.raises(DisagreeingBranchesError, match="'retrieve' takes a string"):
+        gated_router(knn_gate, direct=count, retrieval=retriever)
 
 
 def test_a_branchs_configurable_fields_show_through(knn_gate, llm):
@@ -118,6 +170,27 @@ def test_the_gates_keys_are_the_routers_and_a_misspelt_one_is_refused(knn_gate):
     assert router.invoke(KNOWN_Q, {"configurable": {"gate_retrieval": "always"}}) == KNOWN_Q
     with pytest.raises(ValueError, match="did you mean 'gate_threshold'"):
         router.invoke(KNOWN_Q, {"configurable": {"gate_treshold": 0.2}})
+
+
+def test_the_config_schemas_refuse_a_misspelt_gate_key_and_undeclared_keys(knn_gate, passage_store):
+    """What validates a config by the schema (LangServe does, for every request) refuses
+    what the runnable would never read, instead of dropping it."""
+    branch = RunnableLambda(lambda x: x)
+    retriever = passage_store("in-memory").as_retriever(search_kwargs={"k": 1})
+    runnables = [
+        gated_router(knn_gate, direct=branch, retrieval=branch),
+        GateRunnable(knn_gate),
+        GatedRetriever(retriever=retriever, gate=knn_gate),
+    ]
+    for runnable in runnables:
+        schema = runnable.config_schema()
+        assert schema.model_validate({"configurable": {"gate_threshold": 0.2}}).configurable.gate_threshold == 0.2
+        with pytest.raises(ValidationError, match="unknown configurable key 'gate_treshold'; did you mean"):
+            schema.model_validate({"configurable": {"gate_treshold": 0.2}})
+        with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+            schema.model_validate({"configurable": {"answer_tokens": 2}})
+        configurable = runnable.get_config_jsonschema()["$defs"]["Configurable"]
+        assert configurable["additionalProperties"] is False and "gate_threshold" in configurable["properties"]
 
 
 def test_the_draft_answers_as_a_message_when_the_branches_give_messages(llm):
