@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.selectors.adaptive_gates.gating import asked_question
 
+from adaptive_gates import InvalidQuestionError
 from adaptive_gates.extend import is_content_word, quote_question, quote_turns
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,22 @@ class CondenseInputs(TypedDict):
 
     chat_history: str
     question: str
+
+
+def chat_message(message: object) -> str:
+    """The user's ``message`` to a chat engine, checked before anything else is done
+    with it (the chat memory read, a condensing call): the condensed question of an
+    empty message would be the LLM's own invention.
+
+    Raises:
+        InvalidQuestionError: the message is not a ``str``, or is empty or whitespace
+            (``asked_question``'s "the query is empty ..."), with history as without.
+    """
+    if not isinstance(message, str):
+        raise InvalidQuestionError(
+            f"the message must be a str, got {type(message).__name__} ({message!r}): pass the user's message as text"
+        )
+    return asked_question(message)
 
 
 def condense_inputs(history: Sequence[ChatMessage], message: str) -> CondenseInputs:
