@@ -232,7 +232,8 @@ def test_a_streamed_draft_is_one_piece_without_an_llm_call(brief_index, llm, rec
         (BackendError("the chat server is down"), "the chat server is down"),
         (ChatReply("  "), "no text"),
         (ChatReply("What a great question! What a great"), "repeats 'what a great'"),
-        (ChatReply("Sure, happy to help!"), "shares none of its content words (sure, happy, help)"),
+        (ChatReply("Sure, happy to help!"), "is a reply's chatter ('Sure'), not a question"),
+        (ChatReply("How tall is the Eiffel Tower?"), "shares none of its content words (tall, eiffel, tower)"),
     ],
 )
 def test_a_failing_or_weak_condenser_asks_the_message_itself(brief, failure, expected):
@@ -263,3 +264,48 @@ def test_a_history_window_instead_of_condensing(brief):
 def test_refuses_a_bad_window(brief):
     with pytest.raises(ValueError, match="history_window must be >= 0"):
         AdaptiveChatEngine.from_defaults(brief, history_window=-1)
+
+
+#: A chatty model's first reply: its words are in the history the condenser reads.
+CHATTY_REPLY = "What a great question! Let's explore Hamlet: William Shakespeare wrote it. Sure, happy to help."
+CHATTY_HISTORY = [FIRST, CHATTY_REPLY]
+CHATTER = [
+    "What a great question! Let's explore",
+    "Great question! Let me explain when Shakespeare died.",
+    "Sure! Here is when William Shakespeare died.",
+    "Certainly, William Shakespeare died in 1616.",
+    "When did William Shakespeare die? Let's explore.",
+]
+REAL_QUESTIONS = [
+    "When did William Shakespeare die?",
+    "What was the Great Fire of London, which Shakespeare saw?",
+    "What is a good question to ask about Hamlet?",
+    "Is it certain that Shakespeare wrote Hamlet?",
+    "Where is Shakespeare buried: in Stratford?",
+]
+
+
+@pytest.mark.parametrize("condensed", CHATTER)
+def test_a_condensed_reply_s_chatter_is_refused_though_it_shares_words_with_the_history(condensed):
+    conversation = [FOLLOW_UP, *CHATTY_HISTORY]
+    said = set(re.findall(r"\w+", " ".join(conversation).lower()))
+    assert said & set(re.findall(r"\w+", condensed.lower())) - {"what", "a", "when", "did", "it"}  # words shared
+    assert "a reply's chatter" in implausible(condensed, conversation)
+
+
+@pytest.mark.parametrize("condensed", REAL_QUESTIONS)
+def test_a_real_condensed_question_passes_the_chatter_rule(condensed):
+    assert implausible(condensed, [FOLLOW_UP, *CHATTY_HISTORY]) is None
+
+
+def test_a_chatty_condenser_asks_the_message_itself(brief):
+    condense_llm, condenser = scripted_condenser(ChatReply("What a great question! Let's explore"))
+    history = [
+        ChatMessage(role=MessageRole.USER, content=FIRST),
+        ChatMessage(role=MessageRole.ASSISTANT, content=CHATTY_REPLY),
+    ]
+    chat = AdaptiveChatEngine.from_defaults(brief, llm=condense_llm, chat_history=history)
+    reply = chat.chat(FOLLOW_UP)
+    assert len(condenser.calls) == 1
+    assert reply.metadata[QUESTION_KEY] == reply.metadata[METADATA_KEY]["question"] == FOLLOW_UP
+    assert "is a reply's chatter ('What a great question'), not a question" in reply.metadata[CONDENSE_ERROR_KEY]

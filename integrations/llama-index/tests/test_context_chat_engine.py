@@ -190,3 +190,15 @@ def test_a_looping_condenser_is_not_judged(brief_index, knn_gate):
     second = chat.chat("When did he die?")
     assert decision_of(second).question == second.metadata[QUESTION_KEY] == "When did he die?"
     assert "repeats 'what a great'" in second.metadata["condense_error"]
+
+
+def test_a_chatty_condenser_is_not_judged(brief_index, knn_gate):
+    """A condensed "question" that is a reply's chatter is refused, though a chatty
+    earlier reply put its words in the history: the gate judges the message itself."""
+    chatty = AdaptiveGatesLLM(chat_model=with_achat(ScriptedChat(ChatReply("What a great question! Let's explore"))))
+    chat = _chat(brief_index, knn_gate, chatty)
+    chat.chat(KNOWN_Q)
+    assert chat.chat_history[-1].content.startswith("What a great question! Let's explore")  # the script's reply
+    second = chat.chat("When did he die?")
+    assert decision_of(second).question == second.metadata[QUESTION_KEY] == "When did he die?"
+    assert "is a reply's chatter ('What a great question')" in second.metadata["condense_error"]

@@ -8,6 +8,7 @@ the draft, with no LLM call. LLM calls are counted with a real event handler."""
 from __future__ import annotations
 
 import copy
+import logging
 
 import numpy as np
 import pytest
@@ -180,3 +181,42 @@ async def test_the_gated_retriever_and_the_workflow_reuse_the_passages(retrievin
 def test_without_a_decision_the_passages_retriever_asks_its_retriever(users, question):
     found = GatePassagesRetriever(users).retrieve(question)  # no selector decided this query
     assert len(found) == 2 and users.queries == [question]
+
+
+def _plain_router(gate, answerer, users) -> RouterQueryEngine:
+    """A router whose retrieve choice is a plain query engine over the user's retriever."""
+    return RouterQueryEngine(
+        selector=GateSelector(gate),
+        query_engine_tools=[
+            QueryEngineTool.from_defaults(DraftQueryEngine(answerer), description="the LLM alone"),
+            QueryEngineTool.from_defaults(
+                RetrieverQueryEngine.from_args(users, llm=answerer), description="the documents"
+            ),
+        ],
+        llm=answerer,
+    )
+
+
+def _twice_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "retrieves a second time" in r.getMessage()]
+
+
+async def test_a_router_whose_retrieve_choice_retrieves_again_warns_once(retrieving, answerer, users, question, caplog):
+    """The retrieve choice over the user's retriever (a vector index's) reads no passages:
+    each query retrieves twice, and the selector says so once, through ``logging``."""
+    caplog.set_level(logging.WARNING, logger="llama_index.selectors.adaptive_gates")
+    router = _plain_router(retrieving, answerer, users)
+    for response in (router.query(question), await router.aquery(question)):
+        assert decision_of(response).retrieve and decision_of(response).passages
+    assert users.queries == [question, question]  # the second retrieval, each time
+    (warning,) = _twice_warnings(caplog)
+    assert f"the gate {retrieving.name} retrieves to decide" in warning
+    assert "GatePassagesRetriever(retriever)" in warning and repr(question) in warning
+
+
+async def test_a_router_reading_the_gates_passages_does_not_warn(retrieving, answerer, users, question, caplog):
+    caplog.set_level(logging.WARNING, logger="llama_index.selectors.adaptive_gates")
+    router = _router(retrieving, answerer, users)
+    router.query(question)
+    await router.aquery(question)
+    assert users.queries == [] and _twice_warnings(caplog) == []

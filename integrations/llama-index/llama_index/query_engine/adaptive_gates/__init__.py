@@ -9,7 +9,7 @@ from .base import DEFAULT_DIRECT_PROMPT, METADATA_KEY, ROUTE_KEY, AdaptiveQueryE
 from .chat import AdaptiveChatEngine
 from .context_chat import AdaptiveContextChatEngine
 from .draft import DraftQueryEngine
-from .evaluation import EvaluatorFeedback, JudgedResponse
+from .evaluation import DecisionRecording, EvaluatorFeedback, JudgedQuery, JudgedResponse
 from .persist import ENGINE_FILE, GATE_DIR, load_gated_engine, persist_gated_index
 from .standalone import CONDENSE_ERROR_KEY, QUESTION_KEY
 from .streaming import GatedStreamingChatResponse
@@ -26,9 +26,11 @@ __all__ = [
     "AdaptiveChatEngine",
     "AdaptiveContextChatEngine",
     "AdaptiveQueryEngine",
+    "DecisionRecording",
     "DraftQueryEngine",
     "EvaluatorFeedback",
     "GatedStreamingChatResponse",
+    "JudgedQuery",
     "JudgedResponse",
     "load_gated_engine",
     "persist_gated_index",

@@ -25,7 +25,7 @@ from llama_index.core.settings import Settings
 from adaptive_gates.extend import Feedback, standalone_question
 
 from .base import AdaptiveQueryEngine
-from .standalone import Standalone, condense_inputs, condensed, exchange, turn_metadata
+from .standalone import Standalone, chat_message, condense_inputs, condensed, exchange, turn_metadata
 from .streaming import GatedStreamingChatResponse, astream_into, atokens_of, stream_into, tokens_of
 
 
@@ -169,6 +169,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
 
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        message = chat_message(message)
         history = chat_history or self._memory.get(input=message)
         asked = self._standalone(history, message)
         response = self._query_engine.query(asked.question)
@@ -179,6 +180,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
 
     @trace_method("chat")
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        message = chat_message(message)
         history = chat_history or await self._memory.aget(input=message)
         asked = await self._astandalone(history, message)
         response = await self._query_engine.aquery(asked.question)
@@ -190,6 +192,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
 
     @trace_method("chat")
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> GatedStreamingChatResponse:
+        message = chat_message(message)
         history = chat_history or self._memory.get(input=message)
         asked = self._standalone(history, message)
         response = self._query_engine.query(asked.question)
@@ -206,6 +209,7 @@ class AdaptiveChatEngine(CondenseQuestionChatEngine):
     async def astream_chat(
         self, message: str, chat_history: list[ChatMessage] | None = None
     ) -> GatedStreamingChatResponse:
+        message = chat_message(message)
         history = chat_history or await self._memory.aget(input=message)
         asked = await self._astandalone(history, message)
         response = await self._query_engine.aquery(asked.question)

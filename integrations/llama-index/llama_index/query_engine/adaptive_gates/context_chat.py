@@ -36,7 +36,7 @@ from adaptive_gates import Gate, GateDecision
 from adaptive_gates.extend import DEFAULT_REFIT_EVERY, DRAFT, RETRIEVE, Feedback, ShadowLearner, door_learner
 
 from .base import METADATA_KEY, ROUTE_KEY
-from .standalone import Standalone, condense_inputs, condensed, exchange, turn_metadata
+from .standalone import Standalone, chat_message, condense_inputs, condensed, exchange, turn_metadata
 from .streaming import (
     GatedStreamingChatResponse,
     astream_into,
@@ -249,6 +249,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         return _Plan(asked, decision, route, [], history, metadata)
 
     def _plan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
+        chat_message(message)  # before the memory is set or read
         if chat_history is not None:
             self._memory.set(chat_history)
         history = self._memory.get(input=message)
@@ -264,6 +265,7 @@ class AdaptiveContextChatEngine(CondensePlusContextChatEngine):
         return replace(plan, nodes=checked)
 
     async def _aplan(self, message: str, chat_history: list[ChatMessage] | None) -> _Plan:
+        chat_message(message)  # before the memory is set or read
         if chat_history is not None:
             await self._memory.aset(chat_history)
         history = await self._memory.aget(input=message)

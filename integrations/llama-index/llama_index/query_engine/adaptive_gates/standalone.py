@@ -9,12 +9,16 @@ and why is kept with the answer.
 
 The sanity rule (``implausible``): a condensed question is a rewording of the
 conversation, so it is refused when it repeats a run of ``REPEATED_RUN`` words (a
-generation caught in a loop: "What a great question! What a great"), or when it has
-content words (words that are not function words: names, nouns, verbs, numbers) and
-none of them occurs in the message or the chat history (chatter such as "Sure, happy
-to help!", or a question about something else). One shared word is enough, so a
-condenser may name what the conversation only pointed at ("When did he die?" after
-"Who wrote Hamlet?" becomes "When did William Shakespeare die?").
+generation caught in a loop: "What a great question! What a great"), when one of its
+sentences opens as a reply does rather than a question (``CHATTER``: praise of the
+question, assent, an offer to help or to explore: "What a great question! Let's
+explore", "Sure! Here is ..."; a chatty model's earlier replies put those words in the
+history, so sharing words with it proves nothing), or when it has content words (words
+that are not function words: names, nouns, verbs, numbers) and none of them occurs in
+the message or the chat history (a question about something else: "How tall is the
+Eiffel Tower?" after a talk about Hamlet). One shared word is enough, so a condenser
+may name what the conversation only pointed at ("When did he die?" after "Who wrote
+Hamlet?" becomes "When did William Shakespeare die?").
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.selectors.adaptive_gates.gating import asked_question
 
+from adaptive_gates import InvalidQuestionError
 from adaptive_gates.extend import is_content_word, quote_question, quote_turns
 
 logger = logging.getLogger(__name__)
@@ -42,6 +48,27 @@ CONDENSE_ERROR_KEY = "condense_error"
 #: A condensed question repeating a run of this many words is a loop, not a question.
 REPEATED_RUN = 3
 _WORD = re.compile(r"\w+")
+#: The opening of a reply, not of a question: praise of the question ("What a great
+#: question", "Good question"), assent or thanks ("Sure", "Certainly", "Thank you"), an
+#: offer to help ("I'd be happy to"), or what the reply is about to do ("Let's explore",
+#: "Let me explain", "Here is"). Matched at the start of each sentence.
+CHATTER = re.compile(
+    r"""(?:
+        what\s+an?\s+(?:[\w-]+\s+){0,2}(?:question|query|topic|thought|idea)\b
+      | (?:(?:a|such\s+a|that\W?s\s+a|that\s+is\s+a)\s+)?
+        (?:great|good|excellent|interesting|fascinating|wonderful|fantastic|nice|lovely|thoughtful|fun)
+        \s+(?:question|query|one|point)\b
+      | let\W?s\b | let\s+(?:us|me)\b
+      | sure\b | certainly\b | absolutely\b | of\s+course\b | okay\b | ok\b | alright\b | gladly\b
+      | no\s+problem\b | thank\s+you\b | thanks?\b | as\s+an\s+ai\b
+      | (?:i\W?d|i\s+would|i\W?m|i\s+am)\s+(?:be\s+)?(?:happy|glad|delighted)\b | happy\s+to\b | glad\s+to\b
+      | i\s+(?:can|will|could)\s+(?:help|explain|answer|tell)\b
+      | here\s+(?:is|are)\b | here\W?s\b
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+#: Where a sentence starts: the text's start, or after ".", "!", "?" or ":" and spaces.
+_SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+)\W*")
 
 
 @dataclass(frozen=True)
@@ -57,6 +84,22 @@ class CondenseInputs(TypedDict):
 
     chat_history: str
     question: str
+
+
+def chat_message(message: object) -> str:
+    """The user's ``message`` to a chat engine, checked before anything else is done
+    with it (the chat memory read, a condensing call): the condensed question of an
+    empty message would be the LLM's own invention.
+
+    Raises:
+        InvalidQuestionError: the message is not a ``str``, or is empty or whitespace
+            (``asked_question``'s "the query is empty ..."), with history as without.
+    """
+    if not isinstance(message, str):
+        raise InvalidQuestionError(
+            f"the message must be a str, got {type(message).__name__} ({message!r}): pass the user's message as text"
+        )
+    return asked_question(message)
 
 
 def condense_inputs(history: Sequence[ChatMessage], message: str) -> CondenseInputs:
@@ -93,6 +136,10 @@ def implausible(question: str, conversation: Sequence[str]) -> str | None:
     looped = next((run for i, run in enumerate(runs) if run in runs[:i]), None)
     if looped is not None:
         return f"repeats {looped!r}"
+    for start in _SENTENCE_START.finditer(question):
+        chatter = CHATTER.match(question, start.end())
+        if chatter is not None:
+            return f"is a reply's chatter ({chatter.group(0)!r}), not a question"
     content = [word for word in words if is_content_word(word)]
     said = set(_WORD.findall(" ".join(conversation).lower()))
     if content and said.isdisjoint(content):

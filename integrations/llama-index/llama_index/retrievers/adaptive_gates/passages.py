@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 from llama_index.selectors.adaptive_gates.gating import asked_question
-from llama_index.selectors.adaptive_gates.handoff import keep_decisions, take_decision
+from llama_index.selectors.adaptive_gates.handoff import keep_decisions, passages_read, take_decision
 from llama_index.selectors.adaptive_gates.passages import decision_nodes
 
 from adaptive_gates.extend import Hit
@@ -63,6 +63,14 @@ class GatePassagesRetriever(BaseRetriever):
     def retriever(self) -> BaseRetriever:
         """The retriever asked when there are no passages to reuse."""
         return self._retriever
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        passages_read()  # before the retrieval's start event: this is no second retrieval
+        return super().retrieve(str_or_query_bundle)
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        passages_read()
+        return await super().aretrieve(str_or_query_bundle)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         checked = _checked(query_bundle)

@@ -15,6 +15,7 @@ from adaptive_gates import Gate, PopularityGate
 from adaptive_gates.extend import DIRECT, DRAFT, RETRIEVE, ROUTES, Feedback
 
 from .gating import Decided, adecide, decide, response_feedback, route_of
+from .handoff import RetrievalWatch, keep_decisions
 from .reason import selection_reason
 
 dispatcher = get_dispatcher(__name__)
@@ -61,6 +62,13 @@ class GateSelector(BaseSelector):
     (``adaptive_gates.extend.decide_or_fallback``), the same as LangChain's. A ``routes`` entry
     that names no choice raises ``ValueError``: that is a configuration mistake.
 
+    A gate that retrieves to decide (a draft-check gate) keeps the passages it checked
+    on a decision to retrieve; a ``GatePassagesRetriever`` in the retrieve choice returns
+    them instead of retrieving again. When the retrieve choice asks another retriever
+    the same question instead (a plain retriever, an index's query engine), the
+    selector logs a warning, once: that choice retrieves a second time
+    (``handoff.RetrievalWatch``), as LangChain's ``GatedRouter`` warns when built so.
+
     Args:
         gate: any fitted core gate.
         routes: the choice of each route, as an index or as a choice's name (or, when
@@ -75,6 +83,8 @@ class GateSelector(BaseSelector):
         self._gate = gate
         self._explicit_routes = routes is not None
         self._routes = _checked_routes(DEFAULT_ROUTES if routes is None else routes)
+        self._watch = RetrievalWatch()
+        keep_decisions()
 
     @classmethod
     def from_defaults(cls, gate: Gate | None = None, routes: Mapping[str, int | str] | None = None) -> GateSelector:
@@ -118,13 +128,17 @@ class GateSelector(BaseSelector):
     # ----------------------------------------------------------------- selection
     def _select(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        return self._selection(decide(self._gate, query.query_str, dispatcher, query.embedding), targets)
+        self._watch.expect(None)  # the gate's own retrieval is no second one
+        return self._selection(query, decide(self._gate, query.query_str, dispatcher, query.embedding), targets)
 
     async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
         targets = self._targets(choices)
-        return self._selection(await adecide(self._gate, query.query_str, dispatcher, query.embedding), targets)
+        self._watch.expect(None)
+        decided = await adecide(self._gate, query.query_str, dispatcher, query.embedding)
+        return self._selection(query, decided, targets)
 
-    def _selection(self, decided: Decided, targets: Mapping[str, int]) -> SelectorResult:
+    def _selection(self, query: QueryBundle, decided: Decided, targets: Mapping[str, int]) -> SelectorResult:
+        self._watch.expect(query.query_str, decided.decision)
         route = route_of(decided.decision)
         reason = selection_reason(route, decided.decision, decided.payload)
         return SelectorResult(selections=[SingleSelection(index=targets[route], reason=reason)])
