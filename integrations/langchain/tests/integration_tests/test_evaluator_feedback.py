@@ -125,3 +125,21 @@ def test_a_distance_evaluator_without_a_largest_right_distance_is_refused(gate, 
     with pytest.raises(ValueError, match="at least 0"):
         EvaluatorFeedback(gate, embedding_distance, max_distance=-0.1)
     assert not is_distance_evaluator(exact_match)
+
+
+def test_a_string_distance_reads_an_exact_answer_as_right_and_a_far_one_as_wrong(gate):
+    """LangChain's ``string_distance`` (Jaro-Winkler over rapidfuzz) is a distance too: 0
+    for the reference itself, so the same answer is right and a different one wrong."""
+    string_distance = load_evaluator("string_distance")
+    assert is_distance_evaluator(string_distance)
+    judge = EvaluatorFeedback(gate, string_distance, max_distance=0.1)
+    known = gate.decide(KNOWN[0])
+    assert not known.retrieve
+    right = judge.teach(known, "William Shakespeare", reference="William Shakespeare")
+    assert right.answer["score"] == pytest.approx(0.0, abs=1e-9)
+    assert [(f.retrieved, f.correct, f.label) for f in right.taught] == [(False, True, KNOWN_LABEL)]
+    assert not gate.decide(KNOWN[0]).retrieve
+    wrong = judge.teach(gate.decide(KNOWN[0]), "The annual rainfall of the Sahara.", reference="William Shakespeare")
+    assert wrong.answer["score"] > 0.1
+    assert [(f.retrieved, f.correct, f.label) for f in wrong.taught] == [(False, False, UNKNOWN_LABEL)]
+    assert gate.decide(KNOWN[0]).retrieve
