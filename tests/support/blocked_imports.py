@@ -10,6 +10,7 @@ framework packages, the installed dependencies.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,3 +72,30 @@ def run_without(packages: Iterable[str], folder: Path, args: Sequence[str]) -> s
         text=True,
         check=False,
     )
+
+
+_OUTCOMES = """\
+import json
+import sys
+
+{setup}
+outcomes = {{}}
+for name, expression in {calls!r}.items():
+    try:
+        value = eval(expression)
+    except Exception as exc:
+        outcomes[name] = {{"raised": [c.__name__ for c in type(exc).__mro__], "message": str(exc)}}
+    else:
+        outcomes[name] = {{"returned": type(value).__name__}}
+print(json.dumps(outcomes))
+"""
+
+
+def outcomes_without(packages: Iterable[str], folder: Path, setup: str, calls: dict[str, str]) -> dict[str, dict]:
+    """What each expression of ``calls`` (by name) does in a child where ``packages``
+    cannot be imported, after ``setup`` ran there: ``{"returned": type name}`` or
+    ``{"raised": the exception's classes, most derived first, "message": its text}``."""
+    done = run_without(packages, folder, ["-c", _OUTCOMES.format(setup=setup, calls=calls)])
+    if done.returncode != 0:
+        raise AssertionError(f"the child failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
@@ -21,6 +21,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    embedded_smollm2_gguf,
     options_from_openai,
     stream_chat,
 )
@@ -95,6 +96,14 @@ class AdaptiveGatesChatModel(BaseChatModel):
     top_logprobs: int = Field(default=0, ge=0)
 
     _backend: ChatModel | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _embedded_model_installed(self) -> AdaptiveGatesChatModel:
+        """With no ``chat_model``, the embedded SmolLM2 answers: a missing weight package
+        is said now (``MissingModelPackageError``), not at the first question."""
+        if self.chat_model is None:
+            embedded_smollm2_gguf()
+        return self
 
     @property
     def backend(self) -> ChatModel:
