@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from adaptive_gates.bundled.datasets import adarague_path
 from support.blocked_imports import EXTRAS, run_without
 
 COMMAND = ("-m", "adaptive_gates.cli")
@@ -37,8 +36,8 @@ def test_blocker_refuses_the_extras(folder):
 
 def test_eval_of_the_popularity_gate_needs_no_extra(folder, tmp_path):
     report = tmp_path / "report.json"
-    args = ["eval", "--gate", "popularity", "--train", str(adarague_path("nq"))]
-    done = run_without(EXTRAS, folder, [*COMMAND, *args, "--test", str(adarague_path("trivia")), "--json", str(report)])
+    args = ["eval", "--gate", "popularity", "--train", "bundled:nq", "--test", "bundled:trivia"]
+    done = run_without(EXTRAS, folder, [*COMMAND, *args, "--json", str(report)])
     assert done.returncode == 0, done.stderr
     written = json.loads(report.read_text())
     assert written["gate"] == "popularity" and written["n"] == 500
