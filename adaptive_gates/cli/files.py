@@ -28,6 +28,28 @@ def input_file(text: str) -> Path:
     return path
 
 
+def data_file(text: str) -> Path:
+    """A data file (JSONL), or ``bundled:<task>`` for an AdaRAGUE outcome split the
+    package ships (``BUNDLED_HELP``)."""
+    from ..bundled.datasets import BUNDLED_PREFIX, data_location
+
+    if not text.startswith(BUNDLED_PREFIX):
+        return input_file(text)
+    try:
+        return data_location(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def bundled_help() -> str:
+    """What a data file's help says of the packaged splits, with their names."""
+    from ..bundled.datasets import bundled_names
+
+    return "; or an AdaRAGUE split the package ships (Llama-3.1-8B-Instruct's outcomes on 500 questions): " + ", ".join(
+        bundled_names()
+    )
+
+
 def output_file(text: str) -> Path:
     """A file to append to (or create), tried now: a folder that cannot take it fails
     before the work, not after."""
@@ -77,6 +99,7 @@ def gate_directory(text: str) -> Path:
 #: The types above by what their files are to the command.
 FILE_ROLES: dict[Callable[[str], Any], Role] = {
     input_file: "input",
+    data_file: "input",
     saved_gate: "input",
     output_file: "output",
     report_file: "output",

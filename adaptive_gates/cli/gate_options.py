@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 from .arguments import key_value
 from .backends import add_backend_arguments, backends_from_args
-from .files import input_file
+from .files import bundled_help, data_file
 
 if TYPE_CHECKING:
     from ..gates.base.gate import Gate
@@ -30,11 +30,11 @@ def add_gate_arguments(parser: argparse.ArgumentParser, *, saved: str = "") -> N
     parser.add_argument(
         "--train",
         nargs="+",
-        type=input_file,
+        type=data_file,
         metavar="TRAIN",
         help="outcome records (JSONL) to fit on: one file, or several whose records are pooled (e.g. the "
         "records of several data sets fit one gate; read in order, an id may repeat across files); with "
-        "--live, also the questions --target-rate calibrates on",
+        "--live, also the questions --target-rate calibrates on" + bundled_help(),
     )
     parser.add_argument("--metric", default="contains", choices=["contains", "em", "f1"])
     parser.add_argument(

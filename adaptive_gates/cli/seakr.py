@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .arguments import positive_int, rate
-from .files import input_file, output_file, report_file, write_report
+from .files import bundled_help, data_file, input_file, output_file, report_file, write_report
 
 
 def add_parser(sub: Any) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub: Any) -> None:
     from ..seakr.uncertainty import SelfAwareUncertainty
 
     sk = sub.add_parser("seakr", help="answer QA records with SeaKR over a BM25 corpus; report EM/F1 and traces")
-    sk.add_argument("--test", required=True, type=input_file, help="QA records (JSONL)")
+    sk.add_argument("--test", required=True, type=data_file, help="QA records (JSONL)" + bundled_help())
     sk.add_argument("--corpus", required=True, type=input_file, help="corpus records (JSONL) to retrieve from")
     sk.add_argument(
         "--json", required=True, type=report_file, help="where to write the report with per-question traces"
@@ -42,7 +42,9 @@ def add_parser(sub: Any) -> None:
         help="multihop: calibrate δ so that this share of the --train questions retrieves at their first step",
     )
     sk.add_argument(
-        "--train", type=input_file, help="with --target-rate: QA records (JSONL) whose questions calibrate δ"
+        "--train",
+        type=data_file,
+        help="with --target-rate: QA records (JSONL) whose questions calibrate δ" + bundled_help(),
     )
     sk.add_argument(
         "--demos",

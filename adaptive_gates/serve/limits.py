@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ConversationTooLongError
 from ..models.chat.base import Message
-from .protocol import send_error
+from .openai_error import send_error
 
 #: UTF-8 bytes a token at most, where the answering model's tokenizer is not at hand:
 #: BPE tokenizers pack English at about four, so the estimate errs toward refusing.

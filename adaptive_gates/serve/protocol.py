@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -150,24 +149,6 @@ class FeedbackRequest(BaseModel):
 
     decision_id: str = Field(min_length=1)
     correct: bool
-
-
-def error_body(
-    message: str, kind: str = "invalid_request_error", param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    """OpenAI's error shape."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-async def send_error(
-    send: Any, status: int, message: str, code: str, headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """Answer with an OpenAI-shaped error through an ASGI ``send`` (for middleware, which
-    answers before the app)."""
-    body = json.dumps(error_body(message, code=code)).encode()
-    start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
-    await send({"type": "http.response.start", "status": status, "headers": start_headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def decision_header(summary: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from adaptive_gates.bundled.datasets import (
     adarague_outcomes,
     adarague_path,
     boolq_outcomes,
+    bundled_names,
+    data_location,
     packaged_corpus,
     packaged_data_dir,
     packaged_qa,
@@ -97,3 +100,11 @@ def test_a_smaller_boolq_sample_reuses_the_head_of_a_larger_one(tmp_path) -> Non
     smaller = boolq_outcomes(2, path, progress=False)
     assert [r.id for r in smaller] == [r.id for r in larger[:2]]
     assert path.read_text().splitlines() == lines  # nothing was answered again
+
+
+def test_a_command_line_names_the_adarague_splits_bundled_task() -> None:
+    assert bundled_names() == [f"bundled:{task}" for task in ADARAGUE_TASKS]
+    assert data_location("bundled:2wikimultihopqa") == adarague_path("2wikimultihopqa")
+    assert data_location("data/nq.jsonl") == Path("data/nq.jsonl")
+    with pytest.raises(ValueError, match=r"no bundled data set 'bundled:NQ'; the package ships bundled:nq, "):
+        data_location("bundled:NQ")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import PopularityGate, load_gate, load_outcomes
-from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_outcomes, adarague_path
 from adaptive_gates.bundled.shipped import pretrained_path
 from adaptive_gates.cli import main
 from adaptive_gates.evaluation import evaluate_scores, random_band
@@ -178,6 +178,50 @@ def test_a_shipped_gate_is_scored_on_the_test_with_its_rate_read_from_the_test_q
     # never calibrated: the threshold is the test scores' quantile for the rate (no outcome read)
     assert report["threshold_from"] == "test questions"
     assert abs(report["at_threshold"]["retrieval_rate"] - 0.3) <= 1 / TEST
+
+
+def test_a_shipped_gate_is_scored_on_a_bundled_split_named_on_the_command_line(tmp_path):
+    out = tmp_path / "r.json"
+    assert _eval("--gate", "pretrained:stacked", "--test", "bundled:squad", "--json", out) == 0
+    report = json.loads(out.read_text())
+    assert report["gate"] == "stacked" and report["n"] == 500 and report["gate_location"] == "pretrained:stacked"
+    # the shipped gate was fitted on these very records: its fit, not what to expect on new questions
+    assert report["gap_capture"] > 0.1
+
+
+def test_a_bundled_name_reads_the_same_records_as_the_packaged_file(tmp_path):
+    named, by_path = tmp_path / "named.json", tmp_path / "path.json"
+    assert (
+        _eval(
+            "--gate",
+            "popularity",
+            "--train",
+            "bundled:nq",
+            "bundled:trivia",
+            "--test",
+            "bundled:musique",
+            "--json",
+            named,
+        )
+        == 0
+    )
+    train = [adarague_path("nq"), adarague_path("trivia")]
+    assert _eval("--gate", "popularity", "--train", *train, "--test", adarague_path("musique"), "--json", by_path) == 0
+    assert json.loads(named.read_text()) == json.loads(by_path.read_text())
+    assert json.loads(named.read_text())["n"] == 500
+
+
+def test_an_unknown_bundled_name_lists_the_names(tmp_path, capsys):
+    assert (
+        _eval(
+            "--gate", "popularity", "--train", "bundled:nq", "--test", "bundled:hotpot", "--json", tmp_path / "r.json"
+        )
+        == 2
+    )
+    names = ", ".join(f"bundled:{task}" for task in ADARAGUE_TASKS)
+    assert capsys.readouterr().err == (
+        f"{PREFIX}argument --test: no bundled data set 'bundled:hotpot'; the package ships {names}\n"
+    )
 
 
 def test_the_shipped_draft_check_gate_retrieves_over_the_corpus_given(files, corpus_path, tmp_path):

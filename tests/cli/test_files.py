@@ -7,10 +7,13 @@ import json
 
 import pytest
 
+from adaptive_gates.bundled.datasets import ADARAGUE_TASKS, adarague_path
 from adaptive_gates.bundled.shipped import pretrained_path
 from adaptive_gates.cli import main
 from adaptive_gates.cli.files import (
     FILE_ROLES,
+    bundled_help,
+    data_file,
     gate_directory,
     input_file,
     output_file,
@@ -65,6 +68,21 @@ def test_saved_gates_and_pretrained_names(tmp_path):
     assert saved_gate(str(tmp_path)) == tmp_path
     with pytest.raises(argparse.ArgumentTypeError, match=r"no pretrained gate 'nope'"):
         saved_gate("pretrained:nope")
+
+
+def test_data_files_and_bundled_names(tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text("")
+    assert data_file(str(records)) == records
+    for task in ADARAGUE_TASKS:
+        assert data_file(f"bundled:{task}") == adarague_path(task)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"no such file: bundled.jsonl"):
+        data_file("bundled.jsonl")  # a path that only starts like a name
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        data_file("bundled:natural-questions")
+    names = ", ".join(f"bundled:{task}" for task in ADARAGUE_TASKS)
+    assert str(refused.value) == f"no bundled data set 'bundled:natural-questions'; the package ships {names}"
+    assert bundled_help().endswith(names)
 
 
 def test_every_file_type_has_a_role():

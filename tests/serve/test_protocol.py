@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import ValidationError
@@ -16,9 +13,7 @@ from adaptive_gates.serve.protocol import (
     FeedbackRequest,
     chunk,
     completion,
-    error_body,
     event,
-    send_error,
     usage_field,
 )
 
@@ -124,23 +119,8 @@ def test_completions_and_chunks_parse_as_the_openai_sdk_reads_them():
     }
 
 
-def test_events_and_errors():
+def test_events():
     assert event("[DONE]") == b"data: [DONE]\n\n"
     assert event({"q": "é"}) == 'data: {"q": "é"}\n\n'.encode()
     with pytest.raises(ValueError):
         event({"score": float("nan")})
-    assert error_body("bad", param="n") == {
-        "error": {"message": "bad", "type": "invalid_request_error", "param": "n", "code": None}
-    }
-    sent = []
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(send_error(send, 401, "no key", "invalid_api_key", [(b"www-authenticate", b"Bearer")]))
-    start, body = sent
-    assert start["status"] == 401
-    headers = dict(start["headers"])
-    assert headers[b"content-type"] == b"application/json" and headers[b"www-authenticate"] == b"Bearer"
-    assert int(headers[b"content-length"]) == len(body["body"])
-    assert json.loads(body["body"])["error"]["code"] == "invalid_api_key"

@@ -19,8 +19,9 @@ def encoder_record(encoder: Embedder, dimension: int) -> dict[str, Any]:
 
 def check_encoder_record(directory: Path, record: Any, given: Embedder | None) -> int:
     """Refuse a saved ``state.encoder`` that is malformed or names another encoder than
-    ``given`` (``None``: the embedded MiniLM, which a gate takes when given none);
-    return the saved width."""
+    ``given`` (``None``: the embedded MiniLM, which a gate takes when given none, so
+    its weight package must be installed: ``MissingModelPackageError``); return the
+    saved width."""
     dimension = record.get("dimension") if isinstance(record, dict) else None
     if (
         not isinstance(record, dict)
@@ -35,8 +36,10 @@ def check_encoder_record(directory: Path, record: Any, given: Embedder | None) -
         )
     if given is None:
         from ...models.defaults import MINILM_ID
+        from ...models.embedded import embedded_minilm_dir
 
         check_saved_backend(directory, "state.encoder.id", record["id"], MINILM_ID, "encoder", pass_argument="embedder")
+        embedded_minilm_dir()  # the gate will embed with it: a missing weight package is said at load
     else:
         check_saved_backend(directory, "state.encoder.id", record["id"], given.model_id, "embedder")
         check_saved_backend(

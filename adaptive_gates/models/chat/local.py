@@ -43,6 +43,10 @@ class LocalChatModel:
     def __init__(self, lm: LocalCausalLM | None = None, *, seed: int = 0, batch_size: int = 8) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if lm is None:
+            from ..embedded import embedded_smollm2_gguf
+
+            embedded_smollm2_gguf()  # a missing weight package is said now, not at the first question
         self._lm = lm
         self.seed = seed
         self.batch_size = batch_size

@@ -33,6 +33,8 @@ class SentenceEmbedder:
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if model is None:
+            embedded.embedded_minilm_dir()  # a missing weight package is said now, not at the first question
         self._name = model
         self.device = device
         self.batch_size = batch_size
@@ -90,12 +92,12 @@ class SentenceEmbedder:
         start = time.perf_counter()
         # outside the try: a missing extra is not a load failure
         sentence_transformers = require("sentence_transformers", needed_for="SentenceEmbedder")
+        if self._name is None:  # outside the try too: a missing weight package is not a load failure
+            embedded.use_offline_hub()
+            path = str(embedded.embedded_minilm_dir())
+        else:
+            path = self._name
         try:
-            if self._name is None:
-                embedded.use_offline_hub()
-                path = str(embedded.embedded_minilm_dir())
-            else:
-                path = self._name
             model = sentence_transformers.SentenceTransformer(path, device=self.device)
         except Exception as exc:
             raise BackendError(f"could not load embedding model {self.model_id!r}: {exc}") from exc

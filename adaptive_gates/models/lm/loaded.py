@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import BackendError, ContextLengthExceededError, MissingExtraError
+from ...errors import BackendError, ContextLengthExceededError, MissingExtraError, MissingModelPackageError
 from ...records.validation import check_positive, check_text
 from .. import embedded
 from ..optional import require
@@ -61,6 +61,8 @@ class LoadedCausalLM:
             raise ValueError(f"torch_dtype must be one of {_DTYPES}, got {torch_dtype!r}")
         if isinstance(prefix_cache_size, bool) or not isinstance(prefix_cache_size, int) or prefix_cache_size < 0:
             raise ValueError(f"prefix_cache_size must be an int >= 0 (0 = off), got {prefix_cache_size!r}")
+        if model is None:
+            embedded.embedded_smollm2_gguf()  # a missing weight package is said now, not at the first question
         self._name = model
         self.device = device
         self.torch_dtype = torch_dtype
@@ -147,7 +149,7 @@ class LoadedCausalLM:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(self._name)
                 model = transformers.AutoModelForCausalLM.from_pretrained(self._name, dtype=dtype)
             model.to(device=self.device, dtype=dtype).eval()
-        except MissingExtraError:
+        except (MissingExtraError, MissingModelPackageError):
             raise  # gguf, needed only to build the embedded model's first copy
         except Exception as exc:
             raise BackendError(f"could not load language model {self.model_id!r}: {exc}") from exc

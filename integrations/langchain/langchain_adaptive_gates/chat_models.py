@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.load.serializable import SerializedConstructor, SerializedNotImplemented
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
@@ -22,6 +22,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    embedded_smollm2_gguf,
     options_from_openai,
     stream_chat,
 )
@@ -110,6 +111,14 @@ class AdaptiveGatesChatModel(InPackageNamespace, BaseChatModel):
         if self.chat_model is not None:
             return self.to_json_not_implemented()
         return super().to_json()
+
+    @model_validator(mode="after")
+    def _embedded_model_installed(self) -> AdaptiveGatesChatModel:
+        """With no ``chat_model``, the embedded SmolLM2 answers: a missing weight package
+        is said now (``MissingModelPackageError``), not at the first question."""
+        if self.chat_model is None:
+            embedded_smollm2_gguf()
+        return self
 
     @property
     def backend(self) -> ChatModel:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import BackendError, MissingExtraError, UnsupportedFolderError
+from ....errors import BackendError, MissingExtraError, MissingModelPackageError, UnsupportedFolderError
 from ... import embedded
 from ...optional import require
 from ..embedder import SentenceEmbedder
@@ -51,6 +51,8 @@ class OnnxEmbedder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         require("onnxruntime", needed_for="OnnxEmbedder")
+        if model is None:
+            embedded.embedded_minilm_dir()  # a missing weight package is said now, not at the first question
         self._name = model
         self.batch_size = batch_size
         self.normalize = normalize
@@ -115,7 +117,7 @@ class OnnxEmbedder:
             folder = self._folder()
             model_file = cached_export(folder)
             runner = onnx_pipeline(folder, model_file, threads=intra_op_threads())
-        except MissingExtraError:
+        except (MissingExtraError, MissingModelPackageError):
             raise
         except Exception as exc:  # whatever stops the export or the session, torch still runs the model
             log.warning("%s runs on torch: %s", self.model_id, exc)

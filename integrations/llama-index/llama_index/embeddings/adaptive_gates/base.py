@@ -33,8 +33,9 @@ class AdaptiveGatesEmbedding(BaseEmbedding):
             raise TypeError(f"embedder must implement the core's Embedder protocol, got {type(embedder).__name__}")
         # a field of this model; mypy reads the parent model's generated __init__
         super().__init__(embedder=embedder, **kwargs)  # type: ignore[call-arg]
+        encoder = self.encoder  # built now: a missing weight package is said here, not at the first text
         if not kwargs.get("model_name"):
-            self.model_name = self.encoder.model_id
+            self.model_name = encoder.model_id
 
     @classmethod
     def class_name(cls) -> str:

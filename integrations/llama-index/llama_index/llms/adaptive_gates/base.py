@@ -21,7 +21,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from adaptive_gates.extend import tokens_to_openai
 from adaptive_gates.models import (
@@ -31,6 +31,7 @@ from adaptive_gates.models import (
     ChatReply,
     astream_chat,
     chat_model_or_default,
+    embedded_smollm2_gguf,
     options_from_openai,
     stream_chat,
 )
@@ -79,6 +80,14 @@ class AdaptiveGatesLLM(CustomLLM):
     context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, ge=1, description="Context length.")
 
     _backend: ChatModel | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _embedded_model_installed(self) -> AdaptiveGatesLLM:
+        """With no ``chat_model``, the embedded SmolLM2 answers: a missing weight package
+        is said now (``MissingModelPackageError``), not at the first question."""
+        if self.chat_model is None:
+            embedded_smollm2_gguf()
+        return self
 
     @classmethod
     def class_name(cls) -> str:
