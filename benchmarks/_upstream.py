@@ -35,7 +35,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.models.chat.base import ChatReply, Message
 from adaptive_gates.records.data import iter_jsonl
-from adaptive_gates.serve.protocol import ChatCompletionRequest, chunk, completion, error_body, event
+from adaptive_gates.serve.openai_error import error_body
+from adaptive_gates.serve.protocol import ChatCompletionRequest, chunk, completion, event
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ Each profile is a fresh virtual environment that gets only the install lines the
 READMEs give for it (``INSTALL``; a test holds the READMEs to them), run from a folder
 outside the repository, with no ``PYTHONPATH``:
 
-- ``core``: the light core. It imports, ``adaptive-gates --help`` and ``eval`` run, and
-  the README's light-core block decides.
+- ``core``: the light core. It imports, ``adaptive-gates --help`` and ``eval`` of the
+  popularity gate on the bundled data run, and the README's light-core block decides.
 - ``local``: the core's ``[local]`` extra and the weight packages. The shipped stacked
-  gate decides with a finite score, and ``adaptive-gates serve`` with no arguments
-  answers a chat.
+  gate decides with a finite score and is evaluated from the command line, and
+  ``adaptive-gates serve`` with no arguments answers a chat.
 - ``serve``: the ``[serve]`` extra alone. A gate fitted and saved in it is served over
   the ``local`` profile's server as its upstream, and answers a chat.
 - ``langchain`` and ``llama-index``: each integration with ``[local]`` and the weight
@@ -224,13 +224,27 @@ PopularityGate().fit_outcomes(adarague_outcomes("nq")).save(sys.argv[1])
 
 def check_core(profile: Profile, upstream: str | None) -> None:
     profile.run(profile.bin("adaptive-gates"), "--help")
-    profile.run(profile.bin("adaptive-gates"), "eval", "--help")
+    evaluated = profile.run(
+        profile.bin("adaptive-gates"),
+        "eval",
+        "--gate",
+        "popularity",
+        "--train",
+        "bundled:nq",
+        "--test",
+        "bundled:trivia",
+    )
+    print(evaluated.strip().splitlines()[-1])
     print(profile.python(readme_code(ROOT / "README.md", starting="# The light core")).strip())
     print(profile.python(CORE_DECIDES).strip())
 
 
 def check_local(profile: Profile, upstream: str | None) -> None:
     print(profile.python(STACKED_DECIDES).strip())
+    evaluated = profile.run(
+        profile.bin("adaptive-gates"), "eval", "--gate", "pretrained:stacked", "--test", "bundled:musique"
+    )
+    print(evaluated.strip().splitlines()[-1])
     # The upstream the serve profile answers through is checked here, as served.
     assert upstream is not None
     print(f"[local] served: {chat(upstream)!r}")

@@ -29,10 +29,17 @@ class TestAdaptiveGatesChatModelUnit(ChatModelUnitTests):
     def standard_chat_model_params(self) -> dict:
         return {**super().standard_chat_model_params, "max_tokens": 8}  # short replies keep the suite quick
 
+    @pytest.mark.xfail(
+        reason="LangChain's loader builds only the classes of its own partner packages unless told of others "
+        "(additional_import_mappings=IMPORT_MAPPINGS), which the suite's test does not pass; "
+        "test_serdes_with_the_package_mappings is the same test with them",
+        strict=True,
+    )
     def test_serdes(self, model, snapshot) -> None:
-        """The suite's serialisation test, loading as this package's classes load: LangChain's
-        loader builds only the classes of its own partner packages unless told of others
-        (``additional_import_mappings=IMPORT_MAPPINGS``)."""
+        super().test_serdes(model, snapshot)
+
+    def test_serdes_with_the_package_mappings(self, model, snapshot) -> None:
+        """The suite's serialisation test, loading as this package's classes load."""
         assert self.chat_model_class.is_lc_serializable()
         serialized = dumpd(model)
         assert serialized == snapshot(name="serialized")
