@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UsageError
+from ..persistence.json_lines import dumps_line
 from .arguments import positive_int, rate
 from .backends import corpus_retriever
 from .files import bundled_help, data_file, plot_file, report_file, write_report, written_output
@@ -230,7 +231,7 @@ def _write_decisions(
         }
         if fold is not None:
             row["fold"] = int(fold[i])
-        lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+        lines.append(dumps_line(row))
     write_report("--decisions", path, "".join(lines))
 
 

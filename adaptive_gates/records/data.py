@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import logging
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +31,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from ..errors import DataFormatError
 from ..persistence import strict_json
+from ..persistence.json_lines import dumps_line
 from .token_logprobs import TokenLogprob, tokens_from_openai, tokens_to_openai
 
 logger = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ def write_jsonl(path: str | Path, rows: list[dict[str, Any]], append: bool = Fal
     """Write (or append) objects one a line, flushing so a crash loses nothing written."""
     with Path(path).open("a" if append else "w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.write(dumps_line(row))
         fh.flush()
 
 

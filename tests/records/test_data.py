@@ -33,6 +33,15 @@ def test_load_outcomes_keeps_extra_fields_and_round_trips(tmp_path):
     assert load_outcomes(tmp_path / "back.jsonl") == [rec]
 
 
+@pytest.mark.parametrize("breaker", ["\u0085", "\u2028", "\u2029"])
+def test_written_records_holding_a_line_separator_stay_one_a_line(tmp_path, breaker):
+    rec = OutcomeRecord("q1", f"who wrote{breaker}hamlet", [f"Shake{breaker}speare"], "a", f"b{breaker}")
+    path = tmp_path / "o.jsonl"
+    write_jsonl(path, [rec.to_json(), rec.to_json() | {"id": "q2"}])
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2  # any line reader sees two records
+    assert [r.question for r in load_outcomes(path)] == [rec.question] * 2
+
+
 def test_an_outcome_record_without_gold_answers_loads_with_none(tmp_path):
     # Plain questions a user collected have no gold answer: they are graded by agreement.
     line = json.dumps({"id": "x", "question": "q", "answers": [], "pred_no_retrieval": "a", "pred_one_retrieval": "b"})

@@ -30,7 +30,6 @@ verdict as it was (it is never withdrawn).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ import numpy as np
 from ...errors import FeedbackNotSupportedError as FeedbackNotSupportedError  # its former home
 from ...errors import GateLoadError
 from ...persistence import strict_json
+from ...persistence.json_lines import dumps_line, split_lines
 from ...records.answer_metrics import normalize_answer
 from ...records.selfknowledge import KNOWN, UNKNOWN
 from ...records.validation import check_question
@@ -171,7 +171,7 @@ class FeedbackLog:
     def save(self, directory: Path) -> dict[str, Any]:
         """Write ``feedback.jsonl`` into ``directory``; return its JSON state."""
         entries = self.entries()
-        lines = "".join(json.dumps(asdict(e), ensure_ascii=False) + "\n" for e in entries)
+        lines = "".join(dumps_line(asdict(e)) for e in entries)
         (directory / FEEDBACK_FILE).write_text(lines, encoding="utf-8")
         return {"file": FEEDBACK_FILE, "size": len(entries)}
 
@@ -184,7 +184,7 @@ class FeedbackLog:
             raise GateLoadError(f"{directory}: field 'state.feedback' is malformed: {state!r}")
         path = directory / FEEDBACK_FILE
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = split_lines(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise GateLoadError(f"{directory}: file {FEEDBACK_FILE!r} is unreadable ({exc})") from None
         entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1)]

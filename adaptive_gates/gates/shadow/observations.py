@@ -56,7 +56,6 @@ combiner rows), and the fit's rows as ``fit_rows_*.npy``. Never a pickle.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -68,6 +67,7 @@ import numpy as np
 
 from ...errors import GateLoadError
 from ...persistence import strict_json
+from ...persistence.json_lines import dumps_line, split_lines
 from ...persistence.saved_format import load_array, save_array
 from ...records.answer_metrics import get_metric, normalize_answer
 from ...records.data import OutcomeRecord
@@ -295,7 +295,7 @@ class ShadowLog:
 
     def save(self, directory: Path) -> dict[str, Any]:
         entries, features, embeddings = self.rows()
-        lines = "".join(json.dumps(asdict(e), ensure_ascii=False) + "\n" for e in entries)
+        lines = "".join(dumps_line(asdict(e)) for e in entries)
         (directory / LOG_FILE).write_text(lines, encoding="utf-8")
         save_array(directory, "shadow_features.npy", features)
         if embeddings is not None:
@@ -321,7 +321,7 @@ class ShadowLog:
         if not isinstance(metric, str):
             raise GateLoadError(f"{directory}: field 'state.shadow.metric' must name a metric")
         try:
-            lines = (directory / LOG_FILE).read_text(encoding="utf-8").splitlines()
+            lines = split_lines((directory / LOG_FILE).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise GateLoadError(f"{directory}: file {LOG_FILE!r} is unreadable ({exc})") from None
         entries = [_observation(directory, n, line) for n, line in enumerate(lines, 1)]

@@ -25,6 +25,7 @@ from adaptive_gates import (
     load_gate,
 )
 from adaptive_gates.gates.base.feedback import FEEDBACK_FILE, feedback_label
+from adaptive_gates.persistence.json_lines import LINE_BREAKS_LEFT_RAW
 from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN
 from support.feedback_checks import VerdictWatch  # the rule's check, shared with the framework suites
@@ -192,6 +193,26 @@ def test_feedback_is_saved_with_the_gate(knn, cached_embedder, tmp_path) -> None
     np.testing.assert_array_equal(loaded.score(MOON), knn.score(MOON))
     # A later both-wrong check still sees the retrieved answer logged before the save.
     assert loaded.record_feedback(WIMBLEDON[0], False, False).label is None
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKS_LEFT_RAW)
+def test_a_question_holding_a_line_separator_is_saved_and_loaded(knn, cached_embedder, tmp_path, breaker) -> None:
+    question = f"who was the first person{breaker}to walk on the moon"
+    knn.record_feedback(question, False, False)
+    path = knn.save(tmp_path / "knn")
+    assert len((path / FEEDBACK_FILE).read_text(encoding="utf-8").splitlines()) == 1  # escaped on its line
+    loaded = load_gate(path, embedder=cached_embedder)
+    assert loaded.feedback_.entries() == knn.feedback_.entries()
+    assert loaded.feedback_.entries()[-1].question == question
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKS_LEFT_RAW)
+def test_a_log_written_with_a_raw_line_separator_is_read(tmp_path, breaker) -> None:
+    """A log saved before the separators were escaped holds them raw inside a string."""
+    row = {"question": f"who wrote{breaker}Hamlet", "retrieved": False, "correct": False, "label": UNKNOWN}
+    (tmp_path / FEEDBACK_FILE).write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    loaded = FeedbackLog.load(tmp_path, {"file": FEEDBACK_FILE, "size": 1})
+    assert loaded.entries()[0].question == row["question"]
 
 
 def test_a_gate_saved_before_the_prior_was_recorded_loads_with_the_prior_it_had(knn, cached_embedder, tmp_path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from adaptive_gates.gates.shadow.observations import (
     teaching,
     verdict,
 )
+from adaptive_gates.persistence.json_lines import LINE_BREAKS_LEFT_RAW
 from adaptive_gates.records.selfknowledge import KNOWN, UNKNOWN, agreement_records, outcome_scores
 
 
@@ -158,6 +160,20 @@ def test_the_log_round_trips_through_files(tmp_path):
     (tmp_path / "empty").mkdir()
     empty = ShadowLog(2, None).save(tmp_path / "empty")
     assert ShadowLog.load(tmp_path / "empty", empty, 2, None).entries() == []
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKS_LEFT_RAW)
+def test_a_question_holding_a_line_separator_round_trips(tmp_path, breaker):
+    log = ShadowLog(n_features=1, width=None)
+    log.append(pair(f"Q{breaker}one?", "a", "b", "shadow", 0.2), [1.0], None)
+    log.append(verdict(f"Q two?{breaker}", f"x{breaker}", False, True, False), [0.5], None)
+    state = log.save(tmp_path)
+    assert len((tmp_path / LOG_FILE).read_text(encoding="utf-8").splitlines()) == 2
+    assert ShadowLog.load(tmp_path, state, n_features=1, width=None).entries() == log.entries()
+    # a log written before the separators were escaped holds them raw: it reads too
+    raw = "".join(json.dumps(asdict(e), ensure_ascii=False) + "\n" for e in log.entries())
+    (tmp_path / LOG_FILE).write_text(raw, encoding="utf-8")
+    assert ShadowLog.load(tmp_path, state, n_features=1, width=None).entries() == log.entries()
 
 
 @pytest.mark.parametrize(
