@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from adaptive_gates.persistence.strict_json import MAX_DEPTH, MAX_INT_DIGITS, loads, nesting_depth
@@ -37,6 +39,58 @@ def test_nesting_depth_counts_what_is_written():
     assert nesting_depth(b'{"a": [[1], {"b": [2]}]}') == 4
     assert nesting_depth(b"[[[") == 3  # unbalanced: counted as written
     assert nesting_depth(b"]]]") == 0
+
+
+def _depth(value) -> int:
+    """The nesting of a parsed value, counted on the value itself."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ["\\", ["\\\\"], {"a\\": ['"[', {']\\"': ["\\\\\\"]}]}],
+        {'\\"{': [[[["\\"], "]]]"]]], "x": "\\\\\\\\"},
+        [[[[[[[["\\" * n + '"' + "[" * n for n in range(8)]]]]]]]],
+        {"q": 'a "quoted" [word] {with} \\ backslashes \\"[', "deep": [[[{"\\": [[]]}]]]},
+    ],
+)
+def test_the_depth_of_escaped_quotes_and_backslashes_is_the_parsers(value):
+    """Quotes after runs of backslashes of either parity, brackets in strings and out."""
+    for raw in (json.dumps(value), json.dumps(value, indent=1), json.dumps(value, ensure_ascii=False)):
+        assert nesting_depth(raw.encode()) == _depth(value)
+
+
+def test_a_backslash_outside_a_string_counts_the_brackets_the_parser_reaches():
+    assert nesting_depth(b'[[\\"[[') == 4  # not JSON: the parser stops at the backslash
+    with pytest.raises(ValueError, match="not valid JSON"):
+        loads(b"[[\\" + b'"' * (MAX_DEPTH + 1))
+
+
+# Two megabytes each: a scan in time quadratic in the length (the regular expression
+# this one replaced, retrying a string from every quote) would run for hours on them.
+_ESCAPED_QUOTES = b'\\"' * 1_000_000
+_ADVERSARIAL = [
+    (b"[" * (MAX_DEPTH + 1) + b'"' + _ESCAPED_QUOTES, f"nested {MAX_DEPTH + 1} levels deep"),  # a string never closed
+    (_ESCAPED_QUOTES + b"[" * (MAX_DEPTH + 1), f"nested {MAX_DEPTH + 1} levels deep"),  # escapes outside any string
+    (b'["' + b'\\"[{\\\\' * 400_000 + b'"]', None),  # one valid string of escapes and brackets
+    # each quote after an even run closes a string: half the brackets are outside, as written
+    (b'["' + b'\\\\"[' * 500_000 + b'"]', "nested 250001 levels deep"),
+]
+
+
+@pytest.mark.parametrize(("raw", "refused"), _ADVERSARIAL, ids=["unclosed", "outside", "valid", "even-runs"])
+def test_megabytes_of_escaped_quotes_are_scanned_in_one_pass(raw, refused):
+    assert len(raw) >= 2_000_000
+    if refused is None:
+        assert loads(raw) == [json.loads(raw)[0]] and nesting_depth(raw) == 1
+    else:
+        with pytest.raises(ValueError, match=refused):
+            loads(raw)
 
 
 @pytest.mark.parametrize("raw", ["NaN", "[Infinity]", '{"x": -Infinity}'])
