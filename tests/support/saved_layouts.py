@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,18 @@ def draft_check_before_self_report(path: Path) -> Path:
     config["state"].pop("agreement", None)
     (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config), indent=2))
     return path
+
+
+def nest_budgets(budget: Path, out: Path, depth: int) -> Path:
+    """Write at ``out`` the budget saved at ``budget`` wrapped around itself: ``depth``
+    budgets, each the member of the one above, around the budget's own member gate, as
+    an attacker would craft it (every config.json's checksums computed again)."""
+    shutil.copytree(budget / "gate", out.joinpath(*["gate"] * depth))
+    config = json.loads((budget / CONFIG_FILE).read_text())
+    for level in reversed(range(depth)):
+        holder = out.joinpath(*["gate"] * level)
+        for name in config["files"]:
+            shutil.copyfile(budget / name, holder / name)
+        config["folders"] = {"gate": hashlib.sha256((holder / "gate" / CONFIG_FILE).read_bytes()).hexdigest()}
+        (holder / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
+    return out

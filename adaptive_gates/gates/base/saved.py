@@ -25,6 +25,10 @@ Gates saved before members had sub-folders still load: their members' files sit 
 the holder's directory as ``<prefix>.<file>`` and their ``config.json`` in the holder's
 state (``{"prefix": ..., "config": ...}``); such a member is copied back out to a
 temporary directory of its own to be loaded.
+
+Members nest at most ``MAX_MEMBER_DEPTH`` levels below the gate loaded: a directory
+crafted to nest deeper is refused with a ``GateLoadError`` naming the depth, before
+loading it would exhaust Python's stack.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import math
 import shutil
 import tempfile
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
@@ -50,6 +55,18 @@ from .calibration import Calibration
 from .fitted_on import FittedOn
 
 S = TypeVar("S", bound="Saveable")
+
+#: The deepest a member gate may sit below the gate loaded (a budget around a cascade
+#: of stacked gates nests three levels).
+MAX_MEMBER_DEPTH = 32
+
+#: How deep below the gate being loaded the member being loaded sits.
+_member_depth: ContextVar[int] = ContextVar("member_depth", default=0)
+
+
+class _NestedTooDeep(GateLoadError):
+    """Members nested deeper than ``MAX_MEMBER_DEPTH``: raised once, at the deepest
+    level, and passed up unwrapped (its message names the folder and the depth)."""
 
 
 class Saveable(Protocol):
@@ -178,12 +195,23 @@ def load_member(cls: type[S], directory: Path, state: object, what: str, backend
     """The member ``save_member`` wrote into ``directory`` (``state`` is what it
     returned), a ``cls``, built with the backends among ``backends`` that its kind of
     gate takes. A member saved flattened (before members had sub-folders) loads from a
-    temporary copy of its files."""
-    if isinstance(state, dict) and "folder" in state:
-        folder = safe_member_path(directory, state["folder"], f"state.{what}.folder")
-        return _load_member_folder(cls, directory, folder, what, backends)
-    with tempfile.TemporaryDirectory() as tmp:
-        return _load_member_folder(cls, directory, _unflatten(directory, state, what, Path(tmp)), what, backends)
+    temporary copy of its files. Members nested deeper than ``MAX_MEMBER_DEPTH`` are
+    refused."""
+    depth = _member_depth.get() + 1
+    if depth > MAX_MEMBER_DEPTH:
+        raise _NestedTooDeep(
+            f"{directory}: the {what} is nested {depth} levels deep in member gates, "
+            f"more than the {MAX_MEMBER_DEPTH} levels a saved gate may hold"
+        )
+    token = _member_depth.set(depth)
+    try:
+        if isinstance(state, dict) and "folder" in state:
+            folder = safe_member_path(directory, state["folder"], f"state.{what}.folder")
+            return _load_member_folder(cls, directory, folder, what, backends)
+        with tempfile.TemporaryDirectory() as tmp:
+            return _load_member_folder(cls, directory, _unflatten(directory, state, what, Path(tmp)), what, backends)
+    finally:
+        _member_depth.reset(token)
 
 
 def _load_member_folder(cls: type[S], directory: Path, folder: Path, what: str, backends: dict[str, Any]) -> S:
@@ -193,6 +221,8 @@ def _load_member_folder(cls: type[S], directory: Path, folder: Path, what: str, 
         config = read_config(folder)
         target = _saved_class(cls, folder, config)
         return _restore(target, folder, config, member_backends(target, backends))
+    except _NestedTooDeep:
+        raise
     except GateLoadError as exc:
         raise GateLoadError(f"{directory}: the {what} cannot be loaded: {exc}") from None
 

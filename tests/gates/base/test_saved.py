@@ -3,14 +3,18 @@ kind of damage or mismatch refused with a message naming what is wrong."""
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from adaptive_gates import GateLoadError, SKRClassifierGate, SKRKnnGate, load_gate
+from adaptive_gates import BudgetedGate, GateLoadError, PopularityGate, SKRClassifierGate, SKRKnnGate, load_gate
+from adaptive_gates.bundled.datasets import adarague_outcomes
+from adaptive_gates.gates.base.saved import MAX_MEMBER_DEPTH
 from adaptive_gates.persistence.saved_format import check_saved_backend, with_checksums
+from support.saved_layouts import nest_budgets
 
 QUESTIONS = [
     "who wrote the play hamlet",
@@ -295,3 +299,30 @@ def test_saved_backend_check_names_the_field_or_the_argument(tmp_path):
         check_saved_backend(tmp_path, "state.encoder.id", "mini", "default", "encoder", pass_argument="embedder")
     with pytest.raises(GateLoadError, match=r"is 384 but the given embedder's dimension is 768; vectors differ"):
         check_saved_backend(tmp_path, "state.encoder.dimension", 384, 768, "embedder's dimension", why="vectors differ")
+
+
+@pytest.fixture(scope="module")
+def saved_budget(tmp_path_factory) -> Path:
+    """A budget around a popularity gate (no model: quick to nest deep), saved."""
+    outcomes = adarague_outcomes("nq")[:60]
+    popularity = PopularityGate().fit([r.question for r in outcomes]).fit_outcomes(outcomes)
+    return BudgetedGate(popularity, target_rate=0.3).save(tmp_path_factory.mktemp("budget") / "gate")
+
+
+def test_members_nested_up_to_the_limit_load(saved_budget, tmp_path) -> None:
+    # the gate loaded and MAX_MEMBER_DEPTH budgets below it, then the popularity gate: one too many
+    path = nest_budgets(saved_budget, tmp_path / "nested", MAX_MEMBER_DEPTH)
+    loaded = load_gate(path)
+    for _ in range(MAX_MEMBER_DEPTH - 1):
+        loaded = loaded.gate
+    assert isinstance(loaded, BudgetedGate) and isinstance(loaded.gate, PopularityGate)
+
+
+@pytest.mark.parametrize("depth", [MAX_MEMBER_DEPTH + 1, 201])
+def test_members_nested_deeper_than_the_limit_are_refused_naming_the_depth(saved_budget, tmp_path, depth) -> None:
+    path = nest_budgets(saved_budget, tmp_path / "nested", depth)
+    deepest = path.joinpath(*["gate"] * MAX_MEMBER_DEPTH)
+    nested = f"the wrapped gate is nested {MAX_MEMBER_DEPTH + 1} levels deep in member gates"
+    message = f"^{re.escape(str(deepest))}: {nested}, more than the {MAX_MEMBER_DEPTH} levels a saved gate may hold$"
+    with pytest.raises(GateLoadError, match=message):
+        load_gate(path)
