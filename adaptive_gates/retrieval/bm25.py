@@ -106,7 +106,12 @@ class BM25Retriever:
         stopwords: str | list[str] | None = "en",
         stemmer: bool = True,
     ) -> BM25Retriever:
-        """Index ``records``; ``stemmer=True`` stems with PyStemmer when it is installed."""
+        """Index ``records``; ``stemmer=True`` stems with PyStemmer when it is installed.
+
+        Raises:
+            ValueError: ``records`` is empty, or no passage holds a word to index (only
+                punctuation, single letters or stopwords).
+        """
         import bm25s
 
         records = list(records)
@@ -122,6 +127,12 @@ class BM25Retriever:
             return_ids=False,
             show_progress=False,
         )
+        if not any(tokens):  # bm25s would fail on its own words ("max() arg is an empty sequence")
+            kept = " and stopwords left out (stopwords=None keeps them)" if stopwords else ""
+            raise ValueError(
+                f"cannot build a BM25 index: none of the {len(records)} passages holds a word to index "
+                f"(words are runs of two or more letters or digits{kept})"
+            )
         model = bm25s.BM25(k1=k1, b=b)
         model.index(tokens, show_progress=False)
         logger.info(

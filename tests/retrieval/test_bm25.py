@@ -192,6 +192,28 @@ def test_bm25_query_without_known_terms_returns_nothing(bm25_small: BM25Retrieve
     assert bm25_small.search_batch([query, "coral reef"])[0] == []
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [["?!... --- ;;", "«»"], ["a b c", "I x 1"], ["The of and", "it is to be"]],
+    ids=["punctuation", "single-letters", "stopwords"],
+)
+def test_bm25_refuses_a_corpus_without_a_word_to_index(texts: list[str], tmp_path: Path) -> None:
+    records = [CorpusRecord(str(i), "", text) for i, text in enumerate(texts)]
+    with pytest.raises(ValueError, match=r"none of the 2 passages holds a word to index .*stopwords=None keeps them"):
+        BM25Retriever.from_records(records)
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": r.id, "title": "", "text": r.text}) + "\n" for r in records))
+    with pytest.raises(ValueError, match="none of the 2 passages holds a word to index"):
+        BM25Retriever.from_jsonl(path)
+
+
+def test_bm25_keeps_a_corpus_of_stopwords_when_asked() -> None:
+    retriever = BM25Retriever.from_records(
+        [CorpusRecord("1", "", "The of and"), CorpusRecord("2", "", "it is")], stopwords=None
+    )
+    assert ids(retriever.search("what it is")) == ["2"]
+
+
 def test_scores_sorted_and_k_clipped(bm25_small: BM25Retriever, dense_small: DenseRetriever) -> None:
     query = "plants water coffee board game music reef"
     for retriever in (bm25_small, dense_small):
