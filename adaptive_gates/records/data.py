@@ -15,7 +15,8 @@ An outcome record's ``answers`` may be empty: the questions were collected witho
 answers, and such records are graded by agreement (``labels="agreement"``).
 
 Every loader error names the file, the line and the field. A file whose name ends in
-``.gz`` is read through gzip.
+``.gz`` is read through gzip. A line longer than ``MAX_LINE_BYTES`` (64 MiB) is refused,
+naming it, without reading it whole.
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ class Hit:
 
 R = TypeVar("R", OutcomeRecord, QARecord, CorpusRecord)
 
+#: The longest line a data file may hold, in bytes (of the decompressed text, for a
+#: ``.gz`` file): a record with a long context takes a few hundred kilobytes, so a
+#: longer line is a wrong file, refused before it is held in memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
@@ -158,13 +164,21 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The lines of ``path`` (through gzip for ``.gz``) with their numbers; a
-    compressed file that is cut short or corrupt is a ``DataFormatError`` naming the
-    line where reading stopped."""
+    """The lines of ``path`` (through gzip for ``.gz``) with their numbers; a line
+    longer than ``MAX_LINE_BYTES`` (never held whole: lines are read at most that long)
+    and a compressed file that is cut short or corrupt are a ``DataFormatError`` naming
+    the line."""
+    limit = MAX_LINE_BYTES
     lineno = 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
+            while raw := fh.readline(limit + 1):
+                lineno += 1
+                if len(raw) > limit and not raw.endswith(b"\n"):
+                    raise DataFormatError(
+                        f"{path}:{lineno}: the line is longer than {limit:,} bytes, the most a record may take "
+                        f"(records are one JSON object a line: is this the file meant?)"
+                    )
                 yield lineno, raw
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise DataFormatError(f"{path}:{lineno + 1}: the compressed file is cut short or corrupt ({exc})") from None

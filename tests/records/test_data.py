@@ -5,6 +5,7 @@ import re
 import pytest
 
 from adaptive_gates import DataFormatError, OutcomeRecord, load_corpus, load_outcomes, load_qa
+from adaptive_gates.records import data as data_module
 from adaptive_gates.records.data import recover_torn_tail, write_jsonl
 
 
@@ -118,6 +119,30 @@ def test_load_outcomes_refuses_what_json_cannot_hold_naming_the_line(tmp_path, l
     path = _write(tmp_path / "bad.jsonl", [GOOD, line])
     with pytest.raises(DataFormatError, match=re.escape(f"{path}{where}")):
         load_outcomes(path)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".txt"])
+def test_a_line_longer_than_the_limit_is_refused_naming_file_and_line(tmp_path, monkeypatch, suffix):
+    """Lines are read at most ``MAX_LINE_BYTES`` long: one longer is refused, naming it;
+    one of exactly the limit reads."""
+    monkeypatch.setattr(data_module, "MAX_LINE_BYTES", len(GOOD) + 10)
+    exact = GOOD[:-1] + " " * 10 + "}"  # the limit to the byte
+    long = GOOD.replace("who wrote hamlet", "w" * 5_000)
+
+    def written(lines):
+        path = tmp_path / f"o{suffix}"
+        text = ("\n".join(lines) + "\n").encode()
+        path.write_bytes(gzip.compress(text) if suffix.endswith(".gz") else text)
+        return path
+
+    def load(path):
+        return load_qa(path, gold=False) if suffix == ".txt" else load_outcomes(path)
+
+    assert len(load(written([GOOD, exact]))) == 2
+    path = written([GOOD, exact, long, GOOD])
+    message = f"{path}:3: the line is longer than {len(GOOD) + 10:,} bytes, the most a record may take"
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        load(path)
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,11 @@ longer than asked for, questions that cannot be encoded, prompts past the model'
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from adaptive_gates import (
     BM25DifficultyGate,
     BudgetedGate,
+    DataFormatError,
     GateLoadError,
     InvalidQuestionError,
     LogprobGate,
@@ -21,13 +24,14 @@ from adaptive_gates import (
     SKRKnnGate,
     VerbalizedGate,
     load_gate,
+    load_outcomes,
 )
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
 from adaptive_gates.models import ChatReply, TokenLogprob, TokenUsage
 from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
 from adaptive_gates.persistence.saved_format import with_checksums
-from adaptive_gates.records.data import write_jsonl
+from adaptive_gates.records.data import MAX_LINE_BYTES, write_jsonl
 from support.openai_server import Fault
 
 LONE_SURROGATE = "Who is \ud800?"
@@ -314,3 +318,29 @@ def test_a_gate_asked_past_its_models_window_falls_back_at_once(lm):
     decision = VerbalizedGate(LocalChatModel(lm)).decide(FLOODED_QUESTION)
     assert decision.is_fallback and decision.retrieve
     assert "past the model's context window" in decision.error
+
+
+def test_a_gzip_line_of_hundreds_of_megabytes_is_refused_without_holding_it(tmp_path):
+    """A 256 MiB line, a few hundred kilobytes compressed, at the real limit (64 MiB):
+    refused naming the file and line, read no further than the limit."""
+    path = tmp_path / "outcomes.jsonl.gz"
+    good = json.dumps(
+        {"id": "q1", "question": "q", "answers": ["a"], "pred_no_retrieval": "a", "pred_one_retrieval": "a"}
+    )
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(good.encode() + b'\n{"question": "')
+        chunk = b"w" * (1 << 24)
+        for _ in range(16):
+            fh.write(chunk)
+        fh.write(b'"}\n')
+    assert path.stat().st_size < 2_000_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            DataFormatError, match=re.escape(f"{path}:2: the line is longer than {MAX_LINE_BYTES:,} bytes")
+        ):
+            load_outcomes(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MAX_LINE_BYTES + (16 << 20)  # the line up to the limit, never its 256 MiB
