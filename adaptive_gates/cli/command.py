@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from ..errors import AdaptiveGatesError, UsageError
 from . import collect, evaluate, fit, seakr, serve
-from .file_clashes import check_apart, file_flags
+from .file_clashes import check_apart, check_read_once, file_flags
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         check_apart(args.file_flags, args)  # an output on an input is refused before any work
+        check_read_once(args.file_flags, args)  # an input twice, or --test among --train
         level = logging.INFO if args.verbose else logging.WARNING
         # The level is the handler's too: a library that lowers its own logger's level
         # (bm25s logs at DEBUG) must not print past it.

@@ -5,6 +5,11 @@ before any work, whatever the spelling (a relative path, a symbolic link, a hard
 Which arguments name files, and which of those are written, is read from the argument
 types of ``files`` each subcommand's parser declares (``files.FILE_ROLES``), so every
 subcommand is checked the same way and a new file flag is covered by the type it has.
+
+Inputs are read once (``check_read_once``): a file given twice to ``--train`` would fit
+its every record twice, and a ``--test`` file that is also a ``--train`` file would
+judge the gate on the records it learnt from; both are refused, however the file is
+named (a path, a link, or ``bundled:NAME``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,28 @@ def check_apart(flags: tuple[FileFlag, ...], args: argparse.Namespace) -> None:
             problem = _clash(first, second) or _clash(second, first)
             if problem:
                 raise UsageError(problem)
+
+
+def check_read_once(flags: tuple[FileFlag, ...], args: argparse.Namespace) -> None:
+    """Raise ``UsageError`` naming the flags when one input flag names the same file
+    twice (``--train a.jsonl a.jsonl``), or ``--test`` names a file ``--train`` does."""
+    given = [(flag, path) for flag, path in _given(flags, args) if not flag.written]
+    for i, (flag, path) in enumerate(given):
+        for other_flag, other_path in given[i + 1 :]:
+            if not _same_file(path, other_path):
+                continue
+            if flag.dest == other_flag.dest:
+                raise UsageError(
+                    f"{flag.flag} names the same file twice ({path} and {other_path}): its records would count "
+                    "twice; give each file once"
+                )
+            if {flag.dest, other_flag.dest} == {"train", "test"}:
+                test, train = (path, other_path) if flag.dest == "test" else (other_path, path)
+                raise UsageError(
+                    f"--test {test} is the same file as --train {train}: the gate would be judged on the "
+                    "records it learnt from; give held-out records to --test (or, for eval, leave --test out "
+                    "for a report cross-fitted on --train)"
+                )
 
 
 def _clash(output: tuple[FileFlag, Path], other: tuple[FileFlag, Path]) -> str | None:

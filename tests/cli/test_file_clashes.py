@@ -87,7 +87,7 @@ def _script_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
 
 
-EVAL = ["eval", "--gate", "skr-knn", "--train", NQ, "--test", NQ]
+EVAL = ["eval", "--gate", "skr-knn", "--train", NQ, "--test", str(adarague_path("trivia"))]
 SEAKR = ["seakr", "--test", "{qa}", "--corpus", "{corpus}", "--mode", "simple"]
 
 
@@ -182,7 +182,19 @@ def test_a_pgf_plot_without_its_tex_program_is_refused_before_the_report(tmp_pat
             "--chat-model",
             "m",
         ],
-        ["eval", "--gate", "skr-prompt", "--train", NQ, "--test", NQ, "--json", "{tmp}/r.json", "--chat-model", "m"],
+        [
+            "eval",
+            "--gate",
+            "skr-prompt",
+            "--train",
+            NQ,
+            "--test",
+            "bundled:trivia",
+            "--json",
+            "{tmp}/r.json",
+            "--chat-model",
+            "m",
+        ],
         ["collect", "--qa", "{qa}", "--corpus", "{corpus}", "--out", "{tmp}/o.jsonl", "--chat-model", "m"],
     ],
 )
@@ -209,7 +221,7 @@ def test_fit_refuses_to_overwrite_what_is_not_a_gate_before_fitting(tmp_path, ca
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full to stand for a full disk")
 def test_a_write_that_fails_at_the_end_is_one_error_line(capsys):
     # /dev/full takes the open and refuses every write: a disk that filled up during the run.
-    assert main(["eval", "--gate", "popularity", "--train", NQ, "--test", NQ, "--json", "/dev/full"]) == 2
+    assert main(["eval", "--gate", "popularity", "--train", NQ, "--test", "bundled:trivia", "--json", "/dev/full"]) == 2
     captured = capsys.readouterr()
     assert _error_line(captured.err) == f"{PREFIX}--json /dev/full: cannot write (No space left on device)"
 
@@ -331,6 +343,106 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(inputs, tmp_path,
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == contents  # nothing written
 
 
+TWICE = "names the same file twice"
+JUDGED = "the gate would be judged on the records it learnt from"
+
+
+@pytest.mark.parametrize(
+    "argv, link, message",
+    [
+        # (command line, a link made to an input, the error after PREFIX)
+        (
+            [*POPULAR, "--train", "{outcomes}", "{outcomes}", "--json", "{tmp}/r.json"],
+            None,
+            f"--train {TWICE} ({{outcomes}} and {{outcomes}}): its records would count twice; give each file once",
+        ),
+        (
+            [
+                "fit",
+                "--gate",
+                "popularity",
+                "--train",
+                "{held}",
+                "{outcomes}",
+                "{tmp}/link.jsonl.gz",
+                "--out",
+                "{tmp}/g",
+            ],
+            ("symbolic", "{outcomes}", "link.jsonl.gz"),
+            f"--train {TWICE} ({{outcomes}} and {{tmp}}/link.jsonl.gz)",
+        ),
+        (
+            [*POPULAR, "--train", "bundled:nq", NQ, "--json", "{tmp}/r.json"],
+            None,
+            f"--train {TWICE} ({NQ} and {NQ})",
+        ),
+        (
+            [*POPULAR, "--train", "{held}", "{outcomes}", "--test", "{outcomes}", "--json", "{tmp}/r.json"],
+            None,
+            f"--test {{outcomes}} {SAME} --train {{outcomes}}: {JUDGED}; give held-out records to --test "
+            "(or, for eval, leave --test out for a report cross-fitted on --train)",
+        ),
+        (
+            [*POPULAR, "--train", "bundled:nq", "--test", NQ, "--json", "{tmp}/r.json"],
+            None,
+            f"--test {NQ} {SAME} --train {NQ}: {JUDGED}",
+        ),
+        (
+            [*POPULAR, "--train", "{outcomes}", "--test", "{tmp}/hard.jsonl.gz", "--json", "{tmp}/r.json"],
+            ("hard", "{outcomes}", "hard.jsonl.gz"),
+            f"--test {{tmp}}/hard.jsonl.gz {SAME} --train {{outcomes}}: {JUDGED}",
+        ),
+        (
+            [
+                *POPULAR,
+                "--live",
+                "--train",
+                "{outcomes}",
+                "--test",
+                "{outcomes}",
+                "--corpus",
+                "{corpus}",
+                "--json",
+                "{tmp}/r.json",
+            ],
+            None,
+            f"--test {{outcomes}} {SAME} --train {{outcomes}}: {JUDGED}",
+        ),
+        (
+            [*SEAKR, "--mode", "multihop", "--target-rate", "0.3", "--train", "{qa}", "--json", "{tmp}/s.json"],
+            None,
+            f"--test {{qa}} {SAME} --train {{qa}}: {JUDGED}",
+        ),
+    ],
+    ids=[
+        "train-twice",
+        "train-link",
+        "train-bundled",
+        "test-in-train",
+        "test-bundled",
+        "test-hard-link",
+        "live",
+        "seakr",
+    ],
+)
+def test_an_input_read_twice_or_a_test_among_the_training_files_is_refused(
+    inputs, tmp_path, capsys, no_work, argv, link, message
+):
+    places = {"tmp": tmp_path, **inputs}
+    if link is not None:
+        kind, target, name = link
+        target = Path(target.format(**places))
+        if kind == "hard":
+            (tmp_path / name).hardlink_to(target)
+        else:
+            (tmp_path / name).symlink_to(target)
+    assert main([a.format(**places) for a in argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.err
+    assert _error_line(captured.err).startswith(PREFIX + message.format(**places))
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "g").exists()
+
+
 def _with_file_size_limit(limit: int, argv: list[str]) -> list[str]:
     """``argv`` run in a process whose files may grow to ``limit`` bytes: a write past it
     fails with EFBIG ("File too large"), as on a full disk, once SIGXFSZ (which would
@@ -356,7 +468,7 @@ def test_a_write_that_fails_at_the_end_leaves_the_old_file(tmp_path, outputs, fl
     old = {"--json": tmp_path / "r.json", "--plot": tmp_path / "p.png"}
     for path in old.values():
         path.write_bytes(b"the run before\n")
-    argv = ["eval", "--gate", "popularity", "--train", NQ, "--test", NQ]
+    argv = ["eval", "--gate", "popularity", "--train", NQ, "--test", "bundled:trivia"]
     failed = _run([*argv, *(o.format(tmp=tmp_path) for o in outputs)], file_size_limit=limit)
     assert failed.returncode == 2, failed.stderr
     assert _error_line(failed.stderr) == f"{PREFIX}{flag} {old[flag]}: cannot write (File too large)"

@@ -41,7 +41,9 @@ def test_demo_count():
     ],
 )
 def test_usage_errors_come_before_any_work(flags, message, qa_file, corpus_path, tmp_path, capsys, no_work):
-    flags = [str(qa_file) if f == "QA" else f for f in flags]
+    train = tmp_path / "train.jsonl"  # questions of their own: --test is never among them
+    train.write_bytes(qa_file.read_bytes())
+    flags = [str(train) if f == "QA" else f for f in flags]
     argv = ["seakr", "--test", str(qa_file), "--corpus", str(corpus_path), "--json", str(tmp_path / "r.json"), *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err
