@@ -154,6 +154,21 @@ def add_parser(sub: Any) -> None:
         "the gate)",
     )
     serve.add_argument(
+        "--lesson-quorum",
+        type=positive_int,
+        default=2,
+        metavar="N",
+        help="a verdict teaches the gate once verdicts agreeing with it (same question, route and verdict) come "
+        "from N distinct API keys, or one from an admin key; until then it is pending (default 2; without keys "
+        "every verdict is the operator's and teaches at once)",
+    )
+    serve.add_argument(
+        "--share-evidence",
+        action="store_true",
+        help="show every key the past questions other keys taught through feedback among an answer's nearest "
+        "questions (the page draws only their label); by default their text is left out",
+    )
+    serve.add_argument(
         "--no-access-log",
         action="store_true",
         help="print no line per request (the line holds the address, the key's id, the path, the status and the time; "
@@ -344,6 +359,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
         shadow_rate=args.shadow_rate,
         shadow_refit_every=args.shadow_refit_every,
         milvus_uri=args.milvus_uri,
+        lesson_quorum=args.lesson_quorum,
+        share_evidence=args.share_evidence,
         gate_backends=lambda chat, embedder, retriever: served_backends(Served(chat, embedder, retriever)),
         progress=say,
     )

@@ -165,7 +165,10 @@ def test_a_poisoning_is_undone_by_an_admin_reverting_its_lessons(served_gate_dir
     gate_dir = shutil.copytree(served_gate_dir, tmp_path / "gate")
     gate = SKRKnnGate.load(gate_dir, embedder=embedder)
     saved = functools.partial(gate.save, gate_dir, overwrite=True)
-    poisoned = ChatService(gate, service.retriever, service.upstream, max_tokens=1, after_feedback=saved)
+    # a server that trusts each feedback key alone (--lesson-quorum 1), so one key poisons it
+    poisoned = ChatService(
+        gate, service.retriever, service.upstream, max_tokens=1, after_feedback=saved, lesson_quorum=1
+    )
     direct = [q for q in PARAPHRASES if not gate.decide(q).retrieve]
     assert len(direct) >= 2, "the paraphrases must include direct answers for the poisoning to teach the gate"
     scores, rows = gate.score([QUESTION, *PARAPHRASES]), len(gate.memory_)

@@ -171,7 +171,9 @@ class FeedbackLog:
     def save(self, directory: Path) -> dict[str, Any]:
         """Write ``feedback.jsonl`` into ``directory``; return its JSON state."""
         entries = self.entries()
-        lines = "".join(json.dumps(asdict(e), ensure_ascii=False) + "\n" for e in entries)
+        # every character past ASCII escaped: no line separator of Unicode's (U+2028) in a
+        # question ends its line early
+        lines = "".join(json.dumps(asdict(e), ensure_ascii=True) + "\n" for e in entries)
         (directory / FEEDBACK_FILE).write_text(lines, encoding="utf-8")
         return {"file": FEEDBACK_FILE, "size": len(entries)}
 
@@ -184,10 +186,10 @@ class FeedbackLog:
             raise GateLoadError(f"{directory}: field 'state.feedback' is malformed: {state!r}")
         path = directory / FEEDBACK_FILE
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8").split("\n")  # at "\n" only, as written
         except (OSError, UnicodeDecodeError) as exc:
             raise GateLoadError(f"{directory}: file {FEEDBACK_FILE!r} is unreadable ({exc})") from None
-        entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1)]
+        entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1) if line]
         if len(entries) != state["size"]:
             raise GateLoadError(
                 f"{directory}: file {FEEDBACK_FILE!r} holds {len(entries)} observations, "

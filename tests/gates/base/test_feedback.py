@@ -194,6 +194,18 @@ def test_feedback_is_saved_with_the_gate(knn, cached_embedder, tmp_path) -> None
     assert loaded.record_feedback(WIMBLEDON[0], False, False).label is None
 
 
+def test_a_question_holding_unicode_line_separators_is_saved_and_loaded_as_it_was(knn, cached_embedder, tmp_path):
+    """U+2028, U+2029 and NEL end a line for ``str.splitlines``; a question taught with
+    them (from a chat message) must not break the saved log into unreadable halves."""
+    question = "Who wrote\u2028the play\u2029Hamlet,\x85 the Danish prince's tragedy?"
+    knn.record_feedback(question, False, False)
+    path = knn.save(tmp_path / "knn")
+    assert (path / FEEDBACK_FILE).read_text(encoding="utf-8").isascii()
+    loaded = load_gate(path, embedder=cached_embedder)
+    assert loaded.feedback_.entries() == knn.feedback_.entries()
+    assert loaded.feedback_.verdict(question) == UNKNOWN
+
+
 def test_a_gate_saved_before_the_prior_was_recorded_loads_with_the_prior_it_had(knn, cached_embedder, tmp_path) -> None:
     """Such a save added every labelled observation to the memory, so its prior is the
     memory's counts less those; its verdicts are read back from its log."""
