@@ -365,11 +365,12 @@ class ChatService:
         self, decision_id: str, correct: bool, client: str | None = None, *, admin: bool = False
     ) -> dict[str, Any]:
         """Judge decision ``decision_id``'s answer: correct or not, on behalf of ``client``
-        (the judging key's id, or an address on a server without keys). The verdict
-        teaches the gate once verdicts agreeing with it (on the same question, route and
-        verdict) come from ``lesson_quorum`` distinct clients, or one of them from an
-        ``admin``; until then it is listed as pending (and counts towards the quorum of
-        later ones). The answer is judged either way.
+        (the judging key's id, or an address on a server without keys; ``None``: the
+        program holding the service, trusted as an admin is). The verdict teaches the
+        gate once verdicts agreeing with it (on the same question, route and verdict)
+        come from ``lesson_quorum`` distinct clients, or one of them from an ``admin``;
+        until then it is listed as pending (and counts towards the quorum of later
+        ones). The answer is judged either way.
 
         Raises:
             UnknownDecisionError: no such decision is held (never taken, or too old).
@@ -400,6 +401,7 @@ class ChatService:
             if served.verdict is not None:
                 raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
             decision = served.decision
+            admin = admin or client is None
             lesson = Lesson(
                 decision_id,
                 decision.question,
