@@ -244,10 +244,13 @@ def run(args: argparse.Namespace) -> int:
 def check_before_loading(args: argparse.Namespace) -> None:
     """What would fail only after minutes of loading, tried now: that the server can
     listen at ``--host``/``--port``, and, when feedback is saved over ``--gate``, that
-    the gate's folder takes the new directory and holds nothing but the gate."""
+    the gate's folder takes the new directory and holds nothing but the gate, and that
+    the lessons kept beside it can be read."""
     from ..bundled.shipped import is_pretrained
     from ..persistence.saved_format import check_save_target
     from ..persistence.writable import check_creatable
+    from ..serve.build import lessons_file
+    from ..serve.records import LessonLog
     from ..serve.server import check_can_listen
 
     try:
@@ -264,6 +267,10 @@ def check_before_loading(args: argparse.Namespace) -> None:
         check_creatable(args.gate)
     except OSError as exc:
         raise UsageError(f"--gate {args.gate}: feedback saves over it, but {exc}; or give --no-save") from None
+    try:
+        LessonLog.load(lessons_file(args.gate))  # the lessons kept beside it, read at start
+    except ValueError as exc:
+        raise UsageError(f"--gate {args.gate}: the lessons kept beside it cannot be read: {exc}") from None
 
 
 def say(message: str) -> None:

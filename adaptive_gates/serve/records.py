@@ -4,6 +4,7 @@ and for the page), and the running totals of what the gate saved."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import threading
@@ -11,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from ..records.answer_metrics import normalize_answer
 from ..records.decision import AnswerRoute, GateDecision
 from ..records.selfknowledge import KNOWN, UNKNOWN
 from ..retrieval.base import Hit
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -143,9 +146,7 @@ class Lesson:
     def to_dict(self) -> dict[str, Any]:
         """The lesson as the admin API lists it (the gate's own entry and the decision
         left out)."""
-        fields = asdict(self)
-        del fields["entry"], fields["decision"]
-        return fields
+        return {name: getattr(self, name) for name in _LINE_FIELDS}
 
     def to_line(self) -> str:
         """The lesson as a line of the lessons file: JSON with every character past
@@ -156,8 +157,8 @@ class Lesson:
     def from_line(cls, line: str) -> Lesson:
         """The lesson ``to_line`` wrote (``ValueError`` naming what is wrong)."""
         obj = strict_json.loads(line)
-        if not isinstance(obj, dict) or set(obj) != _LINE_FIELDS:
-            raise ValueError(f"expected the fields {', '.join(sorted(_LINE_FIELDS))}")
+        if not isinstance(obj, dict) or set(obj) != set(_LINE_FIELDS):
+            raise ValueError(f"expected the fields {', '.join(_LINE_FIELDS)}")
         checks = {
             "decision_id": isinstance(obj["decision_id"], str),
             "question": obj["question"] is None or isinstance(obj["question"], str),
@@ -181,7 +182,8 @@ class Lesson:
         return cls(**{**obj, "judged_at": float(obj["judged_at"]), "entry": entry})
 
 
-_LINE_FIELDS = {f for f in Lesson.__dataclass_fields__ if f not in ("entry", "decision")}
+#: What a lesson is listed and kept with, in order: all but the gate's entry and the decision.
+_LINE_FIELDS = tuple(f.name for f in fields(Lesson) if f.name not in ("entry", "decision"))
 
 
 def _is_time(value: object) -> bool:
@@ -266,8 +268,11 @@ class LessonLog:
         if self.path is None:
             return
         part = self.path.with_name(self.path.name + ".part")
-        part.write_text("".join(lesson.to_line() for lesson in self._lessons), encoding="utf-8")
-        os.replace(part, self.path)
+        try:
+            part.write_text("".join(lesson.to_line() for lesson in self._lessons), encoding="utf-8")
+            os.replace(part, self.path)
+        except OSError as exc:  # the lesson stands, and is listed; the next change writes again
+            logger.error("cannot keep the lessons in %s: %s", self.path, exc)
 
 
 class Tally:

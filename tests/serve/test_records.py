@@ -151,3 +151,11 @@ def test_the_tally_counts_routes_and_savings(decisions):
         "retrieval_calls_saved": 2,
         "llm_calls_saved": 1,
     }
+
+
+def test_a_lesson_stands_when_its_file_cannot_be_written(tmp_path, caplog):
+    path = tmp_path / "gone" / "gate.lessons.jsonl"  # its folder was removed under the server
+    log = LessonLog(path=path)
+    lesson = Lesson("dec-1", "Who wrote Hamlet?", "direct", False, False, None, "key:abc", 1.0, status="pending")
+    log.add(lesson)
+    assert log.find("dec-1") == lesson and "cannot keep the lessons in" in caplog.text
