@@ -154,6 +154,21 @@ def add_parser(sub: Any) -> None:
         "the gate)",
     )
     serve.add_argument(
+        "--lesson-quorum",
+        type=positive_int,
+        default=2,
+        metavar="N",
+        help="a verdict teaches the gate once verdicts agreeing with it (same question, route and verdict) come "
+        "from N distinct API keys, or one from an admin key; until then it is pending (default 2; without keys "
+        "every verdict is the operator's and teaches at once)",
+    )
+    serve.add_argument(
+        "--share-evidence",
+        action="store_true",
+        help="show every key the past questions other keys taught through feedback among an answer's nearest "
+        "questions (the page draws only their label); by default their text is left out",
+    )
+    serve.add_argument(
         "--no-access-log",
         action="store_true",
         help="print no line per request (the line holds the address, the key's id, the path, the status and the time; "
@@ -229,10 +244,13 @@ def run(args: argparse.Namespace) -> int:
 def check_before_loading(args: argparse.Namespace) -> None:
     """What would fail only after minutes of loading, tried now: that the server can
     listen at ``--host``/``--port``, and, when feedback is saved over ``--gate``, that
-    the gate's folder takes the new directory and holds nothing but the gate."""
+    the gate's folder takes the new directory and holds nothing but the gate, and that
+    the lessons kept beside it can be read."""
     from ..bundled.shipped import is_pretrained
     from ..persistence.saved_format import check_save_target
     from ..persistence.writable import check_creatable
+    from ..serve.build import lessons_file
+    from ..serve.records import LessonLog
     from ..serve.server import check_can_listen
 
     try:
@@ -249,6 +267,10 @@ def check_before_loading(args: argparse.Namespace) -> None:
         check_creatable(args.gate)
     except OSError as exc:
         raise UsageError(f"--gate {args.gate}: feedback saves over it, but {exc}; or give --no-save") from None
+    try:
+        LessonLog.load(lessons_file(args.gate))  # the lessons kept beside it, read at start
+    except ValueError as exc:
+        raise UsageError(f"--gate {args.gate}: the lessons kept beside it cannot be read: {exc}") from None
 
 
 def say(message: str) -> None:
@@ -344,6 +366,8 @@ def build_service(args: argparse.Namespace) -> ChatService:
         shadow_rate=args.shadow_rate,
         shadow_refit_every=args.shadow_refit_every,
         milvus_uri=args.milvus_uri,
+        lesson_quorum=args.lesson_quorum,
+        share_evidence=args.share_evidence,
         gate_backends=lambda chat, embedder, retriever: served_backends(Served(chat, embedder, retriever)),
         progress=say,
     )

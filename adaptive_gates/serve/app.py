@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from importlib.resources import files
 from typing import Any, TypeVar
 
@@ -123,9 +124,11 @@ def create_app(
             messages = body.chat_messages()
         except ValueError as exc:
             return _error(400, str(exc), param="messages")
+        viewer, admin = _viewer(request)
+        shown = functools.partial(service.visible_record, viewer=viewer, admin=admin)
         if body.stream:
             return await _streamed(
-                service.answer_stream(messages, options, owner), service.model_id, body.include_usage
+                service.answer_stream(messages, options, owner), service.model_id, body.include_usage, shown
             )
         try:
             answer = await _unless_client_leaves(request, service.answer(messages, options, owner))
@@ -138,14 +141,14 @@ def create_app(
             service.model_id,
             answer.text,
             answer.finish_reason,
-            answer.record,
+            shown(answer.record),
             answer.usage,
         )
         return JSONResponse(payload, headers={DECISION_HEADER: decision_header(answer.summary)})
 
     @app.post("/v1/feedback")
     async def feedback(body: FeedbackRequest, request: Request) -> JSONResponse:
-        admin = request.scope.get("state", {}).get("api_role") == "admin"
+        _, admin = _viewer(request)
         taught = service.feedback(body.decision_id, body.correct, client_of(request.scope), admin=admin)
         return await _teaching(taught, f"no decision {body.decision_id!r} is held (never taken, or too old)")
 
@@ -214,7 +217,17 @@ def create_app(
     return app
 
 
-async def _streamed(stream: AnswerStream, model: str, include_usage: bool) -> Response:
+def _viewer(request: Request) -> tuple[str, bool]:
+    """Who asks (``limits.client_of``), and whether as an admin: an admin key, or anyone
+    on a server without keys, where every route, the admin's included, is open."""
+    state = request.scope.get("state", {})
+    admin = state.get("api_role") == "admin" or "api_key_id" not in state
+    return client_of(request.scope), admin
+
+
+async def _streamed(
+    stream: AnswerStream, model: str, include_usage: bool, shown: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Response:
     """The answer as server-sent events (with ``include_usage``, a last chunk with the
     usage). The first piece is awaited before the response starts, so a request refused,
     or an upstream that fails at once, still gets its status; one that fails later ends
@@ -240,7 +253,7 @@ async def _streamed(stream: AnswerStream, model: str, include_usage: bool) -> Re
         finally:
             await stream.aclose()
         assert stream.record is not None and stream.usage is not None  # set once the last piece was read
-        yield event(chunk(completion_id, model, {}, stream.finish_reason, stream.record))
+        yield event(chunk(completion_id, model, {}, stream.finish_reason, shown(stream.record)))
         if include_usage:
             yield event(chunk(completion_id, model, None, usage=stream.usage))
         yield event("[DONE]")

@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from ..models.chat.base import ChatModel
     from ..models.protocols import Embedder
     from ..retrieval.base import Retriever
+    from .records import LessonLog
     from .service import ChatService
     from .shadow import ServedShadowLearner
 
-__all__ = ["DEFAULT_GATE", "QUERY_MEMO", "GateBackends", "build_service"]
+__all__ = ["DEFAULT_GATE", "LESSONS_SUFFIX", "QUERY_MEMO", "GateBackends", "build_service", "lessons_file"]
 
 #: The gate served when none is named: one the package ships, fitted.
 DEFAULT_GATE = "pretrained:draft-check"
@@ -42,6 +43,9 @@ DEFAULT_GATE = "pretrained:draft-check"
 #: Question vectors the server keeps (a few MB): the retrieval after a decision, and
 #: questions asked again, reuse them.
 QUERY_MEMO = 4096
+
+#: The name a gate's lessons file adds to the gate's directory name.
+LESSONS_SUFFIX = ".lessons.jsonl"
 
 #: What a loaded gate is given of the server's own backends, by the gate parameter
 #: each fills: from the answering chat model, the embedder and the corpus' retriever.
@@ -69,6 +73,8 @@ def build_service(
     shadow_rate: float | None = None,
     shadow_refit_every: int = DEFAULT_REFIT_EVERY,
     milvus_uri: str | None = None,
+    lesson_quorum: int = 2,
+    share_evidence: bool = False,
     gate_backends: GateBackends = _server_backends,
     progress: Callable[[str], object] | None = None,
 ) -> ChatService:
@@ -99,6 +105,10 @@ def build_service(
         shadow_refit_every: pairs between refits with ``shadow_rate``.
         milvus_uri: keep the SKR memory (of a gate loaded from its directory) and a
             dense corpus index in Milvus at this URI.
+        lesson_quorum: distinct keys whose agreeing verdicts on a question teach the
+            gate (an admin key's teaches at once).
+        share_evidence: neighbours of the evidence that other keys taught through
+            feedback keep their text.
         gate_backends: what a loaded gate is given of the server's backends (the
             answering model, the embedder, the retriever), by its parameter names.
         progress: called with a line of progress while loading.
@@ -150,6 +160,7 @@ def build_service(
     if domain is not None:
         _serve_domain(served_gate, domain, directory, say)
     after_feedback: Callable[[], object] | None = None
+    lessons: LessonLog | None = None
     if database is not None:
         assert directory is not None
         _memory_in_milvus(served_gate, database, directory)  # the database holds what feedback teaches
@@ -157,6 +168,7 @@ def build_service(
         # saved over the gate's directory, for the next start (a shipped gate's
         # directory is the package's own: never written)
         after_feedback = functools.partial(served_gate.save, directory, overwrite=True)
+        lessons = _lessons(directory)
     shadow = _shadow_learner(served_gate, upstream, shadow_rate, shadow_refit_every, after_feedback)
     return ChatService(
         served_gate,
@@ -170,7 +182,27 @@ def build_service(
         after_feedback=after_feedback,
         model_names=model_names,
         limits=limits,
+        lesson_quorum=lesson_quorum,
+        share_evidence=share_evidence,
+        lessons=lessons,
     )
+
+
+def lessons_file(directory: Path) -> Path:
+    """Where the lessons taught to the gate saved in ``directory`` are kept: beside it
+    (``GATE.lessons.jsonl``), since a save swaps the gate's directory in whole."""
+    return directory.with_name(directory.name + LESSONS_SUFFIX)
+
+
+def _lessons(directory: Path) -> LessonLog:
+    """The lessons persisted beside the gate saved in ``directory``, written there on."""
+    from .records import LessonLog
+
+    path = lessons_file(directory)
+    try:
+        return LessonLog.load(path)
+    except ValueError as exc:
+        raise UsageError(f"--gate {directory}: the lessons kept beside it cannot be read: {exc}") from None
 
 
 def _embedded_chat() -> ChatModel:

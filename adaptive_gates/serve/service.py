@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..answering.answerer import DEFAULT_INSTRUCTION, build_prompt
@@ -38,16 +38,18 @@ from ..errors import (
 from ..errors import (
     FeedbackRefusedError as FeedbackRefusedError,  # importable here as before
 )
+from ..gates.base.feedback import FeedbackLog
 from ..gates.base.gate import Gate
 from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat.stream import astream_chat
 from ..models.chat.unavailable import is_timeout
+from ..records.answer_metrics import normalize_answer
 from ..records.decision import DRAFT
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
 from .limits import Limits, TokenBuckets, check_conversation, token_counter
 from .metrics import ServeMetrics
-from .records import DecisionBook, Lesson, LessonLog, ServedDecision, Tally
+from .records import PENDING, TAUGHT, DecisionBook, Lesson, LessonLog, ServedDecision, Tally
 from .shadow import ServedShadowLearner
 
 logger = logging.getLogger(__name__)
@@ -169,6 +171,13 @@ class ChatService:
             default: the upstream's own.
         shadow: learns the gate from the answered decisions (``serve.shadow``), after
             each answer and never in its way; ``None``: nothing is learnt that way.
+        lesson_quorum: distinct clients (keys) whose agreeing verdicts on a question
+            teach the gate (an admin's teaches at once); until then a verdict is pending.
+        share_evidence: neighbours of the evidence that other keys taught through
+            feedback keep their text (marked ``taught_by_another_key``); by default it
+            is left out.
+        lessons: the lesson log (``LessonLog.load`` reads one persisted beside the gate,
+            to list and revert lessons after a restart); default: a new one in memory.
     """
 
     def __init__(
@@ -186,9 +195,14 @@ class ChatService:
         limits: Limits | None = None,
         model_names: Sequence[str] = (),
         shadow: ServedShadowLearner | None = None,
+        lesson_quorum: int = 2,
+        share_evidence: bool = False,
+        lessons: LessonLog | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
+        if lesson_quorum < 1:
+            raise ValueError(f"lesson_quorum must be >= 1, got {lesson_quorum}")
         limits = limits or Limits()
         if max_tokens > limits.max_answer_tokens:
             raise ValueError(
@@ -209,7 +223,10 @@ class ChatService:
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
         self.book = DecisionBook()
-        self.lessons = LessonLog()
+        self.lesson_quorum = lesson_quorum
+        self.share_evidence = share_evidence
+        self.lessons = lessons if lessons is not None else LessonLog()
+        self._taught_questions: dict[str, frozenset[str | None]] | None = None
         self.tally = Tally()
         self._feedback_lock = asyncio.Lock()
         per_hour = self.limits.feedback_per_hour
@@ -347,8 +364,13 @@ class ChatService:
     async def feedback(
         self, decision_id: str, correct: bool, client: str | None = None, *, admin: bool = False
     ) -> dict[str, Any]:
-        """Teach the gate whether decision ``decision_id``'s answer was correct, on behalf
-        of ``client`` (the judging key's id, or an address on a server without keys).
+        """Judge decision ``decision_id``'s answer: correct or not, on behalf of ``client``
+        (the judging key's id, or an address on a server without keys; ``None``: the
+        program holding the service, trusted as an admin is). The verdict teaches the
+        gate once verdicts agreeing with it (on the same question, route and verdict)
+        come from ``lesson_quorum`` distinct clients, or one of them from an ``admin``;
+        until then it is listed as pending (and counts towards the quorum of later
+        ones). The answer is judged either way.
 
         Raises:
             UnknownDecisionError: no such decision is held (never taken, or too old).
@@ -366,6 +388,8 @@ class ChatService:
             raise NotYourDecisionError("only the API key that got this answer, or an admin key, may judge it")
         if served.verdict is not None:
             raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
+        if not self.gate.learns_online:
+            self.gate.record_decision_feedback(served.decision, correct)  # raises, saying why
         wait = 0 if self._feedback_quota is None else self._feedback_quota.take(client or "anonymous")
         if wait:
             per_hour = self.limits.feedback_per_hour
@@ -376,26 +400,94 @@ class ChatService:
         async with self._feedback_lock:
             if served.verdict is not None:
                 raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
-            try:
-                entry = await asyncio.to_thread(self.gate.record_decision_feedback, served.decision, correct)
-            except BackendUnavailableError as exc:
-                raise MemoryUnavailableError(
-                    "the gate's memory cannot be reached now; send the verdict again later"
-                ) from exc
+            decision = served.decision
+            admin = admin or client is None
+            lesson = Lesson(
+                decision_id,
+                decision.question,
+                served.route,
+                decision.retrieve,
+                correct,
+                None,
+                client,
+                time.time(),
+                admin=admin,
+                status=PENDING,
+                decision=decision,
+            )
+            agreeing = self._agreeing(lesson)
+            if not self._has_quorum([*agreeing, lesson]):
+                served.verdict = correct
+                self.lessons.add(lesson)
+                keys = len({x.judged_by for x in agreeing} | {client})
+                self.metrics.feedback.labels("true" if correct else "false").inc()
+                logger.info("verdict on decision %s pending: %d of %d keys", decision_id, keys, self.lesson_quorum)
+                return {
+                    "decision_id": decision_id,
+                    "route": served.route,
+                    "status": PENDING,
+                    "label": None,
+                    "quorum": {"keys": keys, "needed": self.lesson_quorum},
+                    "memory": self.memory_counts(),
+                }
+            # the verdict and every pending one agreeing with it teach the gate, oldest first
+            pending = [x for x in agreeing if x.status == PENDING]
+            taught = await self._teach(lesson)  # the new one first: a failure takes nothing
             served.verdict = correct
-            label = None if entry.label is None else ("unknown" if entry.label else "known")
-            # logged under the lock: the lessons list in the order the gate learnt them
-            question = served.decision.question
-            self.lessons.add(Lesson(decision_id, question, served.route, correct, label, client, time.time(), entry))
-            if self.after_feedback is not None and entry.label is not None:
+            self.lessons.add(taught)
+            labelled = taught.label is not None
+            for earlier in pending:
+                with contextlib.suppress(MemoryUnavailableError):  # stays pending: taught with the next
+                    now = await self._teach(earlier)
+                    self.lessons.update(now.decision_id, status=TAUGHT, label=now.label, entry=now.entry)
+                    labelled = labelled or now.label is not None
+            self._taught_questions = None
+            if self.after_feedback is not None and labelled:
                 await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
-        return {"decision_id": decision_id, "route": served.route, "label": label, "memory": self.memory_counts()}
+        return {
+            "decision_id": decision_id,
+            "route": served.route,
+            "status": TAUGHT,
+            "label": taught.label,
+            "memory": self.memory_counts(),
+        }
+
+    def _agreeing(self, lesson: Lesson) -> list[Lesson]:
+        """The standing lessons (pending or taught, not taken back) that agree with ``lesson``."""
+        agreement = lesson.agreement
+        if agreement is None:
+            return []
+        return [x for x in self.lessons.all() if x.reverted_at is None and x.agreement == agreement]
+
+    def _has_quorum(self, agreeing: list[Lesson]) -> bool:
+        """Whether agreeing verdicts are enough to teach: from ``lesson_quorum`` distinct
+        clients, or one from an admin."""
+        return any(x.admin for x in agreeing) or len({x.judged_by for x in agreeing}) >= self.lesson_quorum
+
+    async def _teach(self, lesson: Lesson) -> Lesson:
+        """Teach the gate ``lesson``'s verdict; the lesson as taught (with its label)."""
+        try:
+            if lesson.decision is not None:
+                entry = await asyncio.to_thread(self.gate.record_decision_feedback, lesson.decision, lesson.correct)
+            else:  # restored after a restart: the gate reads the question again
+                assert lesson.question is not None  # a lesson without one is never pending
+                entry = await asyncio.to_thread(
+                    self.gate.record_feedback, lesson.question, lesson.retrieved, lesson.correct
+                )
+        except BackendUnavailableError as exc:
+            raise MemoryUnavailableError(
+                "the gate's memory cannot be reached now; send the verdict again later"
+            ) from exc
+        label = None if entry.label is None else ("unknown" if entry.label else "known")
+        return replace(lesson, status=TAUGHT, label=label, entry=entry)
 
     async def revert(self, decision_id: str) -> dict[str, Any]:
         """Take back the lesson given on ``decision_id``'s answer: the gate withdraws what it
-        learnt from it (saved as feedback is), and the lessons list marks it reverted. The
-        answer keeps its verdict: it is not judged again.
+        learnt from it (saved as feedback is), a pending one never counts towards a
+        quorum, and the lessons list marks it reverted. The answer keeps its verdict: it
+        is not judged again. Lessons persisted beside the gate are reverted after a
+        restart too.
 
         Raises:
             UnknownLessonError: no lesson on that answer is listed (never given, or past
@@ -410,15 +502,62 @@ class ChatService:
                 raise UnknownLessonError(decision_id)
             if lesson.reverted_at is not None:
                 raise AlreadyRevertedError(f"the lesson on decision {decision_id!r} was taken back already")
-            try:
-                await asyncio.to_thread(self.gate.withdraw_feedback, lesson.entry)
-            except BackendUnavailableError as exc:
-                raise MemoryUnavailableError("the gate's memory cannot be reached now; revert again later") from exc
+            if lesson.status == TAUGHT and lesson.entry is not None:
+                try:
+                    await asyncio.to_thread(self.gate.withdraw_feedback, lesson.entry)
+                except BackendUnavailableError as exc:
+                    raise MemoryUnavailableError("the gate's memory cannot be reached now; revert again later") from exc
+                except ValueError:  # the gate holds it no more (saved before it was taught)
+                    logger.warning("the gate held no lesson on decision %s to take back", decision_id)
             reverted = self.lessons.mark_reverted(decision_id, time.time())
-            if self.after_feedback is not None and lesson.entry.label is not None:
+            self._taught_questions = None
+            if self.after_feedback is not None and lesson.entry is not None and lesson.entry.label is not None:
                 await asyncio.to_thread(self.after_feedback)
         logger.info("lesson on decision %s taken back", decision_id)
         return {"lesson": None if reverted is None else reverted.to_dict(), "memory": self.memory_counts()}
+
+    # ------------------------------------------------------------------ evidence
+    def visible_record(self, record: dict[str, Any], viewer: str | None, *, admin: bool = False) -> dict[str, Any]:
+        """``record`` as ``viewer`` (the asking key's id) may see it: a neighbour of the
+        evidence that is a question taught through feedback by others (another key, or
+        feedback the server holds no key for) is marked ``taught_by_another_key``, and its
+        text is left out (``question`` null) unless ``share_evidence`` is set. Questions
+        the gate was fitted on stay as they are; an admin (or anyone on a server without
+        keys, where every route is open) sees the record whole."""
+        if admin:
+            return record
+        taught = self._taught()
+        if not taught:
+            return record
+
+        def hidden(question: object) -> bool:
+            if not isinstance(question, str):
+                return False
+            judges = taught.get(normalize_answer(question))
+            return judges is not None and viewer not in judges
+
+        return _redacted(record, hidden, self.share_evidence)
+
+    def _taught(self) -> dict[str, frozenset[str | None]]:
+        """The questions taught through feedback (as feedback reads them) and the clients
+        whose verdicts taught each; those in the gate's log with no lesson kept have none."""
+        taught = self._taught_questions
+        if taught is None:
+            judges: dict[str, set[str | None]] = {}
+            try:
+                log = getattr(self.gate, "feedback_", None)
+            except Exception:  # a gate not fitted, or holding no log
+                log = None
+            entries = log.entries() if isinstance(log, FeedbackLog) else []
+            for entry in entries:
+                if entry.label is not None:
+                    judges.setdefault(normalize_answer(entry.question), set())
+            for lesson in self.lessons.all():
+                if lesson.status == TAUGHT and lesson.reverted_at is None and lesson.label is not None:
+                    assert lesson.question is not None
+                    judges.setdefault(normalize_answer(lesson.question), set()).add(lesson.judged_by)
+            taught = self._taught_questions = {q: frozenset(who) for q, who in judges.items()}
+        return taught
 
     def memory_counts(self) -> dict[str, int] | None:
         """The known and unknown questions in the gate's memory (``None``: it has none,
@@ -448,6 +587,28 @@ class ChatService:
         if drift is not None:
             stats["draft_drift"] = drift.to_dict()
         return stats
+
+
+def _redacted(value: Any, hidden: Callable[[object], bool], share: bool) -> Any:
+    """``value`` (a record's JSON) with every neighbour ``hidden`` says is another's
+    taught question marked, and its text left out unless ``share``."""
+    if isinstance(value, list):
+        return [_redacted(item, hidden, share) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for name, item in value.items():
+        if name == "neighbours" and isinstance(item, list):
+            out[name] = [_neighbour(n, hidden, share) for n in item]
+        else:
+            out[name] = _redacted(item, hidden, share)
+    return out
+
+
+def _neighbour(neighbour: Any, hidden: Callable[[object], bool], share: bool) -> Any:
+    if not isinstance(neighbour, dict) or not hidden(neighbour.get("question")):
+        return neighbour
+    return {**neighbour, "question": neighbour["question"] if share else None, "taught_by_another_key": True}
 
 
 def _too_long(exc: ContextLengthExceededError) -> ConversationTooLongError:

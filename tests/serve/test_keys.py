@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import shutil
 
 import httpx
@@ -165,7 +166,10 @@ def test_a_poisoning_is_undone_by_an_admin_reverting_its_lessons(served_gate_dir
     gate_dir = shutil.copytree(served_gate_dir, tmp_path / "gate")
     gate = SKRKnnGate.load(gate_dir, embedder=embedder)
     saved = functools.partial(gate.save, gate_dir, overwrite=True)
-    poisoned = ChatService(gate, service.retriever, service.upstream, max_tokens=1, after_feedback=saved)
+    # a server that trusts each feedback key alone (--lesson-quorum 1), so one key poisons it
+    poisoned = ChatService(
+        gate, service.retriever, service.upstream, max_tokens=1, after_feedback=saved, lesson_quorum=1
+    )
     direct = [q for q in PARAPHRASES if not gate.decide(q).retrieve]
     assert len(direct) >= 2, "the paraphrases must include direct answers for the poisoning to teach the gate"
     scores, rows = gate.score([QUESTION, *PARAPHRASES]), len(gate.memory_)
@@ -401,3 +405,23 @@ def test_a_failure_inside_the_server_says_nothing_internal(service, served_gate_
     assert failed.status_code == 500 and failed.json()["error"]["type"] == "server_error"
     assert "10.0.0.7" not in failed.text and "milvus" not in failed.text.lower()
     assert "10.0.0.7:19530" in caplog.text  # the operator's log has it
+
+
+def test_the_page_shows_a_verdict_that_waits_for_other_keys(served, browser_page):
+    question = "Who painted the Mona Lisa?"  # one no other key judged: no verdict agrees yet
+    page = browser_page
+    page.goto(served.url)
+    for attempt in range(2):  # the first asks without a key: the page then asks for one
+        if attempt:
+            page.get_by_test_id("api-key").fill(KEYS["feedback"])
+        page.get_by_test_id("question").fill(question)
+        page.get_by_test_id("send").click()
+        state = "error" if attempt == 0 else "done"
+        page.get_by_test_id("answer").nth(attempt).and_(page.locator(f'[data-state="{state}"]')).wait_for(
+            timeout=120_000
+        )
+    answered = page.get_by_test_id("answer").nth(1)
+    answered.get_by_test_id("feedback-down").click()
+    status = answered.get_by_test_id("feedback-status")
+    status.filter(has_text=re.compile(".")).wait_for()
+    assert status.inner_text() == "pending: the gate learns it once other keys agree (1 of the 2 keys needed)"

@@ -76,7 +76,17 @@ def test_the_book_forgets_the_oldest_and_the_expired(decisions):
 def test_the_lesson_log_lists_newest_first_and_marks_reverts():
     log = LessonLog(capacity=2)
     lessons = [
-        Lesson(f"dec-{i}", f"q{i}?", "direct", i % 2 == 0, "known", "key-1", float(i), Feedback(f"q{i}?", False, True))
+        Lesson(
+            f"dec-{i}",
+            f"q{i}?",
+            "direct",
+            False,
+            i % 2 == 0,
+            "known",
+            "key-1",
+            float(i),
+            entry=Feedback(f"q{i}?", False, True),
+        )
         for i in range(3)
     ]
     for lesson in lessons:
@@ -89,8 +99,36 @@ def test_the_lesson_log_lists_newest_first_and_marks_reverts():
     assert log.mark_reverted("dec-0", when=1.0) is None
     listed = reverted.to_dict()
     assert "entry" not in listed and listed["decision_id"] == "dec-1" and listed["label"] == "known"
+    assert listed["status"] == "taught" and "decision" not in listed
     with pytest.raises(ValueError, match=r"capacity must be >= 1"):
         LessonLog(capacity=0)
+
+
+def test_the_lesson_log_kept_in_a_file_reads_back_whatever_its_questions_hold(tmp_path):
+    """Every change is written; a question holding Unicode's line and paragraph separators
+    and NEL (which ``str.splitlines`` splits at) reads back as it was."""
+    path = tmp_path / "gate.lessons.jsonl"
+    log = LessonLog.load(path)  # no file yet: an empty log that writes there
+    assert log.recent(5) == [] and not path.exists()
+    odd = "Who wrote\u2028Hamlet\u2029 \x85 and \u00e9t\u00e9?"
+    taught = Lesson(
+        "dec-1", odd, "direct", False, False, "unknown", "key:abc", 1.5, entry=Feedback(odd, False, False, 1)
+    )
+    pending = Lesson("dec-2", "Who penned Hamlet?", "direct", False, False, None, "key:def", 2.0, status="pending")
+    log.add(taught)
+    log.add(pending)
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) == 2  # the line breaks escaped: one line a lesson
+    log.mark_reverted("dec-1", when=3.0)
+    again = LessonLog.load(path)
+    assert [x.to_dict() for x in again.all()] == [x.to_dict() for x in log.all()]
+    restored = again.find("dec-1")
+    assert restored.question == odd and restored.reverted_at == 3.0
+    assert restored.entry == Feedback(odd, False, False, 1)  # the handle a revert after a restart takes back
+    assert again.find("dec-2").entry is None and again.find("dec-2").status == "pending"
+    path.write_text(text + '{"decision_id": "dec-3"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 3: not a lesson"):
+        LessonLog.load(path)
 
 
 def test_the_tally_counts_routes_and_savings(decisions):
@@ -113,3 +151,11 @@ def test_the_tally_counts_routes_and_savings(decisions):
         "retrieval_calls_saved": 2,
         "llm_calls_saved": 1,
     }
+
+
+def test_a_lesson_stands_when_its_file_cannot_be_written(tmp_path, caplog):
+    path = tmp_path / "gone" / "gate.lessons.jsonl"  # its folder was removed under the server
+    log = LessonLog(path=path)
+    lesson = Lesson("dec-1", "Who wrote Hamlet?", "direct", False, False, None, "key:abc", 1.0, status="pending")
+    log.add(lesson)
+    assert log.find("dec-1") == lesson and "cannot keep the lessons in" in caplog.text

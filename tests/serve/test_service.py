@@ -89,3 +89,35 @@ def test_what_cannot_be_answered_raises_before_the_upstream_is_asked(gate, serve
         asyncio.run(service.answer(_ask("Tell me everything about " + "the history of Rome " * 20), {}))
     with pytest.raises(ValueError):
         asyncio.run(service.answer([], {}))
+
+
+def test_a_verdict_teaches_once_keys_agree_or_when_an_admin_or_the_program_gives_it(
+    served_gate_dir, embedder, served_corpus, served_chat_model, outcome_records
+) -> None:
+    gate = SKRKnnGate.load(served_gate_dir, embedder=embedder)  # its own: this test teaches it
+    service = ChatService(gate, BM25Retriever.from_jsonl(served_corpus), served_chat_model, max_tokens=1)
+    direct = [r.question for r in outcome_records[300:] if not gate.decide(r.question).retrieve][:4]
+    rows = len(gate.memory_)
+
+    def judge(question: str, client: str | None, admin: bool = False) -> dict:
+        answer = asyncio.run(service.answer(_ask(question), {}, owner=client))
+        assert answer.record["route"] == "direct"
+        return asyncio.run(service.feedback(answer.decision_id, False, client, admin=admin))
+
+    # one key, however often: pending, the gate unchanged
+    replies = [judge(direct[0], "key:one") for _ in range(2)]
+    assert [x["status"] for x in replies] == ["pending", "pending"] and len(gate.memory_) == rows
+    assert replies[1]["quorum"] == {"keys": 1, "needed": 2} and replies[1]["label"] is None
+    # a second key agrees: its verdict and the two pending ones teach the gate
+    agreed = judge(direct[0], "key:two")
+    assert (agreed["status"], agreed["label"]) == ("taught", "unknown") and len(gate.memory_) == rows + 3
+    assert [x.status for x in service.lessons.recent(3)] == ["taught"] * 3
+    # an admin's verdict teaches at once, and so does the program's own (no client named)
+    assert judge(direct[1], "key:admin", admin=True)["status"] == "taught"
+    assert judge(direct[2], None)["status"] == "taught" and len(gate.memory_) == rows + 5
+    # a pending verdict taken back never counts towards a quorum
+    pending = judge(direct[3], "key:one")
+    asyncio.run(service.revert(pending["decision_id"]))
+    assert judge(direct[3], "key:two")["status"] == "pending" and len(gate.memory_) == rows + 5
+    with pytest.raises(ValueError, match="lesson_quorum"):
+        ChatService(gate, service.retriever, served_chat_model, lesson_quorum=0)

@@ -187,7 +187,7 @@ class FeedbackLog:
             lines = split_lines(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise GateLoadError(f"{directory}: file {FEEDBACK_FILE!r} is unreadable ({exc})") from None
-        entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1)]
+        entries = [_entry(directory, n, line) for n, line in enumerate(lines, 1) if line]
         if len(entries) != state["size"]:
             raise GateLoadError(
                 f"{directory}: file {FEEDBACK_FILE!r} holds {len(entries)} observations, "

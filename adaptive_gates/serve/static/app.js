@@ -304,8 +304,11 @@
         const rows = details.neighbours.map((n) =>
           el(
             "tr",
-            { testid: "neighbour", "data-label": n.label },
-            el("td", { testid: "neighbour-question" }, n.question),
+            { testid: "neighbour", "data-label": n.label, "data-taught-by-another-key": n.taught_by_another_key === true },
+            // another key's question taught through feedback: its label only, never its text
+            n.taught_by_another_key || typeof n.question !== "string"
+              ? el("td", { testid: "neighbour-question", class: "muted" }, "a question another user taught")
+              : el("td", { testid: "neighbour-question" }, n.question),
             el("td", {}, el("span", { class: `label label-${n.label}` }, n.label)),
             el("td", { testid: "neighbour-similarity", class: "number" }, fixed(n.similarity)),
           ),
@@ -397,7 +400,10 @@
       this.up.disabled = this.down.disabled = true;
       (correct ? this.up : this.down).setAttribute("aria-pressed", "true");
       this.feedbackStatus.dataset.label = body.label || "none";
-      if (body.label) {
+      if (body.status === "pending") {
+        const quorum = body.quorum ? ` (${body.quorum.keys} of the ${body.quorum.needed} keys needed)` : "";
+        this.feedbackStatus.textContent = `pending: the gate learns it once other keys agree${quorum}`;
+      } else if (body.label) {
         const memory = body.memory ? ` · memory now ${body.memory.known} known, ${body.memory.unknown} unknown` : "";
         this.feedbackStatus.replaceChildren("the gate learned: ", el("span", { class: `label label-${body.label}` }, body.label), memory);
       } else {
