@@ -56,6 +56,7 @@ from ...models.protocols import Embedder, check_vectors
 from ...records.data import Hit, OutcomeRecord
 from ...records.decision import GateDecision
 from ...records.selfknowledge import outcome_scores
+from ...records.validation import MAX_EMBEDDING_DIMS, MAX_NEW_TOKENS, MAX_SECONDS
 from ...retrieval.base import Retriever
 from ...signals.draft import DRAFT_FEATURE_NAMES, LOGPROB_FEATURE_NAMES, explain, logprob_features, read_draft
 from ...signals.draft_profile import DraftDrift, DraftProfile, DraftWatch
@@ -112,7 +113,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         embedder: the question encoder of ``embedding`` (default: the embedded MiniLM).
         k: passages retrieved (and answered over when the gate retrieves).
         embedding: feed the combiner the question's embedding, reduced by PCA.
-        embedding_dims: the PCA's components.
+        embedding_dims: the PCA's components (at most 65536).
         logprob_features: also read the draft's token log-probabilities
             (``signals.draft.LOGPROB_FEATURE_NAMES``): the backend must give them
             (``LogprobsUnavailableError`` otherwise), and the outcome records fitted on
@@ -139,8 +140,8 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         instruction: the draft prompt's first line (the answerer's, so the draft is the
             answer the answerer would give without passages).
         max_tokens: the draft's length cap (the answerer's 24 by default).
-        retrieval_timeout: seconds a decision waits for its retrieval (``None``: no
-            limit); past them it is a fallback decision. The search itself cannot be
+        retrieval_timeout: seconds a decision waits for its retrieval, at most a day
+            (86400; ``None``: no limit); past them it is a fallback decision. The search itself cannot be
             stopped: a hung retriever keeps its thread.
         max_workers: concurrent requests for backends without batching.
         deadline: seconds one decision (or batch) may wait on such a backend.
@@ -179,7 +180,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "embedding": Boolean(),
-        "embedding_dims": Integer(1),
+        "embedding_dims": Integer(1, MAX_EMBEDDING_DIMS),
         "logprob_features": Boolean(),
         "self_report": Boolean(),
         "cold_start": Boolean(),
@@ -188,12 +189,12 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         "target": OneOf(*TARGETS),
         "C": Real(0, closed="neither"),
         "instruction": Text(),
-        "max_tokens": Integer(1),
-        "retrieval_timeout": [Real(0, closed="neither"), None],
+        "max_tokens": Integer(1, MAX_NEW_TOKENS),
+        "retrieval_timeout": [Real(0, MAX_SECONDS, closed="right"), None],
         "domain_field": [Text(), None],
         "domain": [Text(), None],
         "draft_embedding": Boolean(),
-        "draft_embedding_dims": Integer(1),
+        "draft_embedding_dims": Integer(1, MAX_EMBEDDING_DIMS),
     }
 
     def __init__(

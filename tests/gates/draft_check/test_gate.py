@@ -203,6 +203,28 @@ def test_a_retrieval_past_its_timeout_gives_a_recorded_fallback(fitted, records)
     assert decision.answer_without_retrieval is not None
 
 
+def test_a_retrieval_timeout_is_at_most_a_day(fitted, records, retriever):
+    """A day is waited for as any timeout; 1e308 s, which overflowed the wait into a
+    fallback on every decision, is refused where it is set."""
+    gate = _with_retriever(fitted, retriever)
+    gate.set_params(retrieval_timeout=86400.0)
+    decision = gate.decide(records[TRAIN].question)
+    assert decision.error is None and decision.passages is not None
+    for huge in (86400.5, 1e308):
+        with pytest.raises(ValueError, match=r"retrieval_timeout must be a number in \(0, 86400.0\]"):
+            gate.set_params(retrieval_timeout=huge)
+        with pytest.raises(ValueError, match=r"retrieval_timeout must be a number in \(0, 86400.0\]"):
+            DraftCheckGate(retriever=retriever, retrieval_timeout=huge)
+    assert gate.retrieval_timeout == 86400.0
+
+
+@pytest.mark.parametrize("name", ["embedding_dims", "draft_embedding_dims", "max_tokens", "max_workers", "deadline"])
+def test_sizes_and_durations_have_an_upper_bound(retriever, name):
+    bound = {"max_tokens": "32768", "max_workers": "256", "deadline": "86400.0"}.get(name, "65536")
+    with pytest.raises(ValueError, match=rf"{name} must be (an integer|a number) in [\[(][01], {bound}\]"):
+        DraftCheckGate(retriever=retriever, **{name: 10**9})
+
+
 def test_a_long_draft_whose_usage_says_it_is_short_is_no_draft(fitted, records, retriever, openai_server):
     from adaptive_gates.models.chat.openai_chat import OpenAIChatModel
     from support.openai_server import Fault
