@@ -106,6 +106,11 @@ class ExportMismatchError(BackendError):
     """An ONNX export's vectors differ from sentence-transformers' on the check sentences."""
 
 
+class UntrustedCacheError(BackendError):
+    """A cache folder or file another user could have written (owned by someone other
+    than this user or root, or writable by group or others): nothing in it is loaded."""
+
+
 # ---------------------------------------------------------------------- the server
 class ConversationTooLongError(AdaptiveGatesError, ValueError):
     """A message or the conversation is longer than the server takes (OpenAI's
