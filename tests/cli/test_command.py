@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, load_outcomes
+from adaptive_gates.bundled.shipped import pretrained_path
 from adaptive_gates.cli import main
 from adaptive_gates.evaluation import random_band
 from adaptive_gates.gates.base.gate import Gate
@@ -505,6 +506,10 @@ def _bad_invocations():
         ),
         (["seakr", "--test", "{qa}"], "the following arguments are required: --corpus, --json"),
         (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+        (
+            [*fit[:-1], str(pretrained_path("stacked")), "--overwrite"],
+            "argument --out: " + f"{pretrained_path('stacked')} is inside the folder of the gates the package ships",
+        ),
     ]
 
 
