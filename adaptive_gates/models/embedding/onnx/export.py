@@ -144,8 +144,10 @@ def untrusted(path: Path, *, follow: bool = True) -> str | None:
         return f"{path} cannot be read: {exc}"
     if stat.S_ISLNK(info.st_mode):
         return f"{path} is a symbolic link"
-    user = os.getuid() if hasattr(os, "getuid") else None
-    if user is not None and info.st_uid not in (user, 0):
+    if not hasattr(os, "getuid"):  # no POSIX owners and modes to read (Windows)
+        return None
+    user = os.getuid()
+    if info.st_uid not in (user, 0):
         return f"{path} is owned by uid {info.st_uid}, neither this user ({user}) nor root"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
