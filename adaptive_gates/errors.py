@@ -21,6 +21,11 @@ class GateLoadError(AdaptiveGatesError, ValueError):
     """A saved gate directory is missing, corrupt, or does not match."""
 
 
+class ShippedGateError(AdaptiveGatesError, ValueError):
+    """A save into the folder of the gates the installed package ships
+    (``adaptive_gates/bundled/pretrained``): they are read, never replaced."""
+
+
 class StoreContentError(AdaptiveGatesError, ValueError):
     """The vector store behind an SKR memory holds entries the memory did not add; the
     message says which and what to do. A decision that meets it falls back, logged
@@ -104,6 +109,11 @@ class UnsupportedFolderError(AdaptiveGatesError, ValueError):
 
 class ExportMismatchError(BackendError):
     """An ONNX export's vectors differ from sentence-transformers' on the check sentences."""
+
+
+class UntrustedCacheError(BackendError):
+    """A cache folder or file another user could have written (owned by someone other
+    than this user or root, or writable by group or others): nothing in it is loaded."""
 
 
 # ---------------------------------------------------------------------- the server

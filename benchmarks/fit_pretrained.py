@@ -26,6 +26,7 @@ from _common import DEFAULT_DATA
 from adaptive_gates import DraftCheckGate, Gate, StackedGate
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.bundled.shipped import PRETRAINED, pretrained_path
+from adaptive_gates.persistence.shipped_folder import writing_shipped_gates
 from adaptive_gates.retrieval import BM25Retriever
 
 
@@ -48,7 +49,8 @@ def main() -> None:
     for name in args.gates:
         start = time.perf_counter()
         gate = build[name]().fit_outcomes(records, sources=["adaptive_gates.bundled.datasets.adarague_outcomes()"])
-        path = gate.save(pretrained_path(name), overwrite=True)
+        with writing_shipped_gates():  # the one save allowed into the package's shipped gates
+            path = gate.save(pretrained_path(name), overwrite=True)
         print(f"{name}: fitted on {gate.fitted_on_.describe()} in {time.perf_counter() - start:.0f} s, saved to {path}")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..records.answer_metrics import first_line
+from ..records.validation import MAX_CONCURRENCY, MAX_NEW_TOKENS, check_count
 from .prompts import QA, RETRIEVAL_QA, fill, quote_passages, quote_question
 
 if TYPE_CHECKING:
@@ -137,8 +138,8 @@ class LLMAnswerer:
     ) -> None:
         if style not in ("skr", "when-to-retrieve"):
             raise ValueError(f"style must be 'skr' or 'when-to-retrieve', got {style!r}")
-        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
-            raise ValueError(f"max_workers must be an int >= 1, got {max_workers!r}")
+        check_count(max_workers, "max_workers", MAX_CONCURRENCY)
+        check_count(max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS)
         self._chat = _as_chat_model(model, batch_size)
         self.style = style
         self.instruction = instruction

@@ -1,5 +1,7 @@
 """The command line's values, checked as they are parsed: counts, rates, ``--option``
-pairs and server URLs (an error here is the argument's own)."""
+pairs and server URLs (an error here is the argument's own). Counts and durations have
+upper bounds (``records.validation``: samples, tokens, concurrency, seconds), so a
+typo of a few zeros is refused at once instead of exhausting memory or a timer."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from ..records.validation import check_base_url
+from ..records.validation import MAX_CONCURRENCY, MAX_NEW_TOKENS, MAX_SAMPLES, MAX_SECONDS, check_base_url
 
 #: The most alternatives per token OpenAI gives.
 MAX_TOP_LOGPROBS = 20
@@ -34,6 +36,28 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def _count_at_most(text: str, high: int) -> int:
+    value = positive_int(text)
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high}, got {text!r}")
+    return value
+
+
+def samples(text: str) -> int:
+    """Samples per uncertainty estimate: 1 to ``MAX_SAMPLES``."""
+    return _count_at_most(text, MAX_SAMPLES)
+
+
+def max_tokens(text: str) -> int:
+    """New tokens per answer: 1 to ``MAX_NEW_TOKENS``."""
+    return _count_at_most(text, MAX_NEW_TOKENS)
+
+
+def concurrency(text: str) -> int:
+    """Requests in flight at once: 1 to ``MAX_CONCURRENCY``."""
+    return _count_at_most(text, MAX_CONCURRENCY)
 
 
 def top_logprobs(text: str) -> int:
@@ -95,13 +119,13 @@ def non_negative_int(text: str) -> int:
 
 
 def seconds(text: str) -> float:
-    """A positive, finite number of seconds."""
+    """A positive number of seconds, at most ``MAX_SECONDS`` (a day)."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    if not 0 < value <= MAX_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, at most {MAX_SECONDS:g}, got {text!r}")
     return value
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from ..answering.answerer import DEFAULT_MAX_NEW_TOKENS
 from ..answering.collection import DRAFTS
 from ..errors import UsageError
-from .arguments import MAX_TOP_LOGPROBS, base_url, positive_int, seconds, top_logprobs
+from ..records.validation import MAX_CONCURRENCY, MAX_NEW_TOKENS
+from .arguments import MAX_TOP_LOGPROBS, base_url, concurrency, max_tokens, positive_int, seconds, top_logprobs
 from .backends import chat_model, corpus_retriever
 from .files import bundled_help, data_file, input_file, output_file
 
@@ -66,13 +67,14 @@ def add_parser(sub: Any) -> None:
         "--timeout",
         type=seconds,
         metavar="SECONDS",
-        help="with --chat-model: how long one request may take before it is retried or fails (default: 30)",
+        help="with --chat-model: how long one request may take before it is retried or fails "
+        "(at most 86400, a day; default: 30)",
     )
     col.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=concurrency,
         metavar="N",
-        help=f"with --chat-model: requests in flight at once (default: {DEFAULT_CONCURRENCY})",
+        help=f"with --chat-model: requests in flight at once (1..{MAX_CONCURRENCY}, default: {DEFAULT_CONCURRENCY})",
     )
     logprobs = col.add_mutually_exclusive_group()
     logprobs.add_argument(
@@ -105,10 +107,11 @@ def add_parser(sub: Any) -> None:
     )
     col.add_argument(
         "--max-tokens",
-        type=positive_int,
+        type=max_tokens,
         default=DEFAULT_MAX_NEW_TOKENS,
         metavar="N",
-        help=f"new tokens at most per answer (default: {DEFAULT_MAX_NEW_TOKENS}; answers are a few words)",
+        help=f"new tokens at most per answer (1..{MAX_NEW_TOKENS}, default: {DEFAULT_MAX_NEW_TOKENS}; "
+        "answers are a few words)",
     )
     col.add_argument(
         "--batch-size",

@@ -92,7 +92,14 @@ def saved_gate(text: str) -> Path:
 
 def gate_directory(text: str) -> Path:
     """Where ``fit`` saves a gate: ``Gate.save`` writes hidden siblings and a lock file
-    next to it, so its parent folder (or the nearest that exists) must take new files."""
+    next to it, so its parent folder (or the nearest that exists) must take new files;
+    never the folder of the gates the package ships (refused before anything is tried there)."""
+    from ..persistence.shipped_folder import check_not_shipped
+
+    try:
+        check_not_shipped(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return _tried_output(text, check_creatable)
 
 

@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from ..errors import UsageError
-from .arguments import positive_int, rate
+from ..records.validation import MAX_NEW_TOKENS, MAX_SAMPLES
+from .arguments import max_tokens, positive_int, rate, samples
 from .files import bundled_help, data_file, input_file, output_file, report_file, write_report
 
 
@@ -53,7 +54,9 @@ def add_parser(sub: Any) -> None:
         help=f"the first N of the {len(DEFAULT_DEMOS)} few-shot demonstrations in every prompt "
         f"(default {len(DEFAULT_DEMOS)}; fewer make shorter prompts, read sooner)",
     )
-    sk.add_argument("--samples", type=positive_int, default=20, help="k samples per uncertainty estimate")
+    sk.add_argument(
+        "--samples", type=samples, default=20, help=f"k samples per uncertainty estimate (1..{MAX_SAMPLES}, default 20)"
+    )
     # Token budgets: the defaults are SeaKR's; smaller ones answer sooner.
     for flag, owner, name, what in (
         ("--sample-tokens", SelfAwareUncertainty, "max_new_tokens", "per sample of an uncertainty estimate"),
@@ -61,7 +64,8 @@ def add_parser(sub: Any) -> None:
         ("--answer-tokens", SeaKRPipeline, "answer_tokens", "per full chain of thought"),
     ):
         default = inspect.signature(owner).parameters[name].default
-        sk.add_argument(flag, type=positive_int, default=default, help=f"new tokens at most {what} (default {default})")
+        bounds = f"1..{MAX_NEW_TOKENS}, default {default}"
+        sk.add_argument(flag, type=max_tokens, default=default, help=f"new tokens at most {what} ({bounds})")
     sk.add_argument("--max-steps", type=positive_int, default=7)
     sk.add_argument("--max-docs", type=positive_int, default=5)
     sk.add_argument("--checkpoint", type=output_file, help="JSONL of finished questions: appended, and reused on rerun")

@@ -36,7 +36,7 @@ from ..serve.build import DEFAULT_GATE
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from .arguments import base_url, non_negative_int, port, positive_int, seconds, share
+from .arguments import base_url, max_tokens, non_negative_int, port, positive_int, seconds, share
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
@@ -99,7 +99,7 @@ def add_parser(sub: Any) -> None:
         "question alone unless it refers back (default 2)",
     )
     serve.add_argument(
-        "--max-tokens", type=positive_int, default=128, help="answer length when a request sets none (default 128)"
+        "--max-tokens", type=max_tokens, default=128, help="answer length when a request sets none (default 128)"
     )
     serve.add_argument("--no-save", action="store_true", help="do not save what feedback teaches to --gate")
     serve.add_argument(

@@ -235,6 +235,10 @@ class _SKRMemoryGate(LearnsFromFeedback, Gate):
 
     # ------------------------------------------------------------------ persistence
     def _save_state(self, directory: Path) -> dict[str, Any]:
+        with self._lesson_lock():  # no lesson half learnt or half withdrawn in the save
+            return self._save_memory_and_log(directory)
+
+    def _save_memory_and_log(self, directory: Path) -> dict[str, Any]:
         memory = self.memory_
         try:
             state = memory.save(directory)

@@ -70,6 +70,7 @@ from ..models.protocols import Embedder, check_vectors
 from ..records.answer_metrics import normalize_answer
 from ..records.data import OutcomeRecord
 from ..records.selfknowledge import outcome_scores
+from ..records.validation import MAX_EMBEDDING_DIMS
 from ..signals.question_features import FEATURE_NAMES, question_features
 from .base.constraints import Boolean, Integer, OneOf, Real
 from .base.encoder_record import check_encoder_record, encoder_record
@@ -171,7 +172,7 @@ class StackedGate(HoldsCombiner, LearnsFromFeedback, Gate):
             (``question_features``).
         embedding: also feed the combiner the question's embedding, reduced to
             ``embedding_dims`` principal components learned from the training rows.
-        embedding_dims: how many components of the embedding the combiner sees.
+        embedding_dims: how many components of the embedding the combiner sees (at most 65536).
         model: the combiner (``combiner.Model``): ``"blend"`` (default) rank-averages
             the logistic heads and boosted trees, ``"logistic"`` or ``"boosted"`` uses
             one. The default threshold: with ``"logistic"``, 0 for ``"gain"`` and the
@@ -193,7 +194,7 @@ class StackedGate(HoldsCombiner, LearnsFromFeedback, Gate):
         "target": OneOf(*TARGETS),
         "features": Boolean(),
         "embedding": Boolean(),
-        "embedding_dims": Integer(1),
+        "embedding_dims": Integer(1, MAX_EMBEDDING_DIMS),
         "model": OneOf(*MODELS),
         "C": Real(0, closed="neither"),
         "folds": Integer(2),

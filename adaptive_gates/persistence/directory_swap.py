@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import GateLoadError
+from .shipped_folder import is_shipped
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +170,13 @@ def reading(path: str | Path) -> Iterator[None]:
     interrupted save moved aside, then holds a shared lock on ``.<name>.lock``, which
     saves wait for (loads do not wait for each other). The last reader out removes
     the lock file. Where no lock file can be made (a read-only folder, where no save
-    can swap anything either) the block reads without one.
+    can swap anything either) the block reads without one, as it reads the gates the
+    package ships (``shipped_folder``: no save may replace them).
     """
     path = Path(path)
+    if is_shipped(path):  # the package's own gates, which no save replaces: nothing written beside them
+        yield
+        return
     recover_interrupted_save(path)
     lock_path = _lock_path(path)
     try:

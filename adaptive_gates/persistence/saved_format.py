@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import GateLoadError
 from . import strict_json
 from .directory_swap import replace_directory
+from .shipped_folder import check_not_shipped
 
 FORMAT = "adaptive-gates/gate"
 #: 2: config.json carries checksums of its own fields (version 1 had none, so an
@@ -141,9 +142,11 @@ def check_save_target(path: str | Path, overwrite: bool = False) -> None:
     Nothing may exist at ``path`` unless ``overwrite`` is set, and then only an
     empty directory or a saved gate: a directory whose ``config.json`` is of this
     format and whose other entries are all the gate's own files and member folders.
-    Raises ``FileExistsError`` naming what is there. Callers can check before doing
+    Raises ``FileExistsError`` naming what is there, and ``ShippedGateError`` for any
+    path in the folder of the gates the package ships. Callers can check before doing
     the work of fitting.
     """
+    check_not_shipped(path)
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
         return
@@ -206,6 +209,7 @@ def save_directory(path: str | Path, write: Callable[[Path], None], *, overwrite
     ``path`` whole (``directory_swap.replace_directory``). What may be replaced: see
     ``check_save_target``.
     """
+    check_not_shipped(path)  # before the lock file beside it is made
     try:
         return replace_directory(Path(path), write, lambda target: check_save_target(target, overwrite))
     except FileExistsError:

@@ -150,6 +150,37 @@ def check_text(text: object, what: str) -> None:
         raise ValueError(f"{what} must not be empty or whitespace")
 
 
+# Upper bounds of the numbers a user sets, far above any sensible setting and well below
+# what exhausts the machine or overflows a timer (a count of 10**20 samples asks for
+# memory no machine has; a timeout of 1e308 s overflows the clock it is added to).
+
+#: Samples per uncertainty estimate (SeaKR's k; the paper draws 20).
+MAX_SAMPLES = 64
+#: Seconds a timeout may be: one day.
+MAX_SECONDS = 86_400.0
+#: New tokens per answer: the longest context of the models this package runs.
+MAX_NEW_TOKENS = 32_768
+#: Requests in flight at once (each is a thread and a connection).
+MAX_CONCURRENCY = 256
+#: Components an embedding is reduced to (wider than any embedding model's vectors).
+MAX_EMBEDDING_DIMS = 65_536
+
+
+def check_count(value: object, name: str, high: int) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int in ``[1, high]`` (naming both)."""
+    check_positive(value, name)
+    if value > high:  # type: ignore[operator]  # an int, checked above
+        raise ValueError(f"{name} must be at most {high}, got {value!r}")
+
+
+def check_seconds(value: object, name: str) -> float:
+    """``value`` as a float, or a ``ValueError`` unless it is a number of seconds in
+    (0, ``MAX_SECONDS``]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a positive number of seconds, at most {MAX_SECONDS:g} (a day), got {value!r}")
+    return float(value)
+
+
 def check_positive(value: object, name: str) -> None:
     """Raise ``ValueError`` unless ``value`` is an int >= 1 (a bool is no count)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -167,9 +198,10 @@ def check_stops(stop: str | Sequence[str] | None) -> list[str]:
 
 
 def check_sampling(k: int, temperature: float, top_k: int, top_p: float, max_new_tokens: int) -> None:
-    """Raise ``ValueError`` for sampling settings a causal LM cannot draw with."""
-    check_positive(k, "k")
-    check_positive(max_new_tokens, "max_new_tokens")
+    """Raise ``ValueError`` for sampling settings a causal LM cannot draw with (or
+    should not: more than ``MAX_SAMPLES`` samples or ``MAX_NEW_TOKENS`` tokens)."""
+    check_count(k, "k", MAX_SAMPLES)
+    check_count(max_new_tokens, "max_new_tokens", MAX_NEW_TOKENS)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:

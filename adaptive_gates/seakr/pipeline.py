@@ -47,7 +47,7 @@ from ..errors import NotFittedError
 from ..gates.base.calibration import Calibration
 from ..models.protocols import check_probing_lm
 from ..records.answer_metrics import extract_seakr_answer
-from ..records.validation import check_question
+from ..records.validation import MAX_NEW_TOKENS, check_count, check_question
 from ..retrieval.base import Hit, Retriever
 from .gate import SeaKRGate
 from .queries import build_query
@@ -158,6 +158,8 @@ class SeaKRPipeline:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name, value in (("step_tokens", step_tokens), ("answer_tokens", answer_tokens)):
+            check_count(value, name, MAX_NEW_TOKENS)
         if isinstance(prefix_cache, bool) or not isinstance(prefix_cache, int) or prefix_cache < 0:
             raise ValueError(f"prefix_cache must be an int >= 0 (0 = off), got {prefix_cache!r}")
         if not 0 <= theta < 1:

@@ -53,10 +53,20 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="style must be 'skr' or 'when-to-retrieve'"):
         LLMAnswerer(style="chatty")
     for workers in [0, 1.5, True]:
-        with pytest.raises(ValueError, match="max_workers must be an int >= 1"):
+        with pytest.raises(ValueError, match="max_workers must be a positive int"):
             LLMAnswerer(max_workers=workers)
     with pytest.raises(TypeError, match=r"model must be a ChatModel .* got str"):
         LLMAnswerer("SmolLM2")
+
+
+def test_workers_and_answer_length_have_an_upper_bound():
+    assert LLMAnswerer(max_workers=256, max_new_tokens=32768).max_workers == 256
+    with pytest.raises(ValueError, match="max_workers must be at most 256, got 257"):
+        LLMAnswerer(max_workers=257)
+    with pytest.raises(ValueError, match="max_new_tokens must be at most 32768, got 100000000"):
+        LLMAnswerer(max_new_tokens=10**8)
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive int"):
+        LLMAnswerer(max_new_tokens=0)
 
 
 def test_the_two_prompt_styles():

@@ -1,7 +1,8 @@
 """The gates the package ships fitted load from the installed package, decide with a
 user's own backends (the embedded SmolLM2, BM25 over real Wikipedia passages that
 install with the package set), and are named on the command line as
-``pretrained:<name>``; nothing saves over them."""
+``pretrained:<name>``; nothing saves over them, and loading them writes nothing
+into the package."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import numpy as np
 import pytest
 
 import adaptive_gates
-from adaptive_gates import DraftCheckGate, StackedGate, pretrained
+from adaptive_gates import DraftCheckGate, StackedGate, load_gate, pretrained
 from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.bundled.shipped import PRETRAINED, SHIPPED_MODEL, is_pretrained, pretrained_notice, pretrained_path
 from adaptive_gates.cli.files import saved_gate
+from adaptive_gates.errors import ShippedGateError
 from adaptive_gates.models import LocalChatModel
 from adaptive_gates.models.embedded import SMOLLM2_ID
+from adaptive_gates.persistence.shipped_folder import SHIPPED_ROOT
 from adaptive_gates.retrieval import BM25Retriever
 from support.shared_data import packaged_wiki_paragraphs
 
@@ -73,6 +76,42 @@ def test_the_shipped_stacked_gate_reads_the_question_alone(cached_embedder):
     for decision in decisions:
         assert decision.error is None and decision.passages is None and decision.llm_calls is None
         assert 0.0 <= decision.score <= 1.0
+
+
+def _package_folders() -> dict[str, tuple[int, list[str]]]:
+    """Each folder of the shipped gates: its modification time and what it holds."""
+    folders = [SHIPPED_ROOT, *(pretrained_path(name) for name in PRETRAINED)]
+    return {str(f): (f.stat().st_mtime_ns, sorted(p.name for p in f.iterdir())) for f in folders}
+
+
+def test_loading_a_shipped_gate_writes_nothing_into_the_package(cached_embedder):
+    """No lock file is made (and removed) beside the shipped gates: their folder's
+    modification time stays as it was."""
+    before = _package_folders()
+    for _ in range(3):
+        pretrained("stacked", embedder=cached_embedder)
+        load_gate(pretrained_path("stacked"), embedder=cached_embedder)
+    assert _package_folders() == before
+
+
+def test_no_save_replaces_or_joins_a_shipped_gate(cached_embedder, tmp_path):
+    gate = pretrained("stacked", embedder=cached_embedder)
+    shipped_config = (pretrained_path("stacked") / "config.json").read_bytes()
+    before = _package_folders()
+    (tmp_path / "link").symlink_to(SHIPPED_ROOT)
+    for target, overwrite in [
+        (pretrained_path("stacked"), True),
+        (pretrained_path("draft-check"), True),
+        (SHIPPED_ROOT / "mine", False),
+        (pretrained_path("stacked") / "inner", False),
+        (tmp_path / "link" / "stacked", True),  # through a link
+        (SHIPPED_ROOT / ".." / "pretrained" / "stacked", True),
+    ]:
+        with pytest.raises(ShippedGateError, match="inside the folder of the gates the package ships"):
+            gate.save(target, overwrite=overwrite)
+    assert _package_folders() == before
+    assert (pretrained_path("stacked") / "config.json").read_bytes() == shipped_config
+    assert gate.save(tmp_path / "mine").is_dir()  # anywhere else, as ever
 
 
 def test_the_shipped_gates_are_llama_3_1_8b_fits_and_say_so(caplog):

@@ -10,12 +10,15 @@ from adaptive_gates.cli import main
 from adaptive_gates.cli.arguments import (
     MAX_TOP_LOGPROBS,
     base_url,
+    concurrency,
     key_value,
     max_rate,
+    max_tokens,
     non_negative_int,
     port,
     positive_int,
     rate,
+    samples,
     seconds,
     share,
     top_logprobs,
@@ -60,8 +63,21 @@ def test_rates_and_shares():
     assert share("0") == 0.0 and share("1") == 1.0
     assert "in [0, 1]" in refused(share, "nan")
     assert seconds("2.5") == 2.5
-    for bad in ("0", "inf", "-1", "soon"):
+    for bad in ("0", "inf", "-1", "soon", "nan"):
         assert "positive number of seconds" in refused(seconds, bad)
+    assert seconds("86400") == 86400.0
+    for huge in ("86400.5", "1e308"):
+        assert "at most 86400" in refused(seconds, huge)
+
+
+@pytest.mark.parametrize(
+    ("parse", "high"), [(samples, 64), (max_tokens, 32768), (concurrency, 256)], ids=["samples", "tokens", "requests"]
+)
+def test_counts_with_an_upper_bound(parse, high):
+    assert parse("1") == 1 and parse(str(high)) == high
+    assert f"must be at most {high}, got '{high + 1}'" in refused(parse, str(high + 1))
+    assert f"must be at most {high}" in refused(parse, str(10**20))
+    assert "positive integer" in refused(parse, "0")
 
 
 def test_base_urls():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from adaptive_gates import SKRClassifierGate, SKRKnnGate, load_outcomes
+from adaptive_gates.bundled.shipped import pretrained_path
 from adaptive_gates.cli import main
 from adaptive_gates.evaluation import random_band
 from adaptive_gates.gates.base.gate import Gate
@@ -469,6 +470,24 @@ def _bad_invocations():
         ([*collect, "--chat-model", "c", "--timeout", "0"], "argument --timeout: must be a positive number of seconds"),
         ([*collect, "--base-url", "http://127.0.0.1:9"], "--base-url goes with --chat-model"),
         (
+            [*collect, "--chat-model", "c", "--timeout", "1e308"],
+            "argument --timeout: must be a positive number of seconds, at most 86400, got '1e308'",
+        ),
+        ([*collect, "--chat-model", "c", "--concurrency", "1000"], "argument --concurrency: must be at most 256"),
+        ([*collect, "--max-tokens", "10000000"], "argument --max-tokens: must be at most 32768, got '10000000'"),
+        (
+            ["seakr", "--test", "{qa}", "--corpus", "{corpus}", "--json", "x", "--samples", str(10**20)],
+            f"argument --samples: must be at most 64, got '{10**20}'",
+        ),
+        (
+            ["seakr", "--test", "{qa}", "--corpus", "{corpus}", "--json", "x", "--answer-tokens", "99999"],
+            "argument --answer-tokens: must be at most 32768",
+        ),
+        (
+            [*fit[:2], "stacked", *fit[3:], "--option", "embedding_dims=1000000000"],
+            "gate 'stacked': embedding_dims must be an integer in [1, 65536], got 1000000000",
+        ),
+        (
             [*collect, "--chat-model", "c", "--api-key-env", "ADAPTIVE_GATES_UNSET_KEY_VAR"],
             "--api-key-env: the environment variable ADAPTIVE_GATES_UNSET_KEY_VAR is not set",
         ),
@@ -487,6 +506,10 @@ def _bad_invocations():
         ),
         (["seakr", "--test", "{qa}"], "the following arguments are required: --corpus, --json"),
         (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+        (
+            [*fit[:-1], str(pretrained_path("stacked")), "--overwrite"],
+            "argument --out: " + f"{pretrained_path('stacked')} is inside the folder of the gates the package ships",
+        ),
     ]
 
 

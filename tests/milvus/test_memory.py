@@ -390,3 +390,55 @@ def test_entries_read_every_row_in_insertion_order_past_one_page(milvus_uri, col
     assert (stored, stored_labels.tolist()) == (expected, expected_labels.tolist())
     np.testing.assert_allclose(stored_vectors, expected_vectors, atol=1e-6)
     assert (len(memory), memory.counts) == (len(questions), reference.counts)
+
+
+def test_one_lesson_withdrawn_from_two_threads_leaves_the_training_rows(milvus_uri, embedder, labelled, collection):
+    """The lesson agrees with the training label, so a second removal would delete the
+    training row: one thread takes the lesson back, the other is told the log holds none."""
+    questions, labels = labelled
+    gate = _gate(embedder, MilvusMemory.factory(milvus_uri, collection)).fit(questions, labels)
+    trained = questions[labels.index(0)]
+    start = threading.Barrier(2)
+
+    def withdraw(entry) -> str:
+        start.wait()
+        try:
+            gate.withdraw_feedback(entry)
+        except ValueError as exc:
+            return str(exc)
+        return "ok"
+
+    for _ in range(12):
+        entry = gate.record_feedback(trained, retrieved=False, correct=True)
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = sorted(f.result() for f in [pool.submit(withdraw, entry) for _ in range(2)])
+        assert outcomes[0] == "ok" and "holds no entry" in outcomes[1], outcomes
+        assert _copies(gate.memory_, trained) == [0] and len(gate.memory_) == len(questions)
+    assert len(gate.feedback_) == 0
+
+
+def test_a_save_taken_while_lessons_are_withdrawn_is_whole(milvus_uri, embedder, labelled, asked, collection, tmp_path):
+    """One thread gives and takes back lessons while another saves: every save counts
+    the rows of the lessons its log holds, no more, no fewer."""
+    questions, labels = labelled
+    gate = _gate(embedder, MilvusMemory.factory(milvus_uri, collection)).fit(questions, labels)
+    teaching = threading.Event()
+
+    def teach() -> None:
+        for _ in range(30):
+            gate.withdraw_feedback(gate.record_feedback(asked[0], retrieved=False, correct=False))
+        teaching.set()
+
+    with ThreadPoolExecutor(1) as pool:
+        taught = pool.submit(teach)
+        saves = []
+        while not teaching.is_set() and len(saves) < 40:
+            saves.append(gate.save(tmp_path / f"gate{len(saves)}"))
+        taught.result()
+    torn = []
+    for path in saves:
+        config = json.loads((path / "config.json").read_text())
+        logged = config["state"].get("feedback", {}).get("size", 0)
+        if config["state"]["size"] - len(questions) != logged:
+            torn.append((path.name, config["state"]["size"] - len(questions), logged))
+    assert len(saves) > 5 and not torn

@@ -7,9 +7,15 @@ import pytest
 
 from adaptive_gates.errors import InvalidQuestionError
 from adaptive_gates.records.validation import (
+    MAX_CONCURRENCY,
+    MAX_EMBEDDING_DIMS,
+    MAX_NEW_TOKENS,
     MAX_QUESTION_CHARS,
+    MAX_SAMPLES,
+    MAX_SECONDS,
     check_base_url,
     check_batch,
+    check_count,
     check_encodable,
     check_labels,
     check_outcomes,
@@ -17,6 +23,7 @@ from adaptive_gates.records.validation import (
     check_question,
     check_questions,
     check_sampling,
+    check_seconds,
     check_stops,
     check_text,
     is_invisible,
@@ -106,6 +113,25 @@ def test_text_and_positive_ints():
             check_positive(bad, "k")
 
 
+def test_counts_and_seconds_with_an_upper_bound():
+    assert (MAX_SAMPLES, MAX_NEW_TOKENS, MAX_CONCURRENCY, MAX_EMBEDDING_DIMS, MAX_SECONDS) == (
+        64,
+        32768,
+        256,
+        65536,
+        86400.0,
+    )
+    check_count(5, "n", 5)
+    with pytest.raises(ValueError, match="n must be at most 5, got 6"):
+        check_count(6, "n", 5)
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        check_count(0, "n", 5)
+    assert check_seconds(86400, "timeout") == 86400.0 and check_seconds(0.25, "timeout") == 0.25
+    for bad in (0, -1, 86400.001, 1e308, float("inf"), float("nan"), True, "30"):
+        with pytest.raises(ValueError, match=r"timeout must be a positive number of seconds, at most 86400"):
+            check_seconds(bad, "timeout")
+
+
 def test_stops():
     assert check_stops(None) == []
     assert check_stops("\n") == ["\n"]
@@ -121,6 +147,8 @@ def test_sampling_settings():
         ({"k": 0}, "k must be a positive int"),
         ({"k": True}, "k must be a positive int"),
         ({"max_new_tokens": 0}, "max_new_tokens must be a positive int"),
+        ({"k": 65}, "k must be at most 64, got 65"),
+        ({"max_new_tokens": 32769}, "max_new_tokens must be at most 32768, got 32769"),
         ({"temperature": 0.0}, "temperature must be > 0"),
         ({"temperature": float("nan")}, "temperature must be > 0"),
         ({"top_k": -1}, "top_k must be an int >= 0"),

@@ -211,6 +211,9 @@ def test_bad_parameters_are_refused(retriever) -> None:
     ):
         with pytest.raises(ValueError):
             SeaKRPipeline(retriever, **options)
+    for name in ("step_tokens", "answer_tokens"):
+        with pytest.raises(ValueError, match=f"{name} must be at most 32768, got 1000000"):
+            SeaKRPipeline(retriever, **{name: 10**6})
 
 
 # ------------------------------------------------------------ multi-hop loop

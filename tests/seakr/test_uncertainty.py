@@ -94,6 +94,15 @@ def test_bad_parameters_are_refused() -> None:
         SeaKRGate(prompt_template="no slot here")
 
 
+def test_samples_and_their_length_have_an_upper_bound() -> None:
+    """10**20 samples asked for memory no machine has; refused before any is drawn."""
+    assert SelfAwareUncertainty(k=64, max_new_tokens=32768).k == 64
+    with pytest.raises(ValueError, match="k must be at most 64, got 100000000000000000000"):
+        SelfAwareUncertainty(k=10**20)
+    with pytest.raises(ValueError, match="max_new_tokens must be at most 32768"):
+        SelfAwareUncertainty(max_new_tokens=10**6)
+
+
 # ------------------------------------------------------------- the EOS probe
 def _reference_states(lm: LocalCausalLM, prompt: str, probes, module_path: str, *, close: bool = True):
     """The probe computed the plain way (SPEC §4.1): one right-padded forward pass over

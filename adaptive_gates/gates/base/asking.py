@@ -21,6 +21,7 @@ from ...models.chat.base import ChatModel, ChatOptions, ChatReply, Message, Sync
 from ...models.chat.batch import achat_each, chat_each
 from ...persistence.saved_format import check_saved_backend
 from ...records.token_logprobs import impossible_logprob
+from ...records.validation import MAX_CONCURRENCY, MAX_SECONDS
 from .assessment import Assessment
 from .constraints import Integer, Real, validate_params
 from .driving import adrive, drive
@@ -46,7 +47,10 @@ Scored = Assessment
 T = TypeVar("T")
 
 #: What ``ChatBackend`` (and so every chat-backed gate) takes for how it asks.
-_ASKING_CONSTRAINTS: dict[str, Any] = {"max_workers": Integer(1), "deadline": [Real(0, closed="neither"), None]}
+_ASKING_CONSTRAINTS: dict[str, Any] = {
+    "max_workers": Integer(1, MAX_CONCURRENCY),
+    "deadline": [Real(0, MAX_SECONDS, closed="right"), None],
+}
 
 
 @dataclass(frozen=True)

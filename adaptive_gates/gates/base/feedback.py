@@ -223,7 +223,11 @@ def _entry(directory: Path, line_number: int, line: str) -> Feedback:
 class LearnsFromFeedback:
     """Mixin for a ``Gate`` that learns online; list it before ``Gate`` in the bases.
 
-    The gate keeps ``self._feedback`` (a ``FeedbackLog``, started empty by ``fit``)."""
+    The gate keeps ``self._feedback`` (a ``FeedbackLog``, started empty by ``fit``).
+    One lesson learnt or taken back is one step under ``_lesson_lock``: the check that
+    the log holds it, the change to the memory and the change to the log, so two
+    threads withdrawing the same lesson take one copy, never a training row too; a
+    gate's ``_save_state`` takes the same lock, so a save holds a lesson whole or not at all."""
 
     _feedback: FeedbackLog | None
 
@@ -238,6 +242,14 @@ class LearnsFromFeedback:
     def learns_online(self) -> bool:
         return True
 
+    def _lesson_lock(self) -> threading.RLock:
+        """The lock one lesson's learning, its withdrawal and a save share (made at
+        first use, so a gate built by any constructor has one)."""
+        lock = self.__dict__.get("_lessons_lock")
+        if lock is None:
+            lock = self.__dict__.setdefault("_lessons_lock", threading.RLock())
+        return lock
+
     @property
     def feedback_(self) -> FeedbackLog:
         """Every feedback observation since the gate was fitted (fitted state)."""
@@ -250,8 +262,9 @@ class LearnsFromFeedback:
         self._check_fitted()
         clean = check_question(question)
         retrieved, correct = check_feedback(retrieved, correct)
-        entry = self.feedback_.observe(clean, retrieved, correct)
-        self._learn(entry)
+        with self._lesson_lock():  # labelled in the light of the log as it is when learnt
+            entry = self.feedback_.observe(clean, retrieved, correct)
+            self._learn(entry)
         logger.debug("%s feedback: %s", self.name, entry)
         return entry
 
@@ -273,7 +286,8 @@ class LearnsFromFeedback:
         self._check_fitted()
         if not isinstance(entry, Feedback):
             raise TypeError(f"expected the Feedback record_feedback returned, got {type(entry).__name__}")
-        self._unlearn(entry)
+        with self._lesson_lock():  # the check that the log holds it, the removal and the log's change as one
+            self._unlearn(entry)
         logger.info("%s feedback withdrawn: %s", self.name, entry)
 
     def _unlearn(self, entry: Feedback) -> None:

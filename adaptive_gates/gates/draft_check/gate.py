@@ -33,9 +33,10 @@ Whether the combiner reads the draft's agreement with the passages is the
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -56,6 +57,7 @@ from ...models.protocols import Embedder, check_vectors
 from ...records.data import Hit, OutcomeRecord
 from ...records.decision import GateDecision
 from ...records.selfknowledge import outcome_scores
+from ...records.validation import MAX_EMBEDDING_DIMS, MAX_NEW_TOKENS, MAX_SECONDS
 from ...retrieval.base import Retriever
 from ...signals.draft import DRAFT_FEATURE_NAMES, LOGPROB_FEATURE_NAMES, explain, logprob_features, read_draft
 from ...signals.draft_profile import DraftDrift, DraftProfile, DraftWatch
@@ -112,7 +114,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         embedder: the question encoder of ``embedding`` (default: the embedded MiniLM).
         k: passages retrieved (and answered over when the gate retrieves).
         embedding: feed the combiner the question's embedding, reduced by PCA.
-        embedding_dims: the PCA's components.
+        embedding_dims: the PCA's components (at most 65536).
         logprob_features: also read the draft's token log-probabilities
             (``signals.draft.LOGPROB_FEATURE_NAMES``): the backend must give them
             (``LogprobsUnavailableError`` otherwise), and the outcome records fitted on
@@ -139,8 +141,8 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         instruction: the draft prompt's first line (the answerer's, so the draft is the
             answer the answerer would give without passages).
         max_tokens: the draft's length cap (the answerer's 24 by default).
-        retrieval_timeout: seconds a decision waits for its retrieval (``None``: no
-            limit); past them it is a fallback decision. The search itself cannot be
+        retrieval_timeout: seconds a decision waits for its retrieval, at most a day
+            (86400; ``None``: no limit); past them it is a fallback decision. The search itself cannot be
             stopped: a hung retriever keeps its thread.
         max_workers: concurrent requests for backends without batching.
         deadline: seconds one decision (or batch) may wait on such a backend.
@@ -179,7 +181,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
     _parameter_constraints: ClassVar[dict[str, Any]] = {
         "k": Integer(1),
         "embedding": Boolean(),
-        "embedding_dims": Integer(1),
+        "embedding_dims": Integer(1, MAX_EMBEDDING_DIMS),
         "logprob_features": Boolean(),
         "self_report": Boolean(),
         "cold_start": Boolean(),
@@ -188,12 +190,12 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         "target": OneOf(*TARGETS),
         "C": Real(0, closed="neither"),
         "instruction": Text(),
-        "max_tokens": Integer(1),
-        "retrieval_timeout": [Real(0, closed="neither"), None],
+        "max_tokens": Integer(1, MAX_NEW_TOKENS),
+        "retrieval_timeout": [Real(0, MAX_SECONDS, closed="right"), None],
         "domain_field": [Text(), None],
         "domain": [Text(), None],
         "draft_embedding": Boolean(),
-        "draft_embedding_dims": Integer(1),
+        "draft_embedding_dims": Integer(1, MAX_EMBEDDING_DIMS),
     }
 
     def __init__(
@@ -250,6 +252,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         self._fitted_retriever: str | None = None
         self._agreement_check: AgreementCheck | None = None
         self._warned_of_retriever = False
+        self._retriever_notes_logged: set[str] = set()
         self._domains: DomainColumns | None = None
         self._warned_of_domain = False
         self._draft_watch: DraftWatch | None = None
@@ -338,8 +341,8 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         kind = retriever_kind(self.retriever)
         if self._fitted_retriever not in (None, kind) and not self._warned_of_retriever:
             self._warned_of_retriever = True  # once per gate, not on every decision
-            logger.warning(
-                "%s was fitted with a %s and now checks drafts through a %s: its retrieval features may read "
+            logger.warning(  # the fitted kind comes from the saved file: quoted, never written as it is
+                "%s was fitted with a %r and now checks drafts through a %r: its retrieval features may read "
                 "differently; fit it with this retriever for figures that hold",
                 self.name,
                 self._fitted_retriever,
@@ -348,7 +351,12 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
         found = self.retriever.search_batch(questions, self.k)
         if len(found) != len(questions):
             raise ValueError(f"the retriever returned {len(found)} result lists for {len(questions)} questions")
-        return [tuple(hits) for hits in found]
+        checked = [checked_hits(hits, self.k) for hits in found]
+        for notes in dict.fromkeys(note for hits in checked for note in hits.notes):
+            if notes not in self._retriever_notes_logged:  # once per gate and kind of trouble
+                self._retriever_notes_logged.add(notes)
+                logger.warning("%s: the retriever %s", self.name, notes)
+        return list(checked)
 
     def _search_within(self, questions: list[str]) -> list[tuple[Hit, ...]]:
         """``_search``, given up on (``TimeoutError``) after ``retrieval_timeout`` seconds."""
@@ -656,6 +664,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
             )
             if self._domains is not None:
                 details[-1]["domain"] = self._domains.reads(self.domain)
+        _note_retriever_troubles(details, found)
         return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
 
     def _served(self, decision: GateDecision) -> tuple[str, str, tuple[Hit, ...]]:
@@ -695,6 +704,7 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
                     "cold_start": True,
                 }
             )
+        _note_retriever_troubles(details, found)
         return Assessment(scores, details, drafts=drafts, fallbacks=fallbacks, llm_calls=calls, passages=list(found))
 
     # ------------------------------------------------------------------ persistence
@@ -784,8 +794,53 @@ class DraftCheckGate(HoldsCombiner, LearnsFromShadows, AsksInRounds, Gate):
             raise GateLoadError(f"{directory}: field 'state.agreement' {exc}") from None
 
 
+#: The most wrappers (``wrapped``) looked through for the retriever they wrap.
+MAX_WRAPPERS = 32
+
+
 def retriever_kind(retriever: Retriever) -> str:
-    """The class of the retriever searched, through memos that wrap one (``wrapped``)."""
-    while hasattr(retriever, "wrapped"):
-        retriever = retriever.wrapped
+    """The class of the retriever searched, through memos that wrap one (``wrapped``).
+    A chain of wrappers that comes back to one already seen, or runs past
+    ``MAX_WRAPPERS``, stops there: the kind is that of the last wrapper reached."""
+    seen: set[int] = set()
+    while hasattr(retriever, "wrapped") and id(retriever) not in seen and len(seen) < MAX_WRAPPERS:
+        seen.add(id(retriever))
+        inner = retriever.wrapped
+        if inner is None:
+            break
+        retriever = inner
     return type(retriever).__name__
+
+
+class CheckedHits(tuple[Hit, ...]):
+    """One question's passages as the gate reads them, with ``notes`` on what the
+    retriever gave beyond that (more than ``k`` hits, hits without text)."""
+
+    notes: tuple[str, ...] = ()
+
+
+def checked_hits(hits: Iterable[object], k: int) -> CheckedHits:
+    """The first ``k`` of ``hits`` that are passages with text (a ``Hit`` whose
+    ``text`` is a str); what was cut or left out is in ``notes``. A retriever that
+    gives more than asked, or passages without text, costs no decision."""
+    first = list(itertools.islice(iter(hits), k + 1))
+    notes = []
+    if len(first) > k:
+        notes.append(f"returned more than k={k} passages: the first {k} were kept")
+        first = first[:k]
+    kept = [hit for hit in first if isinstance(hit, Hit) and isinstance(hit.text, str)]
+    if len(kept) < len(first):
+        bad = [h for h in first if not (isinstance(h, Hit) and isinstance(h.text, str))]
+        what = sorted({f"text {type(h.text).__name__}" if isinstance(h, Hit) else type(h).__name__ for h in bad})
+        notes.append(f"returned {len(bad)} passages without text ({', '.join(what)}): left out")
+    checked = CheckedHits(kept)
+    checked.notes = tuple(notes)
+    return checked
+
+
+def _note_retriever_troubles(details: list[dict[str, Any]], found: Sequence[tuple[Hit, ...]]) -> None:
+    """Each decision's details record what its retriever gave that was cut or left out."""
+    for entry, hits in zip(details, found):
+        notes = getattr(hits, "notes", ())
+        if notes:
+            entry["retriever_notes"] = list(notes)

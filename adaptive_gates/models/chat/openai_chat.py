@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import threading
 import weakref
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ...errors import BackendError, BackendUnavailableError
 from ...records.token_logprobs import tokens_from_openai
-from ...records.validation import check_base_url
+from ...records.validation import check_base_url, check_seconds
 from ..optional import require
 from .base import ChatOptions, ChatReply, Message, ResolvedChatOptions, TokenLogprob, TokenUsage, check_messages
 from .stream import ChatChunk
@@ -64,8 +63,7 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_seconds(timeout, "timeout")
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         if base_url is not None:

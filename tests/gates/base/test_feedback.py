@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -418,3 +421,53 @@ def test_a_decision_dict_shares_no_container_with_the_decision(knn) -> None:
     out["details"]["neighbours"][0]["question"] = "changed"
     out["details"]["k"] = -1
     assert decision.details["neighbours"][0]["question"] != "changed" and decision.details["k"] > 0
+
+
+def _copies_of(gate: SKRKnnGate, question: str) -> list[int]:
+    """The labels of the memory's copies of ``question``, in insertion order."""
+    _, labels, questions = gate.memory_.entries()
+    return [int(label) for label, q in zip(labels.tolist(), questions) if q == question]
+
+
+def _withdraw_from_two_threads(gate: SKRKnnGate, entry) -> list[str]:
+    """Two threads withdraw ``entry`` at once; what each ended with ("ok" or the error)."""
+    start = threading.Barrier(2)
+
+    def withdraw() -> str:
+        start.wait()
+        try:
+            gate.withdraw_feedback(entry)
+        except ValueError as exc:
+            return str(exc)
+        return "ok"
+
+    with ThreadPoolExecutor(2) as pool:
+        return [f.result() for f in [pool.submit(withdraw) for _ in range(2)]]
+
+
+@pytest.fixture
+def rapid_switching():
+    """Threads switched every microsecond, so a race shows in a few rounds."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+@pytest.mark.usefixtures("rapid_switching")
+@pytest.mark.parametrize("memory", [FaissMemory, ExactMemory])
+def test_one_lesson_withdrawn_from_two_threads_leaves_the_training_rows(
+    outcome_records, cached_embedder, memory
+) -> None:
+    """The lesson agrees with the training label, so a second removal would take the
+    training row: one thread takes the lesson back, the other is told the log holds none."""
+    gate = SKRKnnGate(cached_embedder, k=10, memory=memory).fit_outcomes(outcome_records)
+    trained = next(q for q, label in zip(gate.memory_.entries()[2], gate.memory_.entries()[1]) if label == KNOWN)
+    size = len(gate.memory_)
+    for _ in range(25):
+        entry = gate.record_feedback(trained, retrieved=False, correct=True)
+        assert _copies_of(gate, trained) == [KNOWN, KNOWN]
+        outcomes = _withdraw_from_two_threads(gate, entry)
+        assert sorted(outcomes)[0] == "ok" and "holds no entry" in sorted(outcomes)[1], outcomes
+        assert _copies_of(gate, trained) == [KNOWN] and len(gate.memory_) == size
+    assert len(gate.feedback_) == 0

@@ -7,8 +7,10 @@ recorded decisions."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import threading
 import time
 
 import numpy as np
@@ -19,7 +21,9 @@ from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.cli import main
 from adaptive_gates.errors import BackendMisconfiguredError, GateLoadError
 from adaptive_gates.evaluation import evaluate_offline
+from adaptive_gates.gates.draft_check import retriever_kind
 from adaptive_gates.models import LocalChatModel
+from adaptive_gates.persistence.saved_format import CONFIG_FILE, with_checksums
 from adaptive_gates.records.data import CorpusRecord, write_jsonl
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.signals.draft import DRAFT_FEATURE_NAMES
@@ -144,7 +148,20 @@ def test_scoring_through_another_kind_of_retriever_warns(fitted, records, paragr
     dense = DenseRetriever.from_records(paragraphs[:20], cached_embedder)
     with caplog.at_level("WARNING"):
         _with_retriever(fitted, dense, fitted_with="BM25Retriever").score_records(records[TRAIN : TRAIN + 2])
-    assert "fitted with a BM25Retriever and now checks drafts through a DenseRetriever" in caplog.text
+    assert "fitted with a 'BM25Retriever' and now checks drafts through a 'DenseRetriever'" in caplog.text
+
+
+def test_the_saved_retriever_kind_is_quoted_in_the_log(fitted, records, retriever, tmp_path, caplog):
+    """A crafted save cannot write a line of its own into the log."""
+    path = fitted.save(tmp_path / "gate")
+    config = json.loads((path / CONFIG_FILE).read_text())
+    config["state"]["retriever"] = "BM25Retriever\nCRITICAL forged line"
+    (path / CONFIG_FILE).write_text(json.dumps(with_checksums(config)))
+    gate = Gate.load(path, retriever=retriever, embedder=fitted.embedder, chat=fitted.chat)
+    with caplog.at_level("WARNING"):
+        gate.score_records(records[TRAIN : TRAIN + 1])
+    assert "fitted with a 'BM25Retriever\\nCRITICAL forged line' and now checks" in caplog.text
+    assert not any(line.startswith("CRITICAL forged") for line in caplog.text.splitlines())
 
 
 def test_without_a_retriever_it_says_what_to_pass(records):
@@ -201,6 +218,113 @@ def test_a_retrieval_past_its_timeout_gives_a_recorded_fallback(fitted, records)
     decision = gate.decide(records[TRAIN].question)
     assert decision.retrieve and decision.error == "retriever error: TimeoutError: no passages within 0.3 s"
     assert decision.answer_without_retrieval is not None
+
+
+def test_a_retrieval_timeout_is_at_most_a_day(fitted, records, retriever):
+    """A day is waited for as any timeout; 1e308 s, which overflowed the wait into a
+    fallback on every decision, is refused where it is set."""
+    gate = _with_retriever(fitted, retriever)
+    gate.set_params(retrieval_timeout=86400.0)
+    decision = gate.decide(records[TRAIN].question)
+    assert decision.error is None and decision.passages is not None
+    for huge in (86400.5, 1e308):
+        with pytest.raises(ValueError, match=r"retrieval_timeout must be a number in \(0, 86400.0\]"):
+            gate.set_params(retrieval_timeout=huge)
+        with pytest.raises(ValueError, match=r"retrieval_timeout must be a number in \(0, 86400.0\]"):
+            DraftCheckGate(retriever=retriever, retrieval_timeout=huge)
+    assert gate.retrieval_timeout == 86400.0
+
+
+@pytest.mark.parametrize("name", ["embedding_dims", "draft_embedding_dims", "max_tokens", "max_workers", "deadline"])
+def test_sizes_and_durations_have_an_upper_bound(retriever, name):
+    bound = {"max_tokens": "32768", "max_workers": "256", "deadline": "86400.0"}.get(name, "65536")
+    with pytest.raises(ValueError, match=rf"{name} must be (an integer|a number) in [\[(][01], {bound}\]"):
+        DraftCheckGate(retriever=retriever, **{name: 10**9})
+
+
+class Wrapping:
+    """A user's retriever around a real one (``wrapped``), as memos and filters are."""
+
+    def __init__(self, inner):
+        self.wrapped = inner
+
+    def search(self, query, k=3):
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries, k=3):
+        return self.wrapped.search_batch(queries, k)
+
+
+class GivingTooMany(Wrapping):
+    """Three times the passages asked for, best first."""
+
+    def search_batch(self, queries, k=3):
+        return self.wrapped.search_batch(queries, 3 * k)
+
+
+class LosingText(Wrapping):
+    """Of k passages: the best, the second without its text (``None``), and no passage at all."""
+
+    def search_batch(self, queries, k=3):
+        found = self.wrapped.search_batch(queries, k)
+        return [[hits[0], dataclasses.replace(hits[1], text=None), 42, *hits[3:]] for hits in found]
+
+
+class WrappingItself(Wrapping):
+    """Its ``wrapped`` is itself: unwrapping it never ends unless cycles are caught."""
+
+    def __init__(self, inner):
+        self.inner, self.wrapped = inner, self
+
+    def search_batch(self, queries, k=3):
+        return self.inner.search_batch(queries, k)
+
+
+class EndlessWrappers(Wrapping):
+    """Each ``wrapped`` is a new wrapper: no cycle, no end."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @property
+    def wrapped(self):
+        return EndlessWrappers(self.inner)
+
+    def search_batch(self, queries, k=3):
+        return self.inner.search_batch(queries, k)
+
+
+def test_more_passages_than_k_are_cut_to_k_and_recorded(fitted, records, retriever, caplog):
+    question = records[TRAIN].question
+    plain = _with_retriever(fitted, retriever).decide(question)
+    with caplog.at_level("WARNING"):
+        decisions = _with_retriever(fitted, GivingTooMany(retriever)).decide_batch([question, question])
+    for decision in decisions:
+        assert decision.error is None and len(decision.passages) == fitted.k
+        assert decision.passages == plain.passages and decision.score == plain.score  # the first k, as asked
+        cut = f"returned more than k={fitted.k} passages: the first {fitted.k} were kept"
+        assert decision.details["retriever_notes"] == [cut]
+    assert caplog.text.count("returned more than k=") == 1  # logged once per gate, recorded on every decision
+
+
+def test_passages_without_text_are_left_out_and_recorded(fitted, records, retriever):
+    decision = _with_retriever(fitted, LosingText(retriever)).decide(records[TRAIN].question)
+    assert decision.error is None and not decision.is_fallback
+    assert decision.passages and all(isinstance(hit.text, str) for hit in decision.passages)
+    assert decision.details["passages"] == len(decision.passages) < fitted.k
+    assert decision.passages == (retriever.search(records[TRAIN].question, fitted.k)[0],)
+    assert decision.details["retriever_notes"] == ["returned 2 passages without text (int, text NoneType): left out"]
+
+
+@pytest.mark.parametrize("wrapper", [WrappingItself, EndlessWrappers])
+def test_a_chain_of_wrappers_without_end_is_unwrapped_in_bounded_time(fitted, records, retriever, wrapper):
+    assert retriever_kind(wrapper(retriever)) == wrapper.__name__
+    gate = _with_retriever(fitted, wrapper(retriever), fitted_with="BM25Retriever")
+    decided = []
+    worker = threading.Thread(target=lambda: decided.append(gate.decide(records[TRAIN].question)), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and decided[0].error is None and len(decided[0].passages) == fitted.k
 
 
 def test_a_long_draft_whose_usage_says_it_is_short_is_no_draft(fitted, records, retriever, openai_server):

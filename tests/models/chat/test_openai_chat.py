@@ -290,6 +290,13 @@ def test_bad_settings_are_refused(options) -> None:
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", **options)
 
 
+def test_a_timeout_is_at_most_a_day() -> None:
+    assert OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", timeout=86400).timeout == 86400.0
+    for huge in (86400.5, 1e308):
+        with pytest.raises(ValueError, match=r"timeout must be a positive number of seconds, at most 86400 \(a day\)"):
+            OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", timeout=huge)
+
+
 @pytest.mark.parametrize(
     "base_url",
     [

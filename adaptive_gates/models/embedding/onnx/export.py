@@ -13,6 +13,14 @@ exported again. Processes that find no export at once export it once: each holds
 lock beside the export's folder while it checks the cache, so the others wait and
 load the export the first one wrote. In a cache this process cannot write, where no
 lock can be made, an export already there is loaded without one.
+
+Only a cache no other user could have written is trusted: the cache folder, the
+export's folder and its files must be owned by this user or root and writable by
+neither group nor others. An export folder that fails this is discarded and exported
+again (as a stale one is); a cache folder that fails it is refused
+(``UntrustedCacheError``), since anything written there could be replaced. Exports are
+written readable by everyone (folders 0755, files 0644) and writable by their owner
+only, so a cache an administrator fills serves every user read-only.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import os
+import stat
 import time
 import warnings
 from pathlib import Path
@@ -29,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import BackendError, ExportMismatchError, UnsupportedFolderError
+from ....errors import BackendError, ExportMismatchError, UnsupportedFolderError, UntrustedCacheError
+from ....persistence import strict_json
 from ....persistence.directory_swap import exclusive_lock
 from ...embedded import cache_dir, discard_dir, publish_dir
 from ...optional import require
@@ -77,8 +88,17 @@ def cached_export(folder: Path) -> Path:
     Raises ``ExportMismatchError`` when the export fails the check, ``UnsupportedFolderError``
     for pipelines this package does not run."""
     read_pipeline(folder)  # refuse unsupported folders before any work
-    target = cache_dir() / f"onnx-{export_key(folder)[:32]}"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    root = cache_dir()
+    target = root / f"onnx-{export_key(folder)[:32]}"
+    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    distrust = untrusted(root)
+    if distrust is not None:
+        log.warning("refusing the ONNX cache %s: %s", root, distrust)
+        raise UntrustedCacheError(
+            f"refusing the ONNX cache {root}: {distrust}, so another user could have planted or could "
+            "replace an export there; make it yours and unwritable by others (chmod go-w), or set "
+            "ADAPTIVE_GATES_CACHE to a folder of your own"
+        )
     with contextlib.ExitStack() as locked:
         try:  # a process exporting it meanwhile: wait, then load its export
             locked.enter_context(exclusive_lock(target))
@@ -86,8 +106,8 @@ def cached_export(folder: Path) -> Path:
             raise
         except OSError as exc:  # a cache this process cannot write: nothing can be exported into it either
             return _unlocked_export(target, exc)
-        if target.exists():
-            problem = cache_problem(target)
+        if target.exists() or target.is_symlink():
+            problem = untrusted_export(target) or cache_problem(target)
             if problem is None:
                 log.info("loading the ONNX export of %s from %s", folder, target)
                 return target / _MODEL_FILE
@@ -103,6 +123,10 @@ def cached_export(folder: Path) -> Path:
 def _unlocked_export(target: Path, lock_error: OSError) -> Path:
     """The export already in ``target``, read without the lock, which could not be made
     (``lock_error``): in a cache no one can write, no export can change under the read."""
+    distrust = untrusted_export(target) if target.exists() or target.is_symlink() else None
+    if distrust is not None:
+        log.warning("refusing the ONNX export %s: %s", target, distrust)
+        raise UntrustedCacheError(f"refusing the ONNX export {target}: {distrust}; it cannot be exported again there")
     problem = cache_problem(target) if target.exists() else "nothing is cached there"
     if problem is not None:
         raise BackendError(f"no lock beside {target} ({lock_error}), so no export can be written: {problem}")
@@ -110,13 +134,47 @@ def _unlocked_export(target: Path, lock_error: OSError) -> Path:
     return target / _MODEL_FILE
 
 
+def untrusted(path: Path, *, follow: bool = True) -> str | None:
+    """Why ``path`` may have been written by another user (``None``: by this user or
+    root only): another owner, or write permission for group or others. ``follow``
+    False refuses a symbolic link itself (nothing in an export is one)."""
+    try:
+        info = path.stat() if follow else path.lstat()
+    except OSError as exc:
+        return f"{path} cannot be read: {exc}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link"
+    if not hasattr(os, "getuid"):  # no POSIX owners and modes to read (Windows)
+        return None
+    user = os.getuid()
+    if info.st_uid not in (user, 0):
+        return f"{path} is owned by uid {info.st_uid}, neither this user ({user}) nor root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def untrusted_export(target: Path) -> str | None:
+    """Why the export folder ``target`` or a file in it may have been written by another
+    user (``None``: neither could)."""
+    problem = untrusted(target, follow=False)
+    if problem is not None:
+        return problem
+    try:
+        entries = sorted(target.iterdir())
+    except OSError as exc:
+        return f"{target} cannot be listed: {exc}"
+    return next((p for p in (untrusted(e, follow=False) for e in entries) if p is not None), None)
+
+
 def cache_problem(target: Path) -> str | None:
     """What is wrong with the cached export in ``target`` (``None`` when its model file
-    has the size and SHA-256 its manifest records)."""
+    has the size and SHA-256 its manifest records). A manifest nested too deep, or
+    otherwise no JSON object, is malformed: the export is stale and made again."""
     try:
-        manifest = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
+        manifest = strict_json.loads((target / _MANIFEST).read_bytes())
         size, expected = manifest["size"], manifest["sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return f"{target / _MANIFEST} is missing or malformed: {exc}"
     model = target / _MODEL_FILE
     try:
@@ -169,7 +227,16 @@ def _export_checked(folder: Path, out: Path) -> None:
         "versions": {name: _version(name) for name in _VERSIONED},
     }
     (out / _MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    _readable_by_all(out)
     log.info("exported %s to ONNX in %.1f s (least cosine %.7f)", folder, time.perf_counter() - start, cosine)
+
+
+def _readable_by_all(out: Path) -> None:
+    """The export folder 0755 and its files 0644 (the temporary folder it is written in
+    is 0700): any user can load it, only its owner can change it."""
+    for path in out.iterdir():
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    out.chmod(0o755)
 
 
 def _export(folder: Path, model_file: Path) -> None:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
+import stat
 
 import numpy as np
 import pytest
 
-from adaptive_gates.errors import BackendError
+from adaptive_gates.errors import BackendError, UntrustedCacheError
 from adaptive_gates.models.embedded import cache_dir, embedded_minilm_dir
 from adaptive_gates.models.embedding.onnx.export import (
     CHECK_SENTENCES,
@@ -25,6 +28,7 @@ from adaptive_gates.models.embedding.onnx.export import (
     check_export,
     export_key,
     onnx_pipeline,
+    untrusted_export,
 )
 from adaptive_gates.models.embedding.st_folder import UnsupportedFolder
 
@@ -149,3 +153,118 @@ def test_the_export_runs_as_the_folders_pipeline(real_export, embedder):
 def test_a_mismatching_export_is_a_backend_error():
     assert issubclass(ExportMismatch, BackendError)
     assert MIN_COSINE < 1
+
+
+#: A user id that is not this process's (the tests run as root, which may give files away).
+NOBODY = 65534
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (lambda root: root.chmod(0o775), "writable by group or others (mode 0775)"),
+        (lambda root: root.chmod(0o757), "writable by group or others (mode 0757)"),
+        (lambda root: os.chown(root, NOBODY, NOBODY), f"owned by uid {NOBODY}, neither this user"),
+    ],
+    ids=["group-writable", "world-writable", "another-owner"],
+)
+def test_a_cache_another_user_can_write_is_refused_with_a_warning(tmp_path, monkeypatch, caplog, spoil, why):
+    """A planted export with a matching manifest is not loaded from such a cache."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTIVE_GATES_CACHE", str(root))
+    target = root / f"onnx-{export_key(embedded_minilm_dir())[:32]}"
+    _plant(target)
+    assert cache_problem(target) is None  # the plant passes the manifest's check
+    spoil(root)
+    expected = f"{root}: .*{re.escape(why)}"
+    with caplog.at_level(logging.WARNING), pytest.raises(UntrustedCacheError, match=expected) as refused:
+        cached_export(embedded_minilm_dir())
+    assert "ADAPTIVE_GATES_CACHE" in str(refused.value) and isinstance(refused.value, BackendError)
+    assert any(why in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+    assert sorted(p.name for p in root.iterdir()) == [target.name]  # no lock made, nothing written
+
+
+def _owned_by_nobody(path) -> None:
+    os.chown(path, NOBODY, NOBODY)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (_owned_by_nobody, f"owned by uid {NOBODY}"),
+        (lambda target: (target / "model.onnx").chmod(0o666), "model.onnx is writable by group or others"),
+        (lambda target: _owned_by_nobody(target / "manifest.json"), f"manifest.json is owned by uid {NOBODY}"),
+        (lambda target: target.chmod(0o777), "writable by group or others (mode 0777)"),
+    ],
+    ids=["folder-of-another-user", "writable-model", "manifest-of-another-user", "writable-folder"],
+)
+def test_an_export_another_user_could_have_written_is_untrusted(tmp_path, spoil, why):
+    target = tmp_path / "onnx-x"
+    _plant(target)
+    assert untrusted_export(target) is None
+    spoil(target)
+    assert why in untrusted_export(target)
+    assert cache_problem(target) is None  # its manifest alone would have let it load
+
+
+def test_a_link_in_an_export_is_untrusted(tmp_path):
+    target = tmp_path / "onnx-x"
+    _plant(target)
+    elsewhere = tmp_path / "elsewhere.onnx"
+    (target / "model.onnx").rename(elsewhere)
+    (target / "model.onnx").symlink_to(elsewhere)
+    assert cache_problem(target) is None and "model.onnx is a symbolic link" in untrusted_export(target)
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (_owned_by_nobody, f"owned by uid {NOBODY}"),
+        (lambda target: (target / "model.onnx").chmod(0o646), "writable by group or others"),
+        (lambda target: (target / "manifest.json").write_text(_nested(100_000)), "nested 100000 levels deep"),
+    ],
+    ids=["folder-of-another-user", "world-writable-model", "deeply-nested-manifest"],
+)
+def test_an_untrusted_or_unreadable_export_in_a_private_cache_is_discarded_and_made_again(
+    tmp_path, monkeypatch, caplog, spoil, why
+):
+    """The planted or stale export is moved away and a new one is made: here the export
+    of a copy of MiniLM's folder without its weights, which fails when it reads them."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTIVE_GATES_CACHE", str(root))
+    folder = _folder_copy(tmp_path)
+    target = root / f"onnx-{export_key(folder)[:32]}"
+    _plant(target)
+    spoil(target)
+    with caplog.at_level(logging.WARNING), pytest.raises(OSError, match=r"model\.safetensors"):
+        cached_export(folder)  # no RecursionError, no planted file loaded: an export was attempted
+    assert any("exporting again" in r.getMessage() and why in r.getMessage() for r in caplog.records)
+    assert not target.exists() and list(root.iterdir()) == []  # the old one gone, no half-written one left
+
+
+def test_a_deeply_nested_manifest_is_malformed_not_a_recursion_error(tmp_path):
+    target = tmp_path / "onnx-x"
+    _plant(target)
+    (target / "manifest.json").write_text(_nested(100_000))
+    assert "missing or malformed" in cache_problem(target) and "nested" in cache_problem(target)
+
+
+def test_an_export_is_readable_by_every_user_and_writable_by_its_owner_only(tmp_path, monkeypatch):
+    """A real export into a fresh cache: folders 0755, files 0644, so a shared cache an
+    administrator fills can be read by every user (whose processes load it without a lock)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("ADAPTIVE_GATES_CACHE", str(root))
+    model = cached_export(embedded_minilm_dir())
+    target = model.parent
+    assert (_mode(root), _mode(target)) == (0o755, 0o755)
+    assert {p.name: _mode(p) for p in target.iterdir()} == {"model.onnx": 0o644, "manifest.json": 0o644}
+    assert untrusted_export(target) is None and cache_problem(target) is None
+    assert cached_export(embedded_minilm_dir()) == model  # trusted: found again, not exported again
