@@ -9,7 +9,7 @@ outside the repository, with no ``PYTHONPATH``:
 - ``core``: the light core. It imports, ``adaptive-gates --help`` and ``eval`` of the
   popularity gate on the bundled data run, and the README's light-core block decides.
 - ``local``: the core's ``[local]`` extra and the weight packages. The shipped stacked
-  gate decides with a finite score and is evaluated from the command line, and
+  gate decides with a finite score, and
   ``adaptive-gates serve`` with no arguments answers a chat.
 - ``serve``: the ``[serve]`` extra alone. A gate fitted and saved in it is served over
   the ``local`` profile's server as its upstream, and answers a chat.
@@ -241,10 +241,6 @@ def check_core(profile: Profile, upstream: str | None) -> None:
 
 def check_local(profile: Profile, upstream: str | None) -> None:
     print(profile.python(STACKED_DECIDES).strip())
-    evaluated = profile.run(
-        profile.bin("adaptive-gates"), "eval", "--gate", "pretrained:stacked", "--test", "bundled:musique"
-    )
-    print(evaluated.strip().splitlines()[-1])
     # The upstream the serve profile answers through is checked here, as served.
     assert upstream is not None
     print(f"[local] served: {chat(upstream)!r}")

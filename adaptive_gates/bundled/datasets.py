@@ -32,6 +32,7 @@ __all__ = [
     "adarague_path",
     "boolq_outcomes",
     "bundled_names",
+    "bundled_task",
     "data_location",
     "packaged_corpus",
     "packaged_data_dir",
@@ -79,6 +80,12 @@ def data_location(text: str) -> Path:
     if task not in ADARAGUE_TASKS:
         raise ValueError(f"no bundled data set {text!r}; the package ships {', '.join(bundled_names())}")
     return adarague_path(task)
+
+
+def bundled_task(path: Path) -> str | None:
+    """The AdaRAGUE task whose packaged split ``path`` is (links resolved), else ``None``."""
+    resolved = path.resolve()
+    return next((task for task in ADARAGUE_TASKS if adarague_path(task).resolve() == resolved), None)
 
 
 def adarague_outcomes(task: str | None = None) -> list[OutcomeRecord]:

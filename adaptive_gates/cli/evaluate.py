@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..bundled.datasets import bundled_task
+from ..bundled.shipped import is_pretrained
 from ..errors import UsageError
 from ..persistence.json_lines import dumps_line
 from .arguments import positive_int, rate
@@ -146,6 +148,12 @@ def _mode(args: argparse.Namespace) -> tuple[str, Path | None]:
             raise UsageError(f"--folds, --seed: --gate {args.gate} is a saved gate; nothing is cross-fitted")
         if args.test is None:
             raise UsageError(f"--gate {args.gate} is a saved gate: give --test (the outcome records to score it on)")
+        if is_pretrained(saved) and (task := bundled_task(args.test)) is not None:
+            raise UsageError(
+                f"--test bundled:{task}: --gate {args.gate} was fitted on the package's AdaRAGUE splits, this one "
+                "among them, so its figure would be of the records it learnt from; give --test outcome records of "
+                "your own (adaptive-gates collect)"
+            )
         return "saved", saved
     if args.train is None:
         raise UsageError("--train is required (outcome records to fit on), unless --live or --gate names a saved gate")
