@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ from .access import RequireKeys
 from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
-from .limits import LimitBody, LimitInFlight, RateLimit, client_of
+from .limits import LimitBody, LimitInFlight, RateLimit, blocking_threads, client_of
 from .openai_error import error_body
 from .openapi_spec import documented_openapi
 from .protocol import (
@@ -72,8 +73,25 @@ def create_app(
     health check needs a key whose role reaches it (``serve.access``); with
     ``allowed_hosts``, requests naming another host are refused (``serve.guards``); the
     service's ``limits`` bound each request and each client (``serve.limits``)."""
-    app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
+    # Every blocking call of a request runs in the server's own executor, sized from
+    # ``max_in_flight`` (``limits.blocking_threads``): the loop's default one is smaller
+    # than the answers it lets in, and streams waiting for its threads could wedge it.
+    executor = ThreadPoolExecutor(blocking_threads(service.limits), thread_name_prefix="adaptive-gates-serve")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # the default executor of the loop that serves: asyncio.to_thread, wherever
+        # in the package a request's work calls it, runs there
+        asyncio.get_running_loop().set_default_executor(executor)
+        yield
+
+    app = FastAPI(
+        title="adaptive-gates serve",
+        summary="An OpenAI-compatible chat server that retrieves when needed",
+        lifespan=lifespan,
+    )
     app.state.service = service
+    app.state.executor = executor
     dependencies = Readiness(service.upstream, service.retriever, service.gate)
     # The last added runs first: the access log, the security headers (on every refusal
     # too), the host, the key, the key's rate, the body's size, the answers in flight.

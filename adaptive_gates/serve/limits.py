@@ -100,6 +100,26 @@ class Limits:
             raise ValueError(f"every limit must be >= 1, got {self}")
 
 
+#: Worker threads one answer in flight may hold at once: a stream's read of its next
+#: piece, left blocked until the generation stops when its client leaves, and the close
+#: that stops it (a plain answer holds one: the gate's scoring, the retrieval or the
+#: generation, in turn).
+THREADS_PER_ANSWER = 2
+#: Worker threads beyond the answers': readiness checks, verdicts and the saves after
+#: them, shadow learning, answers just refused or cut whose threads are still ending.
+HEADROOM_THREADS = 8
+
+
+def blocking_threads(limits: Limits) -> int:
+    """The size of the server's executor, which runs every blocking call of a request
+    (``asyncio.to_thread`` and the like: the gate's scoring, retrieval, the embedded
+    model's pieces). This is where it meets ``max_in_flight``: sized from it, the
+    executor always has a thread for every answer ``LimitInFlight`` lets in, so no
+    number of concurrent streams can wait on one another for a thread (the event loop's
+    own default holds ``min(32, cores + 4)``, fewer than 8 answers need on 2 cores)."""
+    return limits.max_in_flight * THREADS_PER_ANSWER + HEADROOM_THREADS
+
+
 def token_counter(model: object) -> Callable[[str], int]:
     """How ``model`` counts a text's tokens: its own ``count_tokens`` when it has one
     (the embedded model's tokenizer), else an estimate from the UTF-8 length."""

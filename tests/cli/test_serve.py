@@ -4,10 +4,12 @@ build (``--no-save``), served from the test's process."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 
 import httpx
 import pytest
@@ -139,3 +141,45 @@ def test_with_no_arguments_the_command_serves_a_shipped_gate_over_a_shipped_corp
         assert f"{fitted}, not of SmolLM2-135M-Instruct" in output
     # a shipped gate is never saved over
     assert {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()} == shipped
+
+
+#: Seconds a request to a live server may take before the test calls it hung.
+HANG_BOUND = 600.0
+
+
+def _stream_and_leave(url: str, question: str, outcomes: list[str]) -> None:
+    """Stream an answer and leave after two of its pieces: what each outcome was
+    (``served``, or the refusal's status)."""
+    body = {"messages": [{"role": "user", "content": question}], "max_tokens": 6, "stream": True}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=HANG_BOUND) as response:
+        if response.status_code != 200:
+            response.read()
+            outcomes.append(f"{response.status_code} {response.json()['error']['code']}")
+            return
+        pieces = 0
+        for line in response.iter_lines():
+            if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                pieces += 1
+                if pieces == 2:
+                    break
+        outcomes.append("served")
+
+
+def test_more_streams_than_it_takes_at_once_are_served_or_refused_and_it_stays_ready(served_gate_dir, served_corpus):
+    in_flight = 3
+    server = ServeProcess(
+        "--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--max-in-flight", str(in_flight)
+    )
+    with server:
+        outcomes: list[str] = []
+        questions = [f"Name {n} famous rivers of Europe." for n in range(2, in_flight + 4)]
+        clients = [threading.Thread(target=_stream_and_leave, args=(server.url, q, outcomes)) for q in questions]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(timeout=HANG_BOUND)
+        assert not any(client.is_alive() for client in clients), "a stream got neither its pieces nor a refusal"
+        assert len(outcomes) == in_flight + 2 and set(outcomes) <= {"served", "503 server_overloaded"}, outcomes
+        assert outcomes.count("served") >= 1
+        assert httpx.get(f"{server.url}/readyz", timeout=HANG_BOUND).status_code == 200
+        assert ask(server.url, "Name a famous river of Europe.", max_tokens=2).status_code == 200

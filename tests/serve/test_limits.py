@@ -25,7 +25,14 @@ from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
 from adaptive_gates.serve.keys import KeyRing
-from adaptive_gates.serve.limits import ConversationTooLongError, Limits, RateLimit, check_conversation, token_counter
+from adaptive_gates.serve.limits import (
+    ConversationTooLongError,
+    Limits,
+    RateLimit,
+    blocking_threads,
+    check_conversation,
+    token_counter,
+)
 from support.serve_process import ServedApp
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
@@ -160,6 +167,18 @@ def test_beyond_the_answers_it_takes_at_once_a_request_gets_503_and_retry_after(
         release.set()
         holder.join(timeout=600)
     assert _ask(_client(served.url)).choices[0].message.content.strip()  # the slot is free again
+
+
+def test_the_servers_executor_has_threads_for_every_answer_it_lets_in(gate, retriever, served_chat_model, served):
+    for in_flight in (1, 8, 20):
+        limits = Limits(max_in_flight=in_flight)
+        executor = create_app(ChatService(gate, retriever, served_chat_model, limits=limits)).state.executor
+        assert executor._max_workers == blocking_threads(limits) == 2 * in_flight + 8
+    # the loop's own default on 2 cores holds min(32, 2 + 4) threads: fewer than 8 streams need
+    assert blocking_threads(Limits()) > min(32, 2 + 4)
+    # a request's blocking calls (the gate's scoring, the retrieval, the generation) run in it
+    assert _ask(_client(served.url)).choices[0].message.content.strip()
+    assert any(t.name.startswith("adaptive-gates-serve") for t in threading.enumerate())
 
 
 def test_past_its_rate_a_key_gets_429_while_another_key_goes_on(gate, retriever, served_chat_model):
