@@ -35,6 +35,7 @@ from ..errors import (
     FeedbackNotSupportedError,
     FeedbackRefusedError,
     GateBackendError,
+    TooManyMessagesError,
     UnknownDecisionError,
     UnknownLessonError,
     UpstreamError,
@@ -61,6 +62,9 @@ from .service import AnswerStream, ChatService
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: The model name every client may ask for (any other name is accepted as well).
+DEFAULT_MODEL_NAME = "default"
 
 #: The chat page's files (package data).
 STATIC = files("adaptive_gates.serve") / "static"
@@ -128,8 +132,8 @@ def create_app(
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         # the asking key alone judges the answer (on a server without keys, anyone may)
         owner = client_of(request.scope) if "api_key_id" in request.scope.get("state", {}) else None
-        if body.model is not None and body.model not in service.model_names:
-            return _model_not_found(body.model, service.model_names)
+        # any model name is the served model's alias (``default``, a listed name, or
+        # one a client was configured with elsewhere): the server answers as one model
         unsupported = body.unsupported_field()
         if unsupported is not None:
             message = f"this server answers with text only and cannot honour {unsupported!r} as set; leave it out"
@@ -149,6 +153,9 @@ def create_app(
             answer = await _unless_client_leaves(request, service.answer(messages, options, owner))
         except (ValueError, GateBackendError, UpstreamError) as exc:
             return _refusal(exc)
+        except _ServerStopping:
+            message = "server shutting down: the answer was cut at the end of the drain time; retry"
+            return JSONResponse(error_body(message, "server_error", code="server_shutting_down"), status_code=503)
         if answer is None:
             return Response(status_code=499)  # nobody reads it: the client left, the generation stopped
         payload = completion(
@@ -203,11 +210,15 @@ def create_app(
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [_model(name) for name in service.model_names]}
+        """The served model under its names (``default`` among them); each entry says, in
+        ``adaptive_gates``, the gate and whether it learns from feedback (the page shows
+        the thumbs only then)."""
+        names = dict.fromkeys([*service.model_names, DEFAULT_MODEL_NAME])
+        return {"object": "list", "data": [_model(name, service) for name in names]}
 
     @app.get("/v1/models/{name:path}", response_model=None)
-    async def model(name: str) -> dict[str, Any] | JSONResponse:
-        return _model(name) if name in service.model_names else _model_not_found(name, service.model_names)
+    async def model(name: str) -> dict[str, Any]:
+        return _model(name, service)  # any name is an alias of the served model
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -280,8 +291,9 @@ def _refusal(exc: ValueError | GateBackendError | UpstreamError) -> JSONResponse
 
 async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]) -> T | None:
     """``answer``'s result; ``None`` when the client disconnects first, and ``answer`` is
-    then cancelled (a streamed generation stops at its next token). A streamed response
-    needs none of this: Starlette cancels it when its client leaves."""
+    then cancelled (a streamed generation stops at its next token); ``_ServerStopping``
+    when the server stops before it (its drain time over). A streamed response needs none
+    of this: Starlette cancels it when its client leaves."""
     answering = asyncio.ensure_future(answer)
 
     async def client_left() -> None:
@@ -291,9 +303,14 @@ async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]
     watching = asyncio.ensure_future(client_left())
     try:
         await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server stops: so does the answer
+    except asyncio.CancelledError:
+        # the server stops (its drain time is over): so does the answer, and the client
+        # is told so at once (uvicorn ends the process soon after), rather than failing
         answering.cancel()
-        raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise _ServerStopping from None
     finally:
         watching.cancel()
     if answering.done():
@@ -304,13 +321,13 @@ async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]
     return None
 
 
-def _model(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "adaptive-gates"}
+class _ServerStopping(Exception):
+    """A plain answer was cut because the server stops (never leaves this module)."""
 
 
-def _model_not_found(name: str, served: tuple[str, ...]) -> JSONResponse:
-    message = f"the model {name!r} does not exist here; this server answers as {', '.join(map(repr, served))}"
-    return JSONResponse(error_body(message, param="model", code="model_not_found"), status_code=404)
+def _model(name: str, service: ChatService) -> dict[str, Any]:
+    extension = {"model": service.model_id, "gate": service.gate.name, "learns_from_feedback": service.learns}
+    return {"id": name, "object": "model", "created": 0, "owned_by": "adaptive-gates", "adaptive_gates": extension}
 
 
 def _completion_id(decision_id: str) -> str:
@@ -337,7 +354,8 @@ def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
 
 
 def _too_long(exc: ConversationTooLongError) -> JSONResponse:
-    return JSONResponse(error_body(str(exc), param="messages", code="context_length_exceeded"), status_code=400)
+    code = "too_many_messages" if isinstance(exc, TooManyMessagesError) else "context_length_exceeded"
+    return JSONResponse(error_body(str(exc), param="messages", code=code), status_code=400)
 
 
 def _answer_too_long(body: ChatCompletionRequest, asked: int, most: int) -> JSONResponse:

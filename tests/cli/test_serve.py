@@ -5,6 +5,7 @@ build (``--no-save``), served from the test's process."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -93,6 +94,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--max-answer-tokens", "64"], "more than --max-answer"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--trusted-proxy", "proxy"], "IP address or network"),
     ]
     (args, says), *in_process = cases
     command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
@@ -183,3 +185,55 @@ def test_more_streams_than_it_takes_at_once_are_served_or_refused_and_it_stays_r
         assert outcomes.count("served") >= 1
         assert httpx.get(f"{server.url}/readyz", timeout=HANG_BOUND).status_code == 200
         assert ask(server.url, "Name a famous river of Europe.", max_tokens=2).status_code == 200
+
+
+def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(served_gate_dir, served_corpus, caplog):
+    """A local client that says it forwards for other addresses gets no more requests,
+    nor another address in the log, unless its address is a ``--trusted-proxy``."""
+    served = ("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--rate-limit", "2")
+    forwarded = [{"X-Forwarded-For": f"203.0.113.{n}"} for n in range(3)]
+    with caplog.at_level(logging.INFO, logger="adaptive_gates.serve.access"):
+        with command_in_process(*served) as server:
+            statuses = [httpx.get(f"{server.url}/v1/models", headers=h).status_code for h in forwarded]
+        assert statuses == [200, 200, 429]
+        logged = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+        assert not any("203.0.113" in line for line in logged)
+        assert sum(line.startswith('127.0.0.1 key=- "GET /v1/models"') for line in logged) == 3
+        caplog.clear()
+        with command_in_process(*served, "--trusted-proxy", "127.0.0.1") as behind_proxy:
+            statuses = [httpx.get(f"{behind_proxy.url}/v1/models", headers=h).status_code for h in forwarded]
+        assert statuses == [200, 200, 200]  # three clients, each within its rate
+        logged = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+        assert [line.split()[0] for line in logged if "/v1/models" in line] == [f"203.0.113.{n}" for n in range(3)]
+
+
+def test_a_plain_answer_cut_by_sigterm_gets_openais_503_and_no_traceback(served_gate_dir, served_corpus):
+    server = ServeProcess(
+        "--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--max-answer-tokens", "2000",
+        "--max-in-flight", "1", "--drain-seconds", "1",
+    )  # fmt: skip
+    counting = {"role": "user", "content": "Write the numbers from 1 to 2000, separated by commas."}
+    url = f"{server.url}/v1/chat/completions"
+    answers: list[httpx.Response] = []
+
+    def ask_for_a_long_answer() -> None:
+        answer = None
+        while answer is None or answer.json().get("error", {}).get("code") == "server_overloaded":
+            answer = httpx.post(url, json={"messages": [counting], "max_tokens": 2000}, timeout=HANG_BOUND)
+        answers.append(answer)
+
+    with server:
+        asking = threading.Thread(target=ask_for_a_long_answer)
+        asking.start()
+        # under way once the server takes no other answer (--max-in-flight 1); the probe
+        # asks for too long an answer, refused at once when it is let in
+        probe = {"messages": [counting], "max_tokens": 2001}
+        while httpx.post(url, json=probe, timeout=HANG_BOUND).status_code == 400:
+            pass
+        status, output = server.stop()
+        asking.join(timeout=HANG_BOUND)
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert error["code"] == "server_shutting_down" and error["message"].startswith("server shutting down")
+    assert status == -signal.SIGTERM and "Traceback" not in output, output

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 #: The key sent to a server given by base URL when no key exists: such servers
 #: (vLLM, llama.cpp, Ollama) accept any key, but the SDK insists on one.
 PLACEHOLDER_API_KEY = "no-key"
+#: What a stream asks for besides the pieces: a last chunk with the usage, which the
+#: server counts in its own tokens (OpenAI, vLLM, llama.cpp and Ollama send it).
+STREAM_USAGE = {"include_usage": True}
 
 
 class OpenAIChatModel:
@@ -110,12 +113,13 @@ class OpenAIChatModel:
 
     def stream(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> Generator[ChatChunk, None, None]:
         """``chat``'s reply piece by piece as the server streams it (``stream: true``); the
-        last piece carries the whole ``ChatReply``. Closing the generator closes the
+        last piece carries the whole ``ChatReply``, with the usage the server reports
+        (asked for with ``stream_options.include_usage``). Closing the generator closes the
         response. Failures raise ``BackendError`` as ``chat``'s do, also mid-stream."""
         request = self._request(messages, options)
         client = self._sync_client()
         with self._failures(client):
-            response = client.chat.completions.create(**request, stream=True)
+            response = client.chat.completions.create(**request, stream=True, stream_options=STREAM_USAGE)
             try:
                 reading = _StreamedReply()
                 for chunk in response:
@@ -133,7 +137,7 @@ class OpenAIChatModel:
         request = self._request(messages, options)
         client = self._async_client()
         with self._failures(client):
-            response = await client.chat.completions.create(**request, stream=True)
+            response = await client.chat.completions.create(**request, stream=True, stream_options=STREAM_USAGE)
             try:
                 reading = _StreamedReply()
                 async for chunk in response:
