@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 #: The key sent to a server given by base URL when no key exists: such servers
 #: (vLLM, llama.cpp, Ollama) accept any key, but the SDK insists on one.
 PLACEHOLDER_API_KEY = "no-key"
-#: What a stream asks for besides the pieces: a last chunk with the usage, which the
-#: server counts in its own tokens (OpenAI, vLLM, llama.cpp and Ollama send it).
-STREAM_USAGE = {"include_usage": True}
 
 
 class OpenAIChatModel:
@@ -119,7 +116,8 @@ class OpenAIChatModel:
         request = self._request(messages, options)
         client = self._sync_client()
         with self._failures(client):
-            response = client.chat.completions.create(**request, stream=True, stream_options=STREAM_USAGE)
+            # a last chunk with the usage, counted by the server in its own tokens
+            response = client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
             try:
                 reading = _StreamedReply()
                 for chunk in response:
@@ -137,7 +135,9 @@ class OpenAIChatModel:
         request = self._request(messages, options)
         client = self._async_client()
         with self._failures(client):
-            response = await client.chat.completions.create(**request, stream=True, stream_options=STREAM_USAGE)
+            response = await client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
             try:
                 reading = _StreamedReply()
                 async for chunk in response:
