@@ -37,8 +37,8 @@ _WHY = {
     "413": "the body is larger than the server takes",
     "429": "past the client's rate or feedback quota (see Retry-After)",
     "502": "the upstream LLM failed",
-    "503": "the server answers as many requests as it takes, is not ready, or cannot reach the gate's memory "
-    "(see Retry-After)",
+    "503": "the server answers as many requests as it takes, is not ready, is shutting down, or cannot reach the "
+    "gate's memory (see Retry-After)",
     "504": "the upstream LLM gave no answer in time",
 }
 #: One server-sent event of a streamed completion, as clients read it (its fields): the
