@@ -122,6 +122,10 @@ class ConversationTooLongError(AdaptiveGatesError, ValueError):
     ``context_length_exceeded``)."""
 
 
+class TooManyMessagesError(ConversationTooLongError):
+    """A conversation holds more messages than the server takes (whatever their tokens)."""
+
+
 class UpstreamError(AdaptiveGatesError):
     """The server's upstream LLM failed (``timed_out``: gave no answer in time)."""
 

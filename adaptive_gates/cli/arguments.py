@@ -6,6 +6,7 @@ typo of a few zeros is refused at once instead of exhausting memory or a timer."
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import math
 from typing import Any
@@ -138,3 +139,12 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
     return value
+
+
+def ip_address_or_network(text: str) -> str:
+    """An IP address (``10.0.0.5``) or network (``10.0.0.0/8``), as given."""
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an IP address or network, got {text!r}") from None
+    return text

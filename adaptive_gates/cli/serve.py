@@ -36,11 +36,13 @@ from ..serve.build import DEFAULT_GATE
 from ..serve.guards import LOOPBACK_NAMES
 from ..serve.keys import KEY_VARIABLE, KeyRing
 from ..serve.limits import Limits
-from .arguments import base_url, max_tokens, non_negative_int, port, positive_int, seconds, share
+from .arguments import base_url, ip_address_or_network, max_tokens, non_negative_int, port, positive_int, seconds, share
 from .backends import Served, api_key, served_backends
 from .files import input_file, saved_gate
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from ..models.chat.base import ChatModel
     from ..serve.service import ChatService
 
@@ -72,7 +74,8 @@ def add_parser(sub: Any) -> None:
         "--model-name",
         action="append",
         metavar="NAME",
-        help="a model name clients may ask for (repeatable; others get 404 model_not_found); default: the "
+        help="a model name /v1/models lists beside 'default' (repeatable; a request may name any model, each an "
+        "alias of the served one); default: the "
         "upstream's --upstream-model, or the embedded model's name",
     )
     serve.add_argument(
@@ -169,6 +172,17 @@ def add_parser(sub: Any) -> None:
         "questions (the page draws only their label); by default their text is left out",
     )
     serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        type=ip_address_or_network,
+        metavar="ADDR",
+        help="the address (or network) of a reverse proxy in front of the server, whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed (repeatable); from any other peer, and by default from every peer, "
+        "they are ignored: the client's address (its rate limit and feedback quota without keys, the access "
+        "log) is the connection's",
+    )
+    serve.add_argument(
         "--no-access-log",
         action="store_true",
         help="print no line per request (the line holds the address, the key's id, the path, the status and the time; "
@@ -213,8 +227,6 @@ def run(args: argparse.Namespace) -> int:
 
     for module in ("fastapi", "uvicorn", "prometheus_client"):
         require(module, extra="serve")  # a missing one is named with its extra, before any work
-    import uvicorn
-
     from ..serve.app import create_app
     from ..serve.server import AnnouncingServer
 
@@ -228,17 +240,27 @@ def run(args: argparse.Namespace) -> int:
     corpus = f"{len(service.retriever)} passages" if isinstance(service.retriever, Sized) else "the corpus"
     say(f"{service.gate.name} gate over {service.model_id}, {corpus}: ready in {time.perf_counter() - started:.0f} s")
     app = create_app(service, keys, allowed_hosts(args))
-    config = uvicorn.Config(
+    if not args.no_access_log:
+        _print_access_log()
+    AnnouncingServer(server_config(app, args), _listening).run()
+    return 0
+
+
+def server_config(app: Any, args: argparse.Namespace) -> uvicorn.Config:
+    """uvicorn's settings for ``app`` as the flags give them. Forwarding headers are read
+    only from a ``--trusted-proxy`` peer: uvicorn otherwise believes them from
+    127.0.0.1, where any local client could then pose as any address."""
+    import uvicorn
+
+    return uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level="warning",
         timeout_graceful_shutdown=math.ceil(args.drain_seconds),
+        proxy_headers=bool(args.trusted_proxy),
+        forwarded_allow_ips=list(args.trusted_proxy),
     )
-    if not args.no_access_log:
-        _print_access_log()
-    AnnouncingServer(config, _listening).run()
-    return 0
 
 
 def check_before_loading(args: argparse.Namespace) -> None:

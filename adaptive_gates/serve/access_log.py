@@ -1,7 +1,8 @@
 """One log line per request ``adaptive-gates serve`` answers, on the logger
 ``adaptive_gates.serve.access`` at INFO: the client's address, the key's id (never the
 key), the method, the path, the status and the milliseconds. Never a question: what
-users ask stays out of the log."""
+users ask stays out of the log. Every field is written with its control characters
+escaped (``logged``): a path holding ``%0a`` cannot write a line of its own."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ import time
 from typing import Any
 
 logger = logging.getLogger("adaptive_gates.serve.access")
+
+#: What a logged field shows escaped: the backslash (so an escape is never ambiguous),
+#: the quote that delimits the request, the C0 and C1 control characters and DEL, and
+#: Unicode's line and paragraph separators.
+_ESCAPED = {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    **{c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]},
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def logged(field: object) -> str:
+    """``field`` as the access log writes it: on one line, its control characters escaped."""
+    return str(field).translate(_ESCAPED)
 
 
 class AccessLog:
@@ -40,10 +57,10 @@ class AccessLog:
             milliseconds = (time.perf_counter() - started) * 1000
             logger.info(
                 '%s key=%s "%s %s" %s %.0f ms',
-                client[0] if client else "-",
-                key,
-                scope["method"],
-                scope["path"],
+                logged(client[0] if client else "-"),
+                logged(key),
+                logged(scope["method"]),
+                logged(scope["path"]),
                 status or "-",
                 milliseconds,
             )

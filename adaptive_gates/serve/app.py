@@ -21,6 +21,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from ..errors import (
     FeedbackNotSupportedError,
     FeedbackRefusedError,
     GateBackendError,
+    TooManyMessagesError,
     UnknownDecisionError,
     UnknownLessonError,
     UpstreamError,
@@ -43,7 +45,7 @@ from .access import RequireKeys
 from .access_log import AccessLog
 from .guards import CheckHost, SecurityHeaders
 from .keys import KeyRing
-from .limits import LimitBody, LimitInFlight, RateLimit, client_of
+from .limits import LimitBody, LimitInFlight, RateLimit, blocking_threads, client_of
 from .openai_error import error_body
 from .openapi_spec import documented_openapi
 from .protocol import (
@@ -62,6 +64,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: The model name every client may ask for (any other name is accepted as well).
+DEFAULT_MODEL_NAME = "default"
+
 #: The chat page's files (package data).
 STATIC = files("adaptive_gates.serve") / "static"
 
@@ -73,8 +78,25 @@ def create_app(
     health check needs a key whose role reaches it (``serve.access``); with
     ``allowed_hosts``, requests naming another host are refused (``serve.guards``); the
     service's ``limits`` bound each request and each client (``serve.limits``)."""
-    app = FastAPI(title="adaptive-gates serve", summary="An OpenAI-compatible chat server that retrieves when needed")
+    # Every blocking call of a request runs in the server's own executor, sized from
+    # ``max_in_flight`` (``limits.blocking_threads``): the loop's default one is smaller
+    # than the answers it lets in, and streams waiting for its threads could wedge it.
+    executor = ThreadPoolExecutor(blocking_threads(service.limits), thread_name_prefix="adaptive-gates-serve")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # the default executor of the loop that serves: asyncio.to_thread, wherever
+        # in the package a request's work calls it, runs there
+        asyncio.get_running_loop().set_default_executor(executor)
+        yield
+
+    app = FastAPI(
+        title="adaptive-gates serve",
+        summary="An OpenAI-compatible chat server that retrieves when needed",
+        lifespan=lifespan,
+    )
     app.state.service = service
+    app.state.executor = executor
     dependencies = Readiness(service.upstream, service.retriever, service.gate)
     # The last added runs first: the access log, the security headers (on every refusal
     # too), the host, the key, the key's rate, the body's size, the answers in flight.
@@ -111,8 +133,8 @@ def create_app(
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         # the asking key alone judges the answer (on a server without keys, anyone may)
         owner = client_of(request.scope) if "api_key_id" in request.scope.get("state", {}) else None
-        if body.model is not None and body.model not in service.model_names:
-            return _model_not_found(body.model, service.model_names)
+        # any model name is the served model's alias (``default``, a listed name, or
+        # one a client was configured with elsewhere): the server answers as one model
         unsupported = body.unsupported_field()
         if unsupported is not None:
             message = f"this server answers with text only and cannot honour {unsupported!r} as set; leave it out"
@@ -134,6 +156,9 @@ def create_app(
             answer = await _unless_client_leaves(request, service.answer(messages, options, owner))
         except (ValueError, GateBackendError, UpstreamError) as exc:
             return _refusal(exc)
+        except _ServerStopping:
+            message = "server shutting down: the answer was cut at the end of the drain time; retry"
+            return JSONResponse(error_body(message, "server_error", code="server_shutting_down"), status_code=503)
         if answer is None:
             return Response(status_code=499)  # nobody reads it: the client left, the generation stopped
         payload = completion(
@@ -188,11 +213,15 @@ def create_app(
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [_model(name) for name in service.model_names]}
+        """The served model under its names (``default`` among them); each entry says, in
+        ``adaptive_gates``, the gate and whether it learns from feedback (the page shows
+        the thumbs only then)."""
+        names = dict.fromkeys([*service.model_names, DEFAULT_MODEL_NAME])
+        return {"object": "list", "data": [_model(name, service) for name in names]}
 
     @app.get("/v1/models/{name:path}", response_model=None)
-    async def model(name: str) -> dict[str, Any] | JSONResponse:
-        return _model(name) if name in service.model_names else _model_not_found(name, service.model_names)
+    async def model(name: str) -> dict[str, Any]:
+        return _model(name, service)  # any name is an alias of the served model
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -275,8 +304,9 @@ def _refusal(exc: ValueError | GateBackendError | UpstreamError) -> JSONResponse
 
 async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]) -> T | None:
     """``answer``'s result; ``None`` when the client disconnects first, and ``answer`` is
-    then cancelled (a streamed generation stops at its next token). A streamed response
-    needs none of this: Starlette cancels it when its client leaves."""
+    then cancelled (a streamed generation stops at its next token); ``_ServerStopping``
+    when the server stops before it (its drain time over). A streamed response needs none
+    of this: Starlette cancels it when its client leaves."""
     answering = asyncio.ensure_future(answer)
 
     async def client_left() -> None:
@@ -286,9 +316,14 @@ async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]
     watching = asyncio.ensure_future(client_left())
     try:
         await asyncio.wait({answering, watching}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server stops: so does the answer
+    except asyncio.CancelledError:
+        # the server stops (its drain time is over): so does the answer, and the client
+        # is told so at once (uvicorn ends the process soon after), rather than failing
         answering.cancel()
-        raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise _ServerStopping from None
     finally:
         watching.cancel()
     if answering.done():
@@ -299,13 +334,13 @@ async def _unless_client_leaves(request: Request, answer: Coroutine[Any, Any, T]
     return None
 
 
-def _model(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "adaptive-gates"}
+class _ServerStopping(Exception):
+    """A plain answer was cut because the server stops (never leaves this module)."""
 
 
-def _model_not_found(name: str, served: tuple[str, ...]) -> JSONResponse:
-    message = f"the model {name!r} does not exist here; this server answers as {', '.join(map(repr, served))}"
-    return JSONResponse(error_body(message, param="model", code="model_not_found"), status_code=404)
+def _model(name: str, service: ChatService) -> dict[str, Any]:
+    extension = {"model": service.model_id, "gate": service.gate.name, "learns_from_feedback": service.learns}
+    return {"id": name, "object": "model", "created": 0, "owned_by": "adaptive-gates", "adaptive_gates": extension}
 
 
 def _completion_id(decision_id: str) -> str:
@@ -332,7 +367,8 @@ def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
 
 
 def _too_long(exc: ConversationTooLongError) -> JSONResponse:
-    return JSONResponse(error_body(str(exc), param="messages", code="context_length_exceeded"), status_code=400)
+    code = "too_many_messages" if isinstance(exc, TooManyMessagesError) else "context_length_exceeded"
+    return JSONResponse(error_body(str(exc), param="messages", code=code), status_code=400)
 
 
 def _answer_too_long(body: ChatCompletionRequest, asked: int, most: int) -> JSONResponse:

@@ -16,9 +16,11 @@ The errors name each parameter as the command line spells it (``--domain`` for
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -146,15 +148,21 @@ def build_service(
     what = f"the {gate_type} gate and the models" if directory is not None else "the models"
     indexed = corpus or "of the package's Wikipedia paragraphs"
     say(f"loading {what}, indexing the corpus {indexed} ...")
-    # One memo for the gate and the retriever: a question the gate embedded is searched
-    # with the same vector, and a question asked again is not embedded again.
-    embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
-    searcher = _retriever(retriever, corpus, directory, embedder, database)
+    # A line as each step starts and one as it ends: a gate that loads for minutes
+    # (pretrained:stacked) says what it is doing meanwhile.
+    with _step(say, "loading the embedding model"):
+        # One memo for the gate and the retriever: a question the gate embedded is searched
+        # with the same vector, and a question asked again is not embedded again.
+        embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
+    indexing = retriever is None or isinstance(retriever, str)  # a retriever given holds its corpus
+    with _step(say, f"indexing the corpus {indexed}") if indexing else contextlib.nullcontext():
+        searcher = _retriever(retriever, corpus, directory, embedder, database)
     if isinstance(gate, Gate):
         served_gate = gate
     else:
         assert directory is not None
-        served_gate = _load_gate(directory, gate_type, gate_backends(upstream, embedder, searcher))
+        with _step(say, f"loading the {gate_type} gate (and the models it asks)"):
+            served_gate = _load_gate(directory, gate_type, gate_backends(upstream, embedder, searcher))
         if is_pretrained(directory):  # whose outcomes it holds, against the model it now serves
             say(pretrained_notice(directory.name, upstream.model_id))
     if domain is not None:
@@ -203,6 +211,15 @@ def _lessons(directory: Path) -> LessonLog:
         return LessonLog.load(path)
     except ValueError as exc:
         raise UsageError(f"--gate {directory}: the lessons kept beside it cannot be read: {exc}") from None
+
+
+@contextlib.contextmanager
+def _step(say: Callable[[str], object], what: str) -> Iterator[None]:
+    """Say ``what`` is under way, then that it is done and how long it took."""
+    say(f"{what} ...")
+    started = time.perf_counter()
+    yield
+    say(f"{what}: done in {time.perf_counter() - started:.0f} s")
 
 
 def _embedded_chat() -> ChatModel:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConversationTooLongError
+from ..errors import ConversationTooLongError, TooManyMessagesError
 from ..models.chat.base import Message
 from .openai_error import send_error
 
@@ -44,6 +44,7 @@ class Limits:
         max_body_bytes: the largest request body.
         max_message_tokens: the longest message, in the answering model's tokens.
         max_conversation_tokens: the longest conversation (every message).
+        max_messages: the most messages a conversation may hold (more: 400).
         max_answer_tokens: the most tokens a request may ask an answer to be
             (``max_tokens``); more gets 400.
         max_in_flight: chat requests answered at once; more get 503.
@@ -65,6 +66,9 @@ class Limits:
     )
     max_conversation_tokens: int = limit(
         4_000, "--max-conversation-tokens", "the longest conversation, every message counted"
+    )
+    max_messages: int = limit(
+        256, "--max-messages", "the most messages a request's conversation may hold; more gets 400"
     )
     max_answer_tokens: int = limit(
         1_024,
@@ -92,12 +96,33 @@ class Limits:
             self.max_body_bytes,
             self.max_message_tokens,
             self.max_conversation_tokens,
+            self.max_messages,
             self.max_answer_tokens,
             self.max_in_flight,
         ]
         rates = [rate for rate in (self.requests_per_minute, self.feedback_per_hour) if rate is not None]
         if any(bound < 1 for bound in [*bounds, *rates]):
             raise ValueError(f"every limit must be >= 1, got {self}")
+
+
+#: Worker threads one answer in flight may hold at once: a stream's read of its next
+#: piece, left blocked until the generation stops when its client leaves, and the close
+#: that stops it (a plain answer holds one: the gate's scoring, the retrieval or the
+#: generation, in turn).
+THREADS_PER_ANSWER = 2
+#: Worker threads beyond the answers': readiness checks, verdicts and the saves after
+#: them, shadow learning, answers just refused or cut whose threads are still ending.
+HEADROOM_THREADS = 8
+
+
+def blocking_threads(limits: Limits) -> int:
+    """The size of the server's executor, which runs every blocking call of a request
+    (``asyncio.to_thread`` and the like: the gate's scoring, retrieval, the embedded
+    model's pieces). This is where it meets ``max_in_flight``: sized from it, the
+    executor always has a thread for every answer ``LimitInFlight`` lets in, so no
+    number of concurrent streams can wait on one another for a thread (the event loop's
+    own default holds ``min(32, cores + 4)``, fewer than 8 answers need on 2 cores)."""
+    return limits.max_in_flight * THREADS_PER_ANSWER + HEADROOM_THREADS
 
 
 def token_counter(model: object) -> Callable[[str], int]:
@@ -110,8 +135,15 @@ def token_counter(model: object) -> Callable[[str], int]:
 
 
 def check_conversation(messages: Sequence[Message], limits: Limits, count: Callable[[str], int]) -> None:
-    """Raise ``ConversationTooLongError`` for a message or a conversation past ``limits``.
-    A text far past the bound is refused by its length alone, before it is tokenized."""
+    """Raise ``ConversationTooLongError`` for a message or a conversation past ``limits``
+    (more messages than ``max_messages``, or more tokens). A text far past the bound is
+    refused by its length alone, before it is tokenized. The conversation's refusal says
+    to start a new one: a chat kept past the bound fails every next question too."""
+    if len(messages) > limits.max_messages:
+        raise TooManyMessagesError(
+            f"the conversation holds {len(messages)} messages; this server takes {limits.max_messages}: "
+            "start a new chat (send fewer earlier turns)"
+        )
     total = 0
     for i, message in enumerate(messages):
         tokens = _message_tokens(message["content"], limits.max_message_tokens, count)
@@ -123,7 +155,8 @@ def check_conversation(messages: Sequence[Message], limits: Limits, count: Calla
         total += tokens
     if total > limits.max_conversation_tokens:
         raise ConversationTooLongError(
-            f"the conversation is {total} tokens; this server takes {limits.max_conversation_tokens} a conversation"
+            f"the conversation is {total} tokens; this server takes {limits.max_conversation_tokens} a conversation: "
+            "start a new chat (send fewer earlier turns)"
         )
 
 

@@ -32,13 +32,13 @@ _WHY = {
     "400": "a request the server cannot read or honour",
     "401": "no API key, or not one of the server's (when it has keys)",
     "403": "the key's role does not reach the route, or another key's answer",
-    "404": "no such decision, lesson or model",
+    "404": "no such decision, lesson or pair",
     "409": "the answer has its verdict, or the lesson was taken back already",
     "413": "the body is larger than the server takes",
     "429": "past the client's rate or feedback quota (see Retry-After)",
     "502": "the upstream LLM failed",
-    "503": "the server answers as many requests as it takes, is not ready, or cannot reach the gate's memory "
-    "(see Retry-After)",
+    "503": "the server answers as many requests as it takes, is not ready, is shutting down, or cannot reach the "
+    "gate's memory (see Retry-After)",
     "504": "the upstream LLM gave no answer in time",
 }
 #: One server-sent event of a streamed completion, as clients read it (its fields): the
@@ -61,11 +61,10 @@ _STREAM_EVENT = {
 #: Refusals every route may meet (the Host check and, with keys, the key check).
 _ANY_ROUTE = ("400", "401", "403", "429")
 _ROUTE_ERRORS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("post", "/v1/chat/completions"): ("404", "413", "502", "503", "504"),
+    ("post", "/v1/chat/completions"): ("413", "502", "503", "504"),
     ("post", "/v1/feedback"): ("404", "409", "413", "503"),
     ("post", "/v1/admin/lessons/{decision_id}/revert"): ("404", "409", "503"),
     ("post", "/v1/admin/shadows/{decision_id}/revert"): ("404", "409"),
-    ("get", "/v1/models/{name}"): ("404",),
     ("get", "/readyz"): ("503",),
 }
 

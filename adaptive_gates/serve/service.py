@@ -167,8 +167,9 @@ class ChatService:
             to save it.
         limits: the bounds on a request (``serve.limits``); the token bounds are
             counted in the upstream's tokens when it counts them (the embedded model).
-        model_names: the model names requests may ask for (``/v1/models`` lists them);
-            default: the upstream's own.
+        model_names: the model names ``/v1/models`` lists (with ``default``); default:
+            the upstream's own. A request may name any model: each is an alias of the
+            served one.
         shadow: learns the gate from the answered decisions (``serve.shadow``), after
             each answer and never in its way; ``None``: nothing is learnt that way.
         lesson_quorum: distinct clients (keys) whose agreeing verdicts on a question
@@ -231,6 +232,19 @@ class ChatService:
         self._feedback_lock = asyncio.Lock()
         per_hour = self.limits.feedback_per_hour
         self._feedback_quota = None if per_hour is None else TokenBuckets(per_hour, 3600.0)
+
+    @property
+    def learns(self) -> bool:
+        """Whether a verdict on an answer teaches the gate: it learns online, and, for a
+        gate that learns from served pairs (a draft-check gate), a shadow learner refits
+        it here (``--shadow-rate``; without one a verdict is logged and never learnt)."""
+        from ..gates.shadow.learning import LearnsFromShadows
+
+        if not getattr(self.gate, "learns_online", False):
+            return False
+        if isinstance(self.gate, LearnsFromShadows):
+            return self.shadow is not None and not self.gate.logprob_features
+        return True
 
     @property
     def model_id(self) -> str:
@@ -330,11 +344,14 @@ class ChatService:
     def _upstream_error(self, exc: BaseException) -> UpstreamError:
         timed_out = is_timeout(exc)
         self.metrics.upstream_errors.labels("timeout" if timed_out else "error").inc()
+        # The client reads what failed, never where: the upstream's address (in the
+        # exception's text) goes to the server's log only.
         if timed_out:
-            message = f"the upstream model {self.model_id!r} gave no answer within {self.upstream_timeout:g} s"
+            message = f"the upstream LLM {self.model_id!r} gave no answer within {self.upstream_timeout:g} s"
         else:
-            message = f"the upstream model {self.model_id!r} failed: {exc}"
-        logger.warning("%s", message)
+            message = f"the upstream LLM {self.model_id!r} failed; the server's log says why"
+        where = getattr(self.upstream, "base_url", None) or "in this process"
+        logger.warning("the upstream LLM %r (%s) failed: %s: %s", self.model_id, where, type(exc).__name__, exc)
         return UpstreamError(message, timed_out=timed_out)
 
     def _usage(self, prepared: _Prepared, answer: str) -> TokenUsage:

@@ -4,10 +4,13 @@ build (``--no-save``), served from the test's process."""
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 
 import httpx
 import pytest
@@ -94,6 +97,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--upstream-base-url", "ftp://x"], "http"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
         (["--gate", torn, "--corpus", served_corpus], "gate.lessons.jsonl, line 1: not a lesson"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--trusted-proxy", "proxy"], "IP address or network"),
     ]
     (args, says), *in_process = cases
     command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]
@@ -142,3 +146,97 @@ def test_with_no_arguments_the_command_serves_a_shipped_gate_over_a_shipped_corp
         assert f"{fitted}, not of SmolLM2-135M-Instruct" in output
     # a shipped gate is never saved over
     assert {p.name: p.read_bytes() for p in pretrained_path("draft-check").iterdir()} == shipped
+
+
+#: Seconds a request to a live server may take before the test calls it hung.
+HANG_BOUND = 600.0
+
+
+def _stream_and_leave(url: str, question: str, outcomes: list[str]) -> None:
+    """Stream an answer and leave after two of its pieces: what each outcome was
+    (``served``, or the refusal's status)."""
+    body = {"messages": [{"role": "user", "content": question}], "max_tokens": 6, "stream": True}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=HANG_BOUND) as response:
+        if response.status_code != 200:
+            response.read()
+            outcomes.append(f"{response.status_code} {response.json()['error']['code']}")
+            return
+        pieces = 0
+        for line in response.iter_lines():
+            if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                pieces += 1
+                if pieces == 2:
+                    break
+        outcomes.append("served")
+
+
+def test_more_streams_than_it_takes_at_once_are_served_or_refused_and_it_stays_ready(served_gate_dir, served_corpus):
+    in_flight = 3
+    server = ServeProcess(
+        "--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--max-in-flight", str(in_flight)
+    )
+    with server:
+        outcomes: list[str] = []
+        questions = [f"Name {n} famous rivers of Europe." for n in range(2, in_flight + 4)]
+        clients = [threading.Thread(target=_stream_and_leave, args=(server.url, q, outcomes)) for q in questions]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(timeout=HANG_BOUND)
+        assert not any(client.is_alive() for client in clients), "a stream got neither its pieces nor a refusal"
+        assert len(outcomes) == in_flight + 2 and set(outcomes) <= {"served", "503 server_overloaded"}, outcomes
+        assert outcomes.count("served") >= 1
+        assert httpx.get(f"{server.url}/readyz", timeout=HANG_BOUND).status_code == 200
+        assert ask(server.url, "Name a famous river of Europe.", max_tokens=2).status_code == 200
+
+
+def test_forwarding_headers_are_believed_only_from_a_trusted_proxy(served_gate_dir, served_corpus, caplog):
+    """A local client that says it forwards for other addresses gets no more requests,
+    nor another address in the log, unless its address is a ``--trusted-proxy``."""
+    served = ("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--rate-limit", "2")
+    forwarded = [{"X-Forwarded-For": f"203.0.113.{n}"} for n in range(3)]
+    with caplog.at_level(logging.INFO, logger="adaptive_gates.serve.access"):
+        with command_in_process(*served) as server:
+            statuses = [httpx.get(f"{server.url}/v1/models", headers=h).status_code for h in forwarded]
+        assert statuses == [200, 200, 429]
+        logged = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+        assert not any("203.0.113" in line for line in logged)
+        assert sum(line.startswith('127.0.0.1 key=- "GET /v1/models"') for line in logged) == 3
+        caplog.clear()
+        with command_in_process(*served, "--trusted-proxy", "127.0.0.1") as behind_proxy:
+            statuses = [httpx.get(f"{behind_proxy.url}/v1/models", headers=h).status_code for h in forwarded]
+        assert statuses == [200, 200, 200]  # three clients, each within its rate
+        logged = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+        assert [line.split()[0] for line in logged if "/v1/models" in line] == [f"203.0.113.{n}" for n in range(3)]
+
+
+def test_a_plain_answer_cut_by_sigterm_gets_openais_503_and_no_traceback(served_gate_dir, served_corpus):
+    server = ServeProcess(
+        "--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", "--max-answer-tokens", "2000",
+        "--max-in-flight", "1", "--drain-seconds", "1",
+    )  # fmt: skip
+    counting = {"role": "user", "content": "Write the numbers from 1 to 2000, separated by commas."}
+    url = f"{server.url}/v1/chat/completions"
+    answers: list[httpx.Response] = []
+
+    def ask_for_a_long_answer() -> None:
+        answer = None
+        while answer is None or answer.json().get("error", {}).get("code") == "server_overloaded":
+            answer = httpx.post(url, json={"messages": [counting], "max_tokens": 2000}, timeout=HANG_BOUND)
+        answers.append(answer)
+
+    with server:
+        asking = threading.Thread(target=ask_for_a_long_answer)
+        asking.start()
+        # under way once the server takes no other answer (--max-in-flight 1); the probe
+        # asks for too long an answer, refused at once when it is let in
+        probe = {"messages": [counting], "max_tokens": 2001}
+        while httpx.post(url, json=probe, timeout=HANG_BOUND).status_code == 400:
+            pass
+        status, output = server.stop()
+        asking.join(timeout=HANG_BOUND)
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert error["code"] == "server_shutting_down" and error["message"].startswith("server shutting down")
+    assert status == -signal.SIGTERM and "Traceback" not in output, output

@@ -61,3 +61,14 @@ def test_nothing_is_logged_below_info(caplog):
     with caplog.at_level(logging.WARNING, logger="adaptive_gates.serve.access"):
         client.get("/v1/stream")
     assert not [r for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+
+
+def test_control_characters_in_a_request_cannot_write_a_line_of_their_own(caplog):
+    client = TestClient(AccessLog(_app()))
+    forged = '127.0.0.1 key=- "POST /v1/feedback" 200 1 ms'
+    with caplog.at_level(logging.INFO, logger="adaptive_gates.serve.access"):
+        client.get(f"/v1/stream%0a{forged}%0d%1b[2J%e2%80%a8%22")
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.access"]
+    assert not any(c in line for c in "\n\r\x1b\u2028")
+    assert line.startswith(r'testclient key=- "GET /v1/stream\x0a127.0.0.1 key=- \"POST /v1/feedback\" 200 1 ms')
+    assert r'1 ms\x0d\x1b[2J\u2028\"" 404 ' in line

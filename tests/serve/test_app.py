@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import shutil
 import subprocess
 import time
@@ -305,6 +306,27 @@ def test_an_upstream_streams_through_the_server(knn_gate, retriever, openai_serv
     assert openai_server.requests == 2
 
 
+def test_a_remote_upstreams_own_usage_is_reported_streamed_or_not(knn_gate, retriever, openai_server, routes):
+    # what the upstream itself reports for the prompt the server will send it
+    sent = [{"role": "user", "content": build_prompt(routes["direct"], [])}]
+    upstream = openai.OpenAI(base_url=openai_server.base_url, api_key="none")
+    start = time.perf_counter()
+    direct = upstream.chat.completions.create(model=openai_server.model_id, messages=sent, max_tokens=8)
+    timeout = 10 * (time.perf_counter() - start)
+    messages = [{"role": "user", "content": routes["direct"]}]
+    with _served_through(knn_gate, retriever, openai_server, timeout) as served:
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+        whole = client.chat.completions.create(model=openai_server.model_id, messages=messages, max_tokens=8)
+        options = {"stream": True, "stream_options": {"include_usage": True}}
+        chunks = list(
+            client.chat.completions.create(model=openai_server.model_id, messages=messages, max_tokens=8, **options)
+        )
+    # the upstream's own count (streamed too: the server asks for it with include_usage),
+    # not the server's estimate of 3 bytes a token
+    assert whole.usage == direct.usage and chunks[-1].usage == direct.usage
+    assert direct.usage.prompt_tokens != math.ceil(len(sent[0]["content"].encode()) / 3)
+
+
 def test_the_first_token_reaches_the_client_while_the_upstream_holds_the_rest(
     knn_gate, retriever, openai_server, routes
 ):
@@ -339,9 +361,24 @@ def test_a_failing_upstream_gets_a_bounded_clear_error_and_the_server_goes_on(
     response = ask(served.url, routes["direct"], stream=stream)
     assert response.status_code == status
     error = response.json()["error"]
-    assert error["type"] == "upstream_error" and upstream.model_id in error["message"]
+    assert error["type"] == "upstream_error" and f"the upstream LLM {upstream.model_id!r}" in error["message"]
+    assert upstream.base_url.removesuffix("/v1") not in response.text
     upstream.reset()
     assert ask(served.url, routes["direct"], max_tokens=1).status_code == 200
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_unreachable_upstream_is_a_502_that_keeps_its_address_to_the_log(
+    knn_gate, retriever, routes, stream, caplog
+):
+    address = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    upstream = OpenAIChatModel("remote-model", base_url=f"{address}/v1", timeout=30, max_retries=0)
+    service = ChatService(knn_gate, retriever, upstream, max_tokens=4)
+    with ServedApp(create_app(service)) as served, caplog.at_level(logging.WARNING, "adaptive_gates.serve"):
+        response = ask(served.url, routes["direct"], stream=stream)
+    assert response.status_code == 502 and address not in response.text and "127.0.0.1" not in response.text
+    assert response.json()["error"]["message"] == "the upstream LLM 'remote-model' failed; the server's log says why"
+    assert any(address in r.getMessage() for r in caplog.records if r.name == "adaptive_gates.serve.service")
 
 
 def test_a_hung_upstream_does_not_hold_up_other_requests(behind_http, routes):
@@ -422,27 +459,35 @@ def test_ready_when_every_dependency_answers(served):
     assert ready.json() == {"status": "ready", "checks": {"upstream": "ok", "corpus": "ok", "memory": "ok"}}
 
 
-def test_a_model_it_does_not_serve_is_openais_404(served):
+def test_any_model_name_is_an_alias_of_the_served_model(served, knn_gate):
     client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none", max_retries=0)
-    assert [m.id for m in client.models.list().data] == [MODEL]
-    assert client.models.retrieve(MODEL).id == MODEL
-    for ask_for in (
-        lambda: client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}]),
-        lambda: client.models.retrieve("gpt-4o"),
-    ):
-        with pytest.raises(openai.NotFoundError) as caught:
-            ask_for()
-        error = caught.value.body
-        assert error["code"] == "model_not_found" and error["param"] == "model"
-        assert f"this server answers as {MODEL!r}" in error["message"]
+    listed = client.models.list().data
+    assert [m.id for m in listed] == [MODEL, "default"]
+    # what the page reads to offer the thumbs: the gate, and that it learns from feedback
+    assert all(
+        m.model_extra["adaptive_gates"] == {"model": MODEL, "gate": "skr-knn", "learns_from_feedback": True}
+        for m in listed
+    )
+    for name in ("default", "gpt-4o", MODEL):
+        assert client.models.retrieve(name).id == name
+        completion = client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "Hi"}], max_tokens=1
+        )
+        assert completion.model == MODEL  # answered by the served model, whatever the name asked
+
+
+def test_a_gate_that_cannot_learn_says_so_in_the_models_list(retriever, served_chat_model):
+    service = ChatService(VerbalizedGate(served_chat_model), retriever, served_chat_model, max_tokens=1)
+    with ServedApp(create_app(service)) as app:
+        (model, default) = httpx.get(f"{app.url}/v1/models").json()["data"]
+    assert model["adaptive_gates"]["learns_from_feedback"] is default["adaptive_gates"]["learns_from_feedback"] is False
 
 
 def test_the_published_spec_documents_the_statuses_the_server_answers_with(served):
     spec = httpx.get(f"{served.url}/openapi.json").json()
     chat = spec["paths"]["/v1/chat/completions"]["post"]["responses"]
-    assert "422" not in chat and {"400", "401", "404", "413", "429", "502", "503", "504"} <= set(chat)
+    assert "422" not in chat and {"400", "401", "413", "429", "502", "503", "504"} <= set(chat)
     assert set(spec["paths"]["/v1/feedback"]["post"]["responses"]) >= {"400", "404", "409", "429"}
-    assert "404" in spec["paths"]["/v1/models/{name}"]["get"]["responses"]
     assert "503" in spec["paths"]["/readyz"]["get"]["responses"]
     assert list(spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == ["text/plain"]
     # what the server answers is what the spec says: a body it cannot read is a 400 in the error shape

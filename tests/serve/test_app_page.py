@@ -234,7 +234,7 @@ def test_an_upstream_failure_shows_the_servers_error_and_the_page_keeps_working(
         assert page.locator("[data-testid=conversation] b").count() == 0
 
 
-def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_feedback(
+def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_offers_no_feedback(
     outcome_records, served_corpus, browser_page, tmp_path, one_torch_thread
 ):
     # Here the embedded model decides (it states its certainty, or fails to), so the
@@ -263,11 +263,8 @@ def test_a_verbalized_gate_shows_its_draft_certainty_and_fallbacks_and_refuses_f
         assert answer.get_by_test_id("fallback").is_hidden()
         assert (_stat(page, "requests"), _stat(page, "llm-calls-saved")) == ("1", "1")
 
-        answer.get_by_test_id("feedback-down").click()
-        status = answer.get_by_test_id("feedback-status")
-        status.and_(page.locator(".error")).wait_for()
-        assert status.inner_text().startswith("HTTP 400: ") and "does not learn from feedback" in status.inner_text()
-        assert _thumbs_disabled(answer)
+        # the verbalized gate learns nothing from a verdict: the page offers no thumbs to give one
+        assert answer.get_by_test_id("feedback-up").is_hidden() and answer.get_by_test_id("feedback-down").is_hidden()
 
         page.get_by_test_id("new-chat").click()
         fell_back = _ask(page, fallback.question)
@@ -415,3 +412,24 @@ async def _events_before_the_record(response: httpx.Response):
         if '"adaptive_gates"' in line:
             return
         yield (line + "\n").encode()
+
+
+def test_a_conversation_past_the_servers_bound_says_to_start_a_new_chat(served_gate_dir, served_corpus, browser_page):
+    page = browser_page
+    bounded = ("--max-conversation-tokens", "40", "--max-tokens", str(MAX_TOKENS))
+    with command_in_process("--gate", served_gate_dir, "--corpus", served_corpus, "--no-save", *bounded) as server:
+        page.goto(server.url)
+        page.get_by_test_id("gate-name").filter(has_text="skr-knn").wait_for()
+        question = "Who wrote the novel Moby Dick, and in which year was it published?"
+        first = _ask(page, question)
+        assert first.get_by_test_id("new-chat-hint").is_hidden()
+        page.get_by_test_id("question").fill(question)
+        page.get_by_test_id("question").press("Enter")
+        refused = page.get_by_test_id("answer").nth(1).and_(page.locator('[data-state="error"]'))
+        refused.wait_for(timeout=60_000)
+        error = refused.get_by_test_id("answer-error").inner_text()
+        assert error.startswith("HTTP 400: the conversation is ") and "start a new chat" in error, error
+        hint = refused.get_by_test_id("new-chat-hint")
+        assert hint.is_visible() and "Press New chat to go on" in hint.inner_text()
+        page.get_by_test_id("new-chat").click()
+        assert _ask(page, question).get_by_test_id("answer-text").inner_text().strip()

@@ -4,6 +4,7 @@ embedded models; what does not go together is refused before anything loads."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 
 import pytest
@@ -40,9 +41,14 @@ def test_a_saved_gate_is_loaded_and_saved_again_after_feedback_unless_told_not_t
     )
     assert isinstance(service.gate, SKRKnnGate) and isinstance(service.retriever, BM25Retriever)
     assert len(service.retriever) == len(served_corpus.read_text().splitlines())
-    assert service.after_feedback is not None and progress == [
-        f"loading the skr-knn gate and the models, indexing the corpus {served_corpus} ..."
-    ]
+    assert service.after_feedback is not None
+    # a line as each step starts and as it ends: the server is never silent for long while it loads
+    steps = ["loading the embedding model", f"indexing the corpus {served_corpus}", "loading the skr-knn gate"]
+    assert progress[0] == f"loading the skr-knn gate and the models, indexing the corpus {served_corpus} ..."
+    assert len(progress) == 1 + 2 * len(steps)
+    for n, step in enumerate(steps):
+        assert progress[1 + 2 * n].startswith(step) and progress[1 + 2 * n].endswith(" ...")
+        assert re.fullmatch(rf"{re.escape(step)}.*: done in \d+ s", progress[2 + 2 * n])
     kept = build_service(gate=directory, chat=served_chat_model, retriever="bm25", corpus=served_corpus, save=False)
     assert kept.after_feedback is None
 
@@ -59,3 +65,11 @@ def test_what_does_not_go_together_is_refused_before_anything_loads(served_gate_
         build_service(
             gate=served_gate_dir, chat=served_chat_model, retriever="bm25", corpus=served_corpus, shadow_rate=0.1
         )
+
+
+def test_a_draft_check_gate_learns_from_verdicts_only_with_a_shadow_learner(served_corpus, served_chat_model):
+    """What ``/v1/models`` tells the page (``learns_from_feedback``): the shipped gate
+    served alone logs a verdict and never refits on it; with ``--shadow-rate`` it does."""
+    served = {"gate": "pretrained:draft-check", "chat": served_chat_model, "retriever": "bm25", "corpus": served_corpus}
+    assert build_service(**served).learns is False
+    assert build_service(**served, shadow_rate=0.0).learns is True

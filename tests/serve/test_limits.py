@@ -25,7 +25,14 @@ from adaptive_gates.retrieval import DenseRetriever
 from adaptive_gates.serve import ChatService
 from adaptive_gates.serve.app import create_app
 from adaptive_gates.serve.keys import KeyRing
-from adaptive_gates.serve.limits import ConversationTooLongError, Limits, RateLimit, check_conversation, token_counter
+from adaptive_gates.serve.limits import (
+    ConversationTooLongError,
+    Limits,
+    RateLimit,
+    blocking_threads,
+    check_conversation,
+    token_counter,
+)
 from support.serve_process import ServedApp
 
 pytestmark = pytest.mark.live_server  # a real server: left out of make test-fast
@@ -106,8 +113,26 @@ def test_a_message_or_conversation_past_its_tokens_is_refused_at_once(served, se
     ]
     counts = [served_chat_model.count_tokens(t["content"]) for t in turns]
     assert max(counts) <= 50 < 80 < sum(counts)
-    with pytest.raises(openai.BadRequestError, match="this server takes 80 a conversation"):
+    with pytest.raises(openai.BadRequestError) as caught:
         _client(served.url).chat.completions.create(model=MODEL, messages=turns)
+    # a kept chat past the bound fails every next question: the refusal says what to do
+    assert "this server takes 80 a conversation: start a new chat" in caught.value.body["message"]
+
+
+def test_more_messages_than_it_takes_are_refused_before_a_remote_upstream_sees_them(gate, retriever, openai_server):
+    upstream = OpenAIChatModel(openai_server.model_id, base_url=openai_server.base_url, max_retries=0)
+    service = ChatService(gate, retriever, upstream, max_tokens=1)  # the default limits
+    turns = [{"role": ("user", "assistant")[n % 2], "content": "hi"} for n in range(Limits().max_messages + 1)]
+    assert Limits().max_messages == 256 and turns[-1]["role"] == "user"
+    with ServedApp(create_app(service)) as app:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as caught:
+                _client(app.url).chat.completions.create(model=openai_server.model_id, messages=turns, stream=stream)
+            error = caught.value.body
+            assert (error["code"], error["param"]) == ("too_many_messages", "messages")
+            assert error["message"].startswith("the conversation holds 257 messages; this server takes 256")
+        assert openai_server.requests == 0
+        assert _client(app.url).chat.completions.create(model=openai_server.model_id, messages=turns[-256:])
 
 
 def test_an_answer_longer_than_the_server_writes_is_refused_before_any_work(served):
@@ -162,6 +187,18 @@ def test_beyond_the_answers_it_takes_at_once_a_request_gets_503_and_retry_after(
     assert _ask(_client(served.url)).choices[0].message.content.strip()  # the slot is free again
 
 
+def test_the_servers_executor_has_threads_for_every_answer_it_lets_in(gate, retriever, served_chat_model, served):
+    for in_flight in (1, 8, 20):
+        limits = Limits(max_in_flight=in_flight)
+        executor = create_app(ChatService(gate, retriever, served_chat_model, limits=limits)).state.executor
+        assert executor._max_workers == blocking_threads(limits) == 2 * in_flight + 8
+    # the loop's own default on 2 cores holds min(32, 2 + 4) threads: fewer than 8 streams need
+    assert blocking_threads(Limits()) > min(32, 2 + 4)
+    # a request's blocking calls (the gate's scoring, the retrieval, the generation) run in it
+    assert _ask(_client(served.url)).choices[0].message.content.strip()
+    assert any(t.name.startswith("adaptive-gates-serve") for t in threading.enumerate())
+
+
 def test_past_its_rate_a_key_gets_429_while_another_key_goes_on(gate, retriever, served_chat_model):
     keys = {"chat-key-a-0123456789abcdef": "chat", "chat-key-b-0123456789abcdef": "chat"}
     ring = KeyRing.from_sources(list(keys), environ={})
@@ -213,6 +250,7 @@ def test_the_command_shows_every_default_and_refuses_a_bad_limit(capsys):
         ("--max-body-bytes", "1000000"),
         ("--max-message-tokens", "2000"),
         ("--max-conversation-tokens", "4000"),
+        ("--max-messages", "256"),
         ("--max-answer-tokens", "1024"),
         ("--max-in-flight", "8"),
         ("--rate-limit", "120"),

@@ -204,10 +204,12 @@ class ChatCompletionsServer:
             if options.pop("stream"):
                 if fault is Fault.SLOW:
                     release.wait(self.slow_seconds)
-                events = self._events(self.chat_model.stream(options.pop("messages"), **options))
+                include_usage = options.pop("include_usage")
+                events = self._events(self.chat_model.stream(options.pop("messages"), **options), include_usage)
                 if fault is Fault.HOLD_AFTER_FIRST_PIECE:
                     events = self._held_after_first(events, release)
                 return HTTPStatus.OK, events
+            options.pop("include_usage")
             reply = self.chat_model.chat(options.pop("messages"), **options)
         except RequestError as exc:
             return _error(exc.status, str(exc))
@@ -251,8 +253,10 @@ class ChatCompletionsServer:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise RequestError(HTTPStatus.BAD_REQUEST, "messages must be a list of objects")
         stop = body.get("stop")
+        stream_options = body.get("stream_options") or {}
         return {
             "stream": bool(body.get("stream")),
+            "include_usage": isinstance(stream_options, dict) and bool(stream_options.get("include_usage")),
             "messages": messages,
             "max_tokens": body.get("max_completion_tokens") or body.get("max_tokens") or 64,
             "temperature": body.get("temperature", 1.0),
@@ -307,16 +311,26 @@ class ChatCompletionsServer:
             self._holding.clear()
             yield from events
 
-    def _events(self, pieces: Iterator[ChatChunk]) -> Generator[bytes, None, None]:
-        """The streamed reply as OpenAI's ``chat.completion.chunk`` events, then ``[DONE]``."""
+    def _events(self, pieces: Iterator[ChatChunk], include_usage: bool = False) -> Generator[bytes, None, None]:
+        """The streamed reply as OpenAI's ``chat.completion.chunk`` events, then ``[DONE]``;
+        with ``include_usage`` (``stream_options``), a last chunk with no choice and the
+        usage, as OpenAI sends it."""
         head = {"id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion.chunk", "model": self.model_id}
+        usage = None
         for piece in pieces:
             finish = None
             if piece.reply is not None:
                 finish = "length" if piece.reply.finish_reason == "length" else "stop"
+                usage = piece.reply.usage
             delta = {"content": piece.text} if piece.text else {}
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             yield b"data: " + _json({**head, "created": int(time.time()), "choices": [choice]}) + b"\n\n"
+        if include_usage and usage is not None:
+            yield (
+                b"data: "
+                + _json({**head, "created": int(time.time()), "choices": [], "usage": usage.to_json()})
+                + b"\n\n"
+            )
         yield b"data: [DONE]\n\n"
 
 

@@ -40,12 +40,15 @@ SERVED_PARAGRAPH_WORDS = 40
 class ServedApp:
     """An ASGI app served by uvicorn in a background thread on 127.0.0.1."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, config: Any = None) -> None:
+        """``config``: uvicorn's settings for the app (on 127.0.0.1, its port), as the
+        command makes them; default: uvicorn's own, on a free port."""
         import uvicorn
 
-        self.port = free_port()
+        self.port = free_port() if config is None else config.port
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        config = config or uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="serve", daemon=False)
 
     def __enter__(self) -> ServedApp:
@@ -118,16 +121,17 @@ def serving(gate: Any, passages: list[CorpusRecord], chat_model: Any, **options:
 
 @contextlib.contextmanager
 def command_in_process(*args: str | Path) -> Iterator[ServedApp]:
-    """The service ``adaptive-gates serve ARGS`` builds, served from this process: it
-    shares the models the test loaded (a test about what the command serves, not about
-    its process)."""
+    """The service ``adaptive-gates serve ARGS`` builds, served from this process as the
+    command configures uvicorn (on a free port): it shares the models the test loaded (a
+    test about what the command serves, not about its process)."""
     from adaptive_gates.cli.command import build_parser
-    from adaptive_gates.cli.serve import build_service
+    from adaptive_gates.cli.serve import build_service, server_config
     from adaptive_gates.serve.app import create_app
 
-    parsed = build_parser().parse_args(["serve", *map(str, args)])
-    with ServedApp(create_app(build_service(parsed))) as app:
-        yield app
+    parsed = build_parser().parse_args(["serve", *map(str, args), "--port", str(free_port())])
+    app = create_app(build_service(parsed))
+    with ServedApp(app, server_config(app, parsed)) as served:
+        yield served
 
 
 def ask(url: str, question: str, **body: Any) -> httpx.Response:

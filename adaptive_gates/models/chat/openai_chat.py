@@ -108,12 +108,14 @@ class OpenAIChatModel:
 
     def stream(self, messages: Sequence[Message], **options: Unpack[ChatOptions]) -> Generator[ChatChunk, None, None]:
         """``chat``'s reply piece by piece as the server streams it (``stream: true``); the
-        last piece carries the whole ``ChatReply``. Closing the generator closes the
+        last piece carries the whole ``ChatReply``, with the usage the server reports
+        (asked for with ``stream_options.include_usage``). Closing the generator closes the
         response. Failures raise ``BackendError`` as ``chat``'s do, also mid-stream."""
         request = self._request(messages, options)
         client = self._sync_client()
         with self._failures(client):
-            response = client.chat.completions.create(**request, stream=True)
+            # a last chunk with the usage, counted by the server in its own tokens
+            response = client.chat.completions.create(**request, stream=True, stream_options={"include_usage": True})
             try:
                 reading = _StreamedReply()
                 for chunk in response:
@@ -131,7 +133,9 @@ class OpenAIChatModel:
         request = self._request(messages, options)
         client = self._async_client()
         with self._failures(client):
-            response = await client.chat.completions.create(**request, stream=True)
+            response = await client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
             try:
                 reading = _StreamedReply()
                 async for chunk in response:

@@ -52,16 +52,26 @@
 
   /** The message of an OpenAI-shaped error response, with its status. */
   async function errorMessage(response) {
+    return (await errorOf(response)).message;
+  }
+
+  /** An OpenAI-shaped error response: its message (with its status) and its code. */
+  async function errorOf(response) {
     const text = await response.text();
     let message = text.trim() || response.statusText;
+    let code = null;
     try {
       const body = JSON.parse(text);
       if (body && body.error && body.error.message) message = body.error.message;
+      if (body && body.error && body.error.code) code = body.error.code;
     } catch (_) {
       // not JSON: the raw body is the message
     }
-    return `HTTP ${response.status}: ${message}`;
+    return { message: `HTTP ${response.status}: ${message}`, code };
   }
+
+  /** The codes of a refusal that a shorter conversation would not get. */
+  const CONVERSATION_TOO_LONG = ["context_length_exceeded", "too_many_messages"];
 
   // ---- the API key ---------------------------------------------------------
   // Shown once the server asks for a key (401), kept for this tab only.
@@ -113,6 +123,21 @@
     const notice = byTestId("page-error");
     notice.textContent = message;
     notice.hidden = false;
+  }
+
+  /** Hide the thumbs when the served gate does not learn from feedback (``/v1/models``
+   * says so): a verdict could only be refused. Where the server has keys and none is
+   * given yet, the thumbs stay. */
+  async function loadModels() {
+    try {
+      const response = await fetch("/v1/models", { headers: apiHeaders() });
+      if (!response.ok) return;
+      const body = await response.json();
+      const served = body.data && body.data[0] && body.data[0].adaptive_gates;
+      document.body.classList.toggle("no-feedback", Boolean(served) && served.learns_from_feedback === false);
+    } catch (_) {
+      // the thumbs stay; a verdict's refusal would say why
+    }
   }
 
   async function loadStats() {
@@ -173,6 +198,7 @@
       this.verdict = null;
       this.textNode = el("p", { testid: "answer-text", class: "answer-text" });
       this.error = el("p", { testid: "answer-error", class: "error", role: "alert", hidden: true });
+      this.hint = el("p", { testid: "new-chat-hint", class: "hint", hidden: true });
       this.up = el("button", { type: "button", testid: "feedback-up", class: "thumb", title: "the answer is right: tell the gate", disabled: true }, thumb(false), "Right");
       this.down = el("button", { type: "button", testid: "feedback-down", class: "thumb", title: "the answer is wrong: tell the gate", disabled: true }, thumb(true), "Wrong");
       this.feedbackStatus = el("span", { testid: "feedback-status", class: "feedback-status" });
@@ -219,6 +245,7 @@
           { class: "bubble" },
           this.textNode,
           this.error,
+          this.hint,
           this.feedback,
         ),
         this.panel,
@@ -234,10 +261,12 @@
       this.textNode.textContent = this.text;
     }
 
-    fail(message) {
+    fail(message, hint = "") {
       this.errorMessage = message;
       this.error.textContent = message;
       this.error.hidden = false;
+      this.hint.textContent = hint;
+      this.hint.hidden = !hint;
       this.setState("error");
       this.feedback.hidden = true;
       this.panel.hidden = !this.decisionId;
@@ -502,7 +531,10 @@
       });
       if (!response.ok) {
         askForKeyOn(response);
-        answer.fail(await errorMessage(response));
+        const { message, code } = await errorOf(response);
+        // a kept conversation past the server's bounds fails every next question: say how to go on
+        const hint = CONVERSATION_TOO_LONG.includes(code) && history.length ? "Press New chat to go on: the earlier turns are then no longer sent." : "";
+        answer.fail(message, hint);
         return;
       }
       answer.setState("streaming");
@@ -568,6 +600,7 @@
     byTestId("question").focus();
     restoreKey();
     restoreConversation();
+    loadModels();
     loadStats();
   });
 })();
