@@ -39,7 +39,7 @@ from ..errors import (
 from ..errors import (
     FeedbackRefusedError as FeedbackRefusedError,  # importable here as before
 )
-from ..gates.base.feedback import FeedbackLog
+from ..gates.base.feedback import Feedback, FeedbackLog
 from ..gates.base.gate import Gate
 from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat.stream import astream_chat
@@ -530,7 +530,7 @@ class ChatService:
                 raise AlreadyRevertedError(f"the lesson on decision {decision_id!r} was taken back already")
             if lesson.status == TAUGHT and lesson.entry is not None:
                 try:
-                    await asyncio.to_thread(self.gate.withdraw_feedback, lesson.entry)
+                    await asyncio.to_thread(self._withdraw, lesson.entry)
                 except BackendUnavailableError as exc:
                     raise MemoryUnavailableError("the gate's memory cannot be reached now; revert again later") from exc
                 except ValueError:  # the gate holds it no more (saved before it was taught)
@@ -541,6 +541,19 @@ class ChatService:
                 await asyncio.to_thread(self.after_feedback)
         logger.info("lesson on decision %s taken back", decision_id)
         return {"lesson": None if reverted is None else reverted.to_dict(), "memory": self.memory_counts()}
+
+    def _withdraw(self, entry: Feedback) -> None:
+        """The gate withdraws ``entry``. With a shared state, another server may have
+        taught it, into the memory they share: this gate's log then takes the entry
+        first, so that what it taught leaves the shared memory."""
+        try:
+            self.gate.withdraw_feedback(entry)
+        except ValueError:
+            log = getattr(self.gate, "feedback_", None) if self.state.shared else None
+            if not isinstance(log, FeedbackLog):
+                raise
+            log.append(entry)
+            self.gate.withdraw_feedback(entry)
 
     # ------------------------------------------------------------------ evidence
     def visible_record(self, record: dict[str, Any], viewer: str | None, *, admin: bool = False) -> dict[str, Any]:
