@@ -74,9 +74,14 @@ class StateStore(Protocol):
     rate limit by ``name``. ``shared``: other processes change it too (what a process
     derives from it is not kept)."""
 
-    book: DecisionStore
-    lessons: LessonStore
-    shared: bool
+    @property
+    def book(self) -> DecisionStore: ...
+
+    @property
+    def lessons(self) -> LessonStore: ...
+
+    @property
+    def shared(self) -> bool: ...
 
     def buckets(self, name: str, per_period: int, period: float) -> Buckets: ...
 
