@@ -27,6 +27,7 @@ from ..errors import (
     BackendUnavailableError,
     ContextLengthExceededError,
     ConversationTooLongError,
+    FeedbackNotSupportedError,
     FeedbackQuotaError,
     GateBackendError,
     MemoryUnavailableError,
@@ -420,7 +421,8 @@ class ChatService:
                 raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
             try:
                 return await self._judged(served, correct, client, admin)
-            except (MemoryUnavailableError, StateStoreUnavailableError):
+            except (MemoryUnavailableError, StateStoreUnavailableError, FeedbackNotSupportedError, ValueError):
+                # not taught: the answer is not judged, and may be judged again
                 with contextlib.suppress(StateStoreUnavailableError):
                     self.book.judge(decision_id, None)
                 raise
