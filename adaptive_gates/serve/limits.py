@@ -12,6 +12,7 @@ of 100,000 characters is refused at once instead of filling memory for minutes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
@@ -267,7 +268,10 @@ class RateLimit:
             await self.app(scope, receive, send)
             return
         try:
-            wait = self.buckets.take(client_of(scope))
+            if isinstance(self.buckets, TokenBuckets):
+                wait = self.buckets.take(client_of(scope))
+            else:  # over the network: off the event loop
+                wait = await asyncio.to_thread(self.buckets.take, client_of(scope))
         except StateStoreUnavailableError:  # answers go on without the shared count
             logger.warning("the rate limit is not counted: the state store is unreachable")
             wait = 0

@@ -1,7 +1,7 @@
 """The state stores of ``adaptive-gates serve``: the same contract kept in the process
 (``LocalState``) and in a real Redis server (``RedisState``); Redis' copy shared by two
 stores as by two servers, bounded, expiring, and refused with a 503 while it is down,
-where chat answers on and ``/readyz`` says so."""
+where chat answers on (past a rate limit it cannot count) and ``/readyz`` says so."""
 
 from __future__ import annotations
 
@@ -165,17 +165,21 @@ def test_while_redis_is_down_chat_answers_feedback_gets_503_and_readyz_says_so(
     from adaptive_gates.retrieval import DenseRetriever
     from adaptive_gates.serve import ChatService
     from adaptive_gates.serve.app import create_app
+    from adaptive_gates.serve.limits import Limits
     from support.shared_data import packaged_wiki_paragraphs
 
     train = outcome_records[:100]
     gate = SKRKnnGate(embedder).fit_outcomes(train)
     corpus = DenseRetriever.from_records(packaged_wiki_paragraphs()[:20], embedder)
     state = RedisState.from_url(redis_server.url)
-    service = ChatService(gate, corpus, served_chat_model, max_tokens=2, state=state, lesson_quorum=1)
+    limits = Limits(requests_per_minute=1_000)  # counted in Redis while it is up, not in the way while down
+    service = ChatService(gate, corpus, served_chat_model, max_tokens=2, state=state, lesson_quorum=1, limits=limits)
     question = train[0].question
     with ServedApp(create_app(service)) as app:
         assert httpx.get(f"{app.url}/readyz").json()["checks"]["state"] == "ok"
         before = ask(app.url, question, max_tokens=1).json()["adaptive_gates"]
+        counted = state.client.keys("adaptive-gates:bucket:requests:*")
+        assert counted == [b"adaptive-gates:bucket:requests:address:127.0.0.1"]
         redis_server.stop()
 
         # chat answers on; its decision is not kept, so it cannot be judged later
