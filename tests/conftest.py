@@ -41,6 +41,7 @@ from support.browser import browser_page, pytest_runtest_protocol  # noqa: E402,
 from support.fixture_marks import pytest_collection_modifyitems  # noqa: E402, F401
 from support.milvus_server import milvus_uri  # noqa: E402, F401
 from support.openai_server import openai_server, served_chat_model  # noqa: E402, F401
+from support.redis_server import redis_server  # noqa: E402, F401
 from support.scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
 from support.serve_process import served_corpus, served_gate_dir  # noqa: E402, F401
 from support.shared_data import (  # noqa: E402, F401  # the hooks that keep ../shared to the tests marked for it

@@ -130,6 +130,12 @@ def add_parser(sub: Any) -> None:
         "--milvus-uri", help="keep the SKR memory and the corpus in Milvus at this URI (shared by every server)"
     )
     serve.add_argument(
+        "--state-url",
+        metavar="URL",
+        help="keep the decision book, the lessons, the feedback quotas and the rate limits in Redis at this URL "
+        "(redis://HOST:PORT/DB), shared by every server given it (needs the redis extra)",
+    )
+    serve.add_argument(
         "--api-key",
         action="append",
         default=[],
@@ -390,6 +396,7 @@ def build_service(args: argparse.Namespace) -> ChatService:
         milvus_uri=args.milvus_uri,
         lesson_quorum=args.lesson_quorum,
         share_evidence=args.share_evidence,
+        state_url=args.state_url,
         gate_backends=lambda chat, embedder, retriever: served_backends(Served(chat, embedder, retriever)),
         progress=say,
     )

@@ -36,6 +36,7 @@ from ..errors import (
     FeedbackNotSupportedError,
     FeedbackRefusedError,
     GateBackendError,
+    StateStoreUnavailableError,
     TooManyMessagesError,
     UnknownDecisionError,
     UnknownLessonError,
@@ -97,14 +98,16 @@ def create_app(
     )
     app.state.service = service
     app.state.executor = executor
-    dependencies = Readiness(service.upstream, service.retriever, service.gate)
+    dependencies = Readiness(service.upstream, service.retriever, service.gate, state=service.state)
     # The last added runs first: the access log, the security headers (on every refusal
     # too), the host, the key, the key's rate, the body's size, the answers in flight.
     limits = service.limits
     app.add_middleware(LimitInFlight, max_in_flight=limits.max_in_flight)
     app.add_middleware(LimitBody, max_bytes=limits.max_body_bytes)
     if limits.requests_per_minute is not None:
-        app.add_middleware(RateLimit, per_minute=limits.requests_per_minute)
+        per_minute = limits.requests_per_minute
+        buckets = service.state.buckets("requests", per_minute, 60.0)
+        app.add_middleware(RateLimit, per_minute=per_minute, buckets=buckets)
     app.add_middleware(RequireKeys, keys=keys or KeyRing())
     if allowed_hosts is not None:
         app.add_middleware(CheckHost, names=allowed_hosts)
@@ -181,11 +184,15 @@ def create_app(
     async def stats() -> dict[str, Any]:
         return service.stats()
 
-    @app.get("/v1/admin/lessons")
-    async def lessons(limit: int = Query(50, ge=1, le=1_000)) -> dict[str, Any]:
+    @app.get("/v1/admin/lessons", response_model=None)
+    async def lessons(limit: int = Query(50, ge=1, le=1_000)) -> dict[str, Any] | JSONResponse:
         """The latest verdicts the gate learnt from, newest first: what an admin reads to
         see who taught the gate what (e.g. a run of wrong verdicts on one topic)."""
-        return {"object": "list", "data": [lesson.to_dict() for lesson in service.lessons.recent(limit)]}
+        try:
+            recent = service.lessons.recent(limit)
+        except StateStoreUnavailableError as exc:
+            return JSONResponse(error_body(str(exc), code=exc.code), status_code=exc.status)
+        return {"object": "list", "data": [lesson.to_dict() for lesson in recent]}
 
     @app.post("/v1/admin/lessons/{decision_id}/revert")
     async def revert(decision_id: str) -> JSONResponse:

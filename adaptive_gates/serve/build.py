@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .records import LessonLog
     from .service import ChatService
     from .shadow import ServedShadowLearner
+    from .state import RedisState
 
 __all__ = ["DEFAULT_GATE", "LESSONS_SUFFIX", "QUERY_MEMO", "GateBackends", "build_service", "lessons_file"]
 
@@ -77,6 +78,7 @@ def build_service(
     milvus_uri: str | None = None,
     lesson_quorum: int = 2,
     share_evidence: bool = False,
+    state_url: str | None = None,
     gate_backends: GateBackends = _server_backends,
     progress: Callable[[str], object] | None = None,
 ) -> ChatService:
@@ -111,6 +113,10 @@ def build_service(
             gate (an admin key's teaches at once).
         share_evidence: neighbours of the evidence that other keys taught through
             feedback keep their text.
+        state_url: keep the decision book, the lessons, the feedback quotas and the
+            rate limits in Redis at this URL (``redis://HOST:PORT/DB``), shared by every
+            server given it (``serve.state``); the lessons are then kept there, not
+            beside the gate. Default: in this process.
         gate_backends: what a loaded gate is given of the server's backends (the
             answering model, the embedder, the retriever), by its parameter names.
         progress: called with a line of progress while loading.
@@ -136,6 +142,7 @@ def build_service(
     # The database is reached, and the gate's directory read, before any model loads: a
     # wrong address or directory fails at once.
     database = None if milvus_uri is None else milvus_client(milvus_uri)
+    state = None if state_url is None else _shared_state(state_url)
     if isinstance(gate, Gate):
         gate_type = gate.name
     else:
@@ -176,7 +183,7 @@ def build_service(
         # saved over the gate's directory, for the next start (a shipped gate's
         # directory is the package's own: never written)
         after_feedback = functools.partial(served_gate.save, directory, overwrite=True)
-        lessons = _lessons(directory)
+        lessons = _lessons(directory) if state is None else None
     shadow = _shadow_learner(served_gate, upstream, shadow_rate, shadow_refit_every, after_feedback)
     return ChatService(
         served_gate,
@@ -193,6 +200,7 @@ def build_service(
         lesson_quorum=lesson_quorum,
         share_evidence=share_evidence,
         lessons=lessons,
+        state=state,
     )
 
 
@@ -220,6 +228,19 @@ def _step(say: Callable[[str], object], what: str) -> Iterator[None]:
     started = time.perf_counter()
     yield
     say(f"{what}: done in {time.perf_counter() - started:.0f} s")
+
+
+def _shared_state(url: str) -> RedisState:
+    """The state store at ``url``, reached once before anything loads."""
+    from ..errors import StateStoreUnavailableError
+    from .state import RedisState
+
+    state = RedisState.from_url(url)
+    try:
+        state.ping()
+    except StateStoreUnavailableError:
+        raise UsageError("--state-url: the Redis it names does not answer; start it, or check the URL") from None
+    return state
 
 
 def _embedded_chat() -> ChatModel:

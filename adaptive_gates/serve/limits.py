@@ -12,6 +12,8 @@ of 100,000 characters is refused at once instead of filling memory for minutes.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import threading
 import time
@@ -19,13 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConversationTooLongError, TooManyMessagesError
+from ..errors import ConversationTooLongError, StateStoreUnavailableError, TooManyMessagesError
 from ..models.chat.base import Message
 from .openai_error import send_error
 
 #: UTF-8 bytes a token at most, where the answering model's tokenizer is not at hand:
 #: BPE tokenizers pack English at about four, so the estimate errs toward refusing.
 BYTES_PER_TOKEN_ESTIMATE = 3
+
+logger = logging.getLogger(__name__)
 
 
 def limit(default: int | None, flag: str, help: str, *, command_default: int | None = None) -> Any:
@@ -282,18 +286,28 @@ class TokenBuckets:
 class RateLimit:
     """ASGI middleware: ``per_minute`` requests a minute per key (the ``api_key_id`` the
     key check left), or per client address on a server without keys, over the ``/v1/``
-    routes; past it, 429 with ``Retry-After``."""
+    routes; past it, 429 with ``Retry-After``. ``buckets``: where they are counted (shared
+    by several servers, ``serve.state``); while those cannot be reached, requests go on."""
 
-    def __init__(self, app: Any, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, app: Any, per_minute: int, clock: Callable[[], float] = time.monotonic, buckets: Any = None
+    ) -> None:
         self.app = app
         self.per_minute = per_minute
-        self.buckets = TokenBuckets(per_minute, 60.0, clock)
+        self.buckets = buckets if buckets is not None else TokenBuckets(per_minute, 60.0, clock)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.app(scope, receive, send)
             return
-        wait = self.buckets.take(client_of(scope))
+        try:
+            if isinstance(self.buckets, TokenBuckets):
+                wait = self.buckets.take(client_of(scope))
+            else:  # over the network: off the event loop
+                wait = await asyncio.to_thread(self.buckets.take, client_of(scope))
+        except StateStoreUnavailableError:  # answers go on without the shared count
+            logger.warning("the rate limit is not counted: the state store is unreachable")
+            wait = 0
         if wait > 0:
             message = f"more than {self.per_minute} requests a minute; retry in {wait} s"
             await send_error(send, 429, message, "rate_limit_exceeded", [(b"retry-after", str(wait).encode())])

@@ -1,7 +1,8 @@
 """``GET /readyz``: whether ``adaptive-gates serve`` can answer now, not only whether it
 is alive (``/healthz``). A server listens only once its gate is loaded and its corpus
 indexed, so what can fail later is what it reaches over the network: the upstream LLM,
-and the database that holds the corpus or the gate's memory. Each is asked something
+the database that holds the corpus or the gate's memory, and the state store the
+servers share (``serve --state-url``). Each is asked something
 cheap (the upstream's ``/models``, the collection's size), within a few seconds. The
 route is public, so a result is reused for a moment: a flood of ``/readyz`` requests
 costs the upstream and the database one check each that often."""
@@ -37,8 +38,9 @@ class Readiness:
         gate: object,
         reuse_seconds: float = REUSE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        state: object = None,
     ) -> None:
-        self._dependencies = (upstream, retriever, gate)
+        self._dependencies = (upstream, retriever, gate, state)
         self.reuse_seconds = reuse_seconds
         self._clock = clock
         self._lock = asyncio.Lock()
@@ -54,14 +56,18 @@ class Readiness:
             return dict(self._checks)
 
 
-async def readiness(upstream: object, retriever: object, gate: object) -> dict[str, str]:
-    """Each dependency's state: ``"ok"``, or what is wrong with it."""
+async def readiness(upstream: object, retriever: object, gate: object, state: object = None) -> dict[str, str]:
+    """Each dependency's state: ``"ok"``, or what is wrong with it (``state``: the state
+    store, checked when the servers share it)."""
     checks: dict[str, Callable[[], object]] = {"upstream": lambda: _reach_upstream(upstream)}
     if isinstance(retriever, Sized):
         checks["corpus"] = lambda: len(retriever)
     memory = getattr(gate, "memory_", None)
     if memory is not None:
         checks["memory"] = lambda: len(memory)
+    ping = getattr(state, "ping", None)
+    if getattr(state, "shared", False) and callable(ping):
+        checks["state"] = ping
     states = await asyncio.gather(*(_state(name, check) for name, check in checks.items()))
     return dict(zip(checks, states))
 

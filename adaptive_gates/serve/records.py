@@ -106,6 +106,16 @@ class DecisionBook:
             kept = self._entries.get(decision_id)
             return None if kept is None else kept[1]
 
+    def judge(self, decision_id: str, verdict: bool | None) -> bool:
+        """Give the decision its ``verdict`` unless it has one (``None``: take it back,
+        for a verdict not taken after all); whether it was given."""
+        with self._lock:
+            kept = self._entries.get(decision_id)
+            if kept is None or (verdict is not None and kept[1].verdict is not None):
+                return False
+            kept[1].verdict = verdict
+            return True
+
 
 #: A lesson's status: taught to the gate, or waiting for its quorum of agreeing keys.
 TAUGHT, PENDING = "taught", "pending"

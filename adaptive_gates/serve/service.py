@@ -27,10 +27,12 @@ from ..errors import (
     BackendUnavailableError,
     ContextLengthExceededError,
     ConversationTooLongError,
+    FeedbackNotSupportedError,
     FeedbackQuotaError,
     GateBackendError,
     MemoryUnavailableError,
     NotYourDecisionError,
+    StateStoreUnavailableError,
     UnknownDecisionError,
     UnknownLessonError,
     UpstreamError,
@@ -38,7 +40,7 @@ from ..errors import (
 from ..errors import (
     FeedbackRefusedError as FeedbackRefusedError,  # importable here as before
 )
-from ..gates.base.feedback import FeedbackLog
+from ..gates.base.feedback import Feedback, FeedbackLog
 from ..gates.base.gate import Gate
 from ..models.chat.base import ChatModel, ChatOptions, Message, TokenUsage
 from ..models.chat.stream import astream_chat
@@ -47,10 +49,11 @@ from ..records.answer_metrics import normalize_answer
 from ..records.decision import DRAFT
 from ..retrieval.base import Hit, Retriever
 from .conversation import read_turn
-from .limits import Limits, TokenBuckets, check_conversation, token_counter
+from .limits import Limits, check_conversation, token_counter
 from .metrics import ServeMetrics
-from .records import PENDING, TAUGHT, DecisionBook, Lesson, LessonLog, ServedDecision, Tally
+from .records import PENDING, TAUGHT, Lesson, LessonLog, ServedDecision, Tally
 from .shadow import ServedShadowLearner
+from .state import LocalState, StateStore
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +182,9 @@ class ChatService:
             is left out.
         lessons: the lesson log (``LessonLog.load`` reads one persisted beside the gate,
             to list and revert lessons after a restart); default: a new one in memory.
+        state: where the decision book, the lessons, the feedback quota and the rate
+            limit are kept (``serve.state``: ``RedisState`` shares them between
+            servers); default: in this process (``LocalState`` over ``lessons``).
     """
 
     def __init__(
@@ -199,11 +205,14 @@ class ChatService:
         lesson_quorum: int = 2,
         share_evidence: bool = False,
         lessons: LessonLog | None = None,
+        state: StateStore | None = None,
     ) -> None:
         if k < 1 or history_window < 0 or max_tokens < 1 or not upstream_timeout > 0:
             raise ValueError("k and max_tokens must be >= 1, history_window >= 0 and upstream_timeout > 0")
         if lesson_quorum < 1:
             raise ValueError(f"lesson_quorum must be >= 1, got {lesson_quorum}")
+        if state is not None and lessons is not None:
+            raise ValueError("give the lessons or the state that holds them, not both")
         limits = limits or Limits()
         if max_tokens > limits.max_answer_tokens:
             raise ValueError(
@@ -223,15 +232,16 @@ class ChatService:
         self.shadow = shadow
         self._count_tokens = token_counter(upstream)
         self.metrics = ServeMetrics()
-        self.book = DecisionBook()
+        self.state: StateStore = state if state is not None else LocalState(lessons)
+        self.book = self.state.book
         self.lesson_quorum = lesson_quorum
         self.share_evidence = share_evidence
-        self.lessons = lessons if lessons is not None else LessonLog()
+        self.lessons = self.state.lessons
         self._taught_questions: dict[str, frozenset[str | None]] | None = None
         self.tally = Tally()
         self._feedback_lock = asyncio.Lock()
         per_hour = self.limits.feedback_per_hour
-        self._feedback_quota = None if per_hour is None else TokenBuckets(per_hour, 3600.0)
+        self._feedback_quota = None if per_hour is None else self.state.buckets("feedback", per_hour, 3600.0)
 
     @property
     def learns(self) -> bool:
@@ -372,7 +382,10 @@ class ChatService:
         served.latency_ms["total"] = seconds * 1000
         stats = self.tally.count(served)
         self.metrics.answered(served, stats["retrieval_rate"], seconds, stream)
-        self.book.put(served)
+        try:
+            self.book.put(served)
+        except StateStoreUnavailableError:  # the answer goes on; it just cannot be judged later
+            logger.warning("decision %s is not kept: the state store is unreachable, so it cannot be judged", served.id)
         if self.shadow is not None:
             self.shadow.observe(served, answer)  # in the background; never raises
         return served.to_dict(stats)
@@ -394,6 +407,8 @@ class ChatService:
             NotYourDecisionError: another key got the answer, and ``admin`` is not set.
             FeedbackQuotaError: ``client`` gave as many verdicts as the limits allow.
             AlreadyJudgedError: the answer has its verdict.
+            StateStoreUnavailableError: the store shared by the servers cannot be
+                reached; the verdict is not taken.
             MemoryUnavailableError: the database holding the gate's memory cannot be
                 reached; the verdict is not taken.
             FeedbackNotSupportedError: the gate does not learn from feedback.
@@ -415,52 +430,65 @@ class ChatService:
         # each lesson must not interleave with the next, and two verdicts on one answer
         # sent together find the first one's mark.
         async with self._feedback_lock:
-            if served.verdict is not None:
+            # the verdict is given first (atomically: another server may be judging the
+            # same answer), and taken back when the lesson cannot be taken
+            if not self.book.judge(decision_id, correct):
+                if self.book.get(decision_id) is None:
+                    raise UnknownDecisionError(decision_id)
                 raise AlreadyJudgedError(f"decision {decision_id!r} has its verdict; a second changes nothing")
-            decision = served.decision
-            admin = admin or client is None
-            lesson = Lesson(
-                decision_id,
-                decision.question,
-                served.route,
-                decision.retrieve,
-                correct,
-                None,
-                client,
-                time.time(),
-                admin=admin,
-                status=PENDING,
-                decision=decision,
-            )
-            agreeing = self._agreeing(lesson)
-            if not self._has_quorum([*agreeing, lesson]):
-                served.verdict = correct
-                self.lessons.add(lesson)
-                keys = len({x.judged_by for x in agreeing} | {client})
-                self.metrics.feedback.labels("true" if correct else "false").inc()
-                logger.info("verdict on decision %s pending: %d of %d keys", decision_id, keys, self.lesson_quorum)
-                return {
-                    "decision_id": decision_id,
-                    "route": served.route,
-                    "status": PENDING,
-                    "label": None,
-                    "quorum": {"keys": keys, "needed": self.lesson_quorum},
-                    "memory": self.memory_counts(),
-                }
-            # the verdict and every pending one agreeing with it teach the gate, oldest first
-            pending = [x for x in agreeing if x.status == PENDING]
-            taught = await self._teach(lesson)  # the new one first: a failure takes nothing
-            served.verdict = correct
-            self.lessons.add(taught)
-            labelled = taught.label is not None
-            for earlier in pending:
-                with contextlib.suppress(MemoryUnavailableError):  # stays pending: taught with the next
-                    now = await self._teach(earlier)
-                    self.lessons.update(now.decision_id, status=TAUGHT, label=now.label, entry=now.entry)
-                    labelled = labelled or now.label is not None
-            self._taught_questions = None
-            if self.after_feedback is not None and labelled:
-                await asyncio.to_thread(self.after_feedback)
+            try:
+                return await self._judged(served, correct, client, admin)
+            except (MemoryUnavailableError, StateStoreUnavailableError, FeedbackNotSupportedError, ValueError):
+                # not taught: the answer is not judged, and may be judged again
+                with contextlib.suppress(StateStoreUnavailableError):
+                    self.book.judge(decision_id, None)
+                raise
+
+    async def _judged(self, served: ServedDecision, correct: bool, client: str | None, admin: bool) -> dict[str, Any]:
+        """``feedback`` once the answer has its verdict (under the feedback lock)."""
+        decision_id = served.id
+        decision = served.decision
+        admin = admin or client is None
+        lesson = Lesson(
+            decision_id,
+            decision.question,
+            served.route,
+            decision.retrieve,
+            correct,
+            None,
+            client,
+            time.time(),
+            admin=admin,
+            status=PENDING,
+            decision=decision,
+        )
+        agreeing = self._agreeing(lesson)
+        if not self._has_quorum([*agreeing, lesson]):
+            self.lessons.add(lesson)
+            keys = len({x.judged_by for x in agreeing} | {client})
+            self.metrics.feedback.labels("true" if correct else "false").inc()
+            logger.info("verdict on decision %s pending: %d of %d keys", decision_id, keys, self.lesson_quorum)
+            return {
+                "decision_id": decision_id,
+                "route": served.route,
+                "status": PENDING,
+                "label": None,
+                "quorum": {"keys": keys, "needed": self.lesson_quorum},
+                "memory": self.memory_counts(),
+            }
+        # the verdict and every pending one agreeing with it teach the gate, oldest first
+        pending = [x for x in agreeing if x.status == PENDING]
+        taught = await self._teach(lesson)  # the new one first: a failure takes nothing
+        self.lessons.add(taught)
+        labelled = taught.label is not None
+        for earlier in pending:
+            with contextlib.suppress(MemoryUnavailableError):  # stays pending: taught with the next
+                now = await self._teach(earlier)
+                self.lessons.update(now.decision_id, status=TAUGHT, label=now.label, entry=now.entry)
+                labelled = labelled or now.label is not None
+        self._taught_questions = None
+        if self.after_feedback is not None and labelled:
+            await asyncio.to_thread(self.after_feedback)
         self.metrics.feedback.labels("true" if correct else "false").inc()
         return {
             "decision_id": decision_id,
@@ -521,7 +549,7 @@ class ChatService:
                 raise AlreadyRevertedError(f"the lesson on decision {decision_id!r} was taken back already")
             if lesson.status == TAUGHT and lesson.entry is not None:
                 try:
-                    await asyncio.to_thread(self.gate.withdraw_feedback, lesson.entry)
+                    await asyncio.to_thread(self._withdraw, lesson.entry)
                 except BackendUnavailableError as exc:
                     raise MemoryUnavailableError("the gate's memory cannot be reached now; revert again later") from exc
                 except ValueError:  # the gate holds it no more (saved before it was taught)
@@ -532,6 +560,19 @@ class ChatService:
                 await asyncio.to_thread(self.after_feedback)
         logger.info("lesson on decision %s taken back", decision_id)
         return {"lesson": None if reverted is None else reverted.to_dict(), "memory": self.memory_counts()}
+
+    def _withdraw(self, entry: Feedback) -> None:
+        """The gate withdraws ``entry``. With a shared state, another server may have
+        taught it, into the memory they share: this gate's log then takes the entry
+        first, so that what it taught leaves the shared memory."""
+        try:
+            self.gate.withdraw_feedback(entry)
+        except ValueError:
+            log = getattr(self.gate, "feedback_", None) if self.state.shared else None
+            if not isinstance(log, FeedbackLog):
+                raise
+            log.append(entry)
+            self.gate.withdraw_feedback(entry)
 
     # ------------------------------------------------------------------ evidence
     def visible_record(self, record: dict[str, Any], viewer: str | None, *, admin: bool = False) -> dict[str, Any]:
@@ -562,6 +603,10 @@ class ChatService:
         if taught is None:
             judges: dict[str, set[str | None]] = {}
             try:
+                lessons = self.lessons.all()
+            except StateStoreUnavailableError:  # the gate's own log still hides what it holds
+                lessons = []
+            try:
                 log = getattr(self.gate, "feedback_", None)
             except Exception:  # a gate not fitted, or holding no log
                 log = None
@@ -569,11 +614,13 @@ class ChatService:
             for entry in entries:
                 if entry.label is not None:
                     judges.setdefault(normalize_answer(entry.question), set())
-            for lesson in self.lessons.all():
+            for lesson in lessons:
                 if lesson.status == TAUGHT and lesson.reverted_at is None and lesson.label is not None:
                     assert lesson.question is not None
                     judges.setdefault(normalize_answer(lesson.question), set()).add(lesson.judged_by)
-            taught = self._taught_questions = {q: frozenset(who) for q, who in judges.items()}
+            taught = {q: frozenset(who) for q, who in judges.items()}
+            if not self.state.shared:  # other servers change shared lessons: read them each time
+                self._taught_questions = taught
         return taught
 
     def memory_counts(self) -> dict[str, int] | None:

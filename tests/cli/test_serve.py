@@ -86,6 +86,7 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
     from adaptive_gates.models.lm.loaded import LoadedCausalLM
 
     nowhere = f"http://127.0.0.1:{free_port()}"
+    redis_nowhere = f"redis://127.0.0.1:{free_port()}/0"
     torn = shutil.copytree(served_gate_dir, tmp_path / "torn" / "gate")
     (tmp_path / "torn" / "gate.lessons.jsonl").write_text('{"decision_id": "dec-1", "question": "Who wr\n')
     cases = [
@@ -98,6 +99,8 @@ def test_a_bad_command_line_fails_before_anything_loads(served_gate_dir, served_
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--milvus-uri", nowhere], "cannot connect to Milvus"),
         (["--gate", torn, "--corpus", served_corpus], "gate.lessons.jsonl, line 1: not a lesson"),
         (["--gate", served_gate_dir, "--corpus", served_corpus, "--trusted-proxy", "proxy"], "IP address or network"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--state-url", "http://x"], "no Redis URL"),
+        (["--gate", served_gate_dir, "--corpus", served_corpus, "--state-url", redis_nowhere], "does not answer"),
     ]
     (args, says), *in_process = cases
     command = [sys.executable, "-m", "adaptive_gates.cli", "serve", *map(str, args)]

@@ -117,7 +117,13 @@ def _with_extras(project: dict, extras: list[str]) -> list[str]:
 
 
 #: The extras each folder of the package may import from; the others need the light core only.
-EXTRAS = {"evaluation": ["plot"], "milvus": ["milvus"], "models": ["local"], "seakr": ["local"], "serve": ["serve"]}
+EXTRAS = {
+    "evaluation": ["plot"],
+    "milvus": ["milvus"],
+    "models": ["local"],
+    "seakr": ["local"],
+    "serve": ["serve", "redis"],
+}
 FOLDERS_OF_THE_PACKAGE = sorted(p.name for p in (ROOT / "adaptive_gates").iterdir() if (p / "__init__.py").exists())
 
 
