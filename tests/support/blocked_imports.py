@@ -79,6 +79,7 @@ import json
 import sys
 
 {setup}
+
 outcomes = {{}}
 for name, expression in {calls!r}.items():
     try:
@@ -130,3 +131,16 @@ def assert_names_its_package(outcome: dict, install: str) -> None:
     """``outcome`` (of ``outcomes_without``) raised the missing weight package's error, naming ``install``."""
     assert outcome.get("raised", [])[:2] == ["MissingModelPackageError", "BackendMisconfiguredError"], outcome
     assert f"`{install}`" in outcome["message"], outcome
+
+
+def check_default_models(folder: Path, imports: str, refused: dict[str, str], given: dict[str, str]) -> None:
+    """A framework's default models without the weight packages: each expression of
+    ``refused`` (after ``GIVEN_MODELS`` and ``imports`` ran) raises naming the command
+    it maps to; each of ``given`` (over the user's own models) returns a value of the
+    type it maps to."""
+    calls = {expression: expression for expression in [*refused, *given]}
+    outcomes = outcomes_without(WEIGHT_PACKAGES, folder, GIVEN_MODELS + imports, calls)
+    for expression, install in refused.items():
+        assert_names_its_package(outcomes[expression], install)
+    for expression, returned in given.items():
+        assert outcomes[expression] == {"returned": returned}, expression

@@ -21,6 +21,7 @@ from types import TracebackType
 import pytest
 
 from support.fixture_marks import marks_users
+from support.processes import stop
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +102,7 @@ class MilvusServer:
         process, self._process = self._process, None
         if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
     def restart(self) -> None:
         """Stop the server and start it again over the same data and port."""

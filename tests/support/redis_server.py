@@ -20,6 +20,7 @@ from types import TracebackType
 import pytest
 
 from support.milvus_server import free_port
+from support.processes import stop
 
 #: How long a server may take to start answering, in seconds.
 START_TIMEOUT = 30.0
@@ -72,12 +73,7 @@ class RedisServer:
         process, self._process = self._process, None
         if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
     def __enter__(self) -> RedisServer:
         return self.start()
