@@ -135,4 +135,5 @@ def test_the_extras_are_declared_and_local_brings_them() -> None:
     assert extras["openai"] == ["openai>=1.40"] and extras["plot"] == ["matplotlib>=3.7"]
     assert "adaptive-gates[openai]" in extras["serve"] and any(d.startswith("fastapi") for d in extras["serve"])
     assert any(d.startswith("pymilvus") for d in extras["milvus"])
-    assert "adaptive-gates[openai,plot,serve,milvus]" in extras["local"]
+    assert any(d.startswith("redis") for d in extras["redis"])
+    assert "adaptive-gates[openai,plot,serve,milvus,redis]" in extras["local"]
