@@ -55,7 +55,7 @@ LESSONS_SUFFIX = ".lessons.jsonl"
 GateBackends = Callable[["ChatModel", "Embedder", "Retriever"], Mapping[str, Any]]
 
 
-def _server_backends(chat: ChatModel, embedder: Embedder, retriever: Retriever) -> Mapping[str, Any]:
+def _server_backends(chat: ChatModel, embedder: Embedder | None, retriever: Retriever) -> Mapping[str, Any]:
     return {"chat": chat, "embedder": embedder, "retriever": retriever}
 
 
@@ -157,10 +157,15 @@ def build_service(
     say(f"loading {what}, indexing the corpus {indexed} ...")
     # A line as each step starts and one as it ends: a gate that loads for minutes
     # (pretrained:stacked) says what it is doing meanwhile.
-    with _step(say, "loading the embedding model"):
-        # One memo for the gate and the retriever: a question the gate embedded is searched
-        # with the same vector, and a question asked again is not embedded again.
-        embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
+    embedder: Embedder | None = None
+    # Built only where something embeds (a dense retriever, a gate that takes an
+    # embedder, backends of the caller's): a BM25 server with a popularity gate needs
+    # no embedding model, nor its weight package.
+    if _embeds(retriever, directory, gate, gate_type) or gate_backends is not _server_backends:
+        with _step(say, "loading the embedding model"):
+            # One memo for the gate and the retriever: a question the gate embedded is
+            # searched with the same vector, and a question asked again is not embedded again.
+            embedder = CachedEmbedder(default_embedder(), max_entries=QUERY_MEMO)
     indexing = retriever is None or isinstance(retriever, str)  # a retriever given holds its corpus
     with _step(say, f"indexing the corpus {indexed}") if indexing else contextlib.nullcontext():
         searcher = _retriever(retriever, corpus, directory, embedder, database)
@@ -169,7 +174,11 @@ def build_service(
     else:
         assert directory is not None
         with _step(say, f"loading the {gate_type} gate (and the models it asks)"):
-            served_gate = _load_gate(directory, gate_type, gate_backends(upstream, embedder, searcher))
+            if embedder is None:  # the gate takes none, and the backends are the server's own
+                backends = _server_backends(upstream, None, searcher)
+            else:
+                backends = gate_backends(upstream, embedder, searcher)
+            served_gate = _load_gate(directory, gate_type, backends)
         if is_pretrained(directory):  # whose outcomes it holds, against the model it now serves
             say(pretrained_notice(directory.name, upstream.model_id))
     if domain is not None:
@@ -266,13 +275,40 @@ def _shadow_learner(
     return ServedShadowLearner(gate, upstream, rate=rate, refit_every=refit_every, after_learning=save)
 
 
+def _retriever_kind(given: Retriever | str | None, directory: Path | None) -> str | None:
+    """The kind of retriever made for the corpus: ``given``'s name, else BM25 for the
+    shipped draft-check gate (fitted with it) and dense otherwise; ``None`` for a
+    retriever given whole."""
+    from ..bundled.shipped import pretrained_path
+
+    if given is not None and not isinstance(given, str):
+        return None
+    return given or ("bm25" if directory == pretrained_path("draft-check") else "dense")
+
+
+def _embeds(retriever: Retriever | str | None, directory: Path | None, gate: object, gate_type: str) -> bool:
+    """Whether the server needs an embedder: for a dense retriever, or for a saved gate
+    that takes one (or holds members, which may)."""
+    from ..gates.base.gate import Gate
+
+    if _retriever_kind(retriever, directory) == "dense":
+        return True
+    if isinstance(gate, Gate) or directory is None:
+        return False
+    loaded = Gate.gate_class(gate_type)
+    return bool(loaded.member_params) or "embedder" in loaded.backend_params
+
+
 def _retriever(
-    given: Retriever | str | None, corpus: Path | None, directory: Path | None, embedder: Embedder, database: Any
+    given: Retriever | str | None,
+    corpus: Path | None,
+    directory: Path | None,
+    embedder: Embedder | None,
+    database: Any,
 ) -> Retriever:
     """The corpus' retriever: the one given, or dense over ``embedder`` (in Milvus with
     a database), or BM25 (the default for the shipped draft-check gate, fitted with it)."""
     from ..bundled.datasets import adarague_corpus
-    from ..bundled.shipped import pretrained_path
     from ..records.data import load_corpus
     from ..retrieval import BM25Retriever, DenseRetriever
 
@@ -282,12 +318,13 @@ def _retriever(
         return given
     if given not in (None, "dense", "bm25"):
         raise UsageError(f"--retriever {given!r}: expected 'dense' or 'bm25'")
-    kind = given or ("bm25" if directory == pretrained_path("draft-check") else "dense")
+    kind = _retriever_kind(given, directory)
     if kind == "bm25" and database is not None:
         raise UsageError("--milvus-uri keeps a dense index of the corpus; it does not go with --retriever bm25")
     records = adarague_corpus() if corpus is None else load_corpus(corpus)
     if kind == "bm25":
         return BM25Retriever.from_records(records)
+    assert embedder is not None  # built for a dense retriever (_embeds)
     if database is None:
         return DenseRetriever.from_records(records, embedder)
     from ..milvus.retrieval import MilvusRetriever

@@ -9,10 +9,18 @@ import shutil
 
 import pytest
 
-from adaptive_gates import SKRKnnGate
+from adaptive_gates import PopularityGate, SKRKnnGate
+from adaptive_gates.bundled.datasets import adarague_outcomes
 from adaptive_gates.errors import UsageError
 from adaptive_gates.retrieval import BM25Retriever
 from adaptive_gates.serve import Limits, build_service
+from support.blocked_imports import (
+    GIVEN_MODELS,
+    MINILM_INSTALL,
+    WEIGHT_PACKAGES,
+    assert_names_its_package,
+    outcomes_without,
+)
 
 QUESTION = [{"role": "user", "content": "Who wrote the novel Dracula?"}]
 
@@ -73,3 +81,22 @@ def test_a_draft_check_gate_learns_from_verdicts_only_with_a_shadow_learner(serv
     served = {"gate": "pretrained:draft-check", "chat": served_chat_model, "retriever": "bm25", "corpus": served_corpus}
     assert build_service(**served).learns is False
     assert build_service(**served, shadow_rate=0.0).learns is True
+
+
+def test_an_embedding_model_is_built_only_where_something_embeds(tmp_path):
+    """A BM25 server over a popularity gate embeds nothing: it starts without the
+    MiniLM weight package (a `[serve]`-only install), which a dense retriever needs."""
+    gate = tmp_path / "popularity"
+    PopularityGate().fit_outcomes(adarague_outcomes("nq")).save(gate)
+    setup = GIVEN_MODELS + f"from adaptive_gates.serve import build_service\ngate = {str(gate)!r}\n"
+    outcomes = outcomes_without(
+        WEIGHT_PACKAGES,
+        tmp_path / "blocked",
+        setup,
+        {
+            "bm25": "build_service(gate=gate, chat=EchoChat(), retriever='bm25')",
+            "dense": "build_service(gate=gate, chat=EchoChat(), retriever='dense')",
+        },
+    )
+    assert outcomes["bm25"] == {"returned": "ChatService"}
+    assert_names_its_package(outcomes["dense"], MINILM_INSTALL)
