@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 class Served:
     """What ``serve`` holds that its gate may take: the LLM that answers (a gate that
     drafts then drafts with it), the embedder it retrieves with and its retriever (a
-    gate that checks its draft retrieves through it)."""
+    gate that checks its draft retrieves through it). No embedder where nothing embeds."""
 
     chat: ChatModel
-    embedder: Embedder
+    embedder: Embedder | None
     retriever: Retriever
 
 

@@ -52,7 +52,7 @@ LESSONS_SUFFIX = ".lessons.jsonl"
 
 #: What a loaded gate is given of the server's own backends, by the gate parameter
 #: each fills: from the answering chat model, the embedder and the corpus' retriever.
-GateBackends = Callable[["ChatModel", "Embedder", "Retriever"], Mapping[str, Any]]
+GateBackends = Callable[["ChatModel", "Embedder | None", "Retriever"], Mapping[str, Any]]
 
 
 def _server_backends(chat: ChatModel, embedder: Embedder | None, retriever: Retriever) -> Mapping[str, Any]:
@@ -118,7 +118,9 @@ def build_service(
             server given it (``serve.state``); the lessons are then kept there, not
             beside the gate. Default: in this process.
         gate_backends: what a loaded gate is given of the server's backends (the
-            answering model, the embedder, the retriever), by its parameter names.
+            answering model, the embedder, the retriever), by its parameter names. The
+            embedder is ``None`` where nothing embeds (a BM25 retriever and a gate that
+            takes no embedder).
         progress: called with a line of progress while loading.
 
     Raises:
@@ -159,9 +161,9 @@ def build_service(
     # (pretrained:stacked) says what it is doing meanwhile.
     embedder: Embedder | None = None
     # Built only where something embeds (a dense retriever, a gate that takes an
-    # embedder, backends of the caller's): a BM25 server with a popularity gate needs
-    # no embedding model, nor its weight package.
-    if _embeds(retriever, directory, gate, gate_type) or gate_backends is not _server_backends:
+    # embedder): a BM25 server with a popularity gate needs no embedding model, nor its
+    # weight package.
+    if _embeds(retriever, directory, gate, gate_type):
         with _step(say, "loading the embedding model"):
             # One memo for the gate and the retriever: a question the gate embedded is
             # searched with the same vector, and a question asked again is not embedded again.
@@ -174,11 +176,7 @@ def build_service(
     else:
         assert directory is not None
         with _step(say, f"loading the {gate_type} gate (and the models it asks)"):
-            if embedder is None:  # the gate takes none, and the backends are the server's own
-                backends = _server_backends(upstream, None, searcher)
-            else:
-                backends = gate_backends(upstream, embedder, searcher)
-            served_gate = _load_gate(directory, gate_type, backends)
+            served_gate = _load_gate(directory, gate_type, gate_backends(upstream, embedder, searcher))
         if is_pretrained(directory):  # whose outcomes it holds, against the model it now serves
             say(pretrained_notice(directory.name, upstream.model_id))
     if domain is not None:
